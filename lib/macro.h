@@ -1,0 +1,90 @@
+/* macro.h: cleanup attributes, ownership transfer and small helpers used everywhere. */
+#pragma once
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _noreturn_ __attribute__((noreturn))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _likely_(x) __builtin_expect(!!(x), 1)
+#define _unlikely_(x) __builtin_expect(!!(x), 0)
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define assert_cc(expr) _Static_assert(expr, #expr)
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Take ownership of a pointer or fd, leaving the cleanup variable inert. */
+#define TAKE_PTR(p)                                     \
+        ({                                              \
+                __typeof__(p) _p_ = (p);                \
+                (p) = NULL;                             \
+                _p_;                                    \
+        })
+#define TAKE_FD(fd)                                     \
+        ({                                              \
+                int _fd_ = (fd);                        \
+                (fd) = -EBADF;                          \
+                _fd_;                                   \
+        })
+
+/* Close an fd if valid, preserving errno; returns -EBADF for "fd = safe_close(fd)". */
+static inline int safe_close(int fd) {
+        if (fd >= 0) {
+                int saved = errno;
+                close(fd);
+                errno = saved;
+        }
+        return -EBADF;
+}
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+static inline void closep(int *fd) {
+        safe_close(*fd);
+}
+static inline void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+static inline void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}
+
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+#define _cleanup_closedir_ _cleanup_(closedirp)
+
+/* Define "static inline void namep(type *p)" calling func(*p) when *p is non-NULL. */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)         \
+        static inline void func##p(type *p) {           \
+                if (*p)                                 \
+                        func(*p);                       \
+        }
+
+/* Turn a libc "-1 and errno" result into "-errno", never 0 for a failure. */
+static inline int negative_errno(void) {
+        return errno > 0 ? -errno : -EIO;
+}
+
+static inline bool streq(const char *a, const char *b) {
+        return a && b && __builtin_strcmp(a, b) == 0;
+}
+
+static inline const char *strna(const char *s) {
+        return s ?: "n/a";
+}
+
+#define USEC_PER_SEC 1000000ULL
+#define NSEC_PER_USEC 1000ULL
+#define USEC_PER_MSEC 1000ULL
