@@ -1,0 +1,97 @@
+/* proc-parse.h: pure parsers for /proc/PID[/task/TID] files; no I/O, every field bounds-checked. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* /proc/PID/stat, the fields we use, named by their proc(5) numbers. */
+typedef struct ProcStat {
+        int pid;                /* (1) */
+        char comm[64];          /* (2) the raw bytes between the first '(' and the last ')', NUL-terminated */
+        char state;             /* (3) */
+        int ppid;               /* (4) */
+        uint64_t flags;         /* (9) PF_* */
+        uint64_t minflt;        /* (10) */
+        uint64_t majflt;        /* (12) */
+        uint64_t utime;         /* (14) clock ticks */
+        uint64_t stime;         /* (15) */
+        int64_t priority;       /* (18) */
+        int64_t nice;           /* (19) */
+        uint64_t num_threads;   /* (20) */
+        uint64_t starttime;     /* (22) clock ticks after boot */
+        int processor;          /* (39) */
+} ProcStat;
+
+int proc_parse_stat(const char *buf, size_t len, ProcStat *ret);
+
+#define PROC_PF_KTHREAD 0x00200000U
+
+typedef enum ProcSyscallKind {
+        PROC_SYSCALL_RUNNING,   /* "running": on a CPU, no registers available */
+        PROC_SYSCALL_BLOCKED,   /* "NR a1..a6 sp pc": asleep inside syscall NR */
+        PROC_SYSCALL_NONE,      /* "-1 sp pc": blocked, but not in a syscall (stopped, page fault, …) */
+} ProcSyscallKind;
+
+/* /proc/PID/task/TID/syscall. */
+typedef struct ProcSyscall {
+        ProcSyscallKind kind;
+        int64_t nr;
+        uint64_t args[6];
+        uint64_t sp;
+        uint64_t pc;
+} ProcSyscall;
+
+int proc_parse_syscall(const char *buf, size_t len, ProcSyscall *ret);
+
+/* /proc/PID/status, the fields we use. */
+typedef struct ProcStatus {
+        uid_t uid;              /* Uid: real */
+        uid_t euid;             /* Uid: effective */
+        int tgid;
+        int tracer_pid;
+        uint64_t voluntary_ctxt_switches;
+        uint64_t nonvoluntary_ctxt_switches;
+} ProcStatus;
+
+int proc_parse_status(const char *buf, size_t len, ProcStatus *ret);
+
+/* One line of /proc/PID/task/TID/stack: "[<0>] function+0x2d2/0x3b0 [module]". */
+typedef struct ProcKernelFrame {
+        char function[128];
+        uint64_t offset;
+        uint64_t size;
+        char module[64];        /* empty for vmlinux */
+} ProcKernelFrame;
+
+/* Parse up to MAX frames into FRAMES; returns the number parsed. Malformed lines are skipped. */
+int proc_parse_kstack(const char *buf, size_t len, ProcKernelFrame *frames, size_t max);
+
+/* One line of /proc/PID/maps. */
+typedef struct ProcMap {
+        uint64_t start;
+        uint64_t end;
+        uint64_t offset;
+        uint64_t inode;
+        unsigned dev_major, dev_minor;
+        bool r, w, x, shared;
+        const char *path;       /* points into the parsed buffer (NUL-terminated in place); "" for anon */
+} ProcMap;
+
+/* Parse maps in place (the buffer is modified: line ends become NULs). ret is malloc'd. */
+int proc_parse_maps(char *buf, size_t len, ProcMap **ret, size_t *ret_n);
+/* Binary search for the mapping containing ADDR; NULL when none does. */
+const ProcMap *proc_maps_find(const ProcMap *maps, size_t n, uint64_t addr);
+
+/* /proc/PID/cmdline (NUL-separated) → NULL-terminated malloc'd string vector. */
+int proc_parse_cmdline(const char *buf, size_t len, char ***ret);
+
+/* /proc/PID/cgroup → the unified (v2, "0::") path, and the systemd unit it belongs to (NULL if none). */
+int proc_parse_cgroup(const char *buf, size_t len, char **ret_path, char **ret_unit);
+
+/* The systemd unit of a cgroup path: the first component that is not a slice, if it is a unit name. */
+int cgroup_path_get_unit(const char *path, char **ret);
+
+/* Name of an x86_64 syscall number; NULL for unknown numbers. */
+const char *syscall_name(int64_t nr);

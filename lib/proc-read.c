@@ -1,0 +1,170 @@
+/* proc-read.c: /proc access with dir fds, openat and pread; no stdio, no allocation on the small-file path. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "parse-util.h"
+#include "proc-read.h"
+
+int proc_open_dir(pid_t pid, pid_t tid, int *ret_fd) {
+        char path[64];
+        int fd;
+
+        if (tid > 0)
+                snprintf(path, sizeof path, "/proc/%d/task/%d", (int) pid, (int) tid);
+        else
+                snprintf(path, sizeof path, "/proc/%d", (int) pid);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return proc_errno(negative_errno());
+        *ret_fd = fd;
+        return 0;
+}
+
+int proc_open_task(int pid_dirfd, pid_t tid, int *ret_fd) {
+        char path[32];
+        int fd;
+
+        snprintf(path, sizeof path, "task/%d", (int) tid);
+        fd = openat(pid_dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return proc_errno(negative_errno());
+        *ret_fd = fd;
+        return 0;
+}
+
+ssize_t proc_pread(int fd, char *buf, size_t size) {
+        size_t have = 0;
+
+        if (size == 0)
+                return -EINVAL;
+        /* seq_file files return short reads on record boundaries, so loop until EOF or full. */
+        while (have < size - 1) {
+                ssize_t n = pread(fd, buf + have, size - 1 - have, (off_t) have);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return proc_errno(negative_errno());
+                }
+                if (n == 0)
+                        break;
+                have += (size_t) n;
+        }
+        buf[have] = '\0';
+        return (ssize_t) have;
+}
+
+ssize_t proc_read_small(int dirfd, const char *name, char *buf, size_t size) {
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return proc_errno(negative_errno());
+        return proc_pread(fd, buf, size);
+}
+
+int proc_read_full(int dirfd, const char *name, size_t max, char **ret, size_t *ret_size) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t have = 0, alloc = 4096;
+
+        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return proc_errno(negative_errno());
+        buf = malloc(alloc);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t n;
+
+                if (have + 1 >= alloc) {
+                        char *nb;
+
+                        if (alloc >= max + 1)
+                                return -EFBIG;
+                        alloc = MIN(alloc * 2, max + 1);
+                        nb = realloc(buf, alloc);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                }
+                n = read(fd, buf + have, alloc - 1 - have);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return proc_errno(negative_errno());
+                }
+                if (n == 0)
+                        break;
+                have += (size_t) n;
+        }
+        buf[have] = '\0';
+        if (ret_size)
+                *ret_size = have;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+int proc_readlink(int dirfd, const char *name, char **ret) {
+        char buf[4097];
+        ssize_t n;
+        char *s;
+
+        n = readlinkat(dirfd, name, buf, sizeof buf - 1);
+        if (n < 0)
+                return proc_errno(negative_errno());
+        buf[n] = '\0';
+        s = strdup(buf);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+static int cmp_int(const void *a, const void *b) {
+        int x = *(const int *) a, y = *(const int *) b;
+        return (x > y) - (x < y);
+}
+
+int proc_list_numeric(int dirfd, const char *name, int **ret, size_t *ret_n) {
+        _cleanup_closedir_ DIR *d = NULL;
+        _cleanup_free_ int *list = NULL;
+        size_t n = 0, alloc = 0;
+        struct dirent *de;
+        int fd;
+
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return proc_errno(negative_errno());
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        while ((errno = 0, de = readdir(d))) {
+                uint64_t v;
+
+                if (safe_atou64(de->d_name, &v) < 0 || v > INT32_MAX)
+                        continue;
+                if (n == alloc) {
+                        size_t na = alloc ? alloc * 2 : 64;
+                        int *nl = realloc(list, na * sizeof *nl);
+                        if (!nl)
+                                return -ENOMEM;
+                        list = nl;
+                        alloc = na;
+                }
+                list[n++] = (int) v;
+        }
+        if (errno != 0)
+                return proc_errno(negative_errno());
+        qsort(list, n, sizeof *list, cmp_int);
+        *ret = TAKE_PTR(list);
+        *ret_n = n;
+        return 0;
+}

@@ -1,0 +1,29 @@
+/* proc-read.h: openat/pread access to /proc without stdio; a vanished process or thread reads as -ESRCH. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Open /proc/PID (tid = 0) or /proc/PID/task/TID as an O_DIRECTORY fd. -ESRCH when it is gone. */
+int proc_open_dir(pid_t pid, pid_t tid, int *ret_fd);
+/* Open a task directory below an open /proc/PID directory. */
+int proc_open_task(int pid_dirfd, pid_t tid, int *ret_fd);
+
+/* Read NAME below DIRFD into BUF (at most SIZE-1 bytes, NUL-terminated) with one open and as few reads as
+ * it takes. Returns the length, or -ESRCH (gone), -EACCES/-EPERM, or another -errno. */
+ssize_t proc_read_small(int dirfd, const char *name, char *buf, size_t size);
+/* Re-read an already open proc file from offset 0 (the kept-descriptor path). */
+ssize_t proc_pread(int fd, char *buf, size_t size);
+/* Read NAME fully into a malloc'd, NUL-terminated buffer of at most MAX bytes; -EFBIG if larger. */
+int proc_read_full(int dirfd, const char *name, size_t max, char **ret, size_t *ret_size);
+/* readlink() NAME below DIRFD into a malloc'd string. */
+int proc_readlink(int dirfd, const char *name, char **ret);
+
+/* List the numeric entries of a directory below DIRFD ("task", "fd", or "." of /proc) in ascending order. */
+int proc_list_numeric(int dirfd, const char *name, int **ret, size_t *ret_n);
+
+/* Map ENOENT/ESRCH (the normal races of /proc) to -ESRCH; other errors pass through. */
+static inline int proc_errno(int r) {
+        return r == -ENOENT || r == -ESRCH ? -ESRCH : r;
+}
