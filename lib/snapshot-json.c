@@ -1,0 +1,420 @@
+/* snapshot-json.c: Snapshot <-> JSON through json-c; field names here are the wire contract (see the header). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "parse-util.h"
+#include "snapshot-json.h"
+#include "strv.h"
+
+/* ---- writing ---- */
+
+static json_object *jhex(uint64_t v) {
+        char buf[24];
+        snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+        return json_object_new_string(buf);
+}
+
+static json_object *jstr(const char *s) {
+        return s ? json_object_new_string(s) : NULL;
+}
+
+static json_object *jchar(char c) {
+        char buf[2] = { c ?: '?', 0 };
+        return json_object_new_string(buf);
+}
+
+static json_object *jstrv(char **v) {
+        json_object *a;
+
+        if (!v)
+                return NULL;
+        a = json_object_new_array();
+        for (char **s = v; a && *s; s++)
+                json_object_array_add(a, json_object_new_string(*s));
+        return a;
+}
+
+/* json_object_object_add takes ownership; a NULL value is stored as JSON null. */
+#define ADD(o, k, v) json_object_object_add((o), (k), (v))
+
+static const char *syscall_kind_str(ProcSyscallKind k) {
+        return k == PROC_SYSCALL_BLOCKED ? "blocked" : k == PROC_SYSCALL_NONE ? "none" : "running";
+}
+
+static json_object *thread_to_json(const ThreadSnapshot *t) {
+        json_object *o = json_object_new_object(), *sc, *cap, *ks, *fr;
+
+        if (!o)
+                return NULL;
+        ADD(o, "tid", json_object_new_int(t->tid));
+        ADD(o, "comm", jstr(t->comm));
+        ADD(o, "state", jchar(t->state));
+        ADD(o, "tracer_pid", json_object_new_int(t->tracer_pid));
+        ADD(o, "utime", json_object_new_uint64(t->utime));
+        ADD(o, "stime", json_object_new_uint64(t->stime));
+        ADD(o, "voluntary_ctxt_switches", json_object_new_uint64(t->voluntary_ctxt_switches));
+        ADD(o, "nonvoluntary_ctxt_switches", json_object_new_uint64(t->nonvoluntary_ctxt_switches));
+
+        sc = json_object_new_object();
+        ADD(sc, "state", json_object_new_string(syscall_kind_str(t->syscall.kind)));
+        if (t->syscall.kind == PROC_SYSCALL_BLOCKED) {
+                json_object *args = json_object_new_array();
+                ADD(sc, "nr", json_object_new_int64(t->syscall.nr));
+                ADD(sc, "name", jstr(syscall_name(t->syscall.nr)));
+                for (size_t i = 0; i < ELEMENTSOF(t->syscall.args); i++)
+                        json_object_array_add(args, jhex(t->syscall.args[i]));
+                ADD(sc, "args", args);
+        }
+        if (t->syscall.kind != PROC_SYSCALL_RUNNING) {
+                ADD(sc, "sp", jhex(t->syscall.sp));
+                ADD(sc, "pc", jhex(t->syscall.pc));
+        }
+        ADD(o, "syscall", sc);
+        ADD(o, "wchan", jstr(t->wchan));
+
+        cap = json_object_new_object();
+        ADD(cap, "method", json_object_new_string(capture_method_to_string(t->method) ?: "none"));
+        ADD(cap, "pause_us", json_object_new_double(t->pause_us));
+        ADD(cap, "stack_bytes", json_object_new_uint64(t->stack_bytes));
+        ADD(cap, "unwind_end", jstr(t->unwind_end));
+        ADD(cap, "truncated", json_object_new_boolean(t->truncated));
+        ADD(cap, "error", jstr(t->error));
+        ADD(o, "capture", cap);
+
+        ks = json_object_new_array();
+        for (size_t i = 0; i < t->n_kframes; i++) {
+                json_object *k = json_object_new_object();
+                ADD(k, "function", jstr(t->kframes[i].function));
+                ADD(k, "offset", json_object_new_uint64(t->kframes[i].offset));
+                ADD(k, "size", json_object_new_uint64(t->kframes[i].size));
+                if (t->kframes[i].module)
+                        ADD(k, "module", jstr(t->kframes[i].module));
+                json_object_array_add(ks, k);
+        }
+        ADD(o, "kernel_stack", ks);
+
+        fr = json_object_new_array();
+        for (size_t i = 0; i < t->n_frames; i++) {
+                const UserFrame *f = &t->frames[i];
+                json_object *k = json_object_new_object();
+                ADD(k, "pc", jhex(f->pc));
+                ADD(k, "function", jstr(f->function));
+                ADD(k, "offset", json_object_new_uint64(f->function_offset));
+                ADD(k, "module", f->module >= 0 ? json_object_new_int(f->module) : NULL);
+                ADD(k, "file", jstr(f->file));
+                ADD(k, "line", f->line ? json_object_new_int((int) f->line) : NULL);
+                ADD(k, "column", f->column ? json_object_new_int((int) f->column) : NULL);
+                ADD(k, "inlined", json_object_new_boolean(f->inlined));
+                ADD(k, "activation", json_object_new_boolean(f->activation));
+                ADD(k, "method", json_object_new_string(frame_method_to_string(f->method) ?: "cfi"));
+                json_object_array_add(fr, k);
+        }
+        ADD(o, "frames", fr);
+        return o;
+}
+
+json_object *snapshot_to_json(const Snapshot *s) {
+        json_object *o = json_object_new_object(), *p, *cap, *th, *mods;
+
+        if (!o)
+                return NULL;
+        ADD(o, "schema", json_object_new_string(SNAPSHOT_SCHEMA));
+        ADD(o, "timestamp_usec", json_object_new_uint64(s->timestamp_usec));
+        ADD(o, "host", jstr(s->hostname));
+
+        p = json_object_new_object();
+        ADD(p, "pid", json_object_new_int(s->pid));
+        ADD(p, "ppid", json_object_new_int(s->ppid));
+        ADD(p, "uid", json_object_new_int64(s->uid));
+        ADD(p, "state", jchar(s->state));
+        ADD(p, "kernel_thread", json_object_new_boolean(s->kernel_thread));
+        ADD(p, "comm", jstr(s->comm));
+        ADD(p, "exe", jstr(s->exe));
+        ADD(p, "cmdline", jstrv(s->cmdline));
+        ADD(p, "cgroup", jstr(s->cgroup));
+        ADD(p, "unit", jstr(s->unit));
+        ADD(o, "process", p);
+
+        cap = json_object_new_object();
+        ADD(cap, "method", json_object_new_string(capture_method_to_string(s->method_requested) ?: "auto"));
+        ADD(cap, "unwinder", jstr(s->unwinder));
+        ADD(cap, "duration_us", json_object_new_uint64(s->duration_usec));
+        ADD(cap, "max_pause_us", json_object_new_double(s->max_pause_us));
+        ADD(cap, "threads_total", json_object_new_uint64(s->threads_total));
+        ADD(cap, "truncated", json_object_new_boolean(s->truncated));
+        ADD(cap, "partial", json_object_new_boolean(s->partial));
+        ADD(cap, "errors", s->errors ? jstrv(s->errors) : json_object_new_array());
+        ADD(o, "capture", cap);
+
+        th = json_object_new_array();
+        for (size_t i = 0; i < s->n_threads; i++)
+                json_object_array_add(th, thread_to_json(&s->threads[i]));
+        ADD(o, "threads", th);
+
+        mods = json_object_new_array();
+        for (size_t i = 0; i < s->n_modules; i++) {
+                const ModuleInfo *m = &s->modules[i];
+                json_object *k = json_object_new_object();
+                ADD(k, "path", jstr(m->path));
+                ADD(k, "build_id", jstr(m->build_id));
+                ADD(k, "start", jhex(m->start));
+                ADD(k, "end", jhex(m->end));
+                ADD(k, "bias", jhex(m->bias));
+                ADD(k, "debuginfo", json_object_new_boolean(m->debuginfo));
+                json_object_array_add(mods, k);
+        }
+        ADD(o, "modules", mods);
+        return o;
+}
+
+/* ---- reading ---- */
+
+static json_object *get(json_object *o, const char *key, json_type type) {
+        json_object *v;
+
+        if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, type))
+                return NULL;
+        return v;
+}
+
+static int get_strdup(json_object *o, const char *key, char **ret) {
+        json_object *v = get(o, key, json_type_string);
+
+        *ret = NULL;
+        if (!v)
+                return 0;
+        *ret = strdup(json_object_get_string(v));
+        return *ret ? 0 : -ENOMEM;
+}
+
+static uint64_t get_u64(json_object *o, const char *key) {
+        json_object *v;
+        uint64_t u = 0;
+
+        if ((v = get(o, key, json_type_string)))
+                (void) safe_atou64_base(json_object_get_string(v), 0, &u);
+        else if ((v = get(o, key, json_type_int)))
+                u = json_object_get_uint64(v);
+        return u;
+}
+
+static int64_t get_i64(json_object *o, const char *key, int64_t def) {
+        json_object *v = get(o, key, json_type_int);
+        return v ? json_object_get_int64(v) : def;
+}
+
+static bool get_bool(json_object *o, const char *key) {
+        json_object *v = get(o, key, json_type_boolean);
+        return v && json_object_get_boolean(v);
+}
+
+static double get_double(json_object *o, const char *key) {
+        json_object *v;
+        if ((v = get(o, key, json_type_double)) || (v = get(o, key, json_type_int)))
+                return json_object_get_double(v);
+        return 0;
+}
+
+static char get_char(json_object *o, const char *key) {
+        json_object *v = get(o, key, json_type_string);
+        return v && json_object_get_string_len(v) == 1 ? json_object_get_string(v)[0] : '?';
+}
+
+static int get_strv(json_object *o, const char *key, char ***ret) {
+        json_object *a = get(o, key, json_type_array);
+        size_t n;
+        char **v;
+
+        *ret = NULL;
+        if (!a)
+                return 0;
+        n = json_object_array_length(a);
+        v = calloc(n + 1, sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0, k = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                if (!json_object_is_type(e, json_type_string))
+                        continue;
+                v[k] = strdup(json_object_get_string(e));
+                if (!v[k++]) {
+                        strv_free(v);
+                        return -ENOMEM;
+                }
+        }
+        *ret = v;
+        return 0;
+}
+
+static int thread_from_json(json_object *o, Snapshot *s) {
+        ThreadSnapshot *t = snapshot_add_thread(s);
+        json_object *sc, *cap, *a;
+        const char *kind;
+        int r;
+
+        if (!t)
+                return -ENOMEM;
+        t->tid = (pid_t) get_i64(o, "tid", 0);
+        t->state = get_char(o, "state");
+        t->tracer_pid = (pid_t) get_i64(o, "tracer_pid", 0);
+        t->utime = get_u64(o, "utime");
+        t->stime = get_u64(o, "stime");
+        t->voluntary_ctxt_switches = get_u64(o, "voluntary_ctxt_switches");
+        t->nonvoluntary_ctxt_switches = get_u64(o, "nonvoluntary_ctxt_switches");
+        if ((r = get_strdup(o, "comm", &t->comm)) < 0 || (r = get_strdup(o, "wchan", &t->wchan)) < 0)
+                return r;
+
+        sc = get(o, "syscall", json_type_object);
+        kind = sc && get(sc, "state", json_type_string) ? json_object_get_string(get(sc, "state", json_type_string))
+                                                        : "running";
+        t->syscall.kind = streq(kind, "blocked") ? PROC_SYSCALL_BLOCKED
+                        : streq(kind, "none")    ? PROC_SYSCALL_NONE
+                                                 : PROC_SYSCALL_RUNNING;
+        t->syscall.nr = get_i64(sc, "nr", -1);
+        t->syscall.sp = get_u64(sc, "sp");
+        t->syscall.pc = get_u64(sc, "pc");
+        if ((a = get(sc, "args", json_type_array)))
+                for (size_t i = 0; i < ELEMENTSOF(t->syscall.args) && i < json_object_array_length(a); i++) {
+                        json_object *e = json_object_array_get_idx(a, i);
+                        if (json_object_is_type(e, json_type_string))
+                                (void) safe_atou64_base(json_object_get_string(e), 0, &t->syscall.args[i]);
+                }
+
+        cap = get(o, "capture", json_type_object);
+        if (cap) {
+                json_object *m = get(cap, "method", json_type_string);
+                CaptureMethod cm = m ? capture_method_from_string(json_object_get_string(m)) : CAPTURE_METHOD_NONE;
+                t->method = cm < 0 ? CAPTURE_METHOD_NONE : cm;
+                t->pause_us = get_double(cap, "pause_us");
+                t->stack_bytes = get_u64(cap, "stack_bytes");
+                t->truncated = get_bool(cap, "truncated");
+                if ((r = get_strdup(cap, "unwind_end", &t->unwind_end)) < 0 ||
+                    (r = get_strdup(cap, "error", &t->error)) < 0)
+                        return r;
+        }
+
+        if ((a = get(o, "kernel_stack", json_type_array)))
+                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                        json_object *e = json_object_array_get_idx(a, i);
+                        KernelFrame *k = thread_add_kframe(t);
+                        if (!k)
+                                return -ENOMEM;
+                        k->offset = get_u64(e, "offset");
+                        k->size = get_u64(e, "size");
+                        if ((r = get_strdup(e, "function", &k->function)) < 0 ||
+                            (r = get_strdup(e, "module", &k->module)) < 0)
+                                return r;
+                }
+        if ((a = get(o, "frames", json_type_array)))
+                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                        json_object *e = json_object_array_get_idx(a, i), *m;
+                        UserFrame *f = thread_add_frame(t);
+                        FrameMethod fm;
+                        if (!f)
+                                return -ENOMEM;
+                        f->pc = get_u64(e, "pc");
+                        f->function_offset = get_u64(e, "offset");
+                        f->module = (int) get_i64(e, "module", -1);
+                        if (f->module < -1 || f->module >= INT32_MAX)
+                                f->module = -1;
+                        f->line = (unsigned) get_i64(e, "line", 0);
+                        f->column = (unsigned) get_i64(e, "column", 0);
+                        f->inlined = get_bool(e, "inlined");
+                        f->activation = get_bool(e, "activation");
+                        m = get(e, "method", json_type_string);
+                        fm = m ? frame_method_from_string(json_object_get_string(m)) : FRAME_METHOD_CFI;
+                        f->method = fm < 0 ? FRAME_METHOD_CFI : fm;
+                        if ((r = get_strdup(e, "function", &f->function)) < 0 ||
+                            (r = get_strdup(e, "file", &f->file)) < 0)
+                                return r;
+                }
+        return 0;
+}
+
+int snapshot_from_json(json_object *j, Snapshot **ret, const char **ret_error) {
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+        json_object *schema, *p, *cap, *a;
+        const char *dummy;
+        int r;
+
+        if (!ret_error)
+                ret_error = &dummy;
+        schema = get(j, "schema", json_type_string);
+        if (!schema) {
+                *ret_error = "not a stackwatch snapshot (no \"schema\")";
+                return -EINVAL;
+        }
+        if (!streq(json_object_get_string(schema), SNAPSHOT_SCHEMA)) {
+                *ret_error = "unsupported snapshot schema";
+                return -EINVAL;
+        }
+        p = get(j, "process", json_type_object);
+        if (!p || !get(p, "pid", json_type_int)) {
+                *ret_error = "snapshot has no process.pid";
+                return -EINVAL;
+        }
+        s = snapshot_new();
+        if (!s)
+                return -ENOMEM;
+        s->timestamp_usec = get_u64(j, "timestamp_usec");
+        if ((r = get_strdup(j, "host", &s->hostname)) < 0)
+                return r;
+        s->pid = (pid_t) get_i64(p, "pid", 0);
+        s->ppid = (pid_t) get_i64(p, "ppid", 0);
+        s->uid = (uid_t) get_i64(p, "uid", 0);
+        s->state = get_char(p, "state");
+        s->kernel_thread = get_bool(p, "kernel_thread");
+        if ((r = get_strdup(p, "comm", &s->comm)) < 0 || (r = get_strdup(p, "exe", &s->exe)) < 0 ||
+            (r = get_strv(p, "cmdline", &s->cmdline)) < 0 || (r = get_strdup(p, "cgroup", &s->cgroup)) < 0 ||
+            (r = get_strdup(p, "unit", &s->unit)) < 0)
+                return r;
+
+        cap = get(j, "capture", json_type_object);
+        if (cap) {
+                json_object *m = get(cap, "method", json_type_string);
+                CaptureMethod cm = m ? capture_method_from_string(json_object_get_string(m)) : CAPTURE_METHOD_AUTO;
+                s->method_requested = cm < 0 ? CAPTURE_METHOD_AUTO : cm;
+                s->duration_usec = get_u64(cap, "duration_us");
+                s->max_pause_us = get_double(cap, "max_pause_us");
+                s->threads_total = get_u64(cap, "threads_total");
+                s->truncated = get_bool(cap, "truncated");
+                s->partial = get_bool(cap, "partial");
+                if ((r = get_strdup(cap, "unwinder", &s->unwinder)) < 0 || (r = get_strv(cap, "errors", &s->errors)) < 0)
+                        return r;
+                if (s->errors && !s->errors[0])
+                        s->errors = strv_free(s->errors);
+        }
+
+        if ((a = get(j, "threads", json_type_array)))
+                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                        json_object *e = json_object_array_get_idx(a, i);
+                        if (!json_object_is_type(e, json_type_object))
+                                continue;
+                        if ((r = thread_from_json(e, s)) < 0)
+                                return r;
+                }
+        if ((a = get(j, "modules", json_type_array)))
+                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                        json_object *e = json_object_array_get_idx(a, i);
+                        ModuleInfo *m = snapshot_add_module(s);
+                        if (!m)
+                                return -ENOMEM;
+                        m->start = get_u64(e, "start");
+                        m->end = get_u64(e, "end");
+                        m->bias = get_u64(e, "bias");
+                        m->debuginfo = get_bool(e, "debuginfo");
+                        if ((r = get_strdup(e, "path", &m->path)) < 0 || (r = get_strdup(e, "build_id", &m->build_id)) < 0)
+                                return r;
+                }
+        /* Frames may only point at modules the document has. */
+        for (size_t i = 0; i < s->n_threads; i++)
+                for (size_t k = 0; k < s->threads[i].n_frames; k++)
+                        if (s->threads[i].frames[k].module >= (int) s->n_modules)
+                                s->threads[i].frames[k].module = -1;
+        *ret = TAKE_PTR(s);
+        return 0;
+}

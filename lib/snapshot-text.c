@@ -1,0 +1,191 @@
+/* snapshot-text.c: the text a pstack/eu-stack user already reads, plus kernel frames, state and syscall; and the
+ * folded form flame graph tools take. */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "escape.h"
+#include "macro.h"
+#include "snapshot-text.h"
+
+static void put_escaped(FILE *f, const char *s) {
+        _cleanup_free_ char *e = escape_string(s);
+        fputs(e ?: "?", f);
+}
+
+static const char *module_path(const Snapshot *s, int idx) {
+        return idx >= 0 && (size_t) idx < s->n_modules ? s->modules[idx].path : NULL;
+}
+
+static void print_syscall(FILE *f, const ThreadSnapshot *t) {
+        const ProcSyscall *sc = &t->syscall;
+        const char *name;
+
+        switch (sc->kind) {
+        case PROC_SYSCALL_RUNNING:
+                fputs(" on CPU", f);
+                return;
+        case PROC_SYSCALL_NONE:
+                fputs(" not in a syscall", f);
+                return;
+        case PROC_SYSCALL_BLOCKED:
+                name = syscall_name(sc->nr);
+                if (name)
+                        fprintf(f, " in %s(", name);
+                else
+                        fprintf(f, " in syscall_%" PRId64 "(", sc->nr);
+                for (size_t i = 0; i < 3; i++)
+                        fprintf(f, "%s0x%" PRIx64, i ? ", " : "", sc->args[i]);
+                fputs(", …)", f);
+                return;
+        }
+}
+
+static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextOptions *o, FILE *f) {
+        fprintf(f, "TID %d:", (int) t->tid);
+        if (t->comm) {
+                fputs(" \"", f);
+                put_escaped(f, t->comm);
+                fputc('"', f);
+        }
+        fprintf(f, " %c (%s)", t->state, thread_state_to_string(t->state));
+        print_syscall(f, t);
+        if (t->wchan) {
+                fputs(" wchan ", f);
+                put_escaped(f, t->wchan);
+        }
+        fprintf(f, " [%s", capture_method_to_string(t->method) ?: "none");
+        if (t->method == CAPTURE_METHOD_PTRACE)
+                fprintf(f, ", paused %.1f us", t->pause_us);
+        if (t->tracer_pid > 0)
+                fprintf(f, ", traced by %d", (int) t->tracer_pid);
+        fputs("]\n", f);
+        if (t->error) {
+                fputs("  ! ", f);
+                put_escaped(f, t->error);
+                fputc('\n', f);
+        }
+        if (o->kernel)
+                for (size_t i = 0; i < t->n_kframes; i++) {
+                        const KernelFrame *k = &t->kframes[i];
+                        fputs("  [k] ", f);
+                        put_escaped(f, k->function);
+                        fprintf(f, "+0x%" PRIx64, k->offset);
+                        if (k->module) {
+                                fputs(" [", f);
+                                put_escaped(f, k->module);
+                                fputc(']', f);
+                        }
+                        fputc('\n', f);
+                }
+        for (size_t i = 0; i < t->n_frames; i++) {
+                const UserFrame *u = &t->frames[i];
+                const char *mod = module_path(s, u->module);
+
+                fprintf(f, "#%-2zu 0x%016" PRIx64 " ", i, u->pc);
+                if (u->function) {
+                        put_escaped(f, u->function);
+                        if (!u->inlined && u->function_offset)
+                                fprintf(f, "+0x%" PRIx64, u->function_offset);
+                } else
+                        fputs("??", f);
+                if (mod) {
+                        fputs(" - ", f);
+                        put_escaped(f, mod);
+                }
+                if (u->inlined)
+                        fputs(" (inlined)", f);
+                if (u->method == FRAME_METHOD_FP || u->method == FRAME_METHOD_SCAN)
+                        fprintf(f, " [%s]", frame_method_to_string(u->method));
+                fputc('\n', f);
+                if (u->file) {
+                        fputs("    ", f);
+                        put_escaped(f, u->file);
+                        fprintf(f, ":%u", u->line);
+                        if (u->column)
+                                fprintf(f, ":%u", u->column);
+                        fputc('\n', f);
+                }
+        }
+        if (t->unwind_end && !streq(t->unwind_end, "end of stack")) {
+                fputs("  (unwind: ", f);
+                put_escaped(f, t->unwind_end);
+                fputs(")\n", f);
+        }
+}
+
+int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
+        fprintf(f, "PID %d - ", (int) s->pid);
+        put_escaped(f, s->comm);
+        fprintf(f, " (%c %s)", s->state, thread_state_to_string(s->state));
+        if (s->kernel_thread)
+                fputs(" kernel thread", f);
+        if (s->unit) {
+                fputs(" unit ", f);
+                put_escaped(f, s->unit);
+        }
+        fputc('\n', f);
+        if (s->exe) {
+                fputs("  exe ", f);
+                put_escaped(f, s->exe);
+                fputc('\n', f);
+        }
+        for (char **e = s->errors; e && *e; e++) {
+                fputs("  ! ", f);
+                put_escaped(f, *e);
+                fputc('\n', f);
+        }
+        for (size_t i = 0; i < s->n_threads; i++)
+                print_thread(s, &s->threads[i], o, f);
+        if (o->modules)
+                for (size_t i = 0; i < s->n_modules; i++) {
+                        const ModuleInfo *m = &s->modules[i];
+                        fprintf(f, "module 0x%016" PRIx64 "-0x%016" PRIx64 " %s ", m->start, m->end,
+                                m->build_id ?: "-");
+                        put_escaped(f, m->path);
+                        fputc('\n', f);
+                }
+        if (s->truncated)
+                fputs("(truncated by a capture budget)\n", f);
+        return ferror(f) ? -EIO : 0;
+}
+
+/* Folded stacks separate frames with ';' and end with " count": keep those bytes out of names. */
+static void put_folded(FILE *f, const char *s) {
+        _cleanup_free_ char *e = escape_string(s);
+
+        for (const char *p = e ?: "?"; *p; p++)
+                fputc(*p == ';' ? ':' : *p == ' ' ? '_' : *p, f);
+}
+
+static const char *basename_of(const char *path) {
+        const char *slash = path ? strrchr(path, '/') : NULL;
+        return slash ? slash + 1 : path;
+}
+
+int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
+        for (size_t i = 0; i < s->n_threads; i++) {
+                const ThreadSnapshot *t = &s->threads[i];
+
+                put_folded(f, t->comm ?: s->comm);
+                for (size_t k = t->n_frames; k > 0; k--) {
+                        const UserFrame *u = &t->frames[k - 1];
+                        fputc(';', f);
+                        if (u->function)
+                                put_folded(f, u->function);
+                        else if (module_path(s, u->module))
+                                fprintf(f, "%s+0x%" PRIx64, basename_of(module_path(s, u->module)),
+                                        u->pc - s->modules[u->module].bias);
+                        else
+                                fprintf(f, "0x%" PRIx64, u->pc);
+                }
+                if (kernel)
+                        for (size_t k = t->n_kframes; k > 0; k--) {
+                                fputc(';', f);
+                                put_folded(f, t->kframes[k - 1].function);
+                                fputs("_[k]", f);
+                        }
+                fputs(" 1\n", f);
+        }
+        return ferror(f) ? -EIO : 0;
+}

@@ -1,0 +1,179 @@
+/* snapshot.c: the snapshot model's constructors, growth helpers and destructor. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "snapshot.h"
+#include "string-table.h"
+#include "strv.h"
+
+static const char *const capture_method_table[_CAPTURE_METHOD_MAX] = {
+        [CAPTURE_METHOD_AUTO] = "auto",
+        [CAPTURE_METHOD_PASSIVE] = "passive",
+        [CAPTURE_METHOD_PTRACE] = "ptrace",
+        [CAPTURE_METHOD_NONE] = "none",
+};
+DEFINE_STRING_TABLE_LOOKUP(capture_method, CaptureMethod);
+
+static const char *const frame_method_table[_FRAME_METHOD_MAX] = {
+        [FRAME_METHOD_INITIAL] = "initial",
+        [FRAME_METHOD_CFI] = "cfi",
+        [FRAME_METHOD_FP] = "fp",
+        [FRAME_METHOD_SCAN] = "scan",
+};
+DEFINE_STRING_TABLE_LOOKUP(frame_method, FrameMethod);
+
+Snapshot *snapshot_new(void) {
+        return calloc(1, sizeof(Snapshot));
+}
+
+static void thread_done(ThreadSnapshot *t) {
+        free(t->comm);
+        free(t->wchan);
+        free(t->unwind_end);
+        free(t->error);
+        for (size_t i = 0; i < t->n_kframes; i++) {
+                free(t->kframes[i].function);
+                free(t->kframes[i].module);
+        }
+        free(t->kframes);
+        for (size_t i = 0; i < t->n_frames; i++) {
+                free(t->frames[i].function);
+                free(t->frames[i].file);
+        }
+        free(t->frames);
+}
+
+Snapshot *snapshot_free(Snapshot *s) {
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->n_threads; i++)
+                thread_done(&s->threads[i]);
+        free(s->threads);
+        for (size_t i = 0; i < s->n_modules; i++) {
+                free(s->modules[i].path);
+                free(s->modules[i].build_id);
+        }
+        free(s->modules);
+        free(s->hostname);
+        free(s->comm);
+        free(s->exe);
+        strv_free(s->cmdline);
+        free(s->cgroup);
+        free(s->unit);
+        free(s->unwinder);
+        strv_free(s->errors);
+        free(s);
+        return NULL;
+}
+
+void snapshot_freep(Snapshot **s) {
+        snapshot_free(*s);
+}
+
+/* Capacity for N elements: 4, 8, 16, … so that appending is amortised O(1) without storing a capacity. */
+static size_t capacity_for(size_t n) {
+        size_t c = 4;
+        while (c < n)
+                c *= 2;
+        return c;
+}
+
+/* Append one zeroed element to *ARRAY of *N elements of size ELEM. */
+static void *grow_one(void **array, size_t *n, size_t elem) {
+        char *p;
+
+        if (*n == 0 || capacity_for(*n + 1) != capacity_for(*n)) {
+                p = realloc(*array, capacity_for(*n + 1) * elem);
+                if (!p)
+                        return NULL;
+                *array = p;
+        }
+        p = (char *) *array + *n * elem;
+        memset(p, 0, elem);
+        (*n)++;
+        return p;
+}
+
+ThreadSnapshot *snapshot_add_thread(Snapshot *s) {
+        return grow_one((void **) &s->threads, &s->n_threads, sizeof(ThreadSnapshot));
+}
+
+ModuleInfo *snapshot_add_module(Snapshot *s) {
+        return grow_one((void **) &s->modules, &s->n_modules, sizeof(ModuleInfo));
+}
+
+UserFrame *thread_add_frame(ThreadSnapshot *t) {
+        UserFrame *f = grow_one((void **) &t->frames, &t->n_frames, sizeof(UserFrame));
+        if (f)
+                f->module = -1;
+        return f;
+}
+
+KernelFrame *thread_add_kframe(ThreadSnapshot *t) {
+        return grow_one((void **) &t->kframes, &t->n_kframes, sizeof(KernelFrame));
+}
+
+int snapshot_add_error(Snapshot *s, const char *fmt, ...) {
+        size_t n = strv_length(s->errors);
+        char *msg, **nv;
+        va_list ap;
+        int r;
+
+        s->partial = true;
+        va_start(ap, fmt);
+        r = vasprintf(&msg, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        nv = realloc(s->errors, (n + 2) * sizeof *nv);
+        if (!nv) {
+                free(msg);
+                return -ENOMEM;
+        }
+        nv[n] = msg;
+        nv[n + 1] = NULL;
+        s->errors = nv;
+        return 0;
+}
+
+int thread_set_error(Snapshot *s, ThreadSnapshot *t, const char *fmt, ...) {
+        va_list ap;
+        char *msg;
+        int r;
+
+        s->partial = true;
+        va_start(ap, fmt);
+        r = vasprintf(&msg, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        free(t->error);
+        t->error = msg;
+        return 0;
+}
+
+ThreadSnapshot *snapshot_find_thread(Snapshot *s, pid_t tid) {
+        for (size_t i = 0; i < s->n_threads; i++)
+                if (s->threads[i].tid == tid)
+                        return &s->threads[i];
+        return NULL;
+}
+
+const char *thread_state_to_string(char state) {
+        switch (state) {
+        case 'R': return "running";
+        case 'S': return "sleeping";
+        case 'D': return "disk sleep";
+        case 'T': return "stopped";
+        case 't': return "tracing stop";
+        case 'Z': return "zombie";
+        case 'X': return "dead";
+        case 'I': return "idle";
+        case 'P': return "parked";
+        default: return "unknown";
+        }
+}
