@@ -1,0 +1,400 @@
+/* symbolize.c: symbols, source lines and inline chains through libdw. Each binary is opened once, offline, keyed
+ * by build-id, and every address resolved in it is memoized: threads and processes share most of their PCs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+
+#include "log.h"
+#include "symbolize.h"
+
+#define SYMBOLIZER_MODULES_MAX 4096
+#define INLINE_DEPTH_MAX 32
+
+/* One resolved frame of an address (an address with inlines resolves to several). */
+typedef struct SymFrame {
+        char *function;
+        uint64_t offset;        /* from the symbol to the looked-up address */
+        char *file;
+        unsigned line, column;
+        bool inlined;
+} SymFrame;
+
+typedef struct SymEntry {
+        uint64_t addr;          /* ELF address looked up; 0 marks an empty slot (no code lives at 0) */
+        uint32_t first, count;  /* into SymModule.pool */
+} SymEntry;
+
+struct SymModule {
+        char *build_id;
+        Dwfl *dwfl;             /* NULL: could not be opened (or is not the binary loaded); not retried */
+        Dwfl_Module *mod;
+        GElf_Addr bias;
+        int debuginfo;          /* -1 not yet known */
+
+        SymEntry *table;        /* open addressing, size a power of two */
+        size_t table_size, table_used;
+        SymFrame *pool;
+        size_t n_pool, pool_alloc;
+};
+
+struct Symbolizer {
+        char *debuginfo_path;
+        bool source;
+        Dwfl_Callbacks callbacks;
+        SymModule **modules;
+        size_t n_modules;
+        SymbolizerStats stats;
+};
+
+int symbolizer_new(const char *debuginfo_path, bool source, Symbolizer **ret) {
+        Symbolizer *s = calloc(1, sizeof *s);
+
+        if (!s)
+                return -ENOMEM;
+        s->source = source;
+        if (debuginfo_path) {
+                s->debuginfo_path = strdup(debuginfo_path);
+                if (!s->debuginfo_path) {
+                        free(s);
+                        return -ENOMEM;
+                }
+        }
+        s->callbacks = (Dwfl_Callbacks) {
+                .find_debuginfo = dwfl_standard_find_debuginfo,
+                .section_address = dwfl_offline_section_address,
+                .debuginfo_path = s->debuginfo_path ? &s->debuginfo_path : NULL,
+        };
+        *ret = s;
+        return 0;
+}
+
+static void sym_frame_done(SymFrame *f) {
+        free(f->function);
+        free(f->file);
+}
+
+static void sym_module_free(SymModule *m) {
+        if (!m)
+                return;
+        for (size_t i = 0; i < m->n_pool; i++)
+                sym_frame_done(&m->pool[i]);
+        free(m->pool);
+        free(m->table);
+        free(m->build_id);
+        if (m->dwfl)
+                dwfl_end(m->dwfl);
+        free(m);
+}
+
+Symbolizer *symbolizer_free(Symbolizer *s) {
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->n_modules; i++)
+                sym_module_free(s->modules[i]);
+        free(s->modules);
+        free(s->debuginfo_path);
+        free(s);
+        return NULL;
+}
+
+void symbolizer_get_stats(const Symbolizer *s, SymbolizerStats *ret) {
+        *ret = s->stats;
+        ret->modules_cached = (unsigned) s->n_modules;
+}
+
+char *dwfl_module_build_id_hex(Dwfl_Module *mod) {
+        const unsigned char *bits;
+        GElf_Addr vaddr, bias;
+        char *hex;
+        int len;
+
+        if (!dwfl_module_getelf(mod, &bias))
+                return NULL;
+        len = dwfl_module_build_id(mod, &bits, &vaddr);
+        if (len <= 0)
+                return NULL;
+        hex = malloc((size_t) len * 2 + 1);
+        if (!hex)
+                return NULL;
+        for (int i = 0; i < len; i++)
+                sprintf(hex + 2 * i, "%02x", bits[i]);
+        return hex;
+}
+
+bool sym_module_has_debuginfo(const SymModule *sm) {
+        return sm && sm->debuginfo > 0;
+}
+
+/* Open the module's file as the target sees it (its mount namespace) and report it offline. */
+static void sym_module_open(Symbolizer *s, SymModule *m, Dwfl_Module *mod, const char *root) {
+        const char *name = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+        _cleanup_free_ char *path = NULL, *bid = NULL;
+        Dwarf_Addr dwbias;
+        Dwfl_Module *om;
+        int fd;
+
+        if (!name || name[0] != '/')
+                return;
+        if (asprintf(&path, "%s%s", root ?: "", name) < 0)
+                return;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        m->dwfl = dwfl_begin(&s->callbacks);
+        if (!m->dwfl) {
+                close(fd);
+                return;
+        }
+        /* libdwfl owns FD from here on. */
+        om = dwfl_report_offline(m->dwfl, name, name, fd);
+        if (!om || dwfl_report_end(m->dwfl, NULL, NULL) != 0 || !dwfl_module_getelf(om, &m->bias))
+                goto fail;
+        /* The file on disk may have been replaced since the process loaded it: only a matching build-id counts. */
+        bid = dwfl_module_build_id_hex(om);
+        if (!bid || !streq(bid, m->build_id))
+                goto fail;
+        m->mod = om;
+        if (s->source)
+                m->debuginfo = dwfl_module_getdwarf(om, &dwbias) != NULL;
+        return;
+fail:
+        log_debug("Not caching module %s: cannot open it, or its build-id differs from the loaded one", name);
+        dwfl_end(m->dwfl);
+        m->dwfl = NULL;
+}
+
+SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *root) {
+        _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
+        SymModule *m, **nm;
+
+        if (!bid)
+                return NULL;
+        for (size_t i = 0; i < s->n_modules; i++)
+                if (streq(s->modules[i]->build_id, bid)) {
+                        s->stats.module_hits++;
+                        return s->modules[i]->mod ? s->modules[i] : NULL;
+                }
+        s->stats.module_misses++;
+        if (s->n_modules >= SYMBOLIZER_MODULES_MAX)
+                return NULL;
+        nm = realloc(s->modules, (s->n_modules + 1) * sizeof *nm);
+        if (!nm)
+                return NULL;
+        s->modules = nm;
+        m = calloc(1, sizeof *m);
+        if (!m)
+                return NULL;
+        m->build_id = TAKE_PTR(bid);
+        m->debuginfo = -1;
+        s->modules[s->n_modules++] = m;
+        sym_module_open(s, m, mod, root);
+        return m->mod ? m : NULL;
+}
+
+static size_t hash_addr(uint64_t a) {
+        a ^= a >> 33;
+        a *= 0xff51afd7ed558ccdULL;
+        a ^= a >> 33;
+        return (size_t) a;
+}
+
+static SymEntry *memo_find(SymModule *m, uint64_t addr) {
+        if (!m->table)
+                return NULL;
+        for (size_t i = hash_addr(addr) & (m->table_size - 1);; i = (i + 1) & (m->table_size - 1)) {
+                if (m->table[i].addr == addr)
+                        return &m->table[i];
+                if (m->table[i].addr == 0)
+                        return NULL;
+        }
+}
+
+static int memo_insert(SymModule *m, SymEntry e) {
+        if ((m->table_used + 1) * 2 > m->table_size) {
+                size_t ns = m->table_size ? m->table_size * 2 : 256;
+                SymEntry *nt = calloc(ns, sizeof *nt);
+                if (!nt)
+                        return -ENOMEM;
+                for (size_t k = 0; k < m->table_size; k++)
+                        if (m->table[k].addr) {
+                                size_t i = hash_addr(m->table[k].addr) & (ns - 1);
+                                while (nt[i].addr)
+                                        i = (i + 1) & (ns - 1);
+                                nt[i] = m->table[k];
+                        }
+                free(m->table);
+                m->table = nt;
+                m->table_size = ns;
+        }
+        size_t i = hash_addr(e.addr) & (m->table_size - 1);
+        while (m->table[i].addr)
+                i = (i + 1) & (m->table_size - 1);
+        m->table[i] = e;
+        m->table_used++;
+        return 0;
+}
+
+static int set_str(char **dst, const char *src) {
+        *dst = NULL;
+        if (!src)
+                return 0;
+        *dst = strdup(src);
+        return *dst ? 0 : -ENOMEM;
+}
+
+/* Source file of a DW_AT_call_file index in the CU. */
+static const char *call_file(Dwarf_Die *cudie, Dwarf_Word idx) {
+        Dwarf_Files *files;
+        size_t nfiles;
+
+        if (dwarf_getsrcfiles(cudie, &files, &nfiles) != 0 || idx >= nfiles)
+                return NULL;
+        return dwarf_filesrc(files, idx, NULL, NULL);
+}
+
+/* Resolve ADDR (a module address, already adjusted to point into the call) into OUT[0..*n): inlined call sites
+ * innermost first, the containing function last. */
+static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, SymFrame *out, size_t max, size_t *n) {
+        const char *name, *file = NULL;
+        int line = 0, column = 0, nscopes = 0;
+        GElf_Off offset = 0;
+        GElf_Sym sym;
+        Dwarf_Die *scopes = NULL, *cudie;
+        Dwarf_Addr dwbias;
+        Dwfl_Line *l;
+        size_t k = 0;
+
+        name = dwfl_module_addrinfo(m, addr, &offset, &sym, NULL, NULL, NULL);
+        if (source) {
+                l = dwfl_module_getsrc(m, addr);
+                if (l)
+                        file = dwfl_lineinfo(l, NULL, &line, &column, NULL, NULL);
+                cudie = dwfl_module_addrdie(m, addr, &dwbias);
+                if (cudie)
+                        nscopes = dwarf_getscopes(cudie, addr - dwbias, &scopes);
+        }
+
+        /* Each inlined frame's position is where it is; its caller's is its call site. */
+        for (int i = 0; i < nscopes && k + 1 < max; i++) {
+                Dwarf_Die *die = &scopes[i];
+                Dwarf_Attribute attr;
+                Dwarf_Word val;
+
+                if (dwarf_tag(die) != DW_TAG_inlined_subroutine)
+                        continue;
+                out[k] = (SymFrame) { .inlined = true, .line = line > 0 ? (unsigned) line : 0,
+                                      .column = column > 0 ? (unsigned) column : 0 };
+                if (set_str(&out[k].function, dwarf_diename(die)) < 0 || set_str(&out[k].file, file) < 0)
+                        goto oom;
+                k++;
+                file = NULL;
+                line = column = 0;
+                if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &val) == 0)
+                        file = call_file(cudie, val);
+                if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &val) == 0)
+                        line = (int) val;
+                if (dwarf_formudata(dwarf_attr(die, DW_AT_call_column, &attr), &val) == 0)
+                        column = (int) val;
+        }
+        out[k] = (SymFrame) { .offset = name ? offset : 0, .line = line > 0 ? (unsigned) line : 0,
+                              .column = column > 0 ? (unsigned) column : 0 };
+        if (set_str(&out[k].function, name) < 0 || set_str(&out[k].file, file) < 0)
+                goto oom;
+        k++;
+        free(scopes);
+        *n = k;
+        return 0;
+oom:
+        for (size_t i = 0; i <= k && i < max; i++)
+                sym_frame_done(&out[i]);
+        free(scopes);
+        return -ENOMEM;
+}
+
+static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFrame **ret, size_t *ret_n) {
+        SymFrame tmp[INLINE_DEPTH_MAX + 1];
+        SymEntry *e = memo_find(m, addr);
+        size_t n;
+        int r;
+
+        if (e) {
+                s->stats.addr_hits++;
+                *ret = &m->pool[e->first];
+                *ret_n = e->count;
+                return 0;
+        }
+        s->stats.addr_misses++;
+        r = resolve(m->mod, addr, s->source, tmp, ELEMENTSOF(tmp), &n);
+        if (r < 0)
+                return r;
+        if (m->n_pool + n > m->pool_alloc) {
+                size_t na = MAX(m->pool_alloc * 2, m->n_pool + n + 64);
+                SymFrame *np = realloc(m->pool, na * sizeof *np);
+                if (!np) {
+                        for (size_t i = 0; i < n; i++)
+                                sym_frame_done(&tmp[i]);
+                        return -ENOMEM;
+                }
+                m->pool = np;
+                m->pool_alloc = na;
+        }
+        memcpy(&m->pool[m->n_pool], tmp, n * sizeof *tmp);
+        r = memo_insert(m, (SymEntry) { .addr = addr, .first = (uint32_t) m->n_pool, .count = (uint32_t) n });
+        m->n_pool += n;
+        if (r < 0)
+                return r;
+        *ret = &m->pool[m->n_pool - n];
+        *ret_n = n;
+        return 0;
+}
+
+static int append_frames(ThreadSnapshot *t, const UserFrame *tmpl, const SymFrame *sf, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                UserFrame *f = thread_add_frame(t);
+
+                if (!f)
+                        return -ENOMEM;
+                f->pc = tmpl->pc;
+                f->activation = tmpl->activation;
+                f->method = tmpl->method;
+                f->module = tmpl->module;
+                f->inlined = sf[i].inlined;
+                /* The lookup used pc-1 for a return address; the offset shown is that of pc itself. */
+                f->function_offset = sf[i].function && !sf[i].inlined ? sf[i].offset + (tmpl->activation ? 0 : 1) : 0;
+                f->line = sf[i].line;
+                f->column = sf[i].column;
+                if (set_str(&f->function, sf[i].function) < 0 || set_str(&f->file, sf[i].file) < 0)
+                        return -ENOMEM;
+        }
+        return (int) n;
+}
+
+int symbolizer_add_frames(Symbolizer *s, SymModule *sm, Dwfl_Module *mod, const UserFrame *tmpl,
+                          ThreadSnapshot *t) {
+        SymFrame tmp[INLINE_DEPTH_MAX + 1];
+        const SymFrame *sf;
+        GElf_Addr pbias, addr;
+        size_t n;
+        int r;
+
+        if (!mod || !dwfl_module_getelf(mod, &pbias))
+                return append_frames(t, tmpl, &(SymFrame) {}, 1);
+        /* Return addresses point after the call: look up the call itself. */
+        addr = tmpl->pc - (tmpl->activation ? 0 : 1);
+        if (sm)
+                return memo_resolve(s, sm, addr - pbias + sm->bias, &sf, &n) < 0 ? -ENOMEM
+                                                                               : append_frames(t, tmpl, sf, n);
+        /* Not cacheable (the vdso, a binary without build-id): resolve in the process's own module. */
+        r = resolve(mod, addr, s->source, tmp, ELEMENTSOF(tmp), &n);
+        if (r < 0)
+                return r;
+        r = append_frames(t, tmpl, tmp, n);
+        for (size_t i = 0; i < n; i++)
+                sym_frame_done(&tmp[i]);
+        return r;
+}

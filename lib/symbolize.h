@@ -1,0 +1,46 @@
+/* symbolize.h: PC → function+offset, file:line and inlined frames; modules cached by build-id across captures,
+ * and each module's resolved addresses memoized, so a second dump of the same binaries is cheaper. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <elfutils/libdwfl.h>
+
+#include "macro.h"
+#include "snapshot.h"
+
+typedef struct Symbolizer Symbolizer;
+typedef struct SymModule SymModule;
+
+/* DEBUGINFO_PATH uses libdwfl's syntax; NULL means ":.debug:/usr/lib/debug". SOURCE: resolve file:line and inlined
+ * frames from DWARF (loading a binary's debuginfo, e.g. inflating libc's compressed sections, costs tens of ms the
+ * first time); without it only symbols are resolved, as eu-stack does by default. */
+int symbolizer_new(const char *debuginfo_path, bool source, Symbolizer **ret);
+Symbolizer *symbolizer_free(Symbolizer *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
+
+/* The cache entry for process module MOD, opened on first use from the file as the target sees it (ROOT is its
+ * /proc/PID/root). NULL when the module cannot be cached (no build-id, unreadable, replaced on disk): then
+ * symbolize with MOD directly. */
+SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *root);
+bool sym_module_has_debuginfo(const SymModule *sm);
+
+/* Append to T the frames for the pc in FRAME_TEMPLATE (which carries pc/activation/method/module index): inlined
+ * call sites first (each marked inlined), then the containing function. SM may be NULL (see above); MOD may be
+ * NULL when no module covers the pc. Returns the number of frames appended. */
+int symbolizer_add_frames(Symbolizer *s, SymModule *sm, Dwfl_Module *mod, const UserFrame *frame_template,
+                          ThreadSnapshot *t);
+
+/* Lowercase hex build-id of a process module, NULL if it has none (or on OOM). */
+char *dwfl_module_build_id_hex(Dwfl_Module *mod);
+
+/* Cache statistics, for tests and benchmarks. */
+typedef struct SymbolizerStats {
+        unsigned modules_cached;
+        unsigned module_hits;
+        unsigned module_misses;
+        unsigned addr_hits;
+        unsigned addr_misses;
+} SymbolizerStats;
+void symbolizer_get_stats(const Symbolizer *s, SymbolizerStats *ret);

@@ -1,0 +1,21 @@
+/* unwind-internal.h: the UnwindProcess layout, shared by unwind.c and its backends only. */
+#pragma once
+
+#include "unwind.h"
+
+struct UnwindProcess {
+        pid_t pid;
+        int mem_fd;
+        Dwfl *dwfl;
+        Dwfl_Callbacks callbacks;       /* must outlive dwfl */
+        char *debuginfo_path;
+        bool dwfl_attached;
+        char *maps_buf;
+        ProcMap *maps;
+        size_t n_maps;
+
+        /* The thread being unwound right now (libdwfl's memory_read callback has no thread argument). */
+        const UnwindStack *stack;
+        pid_t cur_tid;
+        const UnwindRegs *cur_regs;
+};

@@ -1,0 +1,281 @@
+/* unwind.c: the unwinder interface: per-process context, memory reads, backend dispatch, FP and scan fallbacks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "proc-read.h"
+#include "string-table.h"
+#include "unwind-internal.h"
+
+/* Budgets of the last-resort fallbacks. */
+#define FP_FRAMES_MAX 256
+#define SCAN_FRAMES_MAX 32
+#define SCAN_BYTES_MAX (16 * 1024)
+#define MAPS_BYTES_MAX (64U * 1024 * 1024)
+
+static const char *const unwinder_kind_table[_UNWINDER_MAX] = {
+        [UNWINDER_LIBDW] = "libdw",
+        [UNWINDER_LIBUNWIND] = "libunwind",
+        [UNWINDER_FP] = "fp",
+};
+DEFINE_STRING_TABLE_LOOKUP(unwinder_kind, UnwinderKind);
+
+bool unwinder_kind_available(UnwinderKind k) {
+#ifdef HAVE_LIBUNWIND
+        return k >= 0 && k < _UNWINDER_MAX;
+#else
+        return k == UNWINDER_LIBDW || k == UNWINDER_FP;
+#endif
+}
+
+int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **ret) {
+        _cleanup_(unwind_process_freep) UnwindProcess *p = NULL;
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ char *maps_text = NULL;
+        size_t maps_len = 0;
+        FILE *f;
+        int r;
+
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->pid = pid;
+        p->mem_fd = -EBADF;
+
+        r = proc_open_dir(pid, 0, &dirfd);
+        if (r < 0)
+                return r;
+        r = proc_read_full(dirfd, "maps", MAPS_BYTES_MAX, &maps_text, &maps_len);
+        if (r < 0)
+                return r;
+        p->maps_buf = strdup(maps_text);
+        if (!p->maps_buf)
+                return -ENOMEM;
+        r = proc_parse_maps(p->maps_buf, maps_len, &p->maps, &p->n_maps);
+        if (r < 0)
+                return r;
+
+        p->mem_fd = openat(dirfd, "mem", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (p->mem_fd < 0)
+                log_debug_errno(errno, "Cannot open /proc/%d/mem, reading the stack copy only: %m", (int) pid);
+
+        if (debuginfo_path) {
+                p->debuginfo_path = strdup(debuginfo_path);
+                if (!p->debuginfo_path)
+                        return -ENOMEM;
+        }
+        p->callbacks = (Dwfl_Callbacks) {
+                .find_elf = dwfl_linux_proc_find_elf,
+                .find_debuginfo = dwfl_standard_find_debuginfo,
+                .debuginfo_path = p->debuginfo_path ? &p->debuginfo_path : NULL,
+        };
+        p->dwfl = dwfl_begin(&p->callbacks);
+        if (!p->dwfl)
+                return -ENOMEM;
+        dwfl_report_begin(p->dwfl);
+        /* Report from the maps we already read, so the module list and our stack clamps agree. */
+        f = fmemopen(maps_text, maps_len ?: 1, "r");
+        if (!f)
+                return -ENOMEM;
+        r = dwfl_linux_proc_maps_report(p->dwfl, f);
+        fclose(f);
+        if (r != 0)
+                log_debug("dwfl_linux_proc_maps_report(%d) failed: %s", (int) pid, r < 0 ? dwfl_errmsg(-1) : strerror(r));
+        if (dwfl_report_end(p->dwfl, NULL, NULL) != 0)
+                return log_debug_errno(EIO, "dwfl_report_end(%d): %s", (int) pid, dwfl_errmsg(-1));
+
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+UnwindProcess *unwind_process_free(UnwindProcess *p) {
+        if (!p)
+                return NULL;
+        if (p->dwfl)
+                dwfl_end(p->dwfl);
+        safe_close(p->mem_fd);
+        free(p->maps);
+        free(p->maps_buf);
+        free(p->debuginfo_path);
+        free(p);
+        return NULL;
+}
+
+Dwfl *unwind_process_dwfl(UnwindProcess *p) {
+        return p->dwfl;
+}
+
+const ProcMap *unwind_process_maps(UnwindProcess *p, size_t *ret_n) {
+        *ret_n = p->n_maps;
+        return p->maps;
+}
+
+int unwind_process_mem_fd(UnwindProcess *p) {
+        return p->mem_fd;
+}
+
+pid_t unwind_process_pid(UnwindProcess *p) {
+        return p->pid;
+}
+
+bool unwind_process_read_word(UnwindProcess *p, uint64_t addr, uint64_t *ret) {
+        const UnwindStack *s = p->stack;
+
+        if (s && addr >= s->base && addr - s->base <= s->len && s->len - (addr - s->base) >= sizeof *ret) {
+                memcpy(ret, s->data + (addr - s->base), sizeof *ret);
+                return true;
+        }
+        if (p->mem_fd < 0 || addr > (uint64_t) INT64_MAX)
+                return false;
+        return pread(p->mem_fd, ret, sizeof *ret, (off_t) addr) == (ssize_t) sizeof *ret;
+}
+
+bool unwind_process_is_text(UnwindProcess *p, uint64_t addr) {
+        const ProcMap *m = proc_maps_find(p->maps, p->n_maps, addr);
+        return m && m->x;
+}
+
+static bool in_stack(const UnwindStack *s, uint64_t addr) {
+        return s && addr >= s->base && addr < s->base + s->len;
+}
+
+/* Frame-pointer walk from RBP: the return address sits above the saved RBP. Only trusted while RBP stays inside
+ * the stack copy and moves strictly outwards. */
+static void unwind_fp(UnwindProcess *p, uint64_t rbp, UnwindFrame *frames, size_t max, size_t *n,
+                      UnwindResult *res) {
+        const UnwindStack *s = p->stack;
+
+        for (unsigned k = 0; k < FP_FRAMES_MAX; k++) {
+                uint64_t next, ret;
+
+                if (*n >= max) {
+                        res->truncated = true;
+                        snprintf(res->end, sizeof res->end, "max frames");
+                        return;
+                }
+                if (!in_stack(s, rbp) || !unwind_process_read_word(p, rbp, &next) ||
+                    !unwind_process_read_word(p, rbp + 8, &ret))
+                        return;
+                if (ret == 0 || !unwind_process_is_text(p, ret))
+                        return;
+                frames[(*n)++] = (UnwindFrame) { .pc = ret, .method = FRAME_METHOD_FP };
+                if (next == 0) {
+                        res->clean = true;
+                        snprintf(res->end, sizeof res->end, "end of frame-pointer chain");
+                        return;
+                }
+                if (next <= rbp)
+                        return;
+                rbp = next;
+        }
+}
+
+/* Is RET the address just after a call instruction? Checks the encodings compilers emit: call rel32 (E8) and
+ * call r/m64 (FF /2) of 2, 3, 6 and 7 bytes. */
+static bool after_call(UnwindProcess *p, uint64_t ret) {
+        uint64_t w;
+        uint8_t b[8];
+
+        if (ret < 8 || !unwind_process_read_word(p, ret - 8, &w))
+                return false;
+        memcpy(b, &w, sizeof b);
+        if (b[3] == 0xe8)       /* E8 rel32 */
+                return true;
+        for (unsigned len = 2; len <= 7; len++) {
+                uint8_t op = b[8 - len], modrm = b[8 - len + 1];
+                if (op == 0xff && ((modrm >> 3) & 7) == 2)
+                        return true;
+        }
+        return false;
+}
+
+/* Last resort: scan the stack copy upwards from SP for words that return into text right after a call. Such
+ * frames are guesses and marked as such. */
+static void unwind_scan(UnwindProcess *p, uint64_t sp, UnwindFrame *frames, size_t max, size_t *n,
+                        UnwindResult *res) {
+        const UnwindStack *s = p->stack;
+        unsigned found = 0;
+
+        if (!s || sp < s->base)
+                return;
+        for (uint64_t a = sp & ~7ULL; a + 8 <= s->base + s->len && a - sp < SCAN_BYTES_MAX; a += 8) {
+                uint64_t v;
+
+                if (found >= SCAN_FRAMES_MAX)
+                        break;
+                if (*n >= max) {
+                        res->truncated = true;
+                        snprintf(res->end, sizeof res->end, "max frames");
+                        return;
+                }
+                memcpy(&v, s->data + (a - s->base), sizeof v);
+                if (!unwind_process_is_text(p, v) || !after_call(p, v))
+                        continue;
+                frames[(*n)++] = (UnwindFrame) { .pc = v, .method = FRAME_METHOD_SCAN };
+                found++;
+        }
+}
+
+int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRegs *regs, const UnwindStack *stack,
+                  UnwindFrame *frames, size_t max, UnwindResult *ret) {
+        UnwindResult res = {};
+        UnwindRegs last = *regs;
+        size_t n = 0;
+        int r = 0;
+
+        if (!unwind_regs_has(regs, UNWIND_REG_RIP) || max == 0)
+                return -EINVAL;
+        p->stack = stack;
+
+        switch (kind) {
+        case UNWINDER_LIBDW:
+                r = unwind_dwfl_thread(p, tid, regs, frames, max, &n, &last, &res);
+                break;
+        case UNWINDER_LIBUNWIND:
+#ifdef HAVE_LIBUNWIND
+                r = unwind_libunwind_thread(p, tid, regs, frames, max, &n, &last, &res);
+#else
+                r = -EOPNOTSUPP;
+#endif
+                break;
+        case UNWINDER_FP:
+                frames[n++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_RIP], .activation = true,
+                                              .method = FRAME_METHOD_INITIAL };
+                snprintf(res.end, sizeof res.end, "no frame pointer");
+                break;
+        default:
+                r = -EINVAL;
+        }
+        if (r < 0) {
+                p->stack = NULL;
+                return r;
+        }
+
+        /* Where the backend could not go on, try the frame-pointer chain, then a marked scan. */
+        if (!res.clean && !res.truncated && n < max) {
+                size_t before = n;
+
+                if (unwind_regs_has(&last, UNWIND_REG_RBP))
+                        unwind_fp(p, last.r[UNWIND_REG_RBP], frames, max, &n, &res);
+                if (!res.clean && !res.truncated && n == before && unwind_regs_has(&last, UNWIND_REG_RSP))
+                        unwind_scan(p, last.r[UNWIND_REG_RSP], frames, max, &n, &res);
+                if (n > before && !res.clean && !res.truncated) {
+                        size_t l = strlen(res.end);
+                        snprintf(res.end + l, sizeof res.end - l, "%s%s", l ? "; then " : "",
+                                 frames[n - 1].method == FRAME_METHOD_SCAN ? "stack scan" : "frame pointers");
+                }
+        }
+        if (n >= max && !res.clean) {
+                res.truncated = true;
+                snprintf(res.end, sizeof res.end, "max frames (%zu)", max);
+        }
+        p->stack = NULL;
+        res.n_frames = n;
+        *ret = res;
+        return 0;
+}
