@@ -1,0 +1,67 @@
+/* capture-passive.c: passive capture: a sleeping thread's user SP/PC from /proc and its stack via
+ * process_vm_readv. The thread never stops, which is also the only way to read a D-state thread. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "capture-passive.h"
+#include "macro.h"
+
+int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret) {
+        UnwindRegs r = {};
+
+        if (sc->kind == PROC_SYSCALL_RUNNING)
+                return -EAGAIN;
+        unwind_regs_set(&r, UNWIND_REG_RSP, sc->sp);
+        unwind_regs_set(&r, UNWIND_REG_RIP, sc->pc);
+        if (sc->kind == PROC_SYSCALL_BLOCKED) {
+                /* x86_64 syscall ABI: arguments in rdi rsi rdx r10 r8 r9; `syscall` put the return rip in rcx.
+                 * glibc's vfork keeps its return address in rdi across the call, so these matter to CFI. */
+                unwind_regs_set(&r, UNWIND_REG_RDI, sc->args[0]);
+                unwind_regs_set(&r, UNWIND_REG_RSI, sc->args[1]);
+                unwind_regs_set(&r, UNWIND_REG_RDX, sc->args[2]);
+                unwind_regs_set(&r, UNWIND_REG_R10, sc->args[3]);
+                unwind_regs_set(&r, UNWIND_REG_R8, sc->args[4]);
+                unwind_regs_set(&r, UNWIND_REG_R9, sc->args[5]);
+                unwind_regs_set(&r, UNWIND_REG_RCX, sc->pc);
+        }
+        *ret = r;
+        return 0;
+}
+
+int capture_copy_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, size_t max, UnwindStack *ret,
+                       bool *ret_truncated) {
+        const ProcMap *m = proc_maps_find(maps, n_maps, sp);
+        struct iovec local, remote;
+        uint64_t avail;
+        uint8_t *buf;
+        size_t len;
+        ssize_t n;
+
+        if (!m)
+                return -EFAULT;
+        avail = m->end - sp;
+        len = (size_t) MIN(avail, (uint64_t) max);
+        if (len == 0)
+                return -EFAULT;
+        buf = malloc(len);
+        if (!buf)
+                return -ENOMEM;
+        local = (struct iovec) { .iov_base = buf, .iov_len = len };
+        remote = (struct iovec) { .iov_base = (void *) (uintptr_t) sp, .iov_len = len };
+        n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (n <= 0) {
+                int r = n < 0 ? negative_errno() : -EFAULT;
+                free(buf);
+                return r == -ENOENT ? -ESRCH : r;
+        }
+        *ret = (UnwindStack) { .base = sp, .data = buf, .len = (size_t) n };
+        if (ret_truncated)
+                *ret_truncated = avail > max;
+        return 0;
+}
+
+bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b) {
+        return a->kind == b->kind && a->nr == b->nr && a->sp == b->sp && a->pc == b->pc;
+}

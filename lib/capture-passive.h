@@ -1,0 +1,22 @@
+/* capture-passive.h: registers from /proc/…/syscall and a stack copy, without stopping the thread. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "proc-parse.h"
+#include "unwind.h"
+
+/* The registers a /proc syscall record gives: SP and PC always, and for a thread inside a syscall its argument
+ * registers (rdi rsi rdx r10 r8 r9, which the kernel leaves intact) plus rcx (= PC after the syscall
+ * instruction). -EAGAIN for a running thread (no record). */
+int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret);
+
+/* Copy up to MAX bytes of stack from SP of process PID, clamped to the mapping that holds SP. The copy is in a
+ * new buffer in RET. RET_TRUNCATED says whether MAX cut it short. */
+int capture_copy_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, size_t max, UnwindStack *ret,
+                       bool *ret_truncated);
+
+/* Whether two syscall records show the thread parked at the same place (same syscall, SP and PC). */
+bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b);

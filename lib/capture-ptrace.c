@@ -1,0 +1,165 @@
+/* capture-ptrace.c: the ptrace capture path for threads on a CPU: SEIZE, INTERRUPT, GETREGSET, copy, DETACH. */
+#include <elf.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "capture-passive.h"
+#include "capture-ptrace.h"
+#include "log.h"
+#include "macro.h"
+
+/* Poll this many times before sleeping between polls: a thread on another CPU stops within microseconds, and every
+ * microsecond we take to notice is a microsecond the target stays stopped. Then sleep, rather than sched_yield():
+ * when the target shares our CPU it can only reach its stop if we really give the CPU up (CFS ignores a yield
+ * from a task with less runtime), which cost 230-290 us pauses here. Programs set a 1 us timer slack
+ * (PR_SET_TIMERSLACK) so that these sleeps are short. */
+#define STOP_SPINS 20
+#define STOP_POLL_NSEC 1000
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+int ptrace_session_seize(PtraceSession *s, pid_t tid) {
+        *s = PTRACE_SESSION_NULL;
+        if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0)
+                return negative_errno();
+        s->tid = tid;
+        s->seized = true;
+        return 0;
+}
+
+int ptrace_session_stop(PtraceSession *s, uint64_t timeout_usec) {
+        uint64_t deadline = now_ns() + timeout_usec * NSEC_PER_USEC;
+        unsigned spins = 0;
+        int status;
+
+        if (!s->seized)
+                return -EINVAL;
+        if (ptrace(PTRACE_INTERRUPT, s->tid, NULL, NULL) < 0)
+                return negative_errno();
+        for (;;) {
+                pid_t w = waitpid(s->tid, &status, __WALL | WNOHANG);
+
+                if (w == s->tid)
+                        break;
+                if (w < 0 && errno != EINTR) {
+                        int r = negative_errno();
+                        /* ECHILD: the thread is gone, and with it our attachment. */
+                        if (r == -ECHILD)
+                                s->seized = false;
+                        return r == -ECHILD ? -ESRCH : r;
+                }
+                if (now_ns() >= deadline)
+                        return -ETIMEDOUT;
+                if (spins++ >= STOP_SPINS)
+                        nanosleep(&(struct timespec) { .tv_nsec = STOP_POLL_NSEC }, NULL);
+        }
+        if (WIFEXITED(status) || WIFSIGNALED(status)) {
+                s->seized = false;
+                return -ESRCH;
+        }
+        if (!WIFSTOPPED(status))
+                return -EIO;
+        s->stopped = true;
+        /* An event stop (our interrupt, or a group-stop) carries no signal to give back; a signal-delivery-stop
+         * does, and swallowing it would change the target's behaviour. */
+        if ((status >> 16) == 0)
+                s->pending_signal = WSTOPSIG(status);
+        return 0;
+}
+
+int ptrace_session_get_regs(PtraceSession *s, UnwindRegs *ret) {
+        struct user_regs_struct u;
+        struct iovec iov = { .iov_base = &u, .iov_len = sizeof u };
+        UnwindRegs r = {};
+
+        if (!s->stopped)
+                return -EINVAL;
+        if (ptrace(PTRACE_GETREGSET, s->tid, (void *) NT_PRSTATUS, &iov) < 0)
+                return negative_errno();
+        unwind_regs_set(&r, UNWIND_REG_RAX, u.rax);
+        unwind_regs_set(&r, UNWIND_REG_RDX, u.rdx);
+        unwind_regs_set(&r, UNWIND_REG_RCX, u.rcx);
+        unwind_regs_set(&r, UNWIND_REG_RBX, u.rbx);
+        unwind_regs_set(&r, UNWIND_REG_RSI, u.rsi);
+        unwind_regs_set(&r, UNWIND_REG_RDI, u.rdi);
+        unwind_regs_set(&r, UNWIND_REG_RBP, u.rbp);
+        unwind_regs_set(&r, UNWIND_REG_RSP, u.rsp);
+        unwind_regs_set(&r, UNWIND_REG_R8, u.r8);
+        unwind_regs_set(&r, UNWIND_REG_R9, u.r9);
+        unwind_regs_set(&r, UNWIND_REG_R10, u.r10);
+        unwind_regs_set(&r, 11, u.r11);
+        unwind_regs_set(&r, 12, u.r12);
+        unwind_regs_set(&r, 13, u.r13);
+        unwind_regs_set(&r, 14, u.r14);
+        unwind_regs_set(&r, 15, u.r15);
+        unwind_regs_set(&r, UNWIND_REG_RIP, u.rip);
+        *ret = r;
+        return 0;
+}
+
+int ptrace_session_detach(PtraceSession *s) {
+        int r = 0;
+
+        if (!s->seized)
+                return 0;
+        if (ptrace(PTRACE_DETACH, s->tid, NULL, (void *) (uintptr_t) s->pending_signal) < 0) {
+                r = negative_errno();
+                log_debug_errno(r, "PTRACE_DETACH of %d failed: %m", (int) s->tid);
+        }
+        s->seized = s->stopped = false;
+        return r;
+}
+
+void ptrace_session_done(PtraceSession *s) {
+        if (!s->seized)
+                return;
+        /* A seized thread that never stopped cannot be detached (the kernel wants a stopped tracee); give it one
+         * more short chance, then leave it to the kernel, which detaches when this process exits. */
+        if (!s->stopped && ptrace_session_stop(s, 1000) < 0) {
+                log_debug("Thread %d did not stop; it stays attached until it wakes or we exit", (int) s->tid);
+                s->seized = false;
+                return;
+        }
+        (void) ptrace_session_detach(s);
+}
+
+int capture_ptrace_thread(pid_t pid, pid_t tid, const ProcMap *maps, size_t n_maps, size_t stack_max,
+                          uint64_t timeout_usec, UnwindRegs *ret_regs, UnwindStack *ret_stack, bool *ret_truncated,
+                          double *ret_pause_us) {
+        _cleanup_ptrace_session_ PtraceSession s = PTRACE_SESSION_NULL;
+        UnwindStack stack = {};
+        UnwindRegs regs;
+        uint64_t t0, t1;
+        int r;
+
+        r = ptrace_session_seize(&s, tid);
+        if (r < 0)
+                return r;
+        t0 = now_ns();
+        r = ptrace_session_stop(&s, timeout_usec);
+        if (r < 0)
+                return r;
+        r = ptrace_session_get_regs(&s, &regs);
+        if (r < 0)
+                return r;
+        /* Copy while stopped so the bytes match the registers; the copy is bounded by STACK_MAX. */
+        r = capture_copy_stack(pid, maps, n_maps, regs.r[UNWIND_REG_RSP], stack_max, &stack, ret_truncated);
+        (void) ptrace_session_detach(&s);
+        t1 = now_ns();
+        if (r < 0 && r != -EFAULT)
+                return r;
+        *ret_regs = regs;
+        *ret_stack = stack;
+        *ret_pause_us = (double) (t1 - t0) / 1000.0;
+        return 0;
+}

@@ -1,0 +1,37 @@
+/* capture-ptrace.h: stop one thread for microseconds with PTRACE_SEIZE + PTRACE_INTERRUPT; detach guaranteed. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "unwind.h"
+
+/* An attached thread. ptrace_session_done() (run by _cleanup_ptrace_session_) always detaches, so no return path
+ * leaves a target stopped or traced. */
+typedef struct PtraceSession {
+        pid_t tid;
+        bool seized;
+        bool stopped;
+        int pending_signal;     /* a signal-delivery-stop's signal, re-injected on detach */
+} PtraceSession;
+
+#define PTRACE_SESSION_NULL ((PtraceSession) { .tid = 0 })
+
+/* PTRACE_SEIZE: attach without stopping. -EPERM when someone else traces it (or we may not), -ESRCH if gone. */
+int ptrace_session_seize(PtraceSession *s, pid_t tid);
+/* PTRACE_INTERRUPT and wait up to TIMEOUT_USEC for the stop. -ETIMEDOUT when the thread does not stop in time
+ * (it went into uninterruptible sleep: it is released when it wakes or when this process exits). */
+int ptrace_session_stop(PtraceSession *s, uint64_t timeout_usec);
+/* Full general-purpose registers of a stopped thread. */
+int ptrace_session_get_regs(PtraceSession *s, UnwindRegs *ret);
+/* Detach (re-injecting a pending signal). */
+int ptrace_session_detach(PtraceSession *s);
+void ptrace_session_done(PtraceSession *s);
+#define _cleanup_ptrace_session_ __attribute__((cleanup(ptrace_session_done)))
+
+/* The whole ptrace capture of one thread: seize, stop, registers, stack copy of at most STACK_MAX bytes, detach.
+ * RET_PAUSE_US is the time from the interrupt to the end of the detach: an upper bound of the target's pause. */
+int capture_ptrace_thread(pid_t pid, pid_t tid, const ProcMap *maps, size_t n_maps, size_t stack_max,
+                          uint64_t timeout_usec, UnwindRegs *ret_regs, UnwindStack *ret_stack, bool *ret_truncated,
+                          double *ret_pause_us);

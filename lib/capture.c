@@ -1,0 +1,593 @@
+/* capture.c: capture_process(): raw capture of every thread (passive or ptrace), then, with the target running
+ * again, unwinding and symbolization into a Snapshot. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capture-passive.h"
+#include "capture-ptrace.h"
+#include "capture.h"
+#include "log.h"
+#include "macro.h"
+#include "proc-read.h"
+#include "strv.h"
+
+#define CMDLINE_BYTES_MAX (128U * 1024)
+#define CGROUP_BYTES_MAX (16U * 1024)
+
+/* What the raw pass keeps of a thread for the unwind pass. */
+typedef struct RawThread {
+        size_t index;           /* into Snapshot.threads */
+        bool have_regs;
+        UnwindRegs regs;
+        UnwindStack stack;
+} RawThread;
+
+typedef struct Capture {
+        pid_t pid;
+        const CaptureOptions *o;
+        Snapshot *s;
+        int dirfd;
+        UnwindProcess *up;      /* NULL when the address space cannot be read */
+        uint64_t start_usec;
+        bool kernel_stack_missing_noted;
+        SymModule **symmods;    /* per snapshot module, looked up lazily */
+        bool *symmod_done;
+        size_t n_symmods;
+} Capture;
+
+void capture_options_init(CaptureOptions *o) {
+        *o = (CaptureOptions) {
+                .method = CAPTURE_METHOD_AUTO,
+                .unwinder = UNWINDER_LIBDW,
+                .kernel = true,
+                .max_frames = CAPTURE_FRAMES_DEFAULT,
+                .stack_bytes = CAPTURE_STACK_BYTES_DEFAULT,
+                .max_threads = CAPTURE_THREADS_DEFAULT,
+                .time_budget_usec = CAPTURE_TIME_BUDGET_USEC_DEFAULT,
+                .stop_timeout_usec = CAPTURE_STOP_TIMEOUT_USEC_DEFAULT,
+        };
+}
+
+static uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+static bool over_budget(Capture *c) {
+        return now_usec(CLOCK_MONOTONIC) - c->start_usec > c->o->time_budget_usec;
+}
+
+static int read_process_identity(Capture *c) {
+        Snapshot *s = c->s;
+        char buf[4096];
+        _cleanup_free_ char *cmdline = NULL, *cgroup = NULL;
+        size_t len;
+        ProcStat st;
+        ProcStatus status;
+        ssize_t n;
+        int r;
+
+        n = proc_read_small(c->dirfd, "stat", buf, sizeof buf);
+        if (n < 0)
+                return (int) n;
+        r = proc_parse_stat(buf, (size_t) n, &st);
+        if (r < 0)
+                return log_debug_errno(r, "Unparseable /proc/%d/stat", (int) c->pid);
+        s->comm = strdup(st.comm);
+        if (!s->comm)
+                return -ENOMEM;
+        s->state = st.state;
+        s->ppid = st.ppid;
+
+        n = proc_read_small(c->dirfd, "status", buf, sizeof buf);
+        if (n >= 0 && proc_parse_status(buf, (size_t) n, &status) >= 0)
+                s->uid = status.uid;
+
+        r = proc_readlink(c->dirfd, "exe", &s->exe);
+        if (r == -ENOMEM)
+                return r;
+        r = proc_read_full(c->dirfd, "cmdline", CMDLINE_BYTES_MAX, &cmdline, &len);
+        if (r >= 0 && len > 0 && proc_parse_cmdline(cmdline, len, &s->cmdline) == -ENOMEM)
+                return -ENOMEM;
+        r = proc_read_full(c->dirfd, "cgroup", CGROUP_BYTES_MAX, &cgroup, &len);
+        if (r >= 0 && proc_parse_cgroup(cgroup, len, &s->cgroup, &s->unit) == -ENOMEM)
+                return -ENOMEM;
+        return (st.flags & PROC_PF_KTHREAD) ? 1 : 0;
+}
+
+static int read_kernel_stack(Capture *c, int taskfd, ThreadSnapshot *t) {
+        ProcKernelFrame kf[CAPTURE_KFRAMES_MAX];
+        char buf[8192];
+        ssize_t n;
+        int k;
+
+        n = proc_read_small(taskfd, "stack", buf, sizeof buf);
+        if (n == -ESRCH) {
+                /* The task dir is open, so ENOENT here means this kernel has no /proc/PID/stack. */
+                if (faccessat(taskfd, "stat", F_OK, 0) == 0 && !c->kernel_stack_missing_noted) {
+                        c->kernel_stack_missing_noted = true;
+                        snapshot_add_error(c->s, "kernel stacks unavailable: this kernel has no /proc/PID/stack");
+                }
+                return 0;
+        }
+        if (n == -EACCES || n == -EPERM) {
+                if (!c->kernel_stack_missing_noted) {
+                        c->kernel_stack_missing_noted = true;
+                        snapshot_add_error(c->s, "kernel stacks unavailable: reading /proc/PID/stack needs CAP_SYS_ADMIN");
+                }
+                return 0;
+        }
+        if (n < 0)
+                return 0;
+        k = proc_parse_kstack(buf, (size_t) n, kf, ELEMENTSOF(kf));
+        for (int i = 0; i < k; i++) {
+                KernelFrame *f = thread_add_kframe(t);
+                if (!f)
+                        return -ENOMEM;
+                f->function = strdup(kf[i].function);
+                f->offset = kf[i].offset;
+                f->size = kf[i].size;
+                if (!f->function)
+                        return -ENOMEM;
+                if (kf[i].module[0] && !(f->module = strdup(kf[i].module)))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Read the cheap per-thread facts: stat, status, syscall, wchan, kernel stack. -ESRCH when the thread is gone. */
+static int read_thread_facts(Capture *c, int taskfd, ThreadSnapshot *t) {
+        char buf[2048];
+        ProcStat st;
+        ProcStatus status;
+        ssize_t n;
+        int r;
+
+        n = proc_read_small(taskfd, "stat", buf, sizeof buf);
+        if (n < 0)
+                return (int) n;
+        if (proc_parse_stat(buf, (size_t) n, &st) < 0)
+                return -EIO;
+        t->state = st.state;
+        t->utime = st.utime;
+        t->stime = st.stime;
+        t->comm = strdup(st.comm);
+        if (!t->comm)
+                return -ENOMEM;
+
+        n = proc_read_small(taskfd, "status", buf, sizeof buf);
+        if (n == -ESRCH)
+                return -ESRCH;
+        if (n >= 0 && proc_parse_status(buf, (size_t) n, &status) >= 0) {
+                t->tracer_pid = status.tracer_pid;
+                t->voluntary_ctxt_switches = status.voluntary_ctxt_switches;
+                t->nonvoluntary_ctxt_switches = status.nonvoluntary_ctxt_switches;
+        }
+
+        n = proc_read_small(taskfd, "syscall", buf, sizeof buf);
+        if (n == -ESRCH)
+                return -ESRCH;
+        if (n < 0 || proc_parse_syscall(buf, (size_t) n, &t->syscall) < 0)
+                t->syscall = (ProcSyscall) { .kind = PROC_SYSCALL_RUNNING, .nr = -1 };
+
+        n = proc_read_small(taskfd, "wchan", buf, sizeof buf);
+        if (n > 0 && !streq(buf, "0") && !(t->wchan = strdup(buf)))
+                return -ENOMEM;
+
+        if (c->o->kernel) {
+                r = read_kernel_stack(c, taskfd, t);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Passive capture: registers from the syscall record, a stack copy, and a second look at the record to make sure
+ * the thread did not move while we copied. -EAGAIN when it is running or keeps moving. */
+static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread *raw) {
+        size_t n_maps;
+        const ProcMap *maps = unwind_process_maps(c->up, &n_maps);
+        char buf[512];
+
+        for (unsigned attempt = 0; attempt < 2; attempt++) {
+                ProcSyscall again;
+                UnwindStack stack = {};
+                bool truncated = false;
+                ssize_t n;
+                int r;
+
+                r = capture_passive_regs(&t->syscall, &raw->regs);
+                if (r < 0)
+                        return r;
+                r = capture_copy_stack(c->pid, maps, n_maps, t->syscall.sp, c->o->stack_bytes, &stack, &truncated);
+                if (r < 0 && r != -EFAULT)
+                        return r;
+                n = proc_read_small(taskfd, "syscall", buf, sizeof buf);
+                if (n < 0)
+                        return (int) n;
+                if (proc_parse_syscall(buf, (size_t) n, &again) >= 0 && proc_syscall_same_place(&t->syscall, &again)) {
+                        raw->stack = stack;
+                        raw->have_regs = true;
+                        t->stack_bytes = stack.len;
+                        t->truncated = t->truncated || truncated;
+                        t->method = CAPTURE_METHOD_PASSIVE;
+                        return 0;
+                }
+                free(stack.data);
+                t->syscall = again;
+        }
+        return -EAGAIN;
+}
+
+static int capture_ptrace(Capture *c, ThreadSnapshot *t, RawThread *raw) {
+        size_t n_maps;
+        const ProcMap *maps = unwind_process_maps(c->up, &n_maps);
+        bool truncated = false;
+        int r;
+
+        r = capture_ptrace_thread(c->pid, t->tid, maps, n_maps, c->o->stack_bytes, c->o->stop_timeout_usec,
+                                  &raw->regs, &raw->stack, &truncated, &t->pause_us);
+        if (r < 0)
+                return r;
+        raw->have_regs = true;
+        t->stack_bytes = raw->stack.len;
+        t->truncated = t->truncated || truncated;
+        t->method = CAPTURE_METHOD_PTRACE;
+        if (t->pause_us > c->s->max_pause_us)
+                c->s->max_pause_us = t->pause_us;
+        return 0;
+}
+
+static void note_ptrace_error(Capture *c, ThreadSnapshot *t, int r) {
+        switch (r) {
+        case -EPERM:
+                if (t->tracer_pid > 0 && t->tracer_pid != getpid())
+                        thread_set_error(c->s, t, "cannot ptrace: already traced by pid %d", (int) t->tracer_pid);
+                else
+                        thread_set_error(c->s, t, "cannot ptrace: permission denied");
+                break;
+        case -ESRCH:
+                thread_set_error(c->s, t, "thread exited during capture");
+                break;
+        case -ETIMEDOUT:
+                thread_set_error(c->s, t, "thread did not stop within %llu ms (uninterruptible sleep?)",
+                                 (unsigned long long) (c->o->stop_timeout_usec / USEC_PER_MSEC));
+                break;
+        default:
+                thread_set_error(c->s, t, "ptrace capture failed: %s", strerror(-r));
+        }
+}
+
+/* Pick passive or ptrace for one thread and capture its registers and stack. */
+static int capture_thread_regs(Capture *c, int taskfd, ThreadSnapshot *t, RawThread *raw) {
+        bool asleep = t->syscall.kind != PROC_SYSCALL_RUNNING;
+        bool want_ptrace;
+        int r;
+
+        if (t->state == 'Z' || t->state == 'X') {
+                t->method = CAPTURE_METHOD_NONE;
+                return 0;
+        }
+        /* A D-state thread cannot be stopped until it wakes: passive is the only method, whatever was asked. */
+        want_ptrace = !asleep || (c->o->method == CAPTURE_METHOD_PTRACE && t->state != 'D');
+        if (c->o->method == CAPTURE_METHOD_PASSIVE && !asleep) {
+                t->method = CAPTURE_METHOD_NONE;
+                return thread_set_error(c->s, t, "running on a CPU: passive capture needs a sleeping thread "
+                                                 "(use --method auto or ptrace)");
+        }
+        if (want_ptrace && t->tracer_pid > 0 && t->tracer_pid != getpid()) {
+                /* Someone else traces it: only passive can work, and only if it sleeps. */
+                if (!asleep) {
+                        t->method = CAPTURE_METHOD_NONE;
+                        return thread_set_error(c->s, t, "cannot ptrace: already traced by pid %d",
+                                                (int) t->tracer_pid);
+                }
+                want_ptrace = false;
+        }
+        if (!want_ptrace) {
+                r = capture_passive(c, taskfd, t, raw);
+                if (r != -EAGAIN) {
+                        if (r == -ESRCH)
+                                return thread_set_error(c->s, t, "thread exited during capture");
+                        if (r < 0)
+                                return thread_set_error(c->s, t, "passive capture failed: %s", strerror(-r));
+                        if (t->tracer_pid > 0 && t->tracer_pid != getpid())
+                                thread_set_error(c->s, t, "traced by pid %d; captured passively",
+                                                 (int) t->tracer_pid);
+                        return 0;
+                }
+                /* It woke up (or keeps waking up) under us: stop it briefly instead, unless only passive is
+                 * allowed or it is traced by someone else. */
+                if (c->o->method == CAPTURE_METHOD_PASSIVE || (t->tracer_pid > 0 && t->tracer_pid != getpid())) {
+                        t->method = CAPTURE_METHOD_NONE;
+                        return thread_set_error(c->s, t, "thread kept running during passive capture");
+                }
+        }
+        r = capture_ptrace(c, t, raw);
+        if (r == 0)
+                return 0;
+        if (r == -ETIMEDOUT) {
+                /* It went to sleep uninterruptibly between our look and the interrupt: read it passively. */
+                char buf[512];
+                ssize_t n = proc_read_small(taskfd, "syscall", buf, sizeof buf);
+                if (n >= 0 && proc_parse_syscall(buf, (size_t) n, &t->syscall) >= 0 &&
+                    capture_passive(c, taskfd, t, raw) == 0)
+                        return thread_set_error(c->s, t, "did not stop for ptrace; captured passively");
+        }
+        t->method = CAPTURE_METHOD_NONE;
+        note_ptrace_error(c, t, r);
+        return 0;
+}
+
+static int module_index_cb(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg) {
+        Capture *c = arg;
+        Dwarf_Addr low, high;
+        GElf_Addr bias = 0;
+        ModuleInfo *m;
+
+        m = snapshot_add_module(c->s);
+        if (!m)
+                return DWARF_CB_ABORT;
+        dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
+        m->path = strdup(name ?: "");
+        if (!m->path)
+                return DWARF_CB_ABORT;
+        m->start = low;
+        m->end = high;
+        if (dwfl_module_getelf(mod, &bias))
+                m->bias = bias;
+        m->build_id = dwfl_module_build_id_hex(mod);
+        *userdata = (void *) (uintptr_t) c->s->n_modules; /* index + 1 */
+        return DWARF_CB_OK;
+}
+
+/* The symbolizer's entry for module IDX, looked up once per capture. */
+static SymModule *capture_sym_module(Capture *c, Symbolizer *sym, const char *root, Dwfl_Module *mod, int idx) {
+        if (idx < 0 || (size_t) idx >= c->n_symmods)
+                return NULL;
+        if (!c->symmod_done[idx]) {
+                c->symmods[idx] = symbolizer_get_module(sym, mod, root);
+                c->symmod_done[idx] = true;
+        }
+        return c->symmods[idx];
+}
+
+static int symbolize_thread(Capture *c, Symbolizer *sym, const char *root, ThreadSnapshot *t,
+                            const UnwindFrame *frames, size_t n) {
+        Dwfl *dwfl = unwind_process_dwfl(c->up);
+
+        for (size_t i = 0; i < n; i++) {
+                uint64_t lookup = frames[i].pc - (frames[i].activation ? 0 : 1);
+                Dwfl_Module *mod = dwfl_addrmodule(dwfl, lookup);
+                UserFrame tmpl = {
+                        .pc = frames[i].pc,
+                        .activation = frames[i].activation,
+                        .method = frames[i].method,
+                        .module = -1,
+                };
+                void **ud = NULL;
+                int r;
+
+                if (mod) {
+                        dwfl_module_info(mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+                        if (ud && *ud)
+                                tmpl.module = (int) (uintptr_t) *ud - 1;
+                }
+                r = symbolizer_add_frames(sym, capture_sym_module(c, sym, root, mod, tmpl.module), mod, &tmpl, t);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Unwind one thread's raw capture into the snapshot. RET_CLEAN says whether it reached the outermost frame. */
+static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnapshot *t, RawThread *raw,
+                      UnwindFrame *frames, bool *ret_clean) {
+        UnwindResult res;
+        int r;
+
+        r = unwind_thread(c->up, c->o->unwinder, t->tid, &raw->regs, &raw->stack, frames, c->o->max_frames, &res);
+        if (r < 0)
+                return thread_set_error(c->s, t, "unwinding failed: %s", strerror(-r));
+        for (size_t i = 0; i < t->n_frames; i++) {
+                free(t->frames[i].function);
+                free(t->frames[i].file);
+        }
+        t->n_frames = 0;
+        free(t->unwind_end);
+        t->unwind_end = strdup(res.end);
+        if (!t->unwind_end)
+                return -ENOMEM;
+        if (res.truncated)
+                t->truncated = true;
+        *ret_clean = res.clean;
+        return symbolize_thread(c, sym, root, t, frames, res.n_frames);
+}
+
+static void raw_free(RawThread *raw, size_t n) {
+        for (size_t i = 0; raw && i < n; i++)
+                free(raw[i].stack.data);
+        free(raw);
+}
+
+int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapshot **ret) {
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+        _cleanup_(unwind_process_freep) UnwindProcess *up = NULL;
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ int *tids = NULL;
+        _cleanup_free_ UnwindFrame *frames = NULL;
+        RawThread *raw = NULL;
+        char root[64], host[256];
+        size_t n_tids = 0, n_raw = 0;
+        bool kthread;
+        Capture c;
+        int r;
+
+        s = snapshot_new();
+        if (!s)
+                return -ENOMEM;
+        c = (Capture) { .pid = pid, .o = o, .s = s, .start_usec = now_usec(CLOCK_MONOTONIC) };
+        s->pid = pid;
+        s->timestamp_usec = now_usec(CLOCK_REALTIME);
+        s->method_requested = o->method;
+        s->unwinder = strdup(unwinder_kind_to_string(o->unwinder));
+        if (gethostname(host, sizeof host) == 0) {
+                host[sizeof host - 1] = '\0';
+                s->hostname = strdup(host);
+        }
+        if (!s->unwinder)
+                return -ENOMEM;
+
+        r = proc_open_dir(pid, 0, &dirfd);
+        if (r < 0)
+                return r;
+        c.dirfd = dirfd;
+        r = read_process_identity(&c);
+        if (r < 0)
+                return r;
+        kthread = r > 0;
+        snprintf(root, sizeof root, "/proc/%d/root", (int) pid);
+
+        s->kernel_thread = kthread;
+        if (!kthread && s->state != 'Z') {
+                r = unwind_process_new(pid, o->debuginfo_path, &up);
+                /* Without the address space there is no user stack to show: say so rather than half a dump. */
+                if (r == -ESRCH || r == -EACCES || r == -EPERM)
+                        return r;
+                if (r < 0)
+                        snapshot_add_error(s, "cannot read the address space: %s", strerror(-r));
+        }
+        c.up = up;
+
+        r = proc_list_numeric(dirfd, "task", &tids, &n_tids);
+        if (r < 0)
+                return r;
+        if (o->tid > 0) {
+                size_t k = 0;
+                for (size_t i = 0; i < n_tids; i++)
+                        if (tids[i] == o->tid)
+                                tids[k++] = tids[i];
+                n_tids = k;
+                if (n_tids == 0)
+                        return -ESRCH;
+        }
+        s->threads_total = n_tids;
+        if (n_tids > o->max_threads) {
+                snapshot_add_error(s, "thread budget: captured %u of %zu threads", o->max_threads, n_tids);
+                s->truncated = true;
+                n_tids = o->max_threads;
+        }
+
+        raw = calloc(n_tids ?: 1, sizeof *raw);
+        frames = calloc(o->max_frames ?: 1, sizeof *frames);
+        if (!raw || !frames) {
+                free(raw);
+                return -ENOMEM;
+        }
+
+        /* Pass 1, the raw capture: as short as possible per thread, nothing slow while a thread is held. */
+        for (size_t i = 0; i < n_tids; i++) {
+                _cleanup_close_ int taskfd = -EBADF;
+                ThreadSnapshot *t;
+
+                t = snapshot_add_thread(s);
+                if (!t) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+                t->tid = tids[i];
+                raw[n_raw++].index = s->n_threads - 1;
+                if (over_budget(&c)) {
+                        s->truncated = t->truncated = true;
+                        t->method = CAPTURE_METHOD_NONE;
+                        thread_set_error(s, t, "skipped: capture time budget (%llu ms) exhausted",
+                                         (unsigned long long) (o->time_budget_usec / USEC_PER_MSEC));
+                        continue;
+                }
+                r = proc_open_task(dirfd, t->tid, &taskfd);
+                if (r == 0)
+                        r = read_thread_facts(&c, taskfd, t);
+                if (r == -ENOMEM)
+                        goto finish;
+                if (r < 0) {
+                        t->method = CAPTURE_METHOD_NONE;
+                        thread_set_error(s, t, r == -ESRCH ? "thread exited during capture" : "cannot read thread: %s",
+                                         strerror(-r));
+                        continue;
+                }
+                if (kthread || !up) {
+                        t->method = CAPTURE_METHOD_NONE;
+                        continue;
+                }
+                r = capture_thread_regs(&c, taskfd, t, &raw[n_raw - 1]);
+                if (r == -ENOMEM)
+                        goto finish;
+        }
+
+        /* Pass 2, with every thread running again: unwind and symbolize. */
+        if (up) {
+                dwfl_getmodules(unwind_process_dwfl(up), module_index_cb, &c, 0);
+                c.n_symmods = s->n_modules;
+                c.symmods = calloc(s->n_modules ?: 1, sizeof *c.symmods);
+                c.symmod_done = calloc(s->n_modules ?: 1, sizeof *c.symmod_done);
+                if (!c.symmods || !c.symmod_done) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+        }
+        for (size_t i = 0; i < n_raw; i++) {
+                ThreadSnapshot *t = &s->threads[raw[i].index];
+                bool clean = false;
+
+                if (!raw[i].have_regs)
+                        continue;
+                if (over_budget(&c)) {
+                        s->truncated = t->truncated = true;
+                        thread_set_error(s, t, "not unwound: capture time budget exhausted");
+                        continue;
+                }
+                r = unwind_one(&c, sym, root, t, &raw[i], frames, &clean);
+                if (r < 0)
+                        goto finish;
+                /* Auto mode: a sleeping thread whose passive unwind did not reach the outermost frame (a register
+                 * its CFI needs was not in the syscall record) gets a brief ptrace capture instead. */
+                if (!clean && !t->truncated && o->method == CAPTURE_METHOD_AUTO &&
+                    t->method == CAPTURE_METHOD_PASSIVE && t->state != 'D' &&
+                    (t->tracer_pid == 0 || t->tracer_pid == getpid())) {
+                        RawThread again = { .index = raw[i].index };
+                        ThreadSnapshot backup = *t;
+
+                        if (capture_ptrace(&c, t, &again) == 0) {
+                                bool clean2 = false;
+                                free(raw[i].stack.data);
+                                raw[i] = again;
+                                r = unwind_one(&c, sym, root, t, &raw[i], frames, &clean2);
+                                if (r < 0)
+                                        goto finish;
+                        } else {
+                                t->method = backup.method;
+                                t->pause_us = backup.pause_us;
+                        }
+                }
+                if (t->truncated)
+                        s->truncated = true;
+        }
+        for (size_t i = 0; i < c.n_symmods; i++)
+                s->modules[i].debuginfo = sym_module_has_debuginfo(c.symmods[i]);
+        r = 0;
+finish:
+        free(c.symmods);
+        free(c.symmod_done);
+        raw_free(raw, n_raw);
+        if (r < 0)
+                return r;
+        s->duration_usec = now_usec(CLOCK_MONOTONIC) - c.start_usec;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
