@@ -1,0 +1,132 @@
+/* stackctl-dump.c: "stackctl dump PID…|--all": capture and print, as text, JSON lines or folded stacks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "capture.h"
+#include "log.h"
+#include "parse-util.h"
+#include "proc-read.h"
+#include "snapshot-json.h"
+#include "snapshot-text.h"
+#include "stackctl.h"
+#include "symbolize.h"
+
+static int print_snapshot(const Snapshot *s) {
+        switch (arg.format) {
+        case OUTPUT_JSON: {
+                json_object *j = snapshot_to_json(s);
+                if (!j)
+                        return log_oom();
+                puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+                json_object_put(j);
+                break;
+        }
+        case OUTPUT_FOLDED:
+                snapshot_print_folded(s, arg.capture.kernel, stdout);
+                break;
+        case OUTPUT_TEXT:
+        default:
+                snapshot_print_text(s, &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules },
+                                    stdout);
+                if (fflush(stdout) == EOF)
+                        return -errno;
+                break;
+        }
+        return 0;
+}
+
+/* Capture and print one process; returns an EXIT_* code. QUIET_GONE: a process that vanished is not an error
+ * (for --all, where processes come and go). */
+static int dump_one(Symbolizer *sym, pid_t pid, bool quiet_gone) {
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+        int r;
+
+        r = capture_process(pid, &arg.capture, sym, &s);
+        if (r == -ESRCH) {
+                if (quiet_gone)
+                        return EXIT_OK;
+                if (arg.capture.tid > 0)
+                        log_error("No thread %d in process %d.", (int) arg.capture.tid, (int) pid);
+                else
+                        log_error("No such process: %d", (int) pid);
+                return EXIT_NO_PROCESS;
+        }
+        if (r == -EACCES || r == -EPERM) {
+                log_error("Permission denied reading process %d (needs root, or CAP_SYS_PTRACE and CAP_SYS_ADMIN).",
+                          (int) pid);
+                return EXIT_PERMISSION;
+        }
+        if (r == -ENOMEM)
+                return log_oom(), EXIT_FAIL;
+        if (r < 0) {
+                log_error_errno(r, "Failed to capture process %d: %m", (int) pid);
+                return EXIT_FAIL;
+        }
+        if (print_snapshot(s) < 0)
+                return EXIT_FAIL;
+        return s->partial || s->truncated ? EXIT_PARTIAL : EXIT_OK;
+}
+
+/* Combine per-process results: the most serious one wins. */
+static int worse(int a, int b) {
+        static const int rank[] = { [EXIT_OK] = 0, [EXIT_PARTIAL] = 1, [EXIT_PERMISSION] = 2,
+                                    [EXIT_NO_PROCESS] = 3, [EXIT_FAIL] = 4, [EXIT_USAGE] = 5 };
+        return rank[b] > rank[a] ? b : a;
+}
+
+static int dump_all(Symbolizer *sym) {
+        _cleanup_close_ int procfd = -EBADF;
+        _cleanup_free_ int *pids = NULL;
+        size_t n = 0;
+        unsigned dumped = 0;
+        int r;
+
+        procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (procfd < 0)
+                return log_error_errno(errno, "Failed to open /proc: %m"), EXIT_FAIL;
+        r = proc_list_numeric(procfd, ".", &pids, &n);
+        if (r < 0)
+                return log_error_errno(r, "Failed to list /proc: %m"), EXIT_FAIL;
+        for (size_t i = 0; i < n; i++) {
+                if (pids[i] == getpid())
+                        continue;
+                /* Processes come and go, and kernel threads and others' processes may be partial: with --all the
+                 * exit code only says whether anything could be dumped. */
+                r = dump_one(sym, pids[i], true);
+                if (r == EXIT_OK || r == EXIT_PARTIAL)
+                        dumped++;
+        }
+        return dumped > 0 ? EXIT_OK : EXIT_FAIL;
+}
+
+int verb_dump(int argc, char **argv) {
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        int ret = EXIT_OK, r;
+
+        if (arg.all == (argc > 1)) {
+                log_error("Usage: stackctl dump PID… | --all");
+                return EXIT_USAGE;
+        }
+        for (int i = 1; i < argc; i++) {
+                int pid;
+                if (parse_pid(argv[i], &pid) < 0) {
+                        log_error("Invalid process id '%s'.", argv[i]);
+                        return EXIT_USAGE;
+                }
+        }
+        arg.capture.debuginfo_path = arg.debuginfo_path;
+        r = symbolizer_new(arg.debuginfo_path, arg.source, &sym);
+        if (r < 0)
+                return log_oom(), EXIT_FAIL;
+        if (arg.all)
+                return dump_all(sym);
+        for (int i = 1; i < argc; i++) {
+                int pid;
+                (void) parse_pid(argv[i], &pid);
+                ret = worse(ret, dump_one(sym, pid, false));
+        }
+        return ret;
+}
