@@ -18,4 +18,11 @@ struct UnwindProcess {
         const UnwindStack *stack;
         pid_t cur_tid;
         const UnwindRegs *cur_regs;
+
+        /* libunwind backend state (unwind-libunwind.c), created on first use. */
+        void *lu_as;
 };
+
+#ifdef HAVE_LIBUNWIND
+void unwind_libunwind_done(UnwindProcess *p);
+#endif

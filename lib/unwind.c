@@ -96,6 +96,9 @@ int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **re
 UnwindProcess *unwind_process_free(UnwindProcess *p) {
         if (!p)
                 return NULL;
+#ifdef HAVE_LIBUNWIND
+        unwind_libunwind_done(p);
+#endif
         if (p->dwfl)
                 dwfl_end(p->dwfl);
         safe_close(p->mem_fd);
