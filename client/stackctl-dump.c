@@ -122,11 +122,16 @@ int verb_dump(int argc, char **argv) {
         if (r < 0)
                 return log_oom(), EXIT_FAIL;
         if (arg.all)
-                return dump_all(sym);
-        for (int i = 1; i < argc; i++) {
-                int pid;
-                (void) parse_pid(argv[i], &pid);
-                ret = worse(ret, dump_one(sym, pid, false));
-        }
+                ret = dump_all(sym);
+        else
+                for (int i = 1; i < argc; i++) {
+                        int pid;
+                        (void) parse_pid(argv[i], &pid);
+                        ret = worse(ret, dump_one(sym, pid, false));
+                }
+        SymbolizerStats st;
+        symbolizer_get_stats(sym, &st);
+        log_debug("symbolizer: %u modules cached (%u hits, %u misses), addresses: %u hits, %u misses",
+                  st.modules_cached, st.module_hits, st.module_misses, st.addr_hits, st.addr_misses);
         return ret;
 }

@@ -297,9 +297,7 @@ static int capture_thread_regs(Capture *c, int taskfd, ThreadSnapshot *t, RawThr
                                 return thread_set_error(c->s, t, "thread exited during capture");
                         if (r < 0)
                                 return thread_set_error(c->s, t, "passive capture failed: %s", strerror(-r));
-                        if (t->tracer_pid > 0 && t->tracer_pid != getpid())
-                                thread_set_error(c->s, t, "traced by pid %d; captured passively",
-                                                 (int) t->tracer_pid);
+                        /* Traced by someone else but asleep: the passive capture is complete, not partial. */
                         return 0;
                 }
                 /* It woke up (or keeps waking up) under us: stop it briefly instead, unless only passive is

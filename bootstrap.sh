@@ -1,0 +1,26 @@
+#!/bin/sh
+# bootstrap.sh: install the build and test dependencies (Debian 12, as root), then configure and build.
+# Extra arguments go to ./configure (e.g. --enable-asan).
+set -eu
+cd "$(dirname "$0")"
+
+PACKAGES="build-essential autoconf automake pkg-config libdw-dev libelf-dev libunwind-dev libjson-c-dev
+libsystemd-dev check python3-pytest util-linux binutils elfutils"
+
+missing=""
+for p in $PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+        if [ "$(id -u)" -ne 0 ]; then
+                echo "bootstrap.sh: missing packages:$missing — run as root, or: apt-get install$missing" >&2
+                exit 1
+        fi
+        apt-get update
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+fi
+
+autoreconf -fi
+./configure --enable-werror --with-libunwind "$@"
+make -j"$(nproc)"
+make -j"$(nproc)" fixtures

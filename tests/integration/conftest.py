@@ -1,0 +1,184 @@
+"""Shared fixtures for the integration tests: real fixture processes, the real stackctl, deadlines not sleeps."""
+import json
+import os
+import select
+import subprocess
+import time
+
+import pytest
+
+BUILDDIR = os.environ.get("STACKWATCH_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SRCDIR = os.environ.get("STACKWATCH_SRCDIR") or BUILDDIR
+STACKCTL = os.path.join(BUILDDIR, "client", "stackctl")
+FIXTURES = os.path.join(BUILDDIR, "tests", "fixtures", "bin")
+DEBUGDIR = os.path.join(BUILDDIR, "tests", "fixtures", "debug")
+
+
+def wait_until(cond, timeout=5.0, interval=0.005, what="condition"):
+    """Poll COND until it returns a true value or the deadline passes (then fail, naming WHAT)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def read_stat(pid, tid=None):
+    """(comm, state) of a process or thread, parsed from the last ')' as proc(5) requires; None when gone."""
+    path = f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat"
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    open_, close = data.index(b"("), data.rindex(b")")
+    return data[open_ + 1:close], chr(data[close + 2])
+
+
+def thread_states(pid):
+    try:
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for tid in tids:
+        st = read_stat(pid, tid)
+        if st:
+            out[tid] = st[1]
+    return out
+
+
+def tracer_of(pid, tid):
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            for line in f:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1])
+    except FileNotFoundError:
+        return None
+    return 0
+
+
+def thread_names(pid):
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        st = read_stat(pid, tid)
+        if st:
+            out[int(tid)] = st[0].decode(errors="replace")
+    return out
+
+
+class Fixture:
+    def __init__(self, name, args=(), env=None):
+        self.name = name
+        e = dict(os.environ, FIXTURE_LIFETIME="300")
+        e.update(env or {})
+        self.proc = subprocess.Popen([os.path.join(FIXTURES, name), *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+        self.pid = self.proc.pid
+
+    def wait_line(self, expect=b"READY", timeout=5.0):
+        deadline = time.monotonic() + timeout
+        buf = b""
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                raise AssertionError(f"{self.name}: no {expect!r} line within {timeout}s")
+            c = os.read(self.proc.stdout.fileno(), 1)
+            if not c:
+                raise AssertionError(f"{self.name} exited before {expect!r}: {self.proc.stderr.read()!r}")
+            buf += c
+        assert buf.strip() == expect, buf
+        return self
+
+    def wait_state(self, states, tid=None, timeout=5.0):
+        tid = tid or self.pid
+        wait_until(lambda: (read_stat(self.pid, tid) or (None, None))[1] in states, timeout,
+                   what=f"{self.name} thread {tid} in state {states}")
+        return self
+
+    def wait_wchan(self, needle, tid=None, timeout=5.0):
+        tid = tid or self.pid
+
+        def ok():
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/wchan") as f:
+                    return needle in f.read()
+            except FileNotFoundError:
+                return False
+        wait_until(ok, timeout, what=f"{self.name} thread {tid} wchan {needle}")
+        return self
+
+    def assert_untouched(self):
+        """The target comes first: after any test it is running on, neither stopped nor traced."""
+        if self.proc.poll() is not None:
+            return
+        for tid, state in thread_states(self.pid).items():
+            assert state not in ("t", "T"), f"{self.name} thread {tid} left stopped ({state})"
+            tr = tracer_of(self.pid, tid)
+            assert tr in (0, None), f"{self.name} thread {tid} left traced by {tr}"
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            f.close()
+
+
+@pytest.fixture
+def fixture():
+    """Start fixture programs; at teardown assert they were left untouched, then kill them."""
+    started = []
+
+    def start(name, *args, env=None, ready=True):
+        fx = Fixture(name, args, env)
+        started.append(fx)
+        if ready:
+            fx.wait_line()
+        return fx
+    yield start
+    try:
+        for fx in started:
+            fx.assert_untouched()
+    finally:
+        for fx in started:
+            fx.kill()
+
+
+def stackctl(*args, timeout=30, check_rc=None):
+    """Run the real stackctl; returns CompletedProcess (text). A signal-terminated run is always a failure."""
+    r = subprocess.run([STACKCTL, *map(str, args)], capture_output=True, timeout=timeout)
+    assert r.returncode >= 0, f"stackctl killed by signal {-r.returncode}: {r.stderr!r}"
+    if check_rc is not None:
+        assert r.returncode == check_rc, f"rc {r.returncode} != {check_rc}: {r.stderr.decode(errors='replace')}"
+    return r
+
+
+def dump_json(*args, check_rc=0, timeout=30):
+    r = stackctl("dump", "--json", *args, check_rc=check_rc, timeout=timeout)
+    return [json.loads(line) for line in r.stdout.decode().splitlines() if line.strip()]
+
+
+def thread_by_comm(doc, comm):
+    ts = [t for t in doc["threads"] if t["comm"] == comm]
+    assert len(ts) == 1, f"{len(ts)} threads named {comm!r}"
+    return ts[0]
+
+
+def functions(thread):
+    """Function names of a thread's user frames, innermost first (None for unknown)."""
+    return [f["function"] for f in thread["frames"]]
+
+
+def assert_chain(thread, chain):
+    """CHAIN (innermost first) appears in the thread's frames as one contiguous run."""
+    names = functions(thread)
+    n = len(chain)
+    for i in range(len(names) - n + 1):
+        if names[i:i + n] == chain:
+            return i
+    raise AssertionError(f"chain {chain} not found contiguously in {names}")

@@ -1,0 +1,349 @@
+"""stackctl dump against real processes in real states: the frames a user must see, and nothing left stopped."""
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import (DEBUGDIR, SRCDIR, STACKCTL, assert_chain, dump_json, functions, read_stat, stackctl,
+                      thread_by_comm, thread_names, wait_until)
+
+BR_CHAIN = [f"br_level_{i:02d}" for i in range(20, 0, -1)] + ["main"]
+
+
+def main_thread(doc):
+    return next(t for t in doc["threads"] if t["tid"] == doc["process"]["pid"])
+
+
+def test_blocked_read_passive_full_chain(fixture):
+    fx = fixture("block-read").wait_wchan("pipe_read")
+    [doc] = dump_json(fx.pid)
+    t = main_thread(doc)
+    assert t["state"] == "S"
+    assert t["capture"]["method"] == "passive"
+    assert t["capture"]["pause_us"] == 0
+    assert t["syscall"]["state"] == "blocked" and t["syscall"]["name"] == "read"
+    i = assert_chain(t, BR_CHAIN)
+    # The libc read wrapper is the innermost real frame, right above the chain.
+    assert any(n and "read" in n for n in functions(t)[:i])
+    # Every fixture frame has its source line, and the lines are distinct.
+    lines = []
+    for f in t["frames"][i:i + 20]:
+        assert f["file"].endswith("block-read.c") and f["line"] > 0, f
+        lines.append(f["line"])
+    assert len(set(lines)) == 20
+    assert t["capture"]["unwind_end"] == "end of stack"
+    kfuncs = [k["function"] for k in t["kernel_stack"]]
+    assert any("pipe_read" in k for k in kfuncs) and "ksys_read" in kfuncs, kfuncs
+    assert "pipe_read" in t["wchan"]
+    mods = doc["modules"]
+    fixture_mod = mods[t["frames"][i]["module"]]
+    assert fixture_mod["path"].endswith("/block-read") and re.fullmatch(r"[0-9a-f]{40}", fixture_mod["build_id"])
+
+
+def test_busy_loop_ptrace_short_pause(fixture):
+    fx = fixture("busy-loop").wait_state("R")
+    [doc] = dump_json(fx.pid)
+    t = main_thread(doc)
+    assert t["capture"]["method"] == "ptrace"
+    # A generous bound for a loaded CI machine; bench/dump reports the real numbers.
+    assert 0 < t["capture"]["pause_us"] < 20000
+    assert functions(t)[0] == "bl_level_16"
+    assert_chain(t, [f"bl_level_{i:02d}" for i in range(16, 0, -1)] + ["main"])
+    assert t["frames"][0]["activation"] is True
+
+
+def test_spin_eagain(fixture):
+    fx = fixture("spin-eagain").wait_state("R")
+    [doc] = dump_json(fx.pid)
+    t = main_thread(doc)
+    assert t["capture"]["method"] in ("ptrace", "passive")
+    assert_chain(t, [f"se_level_{i:02d}" for i in range(16, 0, -1)] + ["main"])
+
+
+def test_deadlock_abba_both_threads(fixture):
+    fx = fixture("deadlock-abba")
+    names = wait_until(lambda: {n: tid for tid, n in thread_names(fx.pid).items()} if len(os.listdir(f"/proc/{fx.pid}/task")) == 3 else None,
+                       what="three threads")
+    for comm in ("abba-a", "abba-b"):
+        fx.wait_wchan("futex", tid=names[comm])
+    [doc] = dump_json(fx.pid)
+    for comm, side in (("abba-a", "a"), ("abba-b", "b")):
+        t = thread_by_comm(doc, comm)
+        assert t["capture"]["method"] == "passive"
+        assert t["syscall"]["name"] == "futex"
+        i = assert_chain(t, [f"ab_{side}_level_{k:02d}" for k in range(12, 0, -1)] + [f"abba_{side}_start", "start_thread"])
+        assert any(n and "mutex_lock" in n for n in functions(t)[:i]), functions(t)
+        assert any("futex" in k["function"] for k in t["kernel_stack"])
+
+
+def test_dstate_vfork_parent_dumped_while_in_d(fixture):
+    fx = fixture("dstate-vfork", "20").wait_state("D")
+    start = time.monotonic()
+    # Even when ptrace is asked for, a D-state thread is captured passively: ptrace would wait for it to wake.
+    for method in ("auto", "ptrace"):
+        [doc] = dump_json("--method", method, fx.pid, timeout=10)
+        t = main_thread(doc)
+        assert t["state"] == "D" and t["capture"]["method"] == "passive"
+        assert t["syscall"]["name"] == "vfork"
+        assert_chain(t, [f"dv_level_{i:02d}" for i in range(12, 0, -1)] + ["main"])
+        assert any("vfork" in k["function"] for k in t["kernel_stack"]), t["kernel_stack"]
+    elapsed = time.monotonic() - start
+    assert elapsed < 1.0, f"two dumps of a D-state process took {elapsed:.3f}s"
+    assert read_stat(fx.pid)[1] == "D", "the dump must return while the target is still in D state"
+
+
+def t64_chain(i):
+    ks = [f"t64_k{k}_{'b' if i >> (k - 1) & 1 else 'a'}" for k in range(6, 0, -1)]
+    return ["t64_park", *ks] + [f"t64_common_{k:02d}" for k in range(6, 0, -1)] + ["t64_start", "start_thread"]
+
+
+def test_threads64_every_thread_its_own_chain(fixture):
+    fx = fixture("threads64")
+    def workers():
+        return {tid: n for tid, n in thread_names(fx.pid).items() if re.fullmatch(r"t\d\d", n)}
+    wait_until(lambda: len(workers()) == 64, what="64 workers")
+    for tid in workers():
+        fx.wait_wchan("pipe_read", tid=tid)
+    [doc] = dump_json(fx.pid)
+    assert len(doc["threads"]) == 65 and doc["capture"]["threads_total"] == 65
+    for i in range(64):
+        t = thread_by_comm(doc, f"t{i:02d}")
+        assert t["capture"]["method"] == "passive" and t["capture"]["pause_us"] == 0
+        assert_chain(t, t64_chain(i))
+    assert doc["capture"]["max_pause_us"] == 0
+
+
+@pytest.mark.parametrize("name,setup", [
+    ("block-read", lambda fx: fx.wait_wchan("pipe_read")),
+    ("threads64", lambda fx: wait_until(lambda: all("pipe_read" in open(f"/proc/{fx.pid}/task/{t}/wchan").read()
+                                                    for t in os.listdir(f"/proc/{fx.pid}/task") if int(t) != fx.pid),
+                                        what="all workers in read")),
+])
+def test_passive_and_ptrace_give_the_same_frames(fixture, name, setup):
+    fx = fixture(name)
+    setup(fx)
+    [passive] = dump_json("--method", "passive", fx.pid)
+    [ptraced] = dump_json("--method", "ptrace", fx.pid)
+    assert len(passive["threads"]) == len(ptraced["threads"])
+    for tp, tq in zip(passive["threads"], ptraced["threads"]):
+        assert tp["tid"] == tq["tid"]
+        assert tp["capture"]["method"] == "passive" and tq["capture"]["method"] == "ptrace"
+        assert functions(tp) == functions(tq), tp["tid"]
+        # Return addresses agree exactly; frame #0 may differ by the 2-byte syscall restart rewind.
+        assert [f["pc"] for f in tp["frames"][1:]] == [f["pc"] for f in tq["frames"][1:]]
+        assert abs(int(tp["frames"][0]["pc"], 16) - int(tq["frames"][0]["pc"], 16)) <= 2
+
+
+def test_stripped_binary_debuginfo_by_build_id(fixture):
+    fx = fixture("block-read-stripped").wait_wchan("pipe_read")
+    [bare] = dump_json("--debuginfo-path", "/nonexistent", fx.pid)
+    t = main_thread(bare)
+    mod = next(m for m in bare["modules"] if m["path"].endswith("block-read-stripped"))
+    ours = [f for f in t["frames"] if f["module"] is not None and bare["modules"][f["module"]] is mod]
+    assert ours and all(f["function"] is None or f["function"] in ("_start", "main") for f in ours)
+    [doc] = dump_json("--debuginfo-path", DEBUGDIR, fx.pid)
+    t = main_thread(doc)
+    i = assert_chain(t, BR_CHAIN)
+    assert all(f["file"].endswith("block-read.c") and f["line"] > 0 for f in t["frames"][i:i + 20])
+    mod = next(m for m in doc["modules"] if m["path"].endswith("block-read-stripped"))
+    assert mod["debuginfo"] is True
+    build_id = mod["build_id"]
+    assert os.path.exists(os.path.join(DEBUGDIR, ".build-id", build_id[:2], build_id[2:] + ".debug"))
+
+
+def mask(text, pid):
+    text = re.sub(r"0x[0-9a-f]{16}", "0xADDR", text)
+    text = re.sub(r"\(0x[0-9a-f]+, 0x[0-9a-f]+, 0x[0-9a-f]+", "(ARGS", text)
+    text = re.sub(r"wchan \S+", "wchan WCHAN", text)
+    text = re.sub(r"(TID|PID) \d+", r"\1 N", text)
+    text = re.sub(r"(\s)\S*/(block-read[^\s:]*)", r"\1\2", text)  # paths → basenames
+    return text
+
+
+def test_text_output_golden(fixture):
+    """The eu-stack shape people already read: TID line, kernel frames, '#N  0x… fn+off - module', '    file:line'."""
+    fx = fixture("block-read").wait_wchan("pipe_read")
+    out = stackctl("dump", fx.pid, check_rc=0).stdout.decode()
+    lines = out.splitlines()
+    # Keep the header, the TID line and the fixture's own frames (libc frames vary with installed debuginfo).
+    keep, take_source = [], False
+    for ln in lines:
+        if ln.startswith(("PID ", "TID ")):
+            keep.append(ln)
+            take_source = False
+        elif ln.startswith("#"):
+            take_source = ln.endswith("/block-read")
+            if take_source:
+                keep.append(ln)
+        elif ln.startswith("    ") and take_source:
+            keep.append(ln)
+    got = mask("\n".join(keep) + "\n", fx.pid)
+    golden = os.path.join(SRCDIR, "tests", "golden", "text", "block-read.txt")
+    if os.environ.get("STACKWATCH_UPDATE_GOLDEN"):
+        with open(golden, "w") as f:
+            f.write(got)
+    with open(golden) as f:
+        assert got == f.read()
+    assert any(ln.startswith("  [k] ") and "pipe_read" in ln for ln in lines)
+
+
+def test_control_characters_escaped(fixture):
+    evil = "\x1b[2J;a) b\n"
+    fx = fixture("block-read", "--name", evil).wait_wchan("pipe_read")
+    r = stackctl("dump", fx.pid, check_rc=0)
+    assert b"\x1b" not in r.stdout
+    assert b"\\e[2J;a) b\\n" in r.stdout
+    folded = stackctl("dump", "--folded", fx.pid, check_rc=0).stdout
+    assert b"\x1b" not in folded and folded.count(b"\n") == 1
+    assert folded.startswith(b"\\e[2J:a)_b\\n;")
+    [doc] = dump_json(fx.pid)
+    assert doc["process"]["comm"] == evil  # JSON carries the exact bytes, json-c escapes them
+
+
+def test_exit_codes():
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    r = stackctl("dump", gone.pid)
+    assert r.returncode == 3 and b"No such process" in r.stderr
+    assert stackctl("dump", "abc").returncode == 2
+    assert stackctl("dump", "-5").returncode == 2
+    assert stackctl("dump").returncode == 2
+    assert stackctl("dump", "--all", "1").returncode == 2
+    assert stackctl("frobnicate").returncode == 2
+    assert stackctl("dump", "--method", "gdb", "1").returncode == 2
+    assert stackctl("dump", "--max-frames", "0", "1").returncode == 2
+    assert stackctl("dump", "--tid", "1", os.getpid()).returncode == 3
+
+
+def test_permission_denied_exit_code(fixture):
+    fx = fixture("block-read").wait_wchan("pipe_read")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", STACKCTL, "dump", str(fx.pid)],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 4, r
+    assert b"Permission denied" in r.stderr
+
+
+def test_tid_selects_one_thread(fixture):
+    fx = fixture("deadlock-abba")
+    wait_until(lambda: "abba-b" in thread_names(fx.pid).values(), what="abba-b")
+    tid = next(t for t, n in thread_names(fx.pid).items() if n == "abba-b")
+    fx.wait_wchan("futex", tid=tid)
+    [doc] = dump_json("--tid", tid, fx.pid)
+    assert [t["tid"] for t in doc["threads"]] == [tid]
+
+
+def test_budgets_are_recorded(fixture):
+    fx = fixture("block-read").wait_wchan("pipe_read")
+    [doc] = dump_json("--max-frames", "5", fx.pid, check_rc=5)
+    t = main_thread(doc)
+    assert len(t["frames"]) == 5 and t["capture"]["truncated"] and "max frames" in t["capture"]["unwind_end"]
+    assert doc["capture"]["truncated"]
+    [doc] = dump_json("--stack-bytes", "256", fx.pid, check_rc=5)
+    t = main_thread(doc)
+    assert t["capture"]["stack_bytes"] == 256 and t["capture"]["truncated"]
+    text = stackctl("dump", "--max-frames", "5", fx.pid, check_rc=5).stdout.decode()
+    assert "(truncated by a capture budget)" in text
+
+
+def test_unwinders_agree(fixture):
+    fx = fixture("block-read").wait_wchan("pipe_read")
+    [dw] = dump_json("--unwinder", "libdw", fx.pid)
+    r = stackctl("dump", "--json", "--unwinder", "libunwind", fx.pid)
+    if r.returncode == 2 and b"built without" in r.stderr:
+        pytest.skip("built without libunwind")
+    import json
+    lu = json.loads(r.stdout)
+    assert functions(main_thread(lu)) == functions(main_thread(dw))
+    [fp] = dump_json("--unwinder", "fp", fx.pid)
+    frames = main_thread(fp)["frames"]
+    assert frames[0]["method"] == "initial"
+    # -fomit-frame-pointer and no RBP in a passive capture: everything past #0 is a marked guess.
+    assert frames[1:] and all(f["method"] in ("fp", "scan") for f in frames[1:])
+
+
+def test_traced_thread_stopped_by_another_tracer(fixture):
+    fx = fixture("block-read").wait_wchan("pipe_read")
+    holder = fixture("hold-trace", str(fx.pid), "--stop")
+    fx.wait_state("t")
+    [doc] = dump_json(fx.pid)
+    t = main_thread(doc)
+    assert t["tracer_pid"] == holder.pid
+    assert t["capture"]["method"] == "passive"
+    assert_chain(t, BR_CHAIN)
+    assert f"traced by {holder.pid}" in stackctl("dump", fx.pid, check_rc=0).stdout.decode()
+    holder.proc.stdin.close()
+    assert holder.proc.wait(timeout=5) == 0
+    fx.wait_state("S")
+
+
+def test_running_thread_traced_by_another_tracer(fixture):
+    fx = fixture("busy-loop").wait_state("R")
+    holder = fixture("hold-trace", str(fx.pid))
+    wait_until(lambda: open(f"/proc/{fx.pid}/status").read().count(f"TracerPid:\t{holder.pid}"), what="tracer")
+    [doc] = dump_json(fx.pid, check_rc=5)
+    t = main_thread(doc)
+    assert t["capture"]["method"] == "none"
+    assert f"already traced by pid {holder.pid}" in t["capture"]["error"]
+    assert doc["capture"]["partial"]
+    holder.proc.stdin.close()
+    assert holder.proc.wait(timeout=5) == 0
+
+
+def test_threads_vanishing_mid_capture(fixture):
+    fx = fixture("thread-churn")
+    for _ in range(15):
+        r = stackctl("dump", "--json", fx.pid)
+        assert r.returncode in (0, 5), r.stderr
+        import json
+        doc = json.loads(r.stdout)
+        for t in doc["threads"]:
+            assert t["frames"] or t["capture"]["error"] or t["state"] in ("Z", "X") or t["capture"]["method"] == "none"
+    assert fx.proc.poll() is None
+
+
+@pytest.mark.parametrize("after_ms", [1, 5, 20])
+def test_process_exiting_mid_capture(fixture, after_ms):
+    fx = fixture("thread-churn", "--exit-after", str(after_ms))
+    codes = set()
+    while fx.proc.poll() is None or not codes:
+        r = stackctl("dump", "--json", fx.pid)
+        assert r.returncode in (0, 3, 5), r
+        codes.add(r.returncode)
+        if r.returncode == 3:
+            break
+    wait_until(lambda: fx.proc.poll() is not None, what="thread-churn exit")
+    assert fx.proc.returncode == 0
+
+
+def test_dump_all_includes_fixture(fixture):
+    fx = fixture("block-read").wait_wchan("pipe_read")
+    docs = dump_json("--all", "--no-source", timeout=120)
+    by_pid = {d["process"]["pid"]: d for d in docs}
+    assert fx.pid in by_pid and os.getpid() in by_pid
+    assert_chain(main_thread(by_pid[fx.pid]), BR_CHAIN)
+    kthreads = [d for d in docs if d["process"]["kernel_thread"]]
+    assert kthreads and all(not t["frames"] for d in kthreads for t in d["threads"])
+
+
+def test_symbolizer_cache_second_dump_cheaper(fixture):
+    a = fixture("block-read").wait_wchan("pipe_read")
+    b = fixture("block-read").wait_wchan("pipe_read")
+    r = stackctl("--debug", "dump", "--no-kernel", a.pid, b.pid, check_rc=0)
+    m = re.search(rb"symbolizer: (\d+) modules cached \((\d+) hits, (\d+) misses\), addresses: (\d+) hits, (\d+) misses", r.stderr)
+    assert m, r.stderr
+    cached, mod_hits, mod_misses, addr_hits, addr_misses = map(int, m.groups())
+    # The second process reuses every module and every address resolved for the first.
+    assert mod_hits >= mod_misses > 0
+    assert addr_hits >= addr_misses > 0
+
+
+def test_help_golden():
+    r = stackctl("--help", check_rc=0)
+    golden = os.path.join(SRCDIR, "tests", "golden", "stackctl-help.txt")
+    if os.environ.get("STACKWATCH_UPDATE_GOLDEN"):
+        with open(golden, "wb") as f:
+            f.write(r.stdout)
+    with open(golden, "rb") as f:
+        assert r.stdout == f.read()

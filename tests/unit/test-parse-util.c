@@ -1,0 +1,101 @@
+/* test-parse-util.c: the bounded number parsers, including overflow and junk. */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "parse-util.h"
+
+START_TEST(test_safe_atou64) {
+        static const struct {
+                const char *in;
+                int ret;
+                uint64_t val;
+        } cases[] = {
+                { "0", 0, 0 },
+                { "42", 0, 42 },
+                { "18446744073709551615", 0, UINT64_MAX },
+                { "18446744073709551616", -ERANGE, 0 },
+                { "99999999999999999999999", -ERANGE, 0 },
+                { "", -EINVAL, 0 },
+                { "-1", -EINVAL, 0 },
+                { " 1", -EINVAL, 0 },
+                { "1 ", -EINVAL, 0 },
+                { "12x", -EINVAL, 0 },
+                { "0x10", -EINVAL, 0 },
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                uint64_t v = 7;
+                int r = safe_atou64(cases[i].in, &v);
+                ck_assert_msg(r == cases[i].ret, "'%s': %d != %d", cases[i].in, r, cases[i].ret);
+                if (r == 0)
+                        ck_assert_uint_eq(v, cases[i].val);
+                else
+                        ck_assert_uint_eq(v, 7); /* untouched on failure */
+        }
+}
+END_TEST
+
+START_TEST(test_base0_and_pid) {
+        uint64_t v;
+        int pid;
+
+        ck_assert_int_eq(safe_atou64_base("0x7fff", 0, &v), 0);
+        ck_assert_uint_eq(v, 0x7fff);
+        ck_assert_int_eq(safe_atou64_base("0x", 0, &v), -EINVAL);
+        ck_assert_int_eq(parse_pid("1", &pid), 0);
+        ck_assert_int_eq(pid, 1);
+        ck_assert_int_eq(parse_pid("4194304", &pid), 0);
+        ck_assert_int_eq(parse_pid("4194305", &pid), -ERANGE);
+        ck_assert_int_eq(parse_pid("0", &pid), -ERANGE);
+        ck_assert_int_eq(parse_pid("-5", &pid), -EINVAL);
+        ck_assert_int_eq(parse_pid("99999999999999999999", &pid), -ERANGE);
+        ck_assert_int_eq(safe_atoi("-2147483648", &pid), 0);
+        ck_assert_int_eq(pid, INT32_MIN);
+        ck_assert_int_eq(safe_atoi("2147483648", &pid), -ERANGE);
+}
+END_TEST
+
+START_TEST(test_scanners) {
+        const char buf[] = "  12 -7 0x1f ff x 99999999999999999999";
+        const char *p = buf, *end = buf + strlen(buf);
+        uint64_t u;
+        int64_t i;
+        char c;
+
+        ck_assert_int_eq(scan_u64(&p, end, &u), 0);
+        ck_assert_uint_eq(u, 12);
+        ck_assert_int_eq(scan_i64(&p, end, &i), 0);
+        ck_assert_int_eq(i, -7);
+        ck_assert_int_eq(scan_hex_u64(&p, end, &u), 0);
+        ck_assert_uint_eq(u, 0x1f);
+        ck_assert_int_eq(scan_hex_u64(&p, end, &u), 0);
+        ck_assert_uint_eq(u, 0xff);
+        ck_assert_int_eq(scan_char(&p, end, &c), 0);
+        ck_assert_int_eq(c, 'x');
+        ck_assert_int_eq(scan_u64(&p, end, &u), -ERANGE);
+        /* Never past END, even when the buffer goes on. */
+        p = buf;
+        ck_assert_int_eq(scan_u64(&p, buf + 3, &u), 0);
+        ck_assert_uint_eq(u, 1);
+        ck_assert_int_eq(scan_u64(&p, buf + 3, &u), -EINVAL);
+        ck_assert_int_eq(scan_skip(&p, buf + 3, 1), -EINVAL);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("parse-util");
+        TCase *tc = tcase_create("core");
+        SRunner *sr;
+        int failed;
+
+        tcase_add_test(tc, test_safe_atou64);
+        tcase_add_test(tc, test_base0_and_pid);
+        tcase_add_test(tc, test_scanners);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}

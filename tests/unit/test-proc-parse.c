@@ -1,0 +1,220 @@
+/* test-proc-parse.c: /proc parsers against real-shaped and hostile inputs. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc-parse.h"
+#include "strv.h"
+
+#define STAT_TAIL " S 1 100 100 0 -1 4194560 120 0 3 0 17 9 0 0 20 0 3 0 4242 1000 200 18446744073709551615 " \
+                  "1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+
+static int parse_stat(const char *s, ProcStat *st) {
+        return proc_parse_stat(s, strlen(s), st);
+}
+
+START_TEST(test_stat_hostile_comm) {
+        static const struct {
+                const char *line;
+                const char *comm;
+        } cases[] = {
+                { "123 (bash)" STAT_TAIL, "bash" },
+                { "123 (a) b (c)" STAT_TAIL, "a) b (c" },
+                { "123 (with space)" STAT_TAIL, "with space" },
+                { "123 (new\nline)" STAT_TAIL, "new\nline" },
+                { "123 ())))" STAT_TAIL, ")))" },
+                { "123 (123456789012345)" STAT_TAIL, "123456789012345" },
+                { "123 ()" STAT_TAIL, "" },
+                { "123 (x) S 9 (y)" STAT_TAIL, "x) S 9 (y" },
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                ProcStat st;
+                ck_assert_int_eq(parse_stat(cases[i].line, &st), 0);
+                ck_assert_str_eq(st.comm, cases[i].comm);
+                ck_assert_int_eq(st.pid, 123);
+                ck_assert_int_eq(st.state, 'S');
+                ck_assert_int_eq(st.ppid, 1);
+                ck_assert_uint_eq(st.flags, 4194560);
+                ck_assert_uint_eq(st.utime, 17);
+                ck_assert_uint_eq(st.stime, 9);
+                ck_assert_uint_eq(st.num_threads, 3);
+                ck_assert_uint_eq(st.starttime, 4242);
+                ck_assert_int_eq(st.processor, 1);
+        }
+}
+END_TEST
+
+START_TEST(test_stat_broken) {
+        ProcStat st;
+        const char *bad[] = {
+                "",
+                "123",
+                "123 (bash",
+                "(bash)" STAT_TAIL,
+                "abc (bash)" STAT_TAIL,
+                "123 (bash) S",                                   /* truncated */
+                "123 (bash) S 1 100 100 0 -1 4194560 120 0 3 0", /* truncated before utime */
+                "123 (bash) S 1 100 100 0 -1 4194560 120 0 3 0 99999999999999999999999 9 0 0 20 0 3 0 1",
+                "123 (bash) SS 1 100 100 0 -1 4194560 120 0 3 0 17 9 0 0 20 0 3 0 1",
+                "0 (bash)" STAT_TAIL,
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+                ck_assert_msg(parse_stat(bad[i], &st) < 0, "accepted: %s", bad[i]);
+        /* Huge values that fit are kept exactly. */
+        ck_assert_int_eq(parse_stat("7 (x) R 1 1 1 0 -1 0 0 0 0 0 18446744073709551615 0 0 0 0 0 1 0 5", &st), 0);
+        ck_assert_uint_eq(st.utime, UINT64_MAX);
+        ck_assert_int_eq(st.processor, -1); /* absent on a short line */
+}
+END_TEST
+
+START_TEST(test_syscall) {
+        ProcSyscall sc;
+        const char *in = "0 0x3 0x7ffd2e5e3a07 0x1 0x0 0x0 0x0 0x7ffd2e5e39f8 0x7f3c1a8e5a5d\n";
+
+        ck_assert_int_eq(proc_parse_syscall(in, strlen(in), &sc), 0);
+        ck_assert_int_eq(sc.kind, PROC_SYSCALL_BLOCKED);
+        ck_assert_int_eq(sc.nr, 0);
+        ck_assert_uint_eq(sc.args[0], 3);
+        ck_assert_uint_eq(sc.args[1], 0x7ffd2e5e3a07);
+        ck_assert_uint_eq(sc.sp, 0x7ffd2e5e39f8);
+        ck_assert_uint_eq(sc.pc, 0x7f3c1a8e5a5d);
+
+        ck_assert_int_eq(proc_parse_syscall("running\n", 8, &sc), 0);
+        ck_assert_int_eq(sc.kind, PROC_SYSCALL_RUNNING);
+        ck_assert_int_eq(proc_parse_syscall("-1 0x7ffc0 0x40100a\n", 20, &sc), 0);
+        ck_assert_int_eq(sc.kind, PROC_SYSCALL_NONE);
+        ck_assert_uint_eq(sc.sp, 0x7ffc0);
+        ck_assert_uint_eq(sc.pc, 0x40100a);
+
+        ck_assert_int_lt(proc_parse_syscall("", 0, &sc), 0);
+        ck_assert_int_lt(proc_parse_syscall("0 0x3 0x7f", 10, &sc), 0);        /* truncated */
+        ck_assert_int_lt(proc_parse_syscall("-2 0x1 0x2", 10, &sc), 0);
+        ck_assert_int_lt(proc_parse_syscall("0 0x3 0x1 0x1 0x0 0x0 0xzz 0x1 0x2", 34, &sc), 0);
+        ck_assert_int_lt(proc_parse_syscall("-1 0x11111111111111111111 0x1", 29, &sc), 0);
+}
+END_TEST
+
+START_TEST(test_status) {
+        const char *in = "Name:\tbash\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nNgid:\t0\nPid:\t4243\n"
+                         "PPid:\t1\nTracerPid:\t77\nUid:\t1000\t1001\t1000\t1000\nGid:\t0\t0\t0\t0\n"
+                         "voluntary_ctxt_switches:\t150\nnonvoluntary_ctxt_switches:\t3\n";
+        ProcStatus st;
+
+        ck_assert_int_eq(proc_parse_status(in, strlen(in), &st), 0);
+        ck_assert_int_eq(st.tgid, 4242);
+        ck_assert_int_eq(st.tracer_pid, 77);
+        ck_assert_uint_eq(st.uid, 1000);
+        ck_assert_uint_eq(st.euid, 1001);
+        ck_assert_uint_eq(st.voluntary_ctxt_switches, 150);
+        ck_assert_uint_eq(st.nonvoluntary_ctxt_switches, 3);
+        /* A name that looks like a field does not fool the line-start match. */
+        in = "Name:\tTracerPid: 5\nTgid:\t1\nTracerPid:\t0\nUid:\t0\t0\t0\t0\n";
+        ck_assert_int_eq(proc_parse_status(in, strlen(in), &st), 0);
+        ck_assert_int_eq(st.tracer_pid, 0);
+        in = "Name:\tx\nTgid:\t1\n"; /* truncated */
+        ck_assert_int_lt(proc_parse_status(in, strlen(in), &st), 0);
+}
+END_TEST
+
+START_TEST(test_kstack) {
+        const char *in = "[<0>] anon_pipe_read+0x366/0x4a0\n[<0>] vfs_read+0x32c/0x360\n"
+                         "[<0>] xfs_ilock+0x12/0x40 [xfs]\ngarbage line\n[<0>] \n[<0>] do_syscall_64+0x71/0x280\n";
+        ProcKernelFrame f[8];
+        int n = proc_parse_kstack(in, strlen(in), f, 8);
+
+        ck_assert_int_eq(n, 4);
+        ck_assert_str_eq(f[0].function, "anon_pipe_read");
+        ck_assert_uint_eq(f[0].offset, 0x366);
+        ck_assert_uint_eq(f[0].size, 0x4a0);
+        ck_assert_str_eq(f[2].function, "xfs_ilock");
+        ck_assert_str_eq(f[2].module, "xfs");
+        ck_assert_str_eq(f[3].function, "do_syscall_64");
+        ck_assert_int_eq(proc_parse_kstack(in, strlen(in), f, 2), 2); /* bounded by MAX */
+}
+END_TEST
+
+START_TEST(test_maps) {
+        char in[] = "55d0c4a00000-55d0c4a01000 r--p 00000000 fe:01 1234 /usr/bin/x y\n"
+                    "7ffd0000-7ffd2000 rw-p 00000000 00:00 0                          [stack]\n"
+                    "bad line\n"
+                    "7fff0000-7fff1000 r-xp 00000000 00:00 0\n";
+        ProcMap *m = NULL;
+        size_t n = 0;
+
+        ck_assert_int_eq(proc_parse_maps(in, strlen(in), &m, &n), 0);
+        ck_assert_uint_eq(n, 3);
+        ck_assert_uint_eq(m[0].start, 0x55d0c4a00000);
+        ck_assert_str_eq(m[0].path, "/usr/bin/x y");
+        ck_assert_uint_eq(m[0].dev_major, 0xfe);
+        ck_assert_uint_eq(m[0].inode, 1234);
+        ck_assert(m[0].r && !m[0].w && !m[0].x);
+        ck_assert_str_eq(m[1].path, "[stack]");
+        ck_assert(m[2].x);
+        ck_assert_str_eq(m[2].path, "");
+        ck_assert_ptr_eq(proc_maps_find(m, n, 0x7ffd1fff), &m[1]);
+        ck_assert_ptr_null(proc_maps_find(m, n, 0x7ffd2000));
+        ck_assert_ptr_null(proc_maps_find(m, n, 0));
+        free(m);
+}
+END_TEST
+
+START_TEST(test_cmdline_cgroup_unit) {
+        char **v = NULL, *path = NULL, *unit = NULL;
+        const char cmd[] = "/bin/sleep\0" "10\0";
+        const char *cg = "0::/system.slice/nginx.service\n";
+
+        ck_assert_int_eq(proc_parse_cmdline(cmd, sizeof cmd - 1, &v), 0);
+        ck_assert_uint_eq(strv_length(v), 2);
+        ck_assert_str_eq(v[1], "10");
+        strv_free(v);
+        /* Rewritten argv without a trailing NUL still yields its last argument. */
+        ck_assert_int_eq(proc_parse_cmdline("abc", 3, &v), 0);
+        ck_assert_uint_eq(strv_length(v), 1);
+        ck_assert_str_eq(v[0], "abc");
+        strv_free(v);
+
+        ck_assert_int_eq(proc_parse_cgroup(cg, strlen(cg), &path, &unit), 0);
+        ck_assert_str_eq(path, "/system.slice/nginx.service");
+        ck_assert_str_eq(unit, "nginx.service");
+        free(path);
+        free(unit);
+        ck_assert_int_eq(cgroup_path_get_unit("/user.slice/user-1000.slice/user@1000.service/app.slice/x.service", &unit), 0);
+        ck_assert_str_eq(unit, "user@1000.service");
+        free(unit);
+        ck_assert_int_eq(cgroup_path_get_unit("/", &unit), -ENXIO);
+        ck_assert_int_eq(cgroup_path_get_unit("/docker/abcdef", &unit), -ENXIO);
+        ck_assert_int_eq(proc_parse_cgroup("12:cpu:/x\n", 10, &path, &unit), -ENXIO);
+}
+END_TEST
+
+START_TEST(test_syscall_names) {
+        ck_assert_str_eq(syscall_name(0), "read");
+        ck_assert_str_eq(syscall_name(58), "vfork");
+        ck_assert_str_eq(syscall_name(202), "futex");
+        ck_assert_ptr_null(syscall_name(-1));
+        ck_assert_ptr_null(syscall_name(100000));
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("proc-parse");
+        TCase *tc = tcase_create("core");
+        SRunner *sr;
+        int failed;
+
+        tcase_add_test(tc, test_stat_hostile_comm);
+        tcase_add_test(tc, test_stat_broken);
+        tcase_add_test(tc, test_syscall);
+        tcase_add_test(tc, test_status);
+        tcase_add_test(tc, test_kstack);
+        tcase_add_test(tc, test_maps);
+        tcase_add_test(tc, test_cmdline_cgroup_unit);
+        tcase_add_test(tc, test_syscall_names);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}

@@ -1,0 +1,197 @@
+/* test-snapshot-json.c: a snapshot survives JSON and back; foreign documents are refused; text escapes. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapshot-json.h"
+#include "snapshot-text.h"
+#include "strv.h"
+
+static Snapshot *make_snapshot(void) {
+        Snapshot *s = snapshot_new();
+        ThreadSnapshot *t;
+        UserFrame *f;
+        KernelFrame *k;
+        ModuleInfo *m;
+
+        s->pid = 4242;
+        s->ppid = 1;
+        s->uid = 1000;
+        s->state = 'S';
+        s->timestamp_usec = 1795000000123456ULL;
+        s->comm = strdup("\033[2Jevil;name");
+        s->exe = strdup("/usr/bin/x");
+        s->cmdline = calloc(3, sizeof(char *));
+        s->cmdline[0] = strdup("x");
+        s->cmdline[1] = strdup("--flag");
+        s->unit = strdup("x.service");
+        s->unwinder = strdup("libdw");
+        s->method_requested = CAPTURE_METHOD_AUTO;
+        s->max_pause_us = 12.5;
+        s->threads_total = 1;
+        snapshot_add_error(s, "thread budget: captured 1 of 2 threads");
+
+        m = snapshot_add_module(s);
+        m->path = strdup("/usr/bin/x");
+        m->build_id = strdup("f7111e59829e598dcb1bdb2e60db7945f0795b1d");
+        m->start = 0x555500000000ULL;
+        m->end = 0x555500004000ULL;
+        m->bias = 0x555500000000ULL;
+        m->debuginfo = true;
+
+        t = snapshot_add_thread(s);
+        t->tid = 4243;
+        t->comm = strdup("worker\n1");
+        t->state = 'D';
+        t->syscall = (ProcSyscall) { .kind = PROC_SYSCALL_BLOCKED, .nr = 0, .args = { 3, 0xffffffffffffffffULL },
+                                     .sp = 0x7ffd00001000ULL, .pc = 0x7f0000001234ULL };
+        t->wchan = strdup("anon_pipe_read");
+        t->method = CAPTURE_METHOD_PTRACE;
+        t->pause_us = 12.5;
+        t->stack_bytes = 4096;
+        t->unwind_end = strdup("end of stack");
+        t->tracer_pid = 99;
+        k = thread_add_kframe(t);
+        k->function = strdup("anon_pipe_read");
+        k->offset = 0x366;
+        k->size = 0x4a0;
+        f = thread_add_frame(t);
+        f->pc = 0xfffffffffffff000ULL; /* above 2^53: must not lose precision */
+        f->activation = true;
+        f->method = FRAME_METHOD_INITIAL;
+        f->module = 0;
+        f->function = strdup("br_level_20");
+        f->function_offset = 0x52;
+        f->file = strdup("block-read.c");
+        f->line = 192;
+        f->column = 13;
+        f = thread_add_frame(t);
+        f->pc = 0x1234;
+        f->method = FRAME_METHOD_SCAN;
+        f->module = -1;
+        return s;
+}
+
+START_TEST(test_round_trip) {
+        _cleanup_snapshot_free_ Snapshot *s = make_snapshot(), *back = NULL;
+        json_object *j = snapshot_to_json(s), *j2;
+        const char *err = NULL;
+
+        ck_assert_ptr_nonnull(j);
+        ck_assert_int_eq(snapshot_from_json(j, &back, &err), 0);
+        ck_assert_int_eq(back->pid, 4242);
+        ck_assert_uint_eq(back->timestamp_usec, 1795000000123456ULL);
+        ck_assert_str_eq(back->comm, "\033[2Jevil;name");
+        ck_assert_uint_eq(strv_length(back->cmdline), 2);
+        ck_assert_str_eq(back->cmdline[1], "--flag");
+        ck_assert_str_eq(back->unit, "x.service");
+        ck_assert(back->partial);
+        ck_assert_str_eq(back->errors[0], "thread budget: captured 1 of 2 threads");
+        ck_assert_uint_eq(back->n_modules, 1);
+        ck_assert_str_eq(back->modules[0].build_id, "f7111e59829e598dcb1bdb2e60db7945f0795b1d");
+        ck_assert_uint_eq(back->modules[0].start, 0x555500000000ULL);
+        ck_assert_uint_eq(back->n_threads, 1);
+        ThreadSnapshot *t = &back->threads[0];
+        ck_assert_int_eq(t->state, 'D');
+        ck_assert_str_eq(t->comm, "worker\n1");
+        ck_assert_int_eq(t->syscall.kind, PROC_SYSCALL_BLOCKED);
+        ck_assert_uint_eq(t->syscall.args[1], 0xffffffffffffffffULL);
+        ck_assert_uint_eq(t->syscall.sp, 0x7ffd00001000ULL);
+        ck_assert_int_eq(t->method, CAPTURE_METHOD_PTRACE);
+        ck_assert_double_eq_tol(t->pause_us, 12.5, 1e-9);
+        ck_assert_int_eq(t->tracer_pid, 99);
+        ck_assert_uint_eq(t->n_kframes, 1);
+        ck_assert_uint_eq(t->kframes[0].offset, 0x366);
+        ck_assert_uint_eq(t->n_frames, 2);
+        ck_assert_uint_eq(t->frames[0].pc, 0xfffffffffffff000ULL);
+        ck_assert(t->frames[0].activation);
+        ck_assert_str_eq(t->frames[0].function, "br_level_20");
+        ck_assert_uint_eq(t->frames[0].line, 192);
+        ck_assert_int_eq(t->frames[1].method, FRAME_METHOD_SCAN);
+        ck_assert_int_eq(t->frames[1].module, -1);
+        ck_assert_ptr_null(t->frames[1].function);
+
+        /* And the re-serialised document is identical. */
+        j2 = snapshot_to_json(back);
+        ck_assert_str_eq(json_object_to_json_string(j), json_object_to_json_string(j2));
+        json_object_put(j);
+        json_object_put(j2);
+}
+END_TEST
+
+START_TEST(test_reject_foreign) {
+        static const char *docs[] = {
+                "{}",
+                "{\"schema\": \"stackwatch.snapshot/2\", \"process\": {\"pid\": 1}}",
+                "{\"schema\": \"stackwatch.snapshot/1\"}",
+                "{\"schema\": \"stackwatch.snapshot/1\", \"process\": {\"pid\": \"1\"}}",
+                "[1, 2, 3]",
+        };
+        for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+                json_object *j = json_tokener_parse(docs[i]);
+                Snapshot *s = NULL;
+                const char *err = NULL;
+                ck_assert_int_eq(snapshot_from_json(j, &s, &err), -EINVAL);
+                ck_assert_ptr_nonnull(err);
+                ck_assert_ptr_null(s);
+                json_object_put(j);
+        }
+}
+END_TEST
+
+START_TEST(test_hostile_values) {
+        /* Wrong types and out-of-range module indexes are tolerated, never trusted. */
+        const char *doc = "{\"schema\":\"stackwatch.snapshot/1\",\"process\":{\"pid\":5,\"comm\":7},"
+                          "\"threads\":[{\"tid\":6,\"frames\":[{\"pc\":\"0xzz\",\"module\":99},{\"module\":-7}]},"
+                          "\"junk\"],\"modules\":[]}";
+        json_object *j = json_tokener_parse(doc);
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+
+        ck_assert_int_eq(snapshot_from_json(j, &s, NULL), 0);
+        ck_assert_ptr_null(s->comm);
+        ck_assert_uint_eq(s->n_threads, 1);
+        ck_assert_int_eq(s->threads[0].frames[0].module, -1);
+        ck_assert_int_eq(s->threads[0].frames[1].module, -1);
+        json_object_put(j);
+}
+END_TEST
+
+START_TEST(test_text_escapes) {
+        _cleanup_snapshot_free_ Snapshot *s = make_snapshot();
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+
+        ck_assert_int_eq(snapshot_print_text(s, &(TextOptions) { .kernel = true }, f), 0);
+        ck_assert_int_eq(snapshot_print_folded(s, true, f), 0);
+        fclose(f);
+        ck_assert_ptr_null(memchr(buf, '\033', len));
+        ck_assert_ptr_nonnull(strstr(buf, "PID 4242 - \\e[2Jevil;name"));
+        ck_assert_ptr_nonnull(strstr(buf, "TID 4243: \"worker\\n1\" D (disk sleep) in read(0x3"));
+        ck_assert_ptr_nonnull(strstr(buf, "[k] anon_pipe_read+0x366"));
+        ck_assert_ptr_nonnull(strstr(buf, "#0  0xfffffffffffff000 br_level_20+0x52 - /usr/bin/x"));
+        ck_assert_ptr_nonnull(strstr(buf, "    block-read.c:192:13"));
+        ck_assert_ptr_nonnull(strstr(buf, "#1  0x0000000000001234 ?? [scan]"));
+        /* Folded: outermost first, kernel frames last, ';' in names cannot split frames. */
+        ck_assert_ptr_nonnull(strstr(buf, "worker\\n1;0x1234;br_level_20;anon_pipe_read_[k] 1\n"));
+        free(buf);
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("snapshot-json");
+        TCase *tc = tcase_create("core");
+        SRunner *sr;
+        int failed;
+
+        tcase_add_test(tc, test_round_trip);
+        tcase_add_test(tc, test_reject_foreign);
+        tcase_add_test(tc, test_hostile_values);
+        tcase_add_test(tc, test_text_escapes);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
