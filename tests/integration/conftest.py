@@ -41,7 +41,7 @@ def read_stat(pid, tid=None):
 def thread_states(pid):
     try:
         tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return {}
     out = {}
     for tid in tids:
@@ -57,14 +57,18 @@ def tracer_of(pid, tid):
             for line in f:
                 if line.startswith("TracerPid:"):
                     return int(line.split()[1])
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return None
     return 0
 
 
 def thread_names(pid):
     out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return out
+    for tid in tids:
         st = read_stat(pid, tid)
         if st:
             out[int(tid)] = st[0].decode(errors="replace")
@@ -107,7 +111,7 @@ class Fixture:
             try:
                 with open(f"/proc/{self.pid}/task/{tid}/wchan") as f:
                     return needle in f.read()
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):
                 return False
         wait_until(ok, timeout, what=f"{self.name} thread {tid} wchan {needle}")
         return self

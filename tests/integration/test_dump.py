@@ -73,7 +73,8 @@ def test_deadlock_abba_both_threads(fixture):
         t = thread_by_comm(doc, comm)
         assert t["capture"]["method"] == "passive"
         assert t["syscall"]["name"] == "futex"
-        i = assert_chain(t, [f"ab_{side}_level_{k:02d}" for k in range(12, 0, -1)] + [f"abba_{side}_start", "start_thread"])
+        # Chains stop at the fixture's own start routine: libc's start_thread has a name only with libc debuginfo.
+        i = assert_chain(t, [f"ab_{side}_level_{k:02d}" for k in range(12, 0, -1)] + [f"abba_{side}_start"])
         assert any(n and "mutex_lock" in n for n in functions(t)[:i]), functions(t)
         assert any("futex" in k["function"] for k in t["kernel_stack"])
 
@@ -96,7 +97,7 @@ def test_dstate_vfork_parent_dumped_while_in_d(fixture):
 
 def t64_chain(i):
     ks = [f"t64_k{k}_{'b' if i >> (k - 1) & 1 else 'a'}" for k in range(6, 0, -1)]
-    return ["t64_park", *ks] + [f"t64_common_{k:02d}" for k in range(6, 0, -1)] + ["t64_start", "start_thread"]
+    return ["t64_park", *ks] + [f"t64_common_{k:02d}" for k in range(6, 0, -1)] + ["t64_start"]
 
 
 def test_threads64_every_thread_its_own_chain(fixture):
