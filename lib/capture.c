@@ -209,8 +209,10 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
                 if (r < 0 && r != -EFAULT)
                         return r;
                 n = proc_read_small(taskfd, "syscall", buf, sizeof buf);
-                if (n < 0)
+                if (n < 0) {
+                        free(stack.data);
                         return (int) n;
+                }
                 if (proc_parse_syscall(buf, (size_t) n, &again) >= 0 && proc_syscall_same_place(&t->syscall, &again)) {
                         raw->stack = stack;
                         raw->have_regs = true;
