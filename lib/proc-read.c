@@ -168,3 +168,43 @@ int proc_list_numeric(int dirfd, const char *name, int **ret, size_t *ret_n) {
         *ret_n = n;
         return 0;
 }
+
+int proc_read_fds(int pid_dirfd, ProcFd **ret, size_t *ret_n) {
+        _cleanup_close_ int fddir = -EBADF;
+        _cleanup_free_ int *fds = NULL;
+        ProcFd *out;
+        size_t n = 0, k = 0;
+        int r;
+
+        r = proc_list_numeric(pid_dirfd, "fd", &fds, &n);
+        if (r < 0)
+                return r;
+        fddir = openat(pid_dirfd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fddir < 0)
+                return proc_errno(negative_errno());
+        out = calloc(n ?: 1, sizeof *out);
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                char name[16];
+
+                snprintf(name, sizeof name, "%d", fds[i]);
+                r = proc_readlink(fddir, name, &out[k].target);
+                if (r == -ENOMEM) {
+                        proc_fds_free(out, k);
+                        return r;
+                }
+                if (r < 0)
+                        continue; /* closed meanwhile */
+                out[k++].fd = fds[i];
+        }
+        *ret = out;
+        *ret_n = k;
+        return 0;
+}
+
+void proc_fds_free(ProcFd *fds, size_t n) {
+        for (size_t i = 0; fds && i < n; i++)
+                free(fds[i].target);
+        free(fds);
+}

@@ -23,6 +23,16 @@ int proc_readlink(int dirfd, const char *name, char **ret);
 /* List the numeric entries of a directory below DIRFD ("task", "fd", or "." of /proc) in ascending order. */
 int proc_list_numeric(int dirfd, const char *name, int **ret, size_t *ret_n);
 
+/* One open file descriptor of a process and what its /proc/PID/fd link says ("pipe:[123]", "socket:[456]", a path). */
+typedef struct ProcFd {
+        int fd;
+        char *target;
+} ProcFd;
+
+/* Read every /proc/PID/fd link below an open /proc/PID directory. Descriptors closed while we read are skipped. */
+int proc_read_fds(int pid_dirfd, ProcFd **ret, size_t *ret_n);
+void proc_fds_free(ProcFd *fds, size_t n);
+
 /* Map ENOENT/ESRCH (the normal races of /proc) to -ESRCH; other errors pass through. */
 static inline int proc_errno(int r) {
         return r == -ENOENT || r == -ESRCH ? -ESRCH : r;

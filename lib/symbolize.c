@@ -275,8 +275,14 @@ static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, SymFrame *out, s
                 if (l)
                         file = dwfl_lineinfo(l, NULL, &line, &column, NULL, NULL);
                 cudie = dwfl_module_addrdie(m, addr, &dwbias);
-                if (cudie)
-                        nscopes = dwarf_getscopes(cudie, addr - dwbias, &scopes);
+                /* dwarf_getscopes() continues with an inline's abstract origin after the first inlined instance;
+                 * the concrete nesting (b inlined in a inlined in f) is the DIE path to the innermost scope. */
+                if (cudie && dwarf_getscopes(cudie, addr - dwbias, &scopes) > 0) {
+                        Dwarf_Die innermost = scopes[0];
+                        free(scopes);
+                        scopes = NULL;
+                        nscopes = dwarf_getscopes_die(&innermost, &scopes);
+                }
         }
 
         /* Each inlined frame's position is where it is; its caller's is its call site. */

@@ -116,8 +116,16 @@ def test_threads64_every_thread_its_own_chain(fixture):
     assert doc["capture"]["max_pause_us"] == 0
 
 
+def all_threads_in(fx, wchan, n):
+    def ok():
+        tids = os.listdir(f"/proc/{fx.pid}/task")
+        return len(tids) == n and all(wchan in open(f"/proc/{fx.pid}/task/{t}/wchan").read() for t in tids)
+    wait_until(ok, what=f"{n} threads in {wchan}")
+
+
 @pytest.mark.parametrize("name,setup", [
     ("block-read", lambda fx: fx.wait_wchan("pipe_read")),
+    ("deadlock-abba", lambda fx: all_threads_in(fx, "futex", 3)),
     ("threads64", lambda fx: wait_until(lambda: all("pipe_read" in open(f"/proc/{fx.pid}/task/{t}/wchan").read()
                                                     for t in os.listdir(f"/proc/{fx.pid}/task") if int(t) != fx.pid),
                                         what="all workers in read")),
@@ -135,6 +143,29 @@ def test_passive_and_ptrace_give_the_same_frames(fixture, name, setup):
         # Return addresses agree exactly; frame #0 may differ by the 2-byte syscall restart rewind.
         assert [f["pc"] for f in tp["frames"][1:]] == [f["pc"] for f in tq["frames"][1:]]
         assert abs(int(tp["frames"][0]["pc"], 16) - int(tq["frames"][0]["pc"], 16)) <= 2
+
+
+def marker_line(source, marker):
+    with open(os.path.join(SRCDIR, "tests", "fixtures", source)) as f:
+        return next(i for i, ln in enumerate(f, 1) if marker in ln)
+
+
+def test_inlined_frames_with_call_sites(fixture):
+    fx = fixture("inline-read").wait_wchan("pipe_read")
+    [doc] = dump_json(fx.pid)
+    t = main_thread(doc)
+    i = assert_chain(t, ["il_inline_b", "il_inline_a", "il_outer", "main"])
+    b, a, outer, main = t["frames"][i:i + 4]
+    assert b["inlined"] and a["inlined"] and not outer["inlined"] and not main["inlined"]
+    # One pc for the whole inline group; each frame's line is where that function is: b at the read, a at its
+    # call of b, il_outer at its call of a.
+    assert b["pc"] == a["pc"] == outer["pc"]
+    assert b["line"] == marker_line("inline-read.c", "IL_READ_LINE")
+    assert a["line"] == marker_line("inline-read.c", "IL_CALL_B_LINE")
+    assert outer["line"] == marker_line("inline-read.c", "IL_CALL_A_LINE")
+    assert main["line"] == marker_line("inline-read.c", "IL_CALL_OUTER_LINE")
+    text = stackctl("dump", "--no-kernel", fx.pid, check_rc=0).stdout.decode()
+    assert re.search(r"^#\d+ +0x[0-9a-f]{16} il_inline_a - \S+/inline-read \(inlined\)$", text, re.M), text
 
 
 def test_stripped_binary_debuginfo_by_build_id(fixture):
