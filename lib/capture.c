@@ -335,7 +335,7 @@ static int module_index_cb(Dwfl_Module *mod, void **userdata, const char *name, 
         if (!m)
                 return DWARF_CB_ABORT;
         dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
-        m->path = strdup(name ?: "");
+        m->path = strdup(unwind_process_module_name(c->up, name) ?: "");
         if (!m->path)
                 return DWARF_CB_ABORT;
         m->start = low;

@@ -81,6 +81,10 @@ static inline bool streq(const char *a, const char *b) {
         return a && b && __builtin_strcmp(a, b) == 0;
 }
 
+static inline bool startswith(const char *s, const char *prefix) {
+        return s && __builtin_strncmp(s, prefix, __builtin_strlen(prefix)) == 0;
+}
+
 static inline const char *strna(const char *s) {
         return s ?: "n/a";
 }

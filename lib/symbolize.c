@@ -140,7 +140,8 @@ static void sym_module_open(Symbolizer *s, SymModule *m, Dwfl_Module *mod, const
 
         if (!name || name[0] != '/')
                 return;
-        if (asprintf(&path, "%s%s", root ?: "", name) < 0)
+        /* map_files aliases of deleted binaries are already absolute /proc paths. */
+        if (asprintf(&path, "%s%s", startswith(name, "/proc/") ? "" : root ?: "", name) < 0)
                 return;
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)

@@ -1,9 +1,15 @@
 /* unwind-dwfl.c: the libdwfl backend: dwfl_attach_state over our captured registers and stack copy. */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <libelf.h>
 
 #include "log.h"
 #include "unwind-internal.h"
@@ -104,22 +110,68 @@ static int frame_cb(Dwfl_Frame *state, void *arg) {
         return DWARF_CB_OK;
 }
 
+/* Does the CFI at PC say there is no caller (return address "undefined", as at _start or a clone child)? libdwfl
+ * also returns "no more frames" when it merely could not compute the next one (a CFA based on a register that a
+ * passive capture lacks), and only this tells the two apart. */
+static bool cfi_marks_outermost(UnwindProcess *p, Dwarf_Addr pc) {
+        Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
+        Dwarf_Addr bias;
+        Dwarf_CFI *cfi;
+        Dwarf_Frame *frame = NULL;
+        Dwarf_Op ops_mem[3], *ops = NULL;
+        size_t nops = 0;
+        bool outermost = false;
+        int ra;
+
+        if (!mod)
+                return false;
+        cfi = dwfl_module_eh_cfi(mod, &bias);
+        if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0) {
+                cfi = dwfl_module_dwarf_cfi(mod, &bias);
+                if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0)
+                        return false;
+        }
+        ra = dwarf_frame_info(frame, NULL, NULL, NULL);
+        if (ra >= 0 && dwarf_frame_register(frame, ra, ops_mem, &ops, &nops) == 0)
+                outermost = nops == 0 && ops == ops_mem;
+        free(frame);
+        return outermost;
+}
+
 int unwind_dwfl_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
                        size_t *n, UnwindRegs *last, UnwindResult *res) {
         DwflUnwind u = { .frames = frames, .max = max, .n = n, .last = last, .res = res };
         int r;
 
         if (!p->dwfl_attached) {
-                if (!dwfl_attach_state(p->dwfl, NULL, p->pid, &thread_callbacks, p))
-                        return log_debug_errno(EIO, "dwfl_attach_state(%d): %s", (int) p->pid, dwfl_errmsg(-1));
+                /* libdwfl learns the architecture from a module's ELF; when no module file can be opened (a static
+                 * binary run from a deleted file or memfd) it would refuse to unwind at all. The target's
+                 * architecture is ours (x86_64 only), so our own executable tells it; the target's deleted modules
+                 * are then read from its memory. */
+                if (!p->arch_elf) {
+                        p->arch_fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+                        if (p->arch_fd >= 0)
+                                p->arch_elf = elf_begin(p->arch_fd, ELF_C_READ_MMAP, NULL);
+                }
+                if (!dwfl_attach_state(p->dwfl, p->arch_elf, p->pid, &thread_callbacks, p)) {
+                        /* Keep frame #0 from the registers; the caller's fallbacks take it from there. */
+                        frames[(*n)++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_RIP], .activation = true,
+                                                         .method = FRAME_METHOD_INITIAL };
+                        snprintf(res->end, sizeof res->end, "libdw: %s", dwfl_errmsg(-1) ?: "cannot attach");
+                        return 0;
+                }
                 p->dwfl_attached = true;
         }
         p->cur_tid = tid;
         p->cur_regs = regs;
         r = dwfl_getthread_frames(p->dwfl, tid, frame_cb, &u);
-        if (r == 0) {
+        if (r == 0 && *n > 0 &&
+            cfi_marks_outermost(p, frames[*n - 1].pc - (frames[*n - 1].activation ? 0 : 1))) {
                 res->clean = true;
                 snprintf(res->end, sizeof res->end, "end of stack");
+        } else if (r == 0) {
+                snprintf(res->end, sizeof res->end, "libdw: no caller found for 0x%" PRIx64 " (a register it needs "
+                         "is unknown, or no CFI)", *n > 0 ? frames[*n - 1].pc : 0);
         } else if (!res->truncated) {
                 const char *msg = dwfl_errmsg(-1);
                 snprintf(res->end, sizeof res->end, "libdw: %s", msg ?: "unknown error");

@@ -10,7 +10,11 @@ struct UnwindProcess {
         Dwfl_Callbacks callbacks;       /* must outlive dwfl */
         char *debuginfo_path;
         bool dwfl_attached;
+        int arch_fd;                    /* our own executable, opened for its architecture only */
+        Elf *arch_elf;
         char *maps_buf;
+        char **aliases;                 /* pairs: /proc/PID/map_files/… path, original " (deleted)" name */
+        size_t n_aliases;
         ProcMap *maps;
         size_t n_maps;
 

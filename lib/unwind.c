@@ -33,11 +33,102 @@ bool unwinder_kind_available(UnwinderKind k) {
 #endif
 }
 
+#define DELETED_SUFFIX " (deleted)"
+
+/* A deleted binary (a package upgraded under a running service, a memfd) cannot be opened by name, but
+ * /proc/PID/map_files/START-END still serves the whole file, symbol table included. Rewrite such paths in the maps
+ * text we hand to libdwfl, every mapping of one file to the map_files entry of its first mapping, and remember the
+ * original name for display. */
+static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *out = NULL;
+        size_t olen = 0, oalloc = len + 1;
+
+        out = malloc(oalloc);
+        if (!out)
+                return -ENOMEM;
+        for (const char *l = text; l < text + len;) {
+                const char *eol = memchr(l, '\n', (size_t) (text + len - l)) ?: text + len;
+                size_t ll = (size_t) (eol - l), sl = strlen(DELETED_SUFFIX);
+                const char *path = memchr(l, '/', ll);
+                char repl[96];
+                const char *emit = l;
+                size_t elen = ll;
+                _cleanup_free_ char *pathcopy = NULL;
+
+                if (path && ll > sl && memcmp(eol - sl, DELETED_SUFFIX, sl) == 0 &&
+                    (pathcopy = strndup(path, (size_t) (eol - path)))) {
+                        const char *alias = NULL;
+                        for (size_t i = 0; i < p->n_aliases; i++)
+                                if (streq(p->aliases[2 * i + 1], pathcopy))
+                                        alias = p->aliases[2 * i];
+                        if (!alias) {
+                                unsigned long long a, b;
+                                char **na;
+                                if (sscanf(l, "%llx-%llx", &a, &b) != 2)
+                                        goto plain;
+                                snprintf(repl, sizeof repl, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a, b);
+                                na = realloc(p->aliases, (p->n_aliases + 1) * 2 * sizeof *na);
+                                if (!na)
+                                        return -ENOMEM;
+                                p->aliases = na;
+                                na[2 * p->n_aliases] = strdup(repl);
+                                na[2 * p->n_aliases + 1] = TAKE_PTR(pathcopy);
+                                if (!na[2 * p->n_aliases] || !na[2 * p->n_aliases + 1]) {
+                                        free(na[2 * p->n_aliases]);
+                                        free(na[2 * p->n_aliases + 1]);
+                                        return -ENOMEM;
+                                }
+                                alias = na[2 * p->n_aliases];
+                                p->n_aliases++;
+                        }
+                        /* Emit the line up to the path, then the alias. */
+                        size_t head = (size_t) (path - l), need = olen + head + strlen(alias) + 2;
+                        if (need > oalloc) {
+                                char *no = realloc(out, need * 2);
+                                if (!no)
+                                        return -ENOMEM;
+                                out = no;
+                                oalloc = need * 2;
+                        }
+                        memcpy(out + olen, l, head);
+                        olen += head;
+                        memcpy(out + olen, alias, strlen(alias));
+                        olen += strlen(alias);
+                        out[olen++] = '\n';
+                        l = eol + 1;
+                        continue;
+                }
+        plain:
+                if (olen + elen + 2 > oalloc) {
+                        char *no = realloc(out, (olen + elen + 2) * 2);
+                        if (!no)
+                                return -ENOMEM;
+                        out = no;
+                        oalloc = (olen + elen + 2) * 2;
+                }
+                memcpy(out + olen, emit, elen);
+                olen += elen;
+                out[olen++] = '\n';
+                l = eol + 1;
+        }
+        out[olen] = '\0';
+        *ret_len = olen;
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+const char *unwind_process_module_name(UnwindProcess *p, const char *dwfl_name) {
+        for (size_t i = 0; dwfl_name && i < p->n_aliases; i++)
+                if (streq(p->aliases[2 * i], dwfl_name))
+                        return p->aliases[2 * i + 1];
+        return dwfl_name;
+}
+
 int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **ret) {
         _cleanup_(unwind_process_freep) UnwindProcess *p = NULL;
         _cleanup_close_ int dirfd = -EBADF;
-        _cleanup_free_ char *maps_text = NULL;
-        size_t maps_len = 0;
+        _cleanup_free_ char *maps_text = NULL, *dwfl_maps = NULL;
+        size_t maps_len = 0, dwfl_maps_len = 0;
         FILE *f;
         int r;
 
@@ -46,6 +137,7 @@ int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **re
                 return -ENOMEM;
         p->pid = pid;
         p->mem_fd = -EBADF;
+        p->arch_fd = -EBADF;
 
         r = proc_open_dir(pid, 0, &dirfd);
         if (r < 0)
@@ -79,7 +171,10 @@ int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **re
                 return -ENOMEM;
         dwfl_report_begin(p->dwfl);
         /* Report from the maps we already read, so the module list and our stack clamps agree. */
-        f = fmemopen(maps_text, maps_len ?: 1, "r");
+        r = alias_deleted(p, maps_text, maps_len, &dwfl_maps, &dwfl_maps_len);
+        if (r < 0)
+                return r;
+        f = fmemopen(dwfl_maps, dwfl_maps_len ?: 1, "r");
         if (!f)
                 return -ENOMEM;
         r = dwfl_linux_proc_maps_report(p->dwfl, f);
@@ -101,7 +196,13 @@ UnwindProcess *unwind_process_free(UnwindProcess *p) {
 #endif
         if (p->dwfl)
                 dwfl_end(p->dwfl);
+        if (p->arch_elf)
+                elf_end(p->arch_elf);
+        safe_close(p->arch_fd);
         safe_close(p->mem_fd);
+        for (size_t i = 0; i < 2 * p->n_aliases; i++)
+                free(p->aliases[i]);
+        free(p->aliases);
         free(p->maps);
         free(p->maps_buf);
         free(p->debuginfo_path);

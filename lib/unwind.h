@@ -82,6 +82,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(UnwindProcess *, unwind_process_free);
 Dwfl *unwind_process_dwfl(UnwindProcess *p);
 /* The process's memory map as read when P was created (sorted by address). */
 const ProcMap *unwind_process_maps(UnwindProcess *p, size_t *ret_n);
+/* The name to show for a module: the original path where libdwfl was pointed at /proc/PID/map_files/… for a
+ * deleted file. */
+const char *unwind_process_module_name(UnwindProcess *p, const char *dwfl_name);
 /* The fd of /proc/PID/mem, or -EBADF when it could not be opened. */
 int unwind_process_mem_fd(UnwindProcess *p);
 
