@@ -1,5 +1,5 @@
 /* test-escape.c: what a hostile process name turns into on a terminal. */
-#include <check.h>
+#include "unit.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,18 +48,4 @@ START_TEST(test_escape_null_and_all_bytes) {
 }
 END_TEST
 
-int main(void) {
-        Suite *s = suite_create("escape");
-        TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
-
-        tcase_add_test(tc, test_escape_table);
-        tcase_add_test(tc, test_escape_null_and_all_bytes);
-        suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+UNIT_TEST_MAIN("escape", test_escape_table, test_escape_null_and_all_bytes)

@@ -1,5 +1,5 @@
 /* test-parse-util.c: the bounded number parsers, including overflow and junk. */
-#include <check.h>
+#include "unit.h"
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -83,19 +83,4 @@ START_TEST(test_scanners) {
 }
 END_TEST
 
-int main(void) {
-        Suite *s = suite_create("parse-util");
-        TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
-
-        tcase_add_test(tc, test_safe_atou64);
-        tcase_add_test(tc, test_base0_and_pid);
-        tcase_add_test(tc, test_scanners);
-        suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+UNIT_TEST_MAIN("parse-util", test_safe_atou64, test_base0_and_pid, test_scanners)

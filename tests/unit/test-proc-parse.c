@@ -1,5 +1,5 @@
 /* test-proc-parse.c: /proc parsers against real-shaped and hostile inputs. */
-#include <check.h>
+#include "unit.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,24 +197,5 @@ START_TEST(test_syscall_names) {
 }
 END_TEST
 
-int main(void) {
-        Suite *s = suite_create("proc-parse");
-        TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
-
-        tcase_add_test(tc, test_stat_hostile_comm);
-        tcase_add_test(tc, test_stat_broken);
-        tcase_add_test(tc, test_syscall);
-        tcase_add_test(tc, test_status);
-        tcase_add_test(tc, test_kstack);
-        tcase_add_test(tc, test_maps);
-        tcase_add_test(tc, test_cmdline_cgroup_unit);
-        tcase_add_test(tc, test_syscall_names);
-        suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+UNIT_TEST_MAIN("proc-parse", test_stat_hostile_comm, test_stat_broken, test_syscall, test_status, test_kstack, test_maps,
+               test_cmdline_cgroup_unit, test_syscall_names)

@@ -1,5 +1,5 @@
 /* test-proc-read.c: the /proc readers against this very process: files, links, fds, and vanished entries. */
-#include <check.h>
+#include "unit.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -81,20 +81,4 @@ START_TEST(test_list_tasks) {
 }
 END_TEST
 
-int main(void) {
-        Suite *s = suite_create("proc-read");
-        TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
-
-        tcase_add_test(tc, test_read_self);
-        tcase_add_test(tc, test_fd_links);
-        tcase_add_test(tc, test_vanished_is_esrch);
-        tcase_add_test(tc, test_list_tasks);
-        suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+UNIT_TEST_MAIN("proc-read", test_read_self, test_fd_links, test_vanished_is_esrch, test_list_tasks)

@@ -1,5 +1,5 @@
 /* test-snapshot-json.c: a snapshot survives JSON and back; foreign documents are refused; text escapes. */
-#include <check.h>
+#include "unit.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,20 +178,4 @@ START_TEST(test_text_escapes) {
 }
 END_TEST
 
-int main(void) {
-        Suite *s = suite_create("snapshot-json");
-        TCase *tc = tcase_create("core");
-        SRunner *sr;
-        int failed;
-
-        tcase_add_test(tc, test_round_trip);
-        tcase_add_test(tc, test_reject_foreign);
-        tcase_add_test(tc, test_hostile_values);
-        tcase_add_test(tc, test_text_escapes);
-        suite_add_tcase(s, tc);
-        sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+UNIT_TEST_MAIN("snapshot-json", test_round_trip, test_reject_foreign, test_hostile_values, test_text_escapes)
