@@ -35,6 +35,24 @@ bool unwinder_kind_available(UnwinderKind k) {
 
 #define DELETED_SUFFIX " (deleted)"
 
+/* Remember that libdwfl knows the module shown as NAME under ALIAS. */
+static int add_alias(UnwindProcess *p, const char *alias, const char *name) {
+        char **na = realloc(p->aliases, (p->n_aliases + 1) * 2 * sizeof *na);
+
+        if (!na)
+                return -ENOMEM;
+        p->aliases = na;
+        na[2 * p->n_aliases] = strdup(alias);
+        na[2 * p->n_aliases + 1] = strdup(name);
+        if (!na[2 * p->n_aliases] || !na[2 * p->n_aliases + 1]) {
+                free(na[2 * p->n_aliases]);
+                free(na[2 * p->n_aliases + 1]);
+                return -ENOMEM;
+        }
+        p->n_aliases++;
+        return 0;
+}
+
 /* A deleted binary (a package upgraded under a running service, a memfd) cannot be opened by name, but
  * /proc/PID/map_files/START-END still serves the whole file, symbol table included. Rewrite such paths in the maps
  * text we hand to libdwfl, every mapping of one file to the map_files entry of its first mapping, and remember the
@@ -63,23 +81,12 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
                                         alias = p->aliases[2 * i];
                         if (!alias) {
                                 unsigned long long a, b;
-                                char **na;
                                 if (sscanf(l, "%llx-%llx", &a, &b) != 2)
                                         goto plain;
                                 snprintf(repl, sizeof repl, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a, b);
-                                na = realloc(p->aliases, (p->n_aliases + 1) * 2 * sizeof *na);
-                                if (!na)
+                                if (add_alias(p, repl, pathcopy) < 0)
                                         return -ENOMEM;
-                                p->aliases = na;
-                                na[2 * p->n_aliases] = strdup(repl);
-                                na[2 * p->n_aliases + 1] = TAKE_PTR(pathcopy);
-                                if (!na[2 * p->n_aliases] || !na[2 * p->n_aliases + 1]) {
-                                        free(na[2 * p->n_aliases]);
-                                        free(na[2 * p->n_aliases + 1]);
-                                        return -ENOMEM;
-                                }
-                                alias = na[2 * p->n_aliases];
-                                p->n_aliases++;
+                                alias = p->aliases[2 * (p->n_aliases - 1)];
                         }
                         /* Emit the line up to the path, then the alias. */
                         size_t head = (size_t) (path - l), need = olen + head + strlen(alias) + 2;
@@ -181,6 +188,19 @@ int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **re
         fclose(f);
         if (r != 0)
                 log_debug("dwfl_linux_proc_maps_report(%d) failed: %s", (int) pid, r < 0 ? dwfl_errmsg(-1) : strerror(r));
+        /* That variant skips the vDSO (it learns its address from auxv only in dwfl_linux_proc_report()). Report
+         * it under libdwfl's own "[vdso: PID]" name, whose find_elf reads the image from memory, no ptrace. */
+        for (size_t i = 0; i < p->n_maps; i++)
+                if (streq(p->maps[i].path, "[vdso]")) {
+                        char name[32];
+                        snprintf(name, sizeof name, "[vdso: %d]", (int) pid);
+                        r = add_alias(p, name, "[vdso]");
+                        if (r < 0)
+                                return r;
+                        if (!dwfl_report_module(p->dwfl, name, p->maps[i].start, p->maps[i].end))
+                                log_debug("Cannot report the vDSO of %d: %s", (int) pid, dwfl_errmsg(-1));
+                        break;
+                }
         if (dwfl_report_end(p->dwfl, NULL, NULL) != 0)
                 return log_debug_errno(EIO, "dwfl_report_end(%d): %s", (int) pid, dwfl_errmsg(-1));
 

@@ -379,3 +379,23 @@ def test_help_golden():
             f.write(r.stdout)
     with open(golden, "rb") as f:
         assert r.stdout == f.read()
+
+
+def test_vdso_frames_are_named(fixture):
+    """A thread caught inside the vDSO (clock_gettime) gets a named frame in the [vdso] module."""
+    fx = fixture("pause-probe")
+    spinner = wait_until(lambda: next((t for t, n in thread_names(fx.pid).items() if n == "spinner"), None),
+                         what="spinner thread")
+    fx.wait_state("R", tid=spinner)
+
+    def caught_in_vdso():
+        [doc] = dump_json("--tid", spinner, "--no-kernel", fx.pid)
+        t = doc["threads"][0]
+        assert_chain(t, [f"pp_level_{k:02d}" for k in range(12, 0, -1)] + ["pp_spinner_start"])
+        top = t["frames"][0]
+        if top["module"] is not None and doc["modules"][top["module"]]["path"] == "[vdso]":
+            return top
+        return None
+    top = wait_until(caught_in_vdso, timeout=10, interval=0, what="a capture inside the vDSO")
+    assert top["function"] and "clock_gettime" in top["function"], top
+    fx.proc.stdin.close()
