@@ -5,7 +5,7 @@ set -eu
 cd "$(dirname "$0")"
 
 PACKAGES="build-essential autoconf automake pkg-config libdw-dev libelf-dev libunwind-dev libjson-c-dev
-libsystemd-dev check python3-pytest util-linux binutils elfutils"
+check python3-pytest util-linux binutils elfutils"
 
 missing=""
 for p in $PACKAGES; do

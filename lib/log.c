@@ -1,15 +1,13 @@
-/* log.c: the logger behind log.h: stderr in the foreground, the journal under systemd. */
+/* log.c: the logger behind log.h: stderr by default, or a writer the program installs (the daemon's journal). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <systemd/sd-journal.h>
-
 #include "log.h"
 
 static int log_max_level = LOG_INFO;
-static LogTarget log_target = LOG_TARGET_STDERR;
+static LogWriter log_writer = NULL;
 
 void log_set_max_level(int level) {
         log_max_level = level;
@@ -19,8 +17,8 @@ int log_get_max_level(void) {
         return log_max_level;
 }
 
-void log_set_target(LogTarget target) {
-        log_target = target;
+void log_set_writer(LogWriter writer) {
+        log_writer = writer;
 }
 
 int log_internal(int level, int error, const char *file, int line, const char *func, const char *fmt, ...) {
@@ -34,16 +32,9 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         vsnprintf(buf, sizeof buf, fmt, ap);
         va_end(ap);
 
-        if (log_target == LOG_TARGET_JOURNAL) {
-                char code_file[256], code_line[32];
-
-                snprintf(code_file, sizeof code_file, "CODE_FILE=%s", file);
-                snprintf(code_line, sizeof code_line, "CODE_LINE=%d", line);
-                sd_journal_send_with_location(code_file, code_line, func, "MESSAGE=%s", buf,
-                                              "PRIORITY=%d", level, error > 0 ? "ERRNO=%d" : NULL, error,
-                                              NULL);
-        } else
+        if (log_writer)
+                log_writer(level, error, file, line, func, buf);
+        else
                 fprintf(stderr, "%s\n", buf);
-
         return -error;
 }

@@ -1,4 +1,4 @@
-/* log.h: logging to stderr or the journal, returning -errno so callers can "return log_…_errno()". */
+/* log.h: logging to stderr (or a writer the program installs), returning -errno for "return log_…_errno()". */
 #pragma once
 
 #include <errno.h>
@@ -7,15 +7,14 @@
 
 #include "macro.h"
 
-typedef enum LogTarget {
-        LOG_TARGET_STDERR,
-        LOG_TARGET_JOURNAL,
-} LogTarget;
+/* Where a formatted message goes instead of stderr. The journal writer lives with the daemon, so that lib/ and
+ * stackctl do not pull in libsystemd and its dependencies (a fifth of stackctl's start-up). */
+typedef void (*LogWriter)(int level, int error, const char *file, int line, const char *func, const char *message);
 
-/* The process-wide log settings. These two are the only mutable state in lib/: a logger is process-wide. */
+/* The process-wide log settings: the only mutable state in lib/, because a logger is process-wide. */
 void log_set_max_level(int level);
 int log_get_max_level(void);
-void log_set_target(LogTarget target);
+void log_set_writer(LogWriter writer);
 
 /* Log at LEVEL with ERROR as %m; returns -abs(error) (or 0 when ERROR is 0). */
 int log_internal(int level, int error, const char *file, int line, const char *func, const char *fmt, ...)
