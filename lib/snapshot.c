@@ -117,17 +117,23 @@ KernelFrame *thread_add_kframe(ThreadSnapshot *t) {
         return grow_one((void **) &t->kframes, &t->n_kframes, sizeof(KernelFrame));
 }
 
+/* Format a message for the snapshot's error lists and mark the snapshot partial; NULL on OOM. */
+static char *partial_message(Snapshot *s, const char *fmt, va_list ap) {
+        char *msg;
+
+        s->partial = true;
+        return vasprintf(&msg, fmt, ap) < 0 ? NULL : msg;
+}
+
 int snapshot_add_error(Snapshot *s, const char *fmt, ...) {
         size_t n = strv_length(s->errors);
         char *msg, **nv;
         va_list ap;
-        int r;
 
-        s->partial = true;
         va_start(ap, fmt);
-        r = vasprintf(&msg, fmt, ap);
+        msg = partial_message(s, fmt, ap);
         va_end(ap);
-        if (r < 0)
+        if (!msg)
                 return -ENOMEM;
         nv = realloc(s->errors, (n + 2) * sizeof *nv);
         if (!nv) {
@@ -143,13 +149,11 @@ int snapshot_add_error(Snapshot *s, const char *fmt, ...) {
 int thread_set_error(Snapshot *s, ThreadSnapshot *t, const char *fmt, ...) {
         va_list ap;
         char *msg;
-        int r;
 
-        s->partial = true;
         va_start(ap, fmt);
-        r = vasprintf(&msg, fmt, ap);
+        msg = partial_message(s, fmt, ap);
         va_end(ap);
-        if (r < 0)
+        if (!msg)
                 return -ENOMEM;
         free(t->error);
         t->error = msg;
