@@ -61,7 +61,3 @@ int capture_copy_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t s
                 *ret_truncated = avail > max;
         return 0;
 }
-
-bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b) {
-        return a->kind == b->kind && a->nr == b->nr && a->sp == b->sp && a->pc == b->pc;
-}

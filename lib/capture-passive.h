@@ -17,6 +17,3 @@ int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret);
  * new buffer in RET. RET_TRUNCATED says whether MAX cut it short. */
 int capture_copy_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, size_t max, UnwindStack *ret,
                        bool *ret_truncated);
-
-/* Whether two syscall records show the thread parked at the same place (same syscall, SP and PC). */
-bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b);

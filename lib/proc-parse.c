@@ -94,6 +94,10 @@ int proc_parse_syscall(const char *buf, size_t len, ProcSyscall *ret) {
         return 0;
 }
 
+bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b) {
+        return a->kind == b->kind && a->nr == b->nr && a->sp == b->sp && a->pc == b->pc;
+}
+
 /* Find "Key:\t" at a line start and return a pointer after the colon, or NULL. */
 static const char *status_field(const char *buf, const char *end, const char *key) {
         size_t klen = strlen(key);

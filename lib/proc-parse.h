@@ -44,6 +44,8 @@ typedef struct ProcSyscall {
 } ProcSyscall;
 
 int proc_parse_syscall(const char *buf, size_t len, ProcSyscall *ret);
+/* Whether two syscall records show the thread at the same place (same syscall, SP and PC). */
+bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b);
 
 /* /proc/PID/status, the fields we use. */
 typedef struct ProcStatus {

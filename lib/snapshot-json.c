@@ -155,6 +155,24 @@ json_object *snapshot_to_json(const Snapshot *s) {
                 json_object_array_add(th, thread_to_json(&s->threads[i]));
         ADD(o, "threads", th);
 
+        if (s->trigger) {
+                const SnapshotTrigger *t = s->trigger;
+                json_object *tr = json_object_new_object();
+                ADD(tr, "rule", jstr(t->rule));
+                ADD(tr, "class", jstr(t->klass));
+                ADD(tr, "tid", json_object_new_int(t->tid));
+                ADD(tr, "state", jchar(t->state));
+                ADD(tr, "duration_us", json_object_new_uint64(t->duration_usec));
+                ADD(tr, "cpu_percent", json_object_new_double(t->cpu_percent));
+                ADD(tr, "syscall", t->syscall_nr >= 0 ? jstr(syscall_name(t->syscall_nr)) : NULL);
+                ADD(tr, "syscall_nr", t->syscall_nr >= 0 ? json_object_new_int64(t->syscall_nr) : NULL);
+                ADD(tr, "wchan", jstr(t->wchan));
+                ADD(tr, "syscalls_per_sec", json_object_new_double(t->syscalls_per_sec));
+                ADD(tr, "bytes_per_sec", json_object_new_double(t->bytes_per_sec));
+                ADD(o, "trigger", tr);
+        } else
+                ADD(o, "trigger", NULL);
+
         mods = json_object_new_array();
         for (size_t i = 0; i < s->n_modules; i++) {
                 const ModuleInfo *m = &s->modules[i];
@@ -410,6 +428,23 @@ int snapshot_from_json(json_object *j, Snapshot **ret, const char **ret_error) {
                         if ((r = get_strdup(e, "path", &m->path)) < 0 || (r = get_strdup(e, "build_id", &m->build_id)) < 0)
                                 return r;
                 }
+        json_object *tr = get(j, "trigger", json_type_object);
+        if (tr) {
+                SnapshotTrigger *t = calloc(1, sizeof *t);
+                if (!t)
+                        return -ENOMEM;
+                s->trigger = t;
+                t->tid = (pid_t) get_i64(tr, "tid", 0);
+                t->state = get_char(tr, "state");
+                t->duration_usec = get_u64(tr, "duration_us");
+                t->cpu_percent = get_double(tr, "cpu_percent");
+                t->syscall_nr = get_i64(tr, "syscall_nr", -1);
+                t->syscalls_per_sec = get_double(tr, "syscalls_per_sec");
+                t->bytes_per_sec = get_double(tr, "bytes_per_sec");
+                if ((r = get_strdup(tr, "rule", &t->rule)) < 0 || (r = get_strdup(tr, "class", &t->klass)) < 0 ||
+                    (r = get_strdup(tr, "wchan", &t->wchan)) < 0)
+                        return r;
+        }
         /* Frames may only point at modules the document has. */
         for (size_t i = 0; i < s->n_threads; i++)
                 for (size_t k = 0; k < s->threads[i].n_frames; k++)

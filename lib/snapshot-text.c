@@ -130,6 +130,22 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 put_escaped(f, s->exe);
                 fputc('\n', f);
         }
+        if (s->trigger) {
+                const SnapshotTrigger *t = s->trigger;
+                fputs("  trigger: rule ", f);
+                put_escaped(f, t->rule);
+                fprintf(f, ", thread %d %s for %.1f s (state %c, cpu %.0f%%", (int) t->tid, strna(t->klass),
+                        (double) t->duration_usec / 1e6, t->state, t->cpu_percent);
+                if (t->syscall_nr >= 0)
+                        fprintf(f, ", in %s", syscall_name(t->syscall_nr) ?: "?");
+                if (t->wchan) {
+                        fputs(", wchan ", f);
+                        put_escaped(f, t->wchan);
+                }
+                if (t->syscalls_per_sec > 0)
+                        fprintf(f, ", %.0f syscalls/s, %.0f bytes/s", t->syscalls_per_sec, t->bytes_per_sec);
+                fputs(")\n", f);
+        }
         for (char **e = s->errors; e && *e; e++) {
                 fputs("  ! ", f);
                 put_escaped(f, *e);

@@ -66,6 +66,12 @@ Snapshot *snapshot_free(Snapshot *s) {
         free(s->unit);
         free(s->unwinder);
         strv_free(s->errors);
+        if (s->trigger) {
+                free(s->trigger->rule);
+                free(s->trigger->klass);
+                free(s->trigger->wchan);
+                free(s->trigger);
+        }
         free(s);
         return NULL;
 }

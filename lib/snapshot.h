@@ -86,6 +86,20 @@ typedef struct ModuleInfo {
         bool debuginfo;         /* DWARF debuginfo was found (file:line available) */
 } ModuleInfo;
 
+/* Why the daemon took a snapshot: the rule, the thread that matched, its class and the evidence for it. */
+typedef struct SnapshotTrigger {
+        char *rule;
+        char *klass;            /* thread_class_to_string() */
+        pid_t tid;
+        char state;
+        uint64_t duration_usec; /* how long the class had held */
+        double cpu_percent;
+        int64_t syscall_nr;     /* -1 when unknown */
+        char *wchan;
+        double syscalls_per_sec; /* read/write-family syscalls, from /proc/…/io */
+        double bytes_per_sec;
+} SnapshotTrigger;
+
 typedef struct Snapshot {
         uint64_t timestamp_usec;        /* CLOCK_REALTIME at the start of the capture */
         char *hostname;
@@ -115,6 +129,8 @@ typedef struct Snapshot {
         bool truncated;
         bool partial;
         char **errors;          /* process-level errors, NULL-terminated (may be NULL) */
+
+        SnapshotTrigger *trigger; /* NULL for on-demand dumps */
 } Snapshot;
 
 Snapshot *snapshot_new(void);
