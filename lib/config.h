@@ -1,0 +1,154 @@
+/* config.h: the daemon's configuration: the model, its compiled defaults and ranges, errors, and loading. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "macro.h"
+#include "rules.h"
+#include "snapshot.h"
+#include "unwind.h"
+
+#define CONFIG_DEFAULT_PATH "/etc/stackwatch/stackwatch.yaml"
+#define CONFIG_DEFAULT_RULES_DIR "/etc/stackwatch/rules.d"
+
+#define CONFIG_USEC_PER_MINUTE (60 * USEC_PER_SEC)
+#define CONFIG_USEC_PER_HOUR (60 * CONFIG_USEC_PER_MINUTE)
+#define CONFIG_USEC_PER_DAY (24 * CONFIG_USEC_PER_HOUR)
+#define CONFIG_KIB 1024ULL
+#define CONFIG_MIB (1024 * CONFIG_KIB)
+#define CONFIG_GIB (1024 * CONFIG_MIB)
+
+/* Compiled defaults: what the daemon runs with when no file says otherwise (conf/stackwatch.yaml repeats them). */
+#define CONFIG_DEFAULT_ARCHIVE_DIR "/var/lib/stackwatch"
+#define CONFIG_DEFAULT_MAX_SNAPSHOTS 1000
+#define CONFIG_DEFAULT_MAX_SIZE (512 * CONFIG_MIB)
+#define CONFIG_DEFAULT_MAX_AGE_USEC (30 * CONFIG_USEC_PER_DAY)
+#define CONFIG_DEFAULT_KEEP_FREE CONFIG_GIB
+#define CONFIG_DEFAULT_MAX_PER_MINUTE 6
+#define CONFIG_DEFAULT_MAX_FRAMES 256
+#define CONFIG_DEFAULT_STACK_BYTES (256 * CONFIG_KIB)
+#define CONFIG_DEFAULT_TIME_BUDGET_USEC (10 * USEC_PER_SEC)
+
+/* Everything but the rules and the archive directory (built by config_new_default()). */
+#define CONFIG_DEFAULTS                                                 \
+        (Config) {                                                      \
+                .poll_interval_auto = true,                             \
+                .max_snapshots = CONFIG_DEFAULT_MAX_SNAPSHOTS,          \
+                .max_size = CONFIG_DEFAULT_MAX_SIZE,                    \
+                .max_age_usec = CONFIG_DEFAULT_MAX_AGE_USEC,            \
+                .keep_free = CONFIG_DEFAULT_KEEP_FREE,                  \
+                .max_per_minute = CONFIG_DEFAULT_MAX_PER_MINUTE,        \
+                .method = CAPTURE_METHOD_AUTO,                          \
+                .unwinder = UNWINDER_LIBDW,                             \
+                .max_frames = CONFIG_DEFAULT_MAX_FRAMES,                \
+                .stack_bytes = CONFIG_DEFAULT_STACK_BYTES,              \
+                .time_budget_usec = CONFIG_DEFAULT_TIME_BUDGET_USEC,    \
+                .kernel = true,                                         \
+        }
+
+/* Ranges: a value outside them is an error that names the range, never a silent clamp. */
+#define CONFIG_POLL_INTERVAL_MIN_USEC (50 * USEC_PER_MSEC)
+#define CONFIG_POLL_INTERVAL_MAX_USEC CONFIG_USEC_PER_HOUR
+#define CONFIG_POLL_AUTO_MIN_USEC (250 * USEC_PER_MSEC)        /* auto: shortest for: / 10, within these */
+#define CONFIG_POLL_AUTO_MAX_USEC (10 * USEC_PER_SEC)
+#define CONFIG_POLL_AUTO_DIVISOR 10
+#define CONFIG_MAX_SNAPSHOTS_MIN 1
+#define CONFIG_MAX_SNAPSHOTS_MAX 1000000
+#define CONFIG_MAX_SIZE_MIN CONFIG_MIB
+#define CONFIG_MAX_AGE_MIN_USEC CONFIG_USEC_PER_MINUTE
+#define CONFIG_MAX_AGE_MAX_USEC (3650 * CONFIG_USEC_PER_DAY)
+#define CONFIG_MAX_PER_MINUTE_MIN 1
+#define CONFIG_MAX_PER_MINUTE_MAX 600
+#define CONFIG_MAX_FRAMES_MIN 1
+#define CONFIG_MAX_FRAMES_MAX 4096
+#define CONFIG_STACK_BYTES_MIN (4 * CONFIG_KIB)
+#define CONFIG_STACK_BYTES_MAX (64 * CONFIG_MIB)
+#define CONFIG_TIME_BUDGET_MIN_USEC (100 * USEC_PER_MSEC)
+#define CONFIG_TIME_BUDGET_MAX_USEC (10 * CONFIG_USEC_PER_MINUTE)
+#define CONFIG_RULE_DURATION_MAX_USEC (365 * CONFIG_USEC_PER_DAY) /* for: and cooldown: */
+#define CONFIG_PEERS_MAX 8
+#define CONFIG_SIZE_MAX (1024 * 1024 * CONFIG_GIB)                /* 1024T: max_size, keep_free */
+#define CONFIG_RULES_MAX 1024
+/* Files larger than this are refused rather than parsed: a configuration is a page or two. */
+#define CONFIG_FILE_SIZE_MAX CONFIG_MIB
+/* After this many errors the rest are summarized in one line. */
+#define CONFIG_ERRORS_MAX 100
+
+typedef struct ConfigError {
+        char *file;
+        unsigned line, column;          /* 1-based; 0 when the error concerns the whole file */
+        char *message;
+} ConfigError;
+
+typedef struct ConfigErrors {
+        ConfigError *errors;
+        size_t n;
+        size_t n_dropped;               /* errors beyond CONFIG_ERRORS_MAX, counted but not kept */
+} ConfigErrors;
+
+/* Free the errors and reset E to empty. */
+void config_errors_done(ConfigErrors *e);
+/* Append an error (MESSAGE formatted from FMT); -ENOMEM. Beyond CONFIG_ERRORS_MAX errors only count. */
+int config_errors_add(ConfigErrors *e, const char *file, unsigned line, unsigned column, const char *fmt, ...)
+        _printf_(5, 6);
+/* Print "FILE:LINE:COLUMN: MESSAGE" per error into F, one per line ("FILE: MESSAGE" when LINE is 0). */
+void config_errors_print(const ConfigErrors *e, FILE *f);
+
+typedef struct Config {
+        uint64_t poll_interval_usec;    /* resolved: auto already applied */
+        bool poll_interval_auto;
+
+        char *archive_dir;
+        uint64_t max_snapshots;
+        uint64_t max_size;              /* bytes */
+        uint64_t max_age_usec;
+        uint64_t keep_free;             /* bytes */
+
+        unsigned max_per_minute;
+        CaptureMethod method;
+        UnwinderKind unwinder;
+        unsigned max_frames;
+        uint64_t stack_bytes;
+        uint64_t time_budget_usec;
+        bool kernel;
+
+        Rule *rules;
+        size_t n_rules;
+} Config;
+
+/* NULL-safe; frees a half-built Config too; returns NULL. */
+Config *config_free(Config *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Config *, config_free);
+
+/* The compiled defaults, built-in rules included: what the daemon runs with and no file at all. */
+int config_new_default(Config **ret);
+
+/* Load MAIN_PATH (a missing file means the defaults), then the *.yaml files in DROPIN_DIR in name order (a
+ * missing directory means none; NULL skips drop-ins). If the main file has a rules: key its rules replace the built-in
+ * ones; drop-in rules are appended either way. On any error returns -EINVAL with every error found in ERRS and
+ * *RET untouched; -ENOMEM on OOM. */
+int config_load(const char *main_path, const char *dropin_dir, Config **ret, ConfigErrors *errs);
+
+/* Append copies of the built-in rules (hung-task, busy-loop, syscall-spin) to C; -ENOMEM. */
+int config_add_builtin_rules(Config *c);
+/* The poll interval "auto" stands for: shortest for: / 10, within 250 ms..10 s; 10 s with no rules. */
+uint64_t config_poll_interval_auto(const Config *c);
+
+/* The value parsers behind the file format; each takes the whole string, -EINVAL for malformed input and
+ * -ERANGE on overflow, and leaves *ret untouched on failure.
+ * Durations: an integer or decimal with a unit us, ms, s, m, h or d ("1.5s", "100ms"); a bare number is seconds.
+ * Sizes: an integer with an optional K, M, G or T suffix, powers of 1024. Fractions of a microsecond or a byte
+ * are an error, not a rounding. */
+int config_parse_duration(const char *s, uint64_t *ret_usec);
+int config_parse_size(const char *s, uint64_t *ret_bytes);
+/* true/false, yes/no, on/off. */
+int config_parse_bool(const char *s, bool *ret);
+/* A non-negative decimal number like 50 or 12.5 (no exponent, no sign). */
+int config_parse_decimal(const char *s, double *ret);
+/* Short text for a duration or size ("1.5s", "10m", "512M") into BUF of SIZE bytes; returns BUF. */
+char *config_format_duration(char *buf, size_t size, uint64_t usec);
+char *config_format_size(char *buf, size_t size, uint64_t bytes);
+#define CONFIG_FORMAT_MAX 32
