@@ -29,10 +29,13 @@ static int parse_digits(const char **p, const char *end, unsigned base, uint64_t
         uint64_t v = 0;
         int d;
 
+        /* The overflow bounds once, not a division per digit: /proc/PID/stat is parsed 10k times a poll. */
+        const uint64_t max_div = UINT64_MAX / base, max_rem = UINT64_MAX % base;
+
         if (s >= end || digit_value(*s, base) < 0)
                 return -EINVAL;
         for (; s < end && (d = digit_value(*s, base)) >= 0; s++) {
-                if (v > (UINT64_MAX - (uint64_t) d) / base)
+                if (v > max_div || (v == max_div && (uint64_t) d > max_rem))
                         return -ERANGE;
                 v = v * base + (uint64_t) d;
         }

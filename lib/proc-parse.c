@@ -19,12 +19,7 @@ int proc_parse_stat(const char *buf, size_t len, ProcStat *ret) {
         open = memchr(buf, '(', len);
         if (!open)
                 return -EINVAL;
-        close = NULL;
-        for (p = end; p > open; p--)
-                if (p[-1] == ')') {
-                        close = p - 1;
-                        break;
-                }
+        close = memrchr(open, ')', (size_t) (end - open));
         if (!close)
                 return -EINVAL;
 
