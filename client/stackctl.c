@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-#include "config.h"
 #include "log.h"
 #include "macro.h"
 #include "parse-util.h"
@@ -25,6 +24,8 @@ typedef struct Verb {
 static const Verb verbs[] = {
         { "dump", 0, -1, verb_dump, "dump PID… | --all",
           "Print the kernel and user stack of every thread of PID, without stopping blocked threads" },
+        { "list", 0, 0, verb_list, "list", "List the snapshots in the archive (--pid, --rule, --since)" },
+        { "show", 0, 1, verb_show, "show [ID|latest]", "Print one archived snapshot (default: the latest)" },
 };
 
 static const struct {
@@ -46,6 +47,10 @@ static const struct {
         { "   --debuginfo-path P", "Where to look for separate debuginfo (default :.debug:/usr/lib/debug)" },
         { "   --no-source", "Symbols only: no file:line or inlined frames (skips loading DWARF)" },
         { "   --modules", "Also list the modules with their build-ids" },
+        { "   --archive DIR", "Snapshot archive for list and show (default " STACKWATCH_ARCHIVE_DEFAULT ")" },
+        { "   --pid PID", "list: only snapshots of this process" },
+        { "   --rule NAME", "list: only snapshots taken by this rule" },
+        { "   --since WHEN", "list: only snapshots since WHEN (10m, 2h, @EPOCH, YYYY-MM-DD[ HH:MM[:SS]])" },
         { "   --debug", "Log debugging messages to stderr" },
 };
 
@@ -56,8 +61,8 @@ static void help(FILE *f) {
         fprintf(f, "\nOptions:\n");
         for (size_t i = 0; i < ELEMENTSOF(option_help); i++)
                 fprintf(f, "  %-24s %s\n", option_help[i].option, option_help[i].help);
-        fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage, 3 no such process, 4 permission denied, "
-                   "5 partial dump.\n");
+        fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage, 3 no such process or nothing found, 4 permission "
+                   "denied, 5 partial dump.\n");
 }
 
 enum {
@@ -71,6 +76,10 @@ enum {
         ARG_DEBUGINFO_PATH,
         ARG_MODULES,
         ARG_NO_SOURCE,
+        ARG_ARCHIVE,
+        ARG_PID,
+        ARG_RULE,
+        ARG_SINCE,
         ARG_DEBUG,
 };
 
@@ -103,6 +112,10 @@ static int parse_argv(int argc, char **argv) {
                 { "debuginfo-path", required_argument, NULL, ARG_DEBUGINFO_PATH },
                 { "modules", no_argument, NULL, ARG_MODULES },
                 { "no-source", no_argument, NULL, ARG_NO_SOURCE },
+                { "archive", required_argument, NULL, ARG_ARCHIVE },
+                { "pid", required_argument, NULL, ARG_PID },
+                { "rule", required_argument, NULL, ARG_RULE },
+                { "since", required_argument, NULL, ARG_SINCE },
                 { "debug", no_argument, NULL, ARG_DEBUG },
                 {}
         };
@@ -111,6 +124,7 @@ static int parse_argv(int argc, char **argv) {
 
         capture_options_init(&arg.capture);
         arg.source = true;
+        arg.archive_dir = STACKWATCH_ARCHIVE_DEFAULT;
         while ((c = getopt_long(argc, argv, "hat:m:u:", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
@@ -182,6 +196,28 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_NO_SOURCE:
                         arg.source = false;
+                        break;
+                case ARG_ARCHIVE:
+                        arg.archive_dir = optarg;
+                        break;
+                case ARG_PID: {
+                        int pid;
+                        if (parse_pid(optarg, &pid) < 0) {
+                                log_error("Invalid --pid '%s'.", optarg);
+                                return -EINVAL;
+                        }
+                        arg.filter_pid = pid;
+                        break;
+                }
+                case ARG_RULE:
+                        arg.filter_rule = optarg;
+                        break;
+                case ARG_SINCE:
+                        if (parse_since(optarg, &arg.since_usec) < 0) {
+                                log_error("Invalid --since '%s': expected 10m, 2h, 3d, @EPOCH or YYYY-MM-DD[ HH:MM[:SS]].",
+                                          optarg);
+                                return -EINVAL;
+                        }
                         break;
                 case ARG_DEBUG:
                         log_set_max_level(LOG_DEBUG);

@@ -1,5 +1,6 @@
 """Shared fixtures for the integration tests: real fixture processes, the real stackctl, deadlines not sleeps."""
 import json
+import re
 import os
 import select
 import subprocess
@@ -186,3 +187,125 @@ def assert_chain(thread, chain):
         if names[i:i + n] == chain:
             return i
     raise AssertionError(f"chain {chain} not found contiguously in {names}")
+
+
+STACKWATCHD = os.path.join(BUILDDIR, "daemon", "stackwatchd")
+
+
+class NotifyListener:
+    """A NOTIFY_SOCKET for the daemon: collects every sd_notify datagram, in order."""
+
+    def __init__(self, path):
+        import socket
+        import threading
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.settimeout(0.2)
+        self.messages = []
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stopped:
+            try:
+                data = self.sock.recv(4096)
+            except OSError:
+                continue
+            with self.lock:
+                self.messages.append(data.decode(errors="replace"))
+
+    def lines(self):
+        with self.lock:
+            return [ln for m in self.messages for ln in m.splitlines()]
+
+    def wait_for(self, predicate, timeout=10, what="notify message"):
+        return wait_until(lambda: any(predicate(ln) for ln in self.lines()), timeout, what=what)
+
+    def count(self, line):
+        return sum(1 for ln in self.lines() if ln == line)
+
+    def close(self):
+        self.stopped = True
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+
+class Daemon:
+    instances = 0
+
+    def __init__(self, tmp, config_text, env=None, args=()):
+        Daemon.instances += 1
+        n = Daemon.instances
+        self.tmp = tmp
+        self.archive = os.path.join(tmp, "archive")
+        self.config = os.path.join(tmp, "stackwatch.yaml")
+        self.write_config(config_text)
+        self.notify = NotifyListener(os.path.join(tmp, f"notify-{n}.sock"))
+        self.log_path = os.path.join(tmp, f"daemon-{n}.log")
+        self.log = open(self.log_path, "wb")
+        e = dict(os.environ, NOTIFY_SOCKET=self.notify.path)
+        e.pop("JOURNAL_STREAM", None)
+        e.update(env or {})
+        # --debug: the log then has a line per scan, which tests count instead of sleeping.
+        self.proc = subprocess.Popen([STACKWATCHD, "--debug", "--config", self.config, *args], stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=e)
+        self.notify.wait_for(lambda ln: ln == "READY=1", timeout=15, what="READY=1")
+
+    def write_config(self, text):
+        with open(self.config, "w") as f:
+            f.write(text.replace("@ARCHIVE@", self.archive))
+
+    def log_text(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def scans(self):
+        return len(re.findall(r"^Scan \d+: ", self.log_text(), re.M))
+
+    def wait_scans(self, n, timeout=30):
+        """Wait until N more scans have been done (and their rules evaluated) from now."""
+        want = self.scans() + n
+        wait_until(lambda: self.scans() >= want, timeout=timeout, what=f"{n} more scans")
+
+    def snapshots(self, *filters):
+        r = stackctl("--archive", self.archive, "list", "--json", *filters)
+        if r.returncode == 3:
+            return []
+        assert r.returncode == 0, r
+        return json.loads(r.stdout)
+
+    def show(self, snap_id):
+        r = stackctl("--archive", self.archive, "show", "--json", snap_id, check_rc=0)
+        return json.loads(r.stdout)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.notify.close()
+        self.log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """Start the real stackwatchd on a temporary config and archive; stopped (and checked) at teardown."""
+    started = []
+
+    def start(config_text, **kw):
+        d = Daemon(str(tmp_path), config_text, **kw)
+        started.append(d)
+        return d
+    yield start
+    for d in started:
+        alive = d.proc.poll() is None
+        rc = d.stop()
+        if alive:
+            assert rc == 0, f"stackwatchd exited {rc} on SIGTERM:\n{d.log_text()[-3000:]}"

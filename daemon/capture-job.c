@@ -1,0 +1,187 @@
+/* capture-job.c: captures run in a child process. The kernel detaches a tracer's tracees when it exits, so even a
+ * thread that stops late is released; a crash in libdw on a hostile binary takes down the child, not the daemon;
+ * and the event loop never waits for an unwind. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "capture-job.h"
+#include "log.h"
+#include "macro.h"
+#include "snapshot-json.h"
+#include "symbolize.h"
+
+struct CaptureJob {
+        pid_t child;
+        pid_t target;
+        char *rule;
+        int pipe_fd;                    /* the child writes the snapshot id here */
+        sd_event_source *child_source, *timeout_source;
+        CaptureJobDone done;
+        void *userdata;
+};
+
+/* The child: capture, serialize, archive, report the id. Exit status: 0, or an errno. */
+static int job_child(const CaptureJobSpec *spec, int out_fd) {
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+        _cleanup_(archive_freep) Archive *a = NULL;
+        _cleanup_free_ char *id = NULL;
+        ArchiveSummary summary;
+        json_object *j;
+        const char *json;
+        int r;
+
+        r = symbolizer_new(spec->options.debuginfo_path, true, &sym);
+        if (r < 0)
+                return -r;
+        r = capture_process(spec->pid, &spec->options, sym, &s);
+        if (r < 0)
+                return -r;
+        s->trigger = calloc(1, sizeof *s->trigger);
+        if (!s->trigger)
+                return ENOMEM;
+        *s->trigger = spec->trigger;
+        s->trigger->rule = strdup(spec->trigger.rule ?: "");
+        s->trigger->klass = strdup(spec->trigger.klass ?: "");
+        s->trigger->wchan = spec->trigger.wchan ? strdup(spec->trigger.wchan) : NULL;
+        j = snapshot_to_json(s);
+        if (!j || !s->trigger->rule || !s->trigger->klass)
+                return ENOMEM;
+        json = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        summary = (ArchiveSummary) {
+                .timestamp_usec = s->timestamp_usec,
+                .pid = s->pid,
+                .comm = s->comm,
+                .rule = s->trigger->rule,
+                .klass = s->trigger->klass,
+        };
+        r = archive_open(spec->archive_dir, &a);
+        if (r >= 0)
+                r = archive_write(a, json, strlen(json), &summary, &spec->limits, &id);
+        json_object_put(j);
+        if (r < 0)
+                return -r;
+        dprintf(out_fd, "%s\n", id);
+        return 0;
+}
+
+static void job_finish(CaptureJob *j, int error) {
+        char buf[256] = "";
+        ssize_t n;
+
+        j->child_source = sd_event_source_disable_unref(j->child_source);
+        j->timeout_source = sd_event_source_disable_unref(j->timeout_source);
+        n = read(j->pipe_fd, buf, sizeof buf - 1);
+        if (n > 0 && buf[n - 1] == '\n') {
+                buf[n - 1] = '\0';
+                j->done(j, buf, 0, j->userdata);
+        } else
+                j->done(j, NULL, error ?: -EIO, j->userdata);
+}
+
+static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        CaptureJob *j = userdata;
+        int error = 0;
+
+        j->child = 0;
+        if (si->si_code == CLD_EXITED && si->si_status != 0)
+                error = -si->si_status;
+        else if (si->si_code != CLD_EXITED)
+                error = -ECHILD; /* killed by a signal: crashed */
+        job_finish(j, error);
+        return 0;
+}
+
+static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        CaptureJob *j = userdata;
+
+        /* The child source reports the kill; say why. */
+        log_warning("Capture of pid %d for rule \"%s\" timed out; killing it", (int) j->target, strna(j->rule));
+        if (j->child > 0)
+                (void) kill(j->child, SIGKILL);
+        return 0;
+}
+
+int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone done, void *userdata,
+                      CaptureJob **ret) {
+        CaptureJob *j;
+        int fds[2], r;
+        pid_t parent = getpid(), child;
+
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        j->pipe_fd = -EBADF;
+        j->target = spec->pid;
+        j->done = done;
+        j->userdata = userdata;
+        j->rule = strdup(spec->trigger.rule ?: "");
+        if (!j->rule || pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+                r = j->rule ? negative_errno() : -ENOMEM;
+                capture_job_free(j);
+                return r;
+        }
+        child = fork();
+        if (child < 0) {
+                r = negative_errno();
+                safe_close(fds[0]);
+                safe_close(fds[1]);
+                capture_job_free(j);
+                return r;
+        }
+        if (child == 0) {
+                sigset_t none;
+
+                /* Die with the daemon: the kernel then detaches anything we hold. */
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != parent)
+                        _exit(ESRCH);
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                safe_close(fds[0]);
+                _exit(job_child(spec, fds[1]));
+        }
+        safe_close(fds[1]);
+        j->pipe_fd = fds[0];
+        j->child = child;
+        r = sd_event_add_child(e, &j->child_source, child, WEXITED, on_child, j);
+        if (r >= 0)
+                r = sd_event_add_time_relative(e, &j->timeout_source, CLOCK_MONOTONIC, spec->timeout_usec, 0,
+                                               on_timeout, j);
+        if (r < 0) {
+                capture_job_free(j);
+                return r;
+        }
+        *ret = j;
+        return 0;
+}
+
+CaptureJob *capture_job_free(CaptureJob *j) {
+        if (!j)
+                return NULL;
+        sd_event_source_disable_unref(j->child_source);
+        sd_event_source_disable_unref(j->timeout_source);
+        if (j->child > 0) {
+                (void) kill(j->child, SIGKILL);
+                (void) waitpid(j->child, NULL, 0);
+        }
+        safe_close(j->pipe_fd);
+        free(j->rule);
+        free(j);
+        return NULL;
+}
+
+pid_t capture_job_target(const CaptureJob *j) {
+        return j->target;
+}
+
+const char *capture_job_rule(const CaptureJob *j) {
+        return j->rule;
+}

@@ -1,0 +1,148 @@
+/* classify.c: the strace/top/stack triage as arithmetic over two samples. */
+#include <string.h>
+
+#include "classify.h"
+#include "macro.h"
+
+double classify_cpu_percent(const ThreadSample *prev, const ThreadSample *cur, long hz) {
+        uint64_t dticks, dt;
+
+        if (!prev || cur->when_usec <= prev->when_usec || hz <= 0)
+                return 0;
+        dticks = (cur->utime + cur->stime) - (prev->utime + prev->stime);
+        dt = cur->when_usec - prev->when_usec;
+        if ((int64_t) dticks < 0)
+                return 0;
+        return (double) dticks * 1e6 / (double) hz / (double) dt * 100.0;
+}
+
+static bool asleep(char state) {
+        return state == 'S' || state == 'I' || state == 'P';
+}
+
+unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long hz, bool deep_sleepers) {
+        double cpu = classify_cpu_percent(prev, cur, hz);
+        unsigned w = 0;
+
+        if (cur->state == 'D')
+                w |= CLASSIFY_READ_WCHAN | CLASSIFY_READ_SYSCALL;
+        if (cur->state == 'R' || cpu >= CLASSIFY_ON_CPU_PERCENT)
+                w |= CLASSIFY_READ_IO;
+        /* Only a sleeper that used no CPU since the last look can be parked. */
+        if (deep_sleepers && asleep(cur->state) && prev && cpu == 0)
+                w |= CLASSIFY_READ_SYSCALL;
+        return w;
+}
+
+bool classify_syscall_is_idle_wait(const ProcSyscall *sc) {
+        static const char *const idle[] = {
+                "nanosleep", "clock_nanosleep", "pause", "rt_sigsuspend", "rt_sigtimedwait", "wait4", "waitid",
+                "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "accept",
+                "accept4", "restart_syscall", "io_getevents", "io_uring_enter", "sigsuspend",
+        };
+        const char *name;
+
+        if (sc->kind != PROC_SYSCALL_BLOCKED)
+                return false;
+        name = syscall_name(sc->nr);
+        if (!name)
+                return false;
+        /* Condition variables and semaphores wait with FUTEX_WAIT_BITSET; a contended lock with FUTEX_WAIT. */
+        if (streq(name, "futex"))
+                return (sc->args[1] & 0x7f) == 9 /* FUTEX_WAIT_BITSET */;
+        for (size_t i = 0; i < ELEMENTSOF(idle); i++)
+                if (streq(name, idle[i]))
+                        return true;
+        return false;
+}
+
+static void set_class(ClassState *st, ThreadClass c, uint64_t since) {
+        if (st->class != c) {
+                st->class = c;
+                st->since_usec = since;
+        }
+}
+
+/* On a CPU: busy loop, syscall spin, or work, judged from /proc/…/io and the user/system split. */
+static ThreadClass on_cpu_class(ClassState *st, const ThreadSample *prev, const ThreadSample *cur, double cpu) {
+        uint64_t dticks = (cur->utime + cur->stime) - (prev->utime + prev->stime);
+        double dt = (double) (cur->when_usec - prev->when_usec) / 1e6;
+        double sys_share = dticks ? (double) (cur->stime - prev->stime) / (double) dticks : 0;
+        uint64_t dsys, dbytes;
+
+        if (!cur->have_io || !prev->have_io)
+                return THREAD_CLASS_RUNNING;
+        dsys = (cur->syscr - prev->syscr) + (cur->syscw - prev->syscw);
+        dbytes = (cur->rchar - prev->rchar) + (cur->wchar - prev->wchar);
+        st->syscalls_per_sec = (double) dsys / dt;
+        st->bytes_per_sec = (double) dbytes / dt;
+        if (cpu >= CLASSIFY_BUSY_PERCENT && dsys == 0 && sys_share <= CLASSIFY_BUSY_MAX_SYSTEM_SHARE)
+                return THREAD_CLASS_BUSY_LOOP;
+        if ((st->syscalls_per_sec >= CLASSIFY_SPIN_MIN_SYSCALLS_PER_SEC && dbytes < dsys) ||
+            (sys_share >= CLASSIFY_SPIN_MIN_SYSTEM_SHARE && st->bytes_per_sec < CLASSIFY_SPIN_BYTES_MAX_PER_SEC))
+                return THREAD_CLASS_SYSCALL_SPIN;
+        return THREAD_CLASS_RUNNING;
+}
+
+void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz) {
+        double cpu = classify_cpu_percent(prev, cur, hz);
+        uint64_t start = prev ? prev->when_usec : cur->when_usec;
+
+        st->cpu_percent = cpu;
+        st->syscalls_per_sec = st->bytes_per_sec = 0;
+        if (!prev) {
+                st->class = _THREAD_CLASS_INVALID;
+                st->parked = false;
+        }
+
+        switch (cur->state) {
+        case 'Z':
+        case 'X':
+                st->parked = false;
+                set_class(st, THREAD_CLASS_ZOMBIE, start);
+                return;
+        case 'T':
+        case 't':
+                st->parked = false;
+                set_class(st, THREAD_CLASS_STOPPED, start);
+                return;
+        case 'D':
+                /* Uninterruptible: the kernel's hung-task case, counted from the first look in D. */
+                st->parked = false;
+                set_class(st, THREAD_CLASS_BLOCKED, cur->when_usec);
+                return;
+        default:
+                break;
+        }
+
+        if (prev && (cur->state == 'R' || cpu >= CLASSIFY_ON_CPU_PERCENT)) {
+                st->parked = false;
+                /* A busy interval started at the previous look; the class holds from there. */
+                set_class(st, on_cpu_class(st, prev, cur, cpu), prev->when_usec);
+                return;
+        }
+        if (cur->state == 'R') {
+                set_class(st, THREAD_CLASS_RUNNING, start);
+                return;
+        }
+
+        /* Asleep. Parked when nothing about its wait changed since we first saw it there. */
+        /* Without a previous look there is no CPU delta, so no evidence yet of "no progress". */
+        if (prev && cur->have_syscall && cur->have_sched && cur->syscall.kind == PROC_SYSCALL_BLOCKED && cpu == 0) {
+                if (!st->parked || !proc_syscall_same_place(&st->parked_place, &cur->syscall) ||
+                    memcmp(st->parked_place.args, cur->syscall.args, sizeof cur->syscall.args) != 0 ||
+                    st->parked_timeslices != cur->timeslices) {
+                        st->parked = true;
+                        st->parked_place = cur->syscall;
+                        st->parked_timeslices = cur->timeslices;
+                        st->parked_since_usec = cur->when_usec;
+                        /* A new place starts a new class period. */
+                        st->class = _THREAD_CLASS_INVALID;
+                }
+                set_class(st, classify_syscall_is_idle_wait(&cur->syscall) ? THREAD_CLASS_WAITING : THREAD_CLASS_BLOCKED,
+                          st->parked_since_usec);
+                return;
+        }
+        st->parked = false;
+        set_class(st, THREAD_CLASS_WAITING, start);
+}

@@ -1,0 +1,62 @@
+/* classify.h: from two samples of a thread to its class and the evidence for it (pure functions, no I/O). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proc-parse.h"
+#include "thread-class.h"
+
+/* On-CPU thresholds, in percent of one core over the interval. */
+#define CLASSIFY_ON_CPU_PERCENT 50.0
+#define CLASSIFY_BUSY_PERCENT 80.0
+/* Busy loop: at most this share of the CPU time in the kernel (page faults, timer ticks). */
+#define CLASSIFY_BUSY_MAX_SYSTEM_SHARE 0.10
+/* Syscall spin: at least this many read/write-family syscalls a second moving (almost) no bytes, or this share of
+ * the CPU time in the kernel with fewer bytes a second than BYTES_MAX. */
+#define CLASSIFY_SPIN_MIN_SYSCALLS_PER_SEC 100.0
+#define CLASSIFY_SPIN_MIN_SYSTEM_SHARE 0.50
+#define CLASSIFY_SPIN_BYTES_MAX_PER_SEC 4096.0
+
+/* One look at a thread: the cheap stat fields always, the deep ones when they were read. */
+typedef struct ThreadSample {
+        uint64_t when_usec;             /* CLOCK_MONOTONIC */
+        char state;
+        uint64_t utime, stime;          /* clock ticks */
+        bool have_io;
+        uint64_t syscr, syscw, rchar, wchar;
+        bool have_syscall;
+        ProcSyscall syscall;
+        bool have_sched;
+        uint64_t timeslices;            /* schedstat field 3: how many times it ran */
+} ThreadSample;
+
+typedef struct ClassState {
+        ThreadClass class;
+        uint64_t since_usec;            /* when the current class started */
+        double cpu_percent;
+        double syscalls_per_sec;
+        double bytes_per_sec;
+        /* A sleeping thread is "parked" while its syscall, arguments, SP, PC and run count stay the same. */
+        bool parked;
+        ProcSyscall parked_place;
+        uint64_t parked_timeslices;
+        uint64_t parked_since_usec;
+} ClassState;
+
+enum {
+        CLASSIFY_READ_IO = 1 << 0,      /* /proc/…/io */
+        CLASSIFY_READ_SYSCALL = 1 << 1, /* /proc/…/syscall and schedstat */
+        CLASSIFY_READ_WCHAN = 1 << 2,   /* /proc/…/wchan */
+};
+
+/* Percent of one core used between two samples. */
+double classify_cpu_percent(const ThreadSample *prev, const ThreadSample *cur, long hz);
+/* Which deep files to read for a thread whose cheap sample is CUR (PREV may be NULL). DEEP_SLEEPERS: some rule
+ * cares about sleeping threads, so quiet S threads get their syscall read to tell "parked" from "waiting". */
+unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long hz, bool deep_sleepers);
+/* Update ST from PREV (NULL for a new thread) to CUR. */
+void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz);
+/* Whether a syscall is a normal place for an idle program to wait (nanosleep, epoll_wait, accept, a condition
+ * variable's FUTEX_WAIT_BITSET, …), as opposed to a read, a lock, a write that should come back. */
+bool classify_syscall_is_idle_wait(const ProcSyscall *sc);

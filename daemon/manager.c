@@ -1,0 +1,330 @@
+/* manager.c: the one event loop (sd-event): the poll timer, signals, capture jobs, sd_notify and the watchdog. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "journal.h"
+#include "log.h"
+#include "macro.h"
+#include "archive-vacuum.h"
+#include "manager.h"
+
+/* At most this many captures in flight; a firing beyond it waits for the next poll. */
+#define CAPTURE_JOBS_MAX 4
+/* On SIGTERM, how long the captures in flight get to finish: the evidence of a hang is worth a short wait, but
+ * systemd's stop timeout is not ours to spend. */
+#define STOP_GRACE_USEC (5 * USEC_PER_SEC)
+
+static uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+static ArchiveLimits manager_limits(const Manager *m) {
+        return (ArchiveLimits) {
+                .max_snapshots = m->config->max_snapshots,
+                .max_size = m->config->max_size,
+                .max_age_usec = m->config->max_age_usec,
+                .keep_free = m->config->keep_free,
+        };
+}
+
+static void manager_vacuum(Manager *m) {
+        ArchiveLimits l = manager_limits(m);
+        int r = archive_vacuum(m->archive, &l, now_usec(CLOCK_REALTIME));
+
+        if (r < 0)
+                log_warning_errno(r, "Failed to rotate the archive, ignoring: %m");
+        else if (r > 0)
+                log_info("Rotated the archive: removed %d old snapshot(s)", r);
+}
+
+static void job_done(CaptureJob *j, const char *id, int error, void *userdata) {
+        Manager *m = userdata;
+        pid_t target = capture_job_target(j);
+
+        if (id) {
+                m->snapshots_written++;
+                journal_event(LOG_NOTICE,
+                              &(JournalEvent) { .message_id = SW_MESSAGE_SNAPSHOT, .pid = target,
+                                                .rule = capture_job_rule(j), .snapshot = id },
+                              "Snapshot %s written for pid %d (rule \"%s\")", id, (int) target, capture_job_rule(j));
+        } else {
+                m->capture_failures++;
+                journal_event(error == -ESRCH ? LOG_INFO : LOG_WARNING,
+                              &(JournalEvent) { .message_id = SW_MESSAGE_CAPTURE_FAILED, .pid = target,
+                                                .rule = capture_job_rule(j) },
+                              "Capture of pid %d for rule \"%s\" failed: %s", (int) target, capture_job_rule(j),
+                              error == -ECHILD ? "the capture process crashed" : strerror(-error));
+        }
+        for (size_t i = 0; i < m->n_jobs; i++)
+                if (m->jobs[i] == j) {
+                        m->jobs[i] = m->jobs[--m->n_jobs];
+                        break;
+                }
+        capture_job_free(j);
+        manager_vacuum(m);
+        if (m->stopping && m->n_jobs == 0)
+                (void) sd_event_exit(m->event, 0);
+}
+
+static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata) {
+        Manager *m = userdata;
+        const char *klass = thread_class_to_string(t->cls.class);
+        double secs = (double) (now_usec(CLOCK_MONOTONIC) - t->cls.since_usec) / 1e6;
+        CaptureJob *job, **nj;
+        int err;
+
+        if (r->actions & RULE_ACTION_LOG)
+                journal_event(LOG_WARNING,
+                              &(JournalEvent) { .message_id = SW_MESSAGE_RULE_FIRED, .pid = t->pid, .tid = t->tid,
+                                                .rule = r->name, .klass = klass, .comm = t->process->comm },
+                              "Rule \"%s\" fired: pid %d thread %d %s for %.1f s", r->name, (int) t->pid,
+                              (int) t->tid, klass, secs);
+        if (!capture)
+                return;
+        if (m->n_jobs >= CAPTURE_JOBS_MAX) {
+                log_warning("Too many captures in flight; not capturing pid %d for rule \"%s\"", (int) t->pid, r->name);
+                return;
+        }
+        CaptureJobSpec spec = {
+                .pid = t->pid,
+                .archive_dir = m->config->archive_dir,
+                .limits = manager_limits(m),
+                .comm = t->process->comm,
+                .timeout_usec = m->config->time_budget_usec * 3 + 5 * USEC_PER_SEC,
+                .trigger = {
+                        .rule = r->name,
+                        .klass = (char *) klass,
+                        .tid = t->tid,
+                        .state = t->sample.state,
+                        .duration_usec = (uint64_t) (secs * 1e6),
+                        .cpu_percent = t->cls.cpu_percent,
+                        .syscall_nr = t->sample.have_syscall && t->sample.syscall.kind == PROC_SYSCALL_BLOCKED
+                                              ? t->sample.syscall.nr
+                                              : -1,
+                        .wchan = t->wchan[0] ? t->wchan : NULL,
+                        .syscalls_per_sec = t->cls.syscalls_per_sec,
+                        .bytes_per_sec = t->cls.bytes_per_sec,
+                },
+        };
+        capture_options_init(&spec.options);
+        spec.options.method = m->config->method;
+        spec.options.unwinder = m->config->unwinder;
+        spec.options.kernel = m->config->kernel;
+        spec.options.max_frames = m->config->max_frames;
+        spec.options.stack_bytes = m->config->stack_bytes;
+        spec.options.time_budget_usec = m->config->time_budget_usec;
+
+        nj = realloc(m->jobs, (m->n_jobs + 1) * sizeof *nj);
+        if (!nj) {
+                log_oom();
+                return;
+        }
+        m->jobs = nj;
+        err = capture_job_start(m->event, &spec, job_done, m, &job);
+        if (err < 0) {
+                log_error_errno(err, "Failed to start a capture of pid %d: %m", (int) t->pid);
+                return;
+        }
+        m->jobs[m->n_jobs++] = job;
+}
+
+static void manager_update_status(Manager *m) {
+        const ScanStats *st = &m->scanner->stats;
+        char status[256];
+
+        snprintf(status, sizeof status,
+                 "watching %u threads in %u processes: %u blocked, %u busy-loop, %u syscall-spin; %llu snapshots",
+                 st->threads, st->processes, st->by_class[THREAD_CLASS_BLOCKED], st->by_class[THREAD_CLASS_BUSY_LOOP],
+                 st->by_class[THREAD_CLASS_SYSCALL_SPIN], (unsigned long long) m->snapshots_written);
+        if (!m->ready) {
+                m->ready = true;
+                (void) sd_notifyf(false, "READY=1\nSTATUS=%s", status);
+                log_info("stackwatchd ready: %s", status);
+        } else if (!streq(status, m->status))
+                (void) sd_notifyf(false, "STATUS=%s", status);
+        snprintf(m->status, sizeof m->status, "%s", status);
+}
+
+static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        int r;
+
+        r = scanner_scan(m->scanner, now);
+        if (r < 0)
+                log_warning_errno(r, "Scan failed, ignoring: %m");
+        else {
+                const ScanStats *st = &m->scanner->stats;
+
+                log_debug("Scan %llu: %u threads in %u processes in %llu us, %llu deep reads so far",
+                          (unsigned long long) st->scans, st->threads, st->processes,
+                          (unsigned long long) st->last_duration_usec, (unsigned long long) st->deep_reads);
+                (void) trigger_evaluate(&m->trigger, m->config, m->scanner, now, on_fire, m);
+        }
+        manager_update_status(m);
+
+        r = sd_event_source_set_time_relative(s, m->config->poll_interval_usec);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        if (r < 0)
+                return log_error_errno(r, "Failed to re-arm the poll timer: %m");
+        return 0;
+}
+
+static int on_stop_grace(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        log_warning("Stopping with %zu capture(s) still in flight; they are abandoned", m->n_jobs);
+        return sd_event_exit(m->event, 0);
+}
+
+static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->stopping)
+                return sd_event_exit(m->event, 0); /* a second signal: stop now */
+        m->stopping = true;
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down.");
+        (void) sd_event_source_set_enabled(m->poll_source, SD_EVENT_OFF);
+        if (m->n_jobs == 0) {
+                log_info("Received %s, stopping", strsignal((int) si->ssi_signo));
+                return sd_event_exit(m->event, 0);
+        }
+        log_info("Received %s, stopping after %zu capture(s) in flight (at most %llu s)",
+                 strsignal((int) si->ssi_signo), m->n_jobs, (unsigned long long) (STOP_GRACE_USEC / USEC_PER_SEC));
+        if (sd_event_add_time_relative(m->event, NULL, CLOCK_MONOTONIC, STOP_GRACE_USEC, 0, on_stop_grace, m) < 0)
+                return sd_event_exit(m->event, 0);
+        return 0;
+}
+
+static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        (void) manager_reload(userdata);
+        return 0;
+}
+
+static int manager_apply_config(Manager *m) {
+        _cleanup_(archive_freep) Archive *a = NULL;
+        int r;
+
+        r = archive_open(m->config->archive_dir, &a);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open the archive '%s': %m", m->config->archive_dir);
+        archive_free(m->archive);
+        m->archive = TAKE_PTR(a);
+        m->scanner->deep_sleepers = trigger_rules_need_sleepers(m->config);
+        /* Rotation at start and after a reload, not only after the next write: the limits may have shrunk. */
+        manager_vacuum(m);
+        return 0;
+}
+
+int manager_reload(Manager *m) {
+        _cleanup_(config_freep) Config *c = NULL;
+        ConfigErrors errs = {};
+        Config *old;
+        int r;
+
+        (void) sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) now_usec(CLOCK_MONOTONIC));
+        r = config_load(m->config_path, m->rules_dir, &c, &errs);
+        if (r < 0) {
+                for (size_t i = 0; i < errs.n; i++)
+                        log_error("%s:%u:%u: %s", errs.errors[i].file, errs.errors[i].line, errs.errors[i].column,
+                                  errs.errors[i].message);
+                log_error("Configuration reload failed (%zu error(s)); keeping the running configuration with %zu rule(s)",
+                          errs.n, m->config->n_rules);
+                config_errors_done(&errs);
+                (void) sd_notifyf(false, "READY=1\nSTATUS=%s", m->status);
+                return r;
+        }
+        old = m->config;
+        m->config = TAKE_PTR(c);
+        r = manager_apply_config(m);
+        if (r < 0) {
+                /* The new archive directory is unusable: go back to the old configuration entirely. */
+                c = m->config;
+                m->config = old;
+                (void) manager_apply_config(m);
+                (void) sd_notifyf(false, "READY=1\nSTATUS=%s", m->status);
+                return r;
+        }
+        config_free(old);
+        log_info("Configuration reloaded: %zu rule(s), poll interval %llu ms", m->config->n_rules,
+                 (unsigned long long) (m->config->poll_interval_usec / USEC_PER_MSEC));
+        (void) sd_notifyf(false, "READY=1\nSTATUS=%s", m->status);
+        return 0;
+}
+
+int manager_new(const char *config_path, const char *rules_dir, Config *config, Manager **ret) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        int r;
+
+        m = calloc(1, sizeof *m);
+        if (!m)
+                return log_oom();
+        m->config = config;
+        m->config_path = strdup(config_path);
+        m->rules_dir = strdup(rules_dir);
+        if (!m->config_path || !m->rules_dir)
+                return log_oom();
+
+        r = scanner_new(&m->scanner);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open /proc: %m");
+        r = manager_apply_config(m);
+        if (r < 0)
+                return r;
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the event loop: %m");
+        /* Signals (and SIGCHLD, for the capture jobs) are blocked in main() and delivered to the loop. */
+        if ((r = sd_event_add_signal(m->event, NULL, SIGTERM, on_terminate, m)) < 0 ||
+            (r = sd_event_add_signal(m->event, NULL, SIGINT, on_terminate, m)) < 0 ||
+            (r = sd_event_add_signal(m->event, NULL, SIGHUP, on_reload, m)) < 0)
+                return log_error_errno(r, "Failed to add signal handlers: %m");
+        /* WATCHDOG=1 from the loop itself, at half the WatchdogSec= interval, when systemd asked for it. */
+        r = sd_event_set_watchdog(m->event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog, ignoring: %m");
+        r = sd_event_add_time_relative(m->event, &m->poll_source, CLOCK_MONOTONIC, 0, 0, on_poll, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the poll timer: %m");
+        r = sd_event_source_set_enabled(m->poll_source, SD_EVENT_ONESHOT);
+        if (r < 0)
+                return log_error_errno(r, "Failed to arm the poll timer: %m");
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        for (size_t i = 0; i < m->n_jobs; i++)
+                capture_job_free(m->jobs[i]);
+        free(m->jobs);
+        sd_event_source_disable_unref(m->poll_source);
+        sd_event_unref(m->event);
+        archive_free(m->archive);
+        trigger_done(&m->trigger);
+        scanner_free(m->scanner);
+        config_free(m->config);
+        free(m->config_path);
+        free(m->rules_dir);
+        free(m);
+        return NULL;
+}
+
+int manager_run(Manager *m) {
+        int r = sd_event_loop(m->event);
+
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        return r;
+}

@@ -1,0 +1,46 @@
+/* manager.h: the daemon's state, all of it: event loop, config, scanner, trigger, archive, capture jobs. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <systemd/sd-event.h>
+
+#include "archive.h"
+#include "capture-job.h"
+#include "config.h"
+#include "scan.h"
+#include "trigger.h"
+
+typedef struct Manager {
+        sd_event *event;
+        sd_event_source *poll_source;
+
+        char *config_path;
+        char *rules_dir;
+        Config *config;
+
+        Scanner *scanner;
+        Trigger trigger;
+        Archive *archive;
+
+        CaptureJob **jobs;
+        size_t n_jobs;
+
+        bool ready;
+        bool stopping;                  /* SIGTERM seen: no more polls, waiting for captures in flight */
+        char status[256];
+        uint64_t snapshots_written;
+        uint64_t capture_failures;
+} Manager;
+
+/* Takes ownership of CONFIG. */
+int manager_new(const char *config_path, const char *rules_dir, Config *config, Manager **ret);
+Manager *manager_free(Manager *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
+
+/* Run the event loop until SIGTERM/SIGINT (and the captures in flight then, up to a grace period); returns the
+ * exit code. */
+int manager_run(Manager *m);
+/* Load the configuration again; on errors keep the running one and say why. */
+int manager_reload(Manager *m);

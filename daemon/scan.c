@@ -1,0 +1,409 @@
+/* scan.c: the poll at the /proc floor (htop's way): dir fds, openat, one pread of stat per thread into a fixed
+ * buffer through a descriptor kept across polls, deep files only for suspects, mark-and-sweep. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "parse-util.h"
+#include "proc-parse.h"
+#include "proc-read.h"
+#include "scan.h"
+
+int scanner_new(Scanner **ret) {
+        Scanner *s = calloc(1, sizeof *s);
+        struct rlimit rl;
+
+        if (!s)
+                return -ENOMEM;
+        s->proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->proc_fd < 0) {
+                int r = negative_errno();
+                free(s);
+                return r;
+        }
+        s->hz = sysconf(_SC_CLK_TCK);
+        /* Keep as many stat descriptors as the hard limit allows; the rest are opened per read. */
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+                if (rl.rlim_cur < rl.rlim_max) {
+                        rl.rlim_cur = rl.rlim_max;
+                        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                                (void) getrlimit(RLIMIT_NOFILE, &rl);
+                }
+                s->stats.max_kept_fds = rl.rlim_cur > SCAN_FD_RESERVE * 2 ? (unsigned) MIN(rl.rlim_cur - SCAN_FD_RESERVE, 1U << 30) : 0;
+        }
+        *ret = s;
+        return 0;
+}
+
+static void process_free(ProcessEntry *p) {
+        if (!p)
+                return;
+        free(p->exe);
+        free(p->unit);
+        free(p->cgroup);
+        free(p);
+}
+
+/* Forget thread T: out of the map, out of its process's list, its descriptor closed. */
+static void thread_drop(Scanner *s, ThreadEntry *t) {
+        if (!t)
+                return;
+        (void) intmap_remove(&s->threads, t->tid);
+        if (t->prev)
+                t->prev->next = t->next;
+        else
+                t->process->threads = t->next;
+        if (t->next)
+                t->next->prev = t->prev;
+        t->process->n_threads--;
+        if (t->seen_gen == s->gen && t->have_sample) {
+                /* Seen in this scan already (a leader whose pid turned out reused): uncount it. */
+                s->seen_threads--;
+                if (t->cls.class >= 0 && t->cls.class < _THREAD_CLASS_MAX)
+                        s->stats.by_class[t->cls.class]--;
+        }
+        if (t->stat_fd >= 0) {
+                safe_close(t->stat_fd);
+                s->stats.kept_fds--;
+        }
+        free(t);
+}
+
+/* Forget process P and all its threads. */
+static void process_drop(Scanner *s, ProcessEntry *p) {
+        while (p->threads)
+                thread_drop(s, p->threads);
+        if (p->seen_gen == s->gen)
+                s->seen_processes--;
+        (void) intmap_remove(&s->processes, p->pid);
+        process_free(p);
+}
+
+Scanner *scanner_free(Scanner *s) {
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->processes.size; i++)
+                if (s->processes.keys[i] > 0) {
+                        ProcessEntry *p = s->processes.values[i];
+                        for (ThreadEntry *t = p->threads, *next; t; t = next) {
+                                next = t->next;
+                                safe_close(t->stat_fd);
+                                free(t);
+                        }
+                        process_free(p);
+                }
+        intmap_done(&s->threads);
+        intmap_done(&s->processes);
+        safe_close(s->proc_fd);
+        free(s);
+        return NULL;
+}
+
+int scanner_load_identity(Scanner *s, ProcessEntry *p) {
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ char *cg = NULL;
+        char buf[4096];
+        ProcStatus st;
+        size_t len;
+        ssize_t n;
+        int r;
+
+        if (p->identity_loaded)
+                return 0;
+        p->identity_loaded = true;
+        r = proc_open_dir(p->pid, 0, &dirfd);
+        if (r < 0)
+                return r;
+        (void) proc_readlink(dirfd, "exe", &p->exe);
+        if (proc_read_full(dirfd, "cgroup", 16384, &cg, &len) >= 0)
+                (void) proc_parse_cgroup(cg, len, &p->cgroup, &p->unit);
+        n = proc_read_small(dirfd, "status", buf, sizeof buf);
+        if (n >= 0 && proc_parse_status(buf, (size_t) n, &st) >= 0)
+                p->uid = st.uid;
+        return 0;
+}
+
+/* Read /proc/PID/task/TID/<name> relative to the open /proc. */
+static ssize_t read_task_file(Scanner *s, ThreadEntry *t, const char *name, char *buf, size_t size) {
+        char path[64];
+        _cleanup_close_ int fd = -EBADF;
+
+        snprintf(path, sizeof path, "%d/task/%d/%s", (int) t->pid, (int) t->tid, name);
+        fd = openat(s->proc_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return proc_errno(negative_errno());
+        s->stats.deep_reads++;
+        return proc_pread(fd, buf, size);
+}
+
+/* The cheap tier: one pread of stat into OUT, the parsed stat into ST. -ESRCH when the thread is gone. */
+static int sample_stat(Scanner *s, ThreadEntry *t, ThreadSample *out, ProcStat *st, uint64_t now) {
+        char buf[1024];
+        ssize_t n;
+
+        if (t->stat_fd < 0 && s->stats.kept_fds < s->stats.max_kept_fds) {
+                char path[64];
+                snprintf(path, sizeof path, "%d/task/%d/stat", (int) t->pid, (int) t->tid);
+                t->stat_fd = openat(s->proc_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (t->stat_fd < 0)
+                        return proc_errno(negative_errno());
+                s->stats.kept_fds++;
+        }
+        if (t->stat_fd >= 0)
+                n = proc_pread(t->stat_fd, buf, sizeof buf);
+        else
+                n = read_task_file(s, t, "stat", buf, sizeof buf);
+        if (n < 0)
+                return (int) n;
+        if (proc_parse_stat(buf, (size_t) n, st) < 0)
+                return -EIO;
+        *out = (ThreadSample) { .when_usec = now, .state = st->state, .utime = st->utime, .stime = st->stime };
+        memcpy(t->comm, st->comm, sizeof t->comm);
+        return 0;
+}
+
+/* The deep tier, only what the classifier asked for. */
+static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned wants) {
+        char buf[512];
+        ssize_t n;
+
+        if (wants & CLASSIFY_READ_IO) {
+                n = read_task_file(s, t, "io", buf, sizeof buf);
+                if (n > 0) {
+                        const char *keys[] = { "rchar:", "wchar:", "syscr:", "syscw:" };
+                        uint64_t *vals[] = { &cur->rchar, &cur->wchar, &cur->syscr, &cur->syscw };
+                        cur->have_io = true;
+                        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                                const char *p = strstr(buf, keys[i]);
+                                if (!p || (p += strlen(keys[i]), scan_u64(&p, buf + n, vals[i]) < 0))
+                                        cur->have_io = false;
+                        }
+                }
+        }
+        if (wants & CLASSIFY_READ_SYSCALL) {
+                n = read_task_file(s, t, "syscall", buf, sizeof buf);
+                cur->have_syscall = n > 0 && proc_parse_syscall(buf, (size_t) n, &cur->syscall) >= 0;
+                n = read_task_file(s, t, "schedstat", buf, sizeof buf);
+                if (n > 0) {
+                        const char *p = buf;
+                        uint64_t run, wait;
+                        cur->have_sched = scan_u64(&p, buf + n, &run) >= 0 && scan_u64(&p, buf + n, &wait) >= 0 &&
+                                          scan_u64(&p, buf + n, &cur->timeslices) >= 0;
+                }
+        }
+        if (wants & CLASSIFY_READ_WCHAN) {
+                n = read_task_file(s, t, "wchan", buf, sizeof buf);
+                if (n > 0 && !streq(buf, "0")) {
+                        /* Kernel symbol names are short; cut a longer one rather than overflow. */
+                        size_t l = MIN((size_t) n, sizeof t->wchan - 1);
+                        memcpy(t->wchan, buf, l);
+                        t->wchan[l] = '\0';
+                } else
+                        t->wchan[0] = '\0';
+        }
+}
+
+/* A new entry for thread TID of P, not sampled yet; NULL on OOM. */
+static ThreadEntry *thread_add(Scanner *s, ProcessEntry *p, pid_t tid) {
+        ThreadEntry *t = calloc(1, sizeof *t);
+
+        if (!t)
+                return NULL;
+        t->pid = p->pid;
+        t->tid = tid;
+        t->process = p;
+        t->stat_fd = -EBADF;
+        if (intmap_put(&s->threads, tid, t) < 0) {
+                free(t);
+                return NULL;
+        }
+        t->next = p->threads;
+        if (t->next)
+                t->next->prev = t;
+        p->threads = t;
+        p->n_threads++;
+        return t;
+}
+
+/* Sample thread T, deep files too when the classifier asks, and classify it; ST gets its stat. A thread that
+ * cannot be read is gone: it stays unseen and the sweep takes it. */
+static int thread_scan(Scanner *s, ThreadEntry *t, ProcStat *st, uint64_t now) {
+        ThreadSample cur;
+        unsigned wants;
+        int r;
+
+        r = sample_stat(s, t, &cur, st, now);
+        if (r < 0)
+                return r;
+        t->seen_gen = s->gen;
+        wants = classify_wants(t->have_sample ? &t->sample : NULL, &cur, s->hz, s->deep_sleepers);
+        if (wants)
+                sample_deep(s, t, &cur, wants);
+        if (cur.state != 'D')
+                t->wchan[0] = '\0';
+        classify_update(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);
+        t->sample = cur;
+        t->have_sample = true;
+        s->seen_threads++;
+        if (t->cls.class >= 0 && t->cls.class < _THREAD_CLASS_MAX)
+                s->stats.by_class[t->cls.class]++;
+        return 0;
+}
+
+/* List /proc/PID/task for the threads of P not sampled in this scan yet. */
+static void process_walk_tasks(Scanner *s, ProcessEntry *p, uint64_t now) {
+        _cleanup_closedir_ DIR *td = NULL;
+        char path[32];
+        int tfd;
+
+        s->stats.task_walks++;
+        snprintf(path, sizeof path, "%d/task", (int) p->pid);
+        tfd = openat(s->proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (tfd < 0)
+                return;
+        td = fdopendir(tfd);
+        if (!td) {
+                safe_close(tfd);
+                return;
+        }
+        for (struct dirent *de; (de = readdir(td));) {
+                ThreadEntry *t;
+                uint64_t v;
+                ProcStat st;
+
+                if (de->d_name[0] == '.' || safe_atou64(de->d_name, &v) < 0 || v == 0 || v > INT32_MAX)
+                        continue;
+                t = intmap_get(&s->threads, (int) v);
+                if (t && t->process == p && t->seen_gen == s->gen)
+                        continue; /* sampled already, through its kept descriptor */
+                if (t)
+                        thread_drop(s, t); /* a dead thread's id, reused */
+                t = thread_add(s, p, (pid_t) v);
+                if (t)
+                        (void) thread_scan(s, t, &st, now);
+        }
+}
+
+/* One process: its known threads through their kept descriptors, the leader first, whose stat tells whether the
+ * pid still means the same process and how many threads it has; the task directory is listed only for a new
+ * process or when that count and the threads we could read disagree (htop lists it every time). */
+static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
+        ProcessEntry *p = intmap_get(&s->processes, pid);
+        ThreadEntry *leader;
+        ProcStat st;
+        unsigned live = 1;
+
+        if (p) {
+                leader = intmap_get(&s->threads, pid);
+                if (!leader || leader->process != p || thread_scan(s, leader, &st, now) < 0 ||
+                    st.starttime != p->starttime) {
+                        /* Gone and its pid reused, or its leader unreadable: start over. */
+                        process_drop(s, p);
+                        p = NULL;
+                }
+        }
+        if (!p) {
+                p = calloc(1, sizeof *p);
+                if (!p)
+                        return;
+                p->pid = pid;
+                if (intmap_put(&s->processes, pid, p) < 0) {
+                        free(p);
+                        return;
+                }
+                leader = intmap_get(&s->threads, pid);
+                if (leader)
+                        thread_drop(s, leader); /* a thread of another process had this id */
+                leader = thread_add(s, p, pid);
+                if (!leader || thread_scan(s, leader, &st, now) < 0) {
+                        process_drop(s, p); /* gone already, or a task we may not read: both normal */
+                        return;
+                }
+                p->starttime = st.starttime;
+                st.num_threads = 0; /* never listed: list it */
+        }
+        /* The leader's comm is the process's (what /proc/PID/stat shows). */
+        memcpy(p->comm, st.comm, sizeof p->comm);
+        p->seen_gen = s->gen;
+        s->seen_processes++;
+
+        for (ThreadEntry *t = p->threads; t; t = t->next) {
+                ProcStat tst;
+
+                if (t != leader && thread_scan(s, t, &tst, now) >= 0)
+                        live++;
+        }
+        if (st.num_threads != live)
+                process_walk_tasks(s, p, now);
+}
+
+/* Drop every thread and process this scan did not see. Collect first: dropping moves entries in the maps. */
+static void sweep(Scanner *s) {
+        _cleanup_free_ ThreadEntry **gone_t = NULL;
+        _cleanup_free_ ProcessEntry **gone_p = NULL;
+        size_t n_t = 0, n_p = 0;
+
+        if (s->seen_threads == s->threads.used && s->seen_processes == s->processes.used)
+                return; /* everything known was seen: nothing vanished */
+        gone_t = malloc(MAX(s->threads.used, 1U) * sizeof *gone_t);
+        gone_p = malloc(MAX(s->processes.used, 1U) * sizeof *gone_p);
+        if (!gone_t || !gone_p)
+                return; /* next scan, then */
+        for (size_t i = 0; i < s->threads.size; i++)
+                if (s->threads.keys[i] > 0 && ((ThreadEntry *) s->threads.values[i])->seen_gen != s->gen)
+                        gone_t[n_t++] = s->threads.values[i];
+        for (size_t i = 0; i < s->processes.size; i++)
+                if (s->processes.keys[i] > 0 && ((ProcessEntry *) s->processes.values[i])->seen_gen != s->gen)
+                        gone_p[n_p++] = s->processes.values[i];
+        for (size_t i = 0; i < n_t; i++)
+                thread_drop(s, gone_t[i]);
+        for (size_t i = 0; i < n_p; i++)
+                process_drop(s, gone_p[i]);
+}
+
+int scanner_scan(Scanner *s, uint64_t now) {
+        struct timespec ts;
+        uint64_t start;
+        DIR *d;
+        struct dirent *de;
+        int fd;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        start = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+        s->gen++;
+        s->seen_threads = s->seen_processes = 0;
+        memset(s->stats.by_class, 0, sizeof s->stats.by_class);
+        fd = openat(s->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        while ((de = readdir(d))) {
+                uint64_t v;
+
+                if (de->d_type != DT_DIR || safe_atou64(de->d_name, &v) < 0 || v == 0 || v > INT32_MAX)
+                        continue;
+                process_scan(s, (pid_t) v, now);
+        }
+        closedir(d);
+        sweep(s);
+
+        s->stats.threads = (unsigned) s->threads.used;
+        s->stats.processes = (unsigned) s->processes.used;
+        s->stats.scans++;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        s->stats.last_scan_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+        s->stats.last_duration_usec = s->stats.last_scan_usec - start;
+        return 0;
+}

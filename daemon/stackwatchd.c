@@ -1,0 +1,172 @@
+/* stackwatchd.c: main(): arguments, configuration, the Manager, the event loop. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "config.h"
+#include "journal.h"
+#include "log.h"
+#include "macro.h"
+#include "manager.h"
+#include "parse-util.h"
+#include "trigger.h"
+
+#define DEFAULT_CONFIG "/etc/stackwatch/stackwatch.yaml"
+
+static const char *arg_config = DEFAULT_CONFIG;
+static const char *arg_rules_dir = NULL;
+static bool arg_check_config = false;
+static unsigned arg_scan_benchmark = 0;
+
+static void help(void) {
+        printf("stackwatchd [OPTIONS…]\n\n"
+               "Watch every thread on the machine, classify hangs, and snapshot the stacks when a rule fires.\n\n"
+               "  -h --help             Show this help\n"
+               "     --version          Show the version\n"
+               "  -c --config FILE      Configuration file (default " DEFAULT_CONFIG ")\n"
+               "     --rules-dir DIR    Rule drop-ins (default: rules.d next to the configuration file)\n"
+               "     --check-config     Check the configuration, print \"configuration OK\" or the errors, exit\n"
+               "     --foreground       Run in the foreground (always the case; for init scripts)\n"
+               "     --scan-benchmark N Run N scans back to back, print each one's cost, exit\n"
+               "     --debug            Log debugging messages\n");
+}
+
+static int parse_argv(int argc, char **argv) {
+        enum { ARG_VERSION = 0x100, ARG_RULES_DIR, ARG_CHECK_CONFIG, ARG_FOREGROUND, ARG_DEBUG, ARG_SCAN_BENCHMARK };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "config", required_argument, NULL, 'c' },
+                { "rules-dir", required_argument, NULL, ARG_RULES_DIR },
+                { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
+                { "foreground", no_argument, NULL, ARG_FOREGROUND },
+                { "debug", no_argument, NULL, ARG_DEBUG },
+                { "scan-benchmark", required_argument, NULL, ARG_SCAN_BENCHMARK },
+                {}
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "hc:", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("stackwatchd %s\n", PACKAGE_VERSION);
+                        return 0;
+                case 'c':
+                        arg_config = optarg;
+                        break;
+                case ARG_RULES_DIR:
+                        arg_rules_dir = optarg;
+                        break;
+                case ARG_CHECK_CONFIG:
+                        arg_check_config = true;
+                        break;
+                case ARG_FOREGROUND:
+                        break;
+                case ARG_DEBUG:
+                        log_set_max_level(LOG_DEBUG);
+                        break;
+                case ARG_SCAN_BENCHMARK:
+                        if (safe_atou(optarg, &arg_scan_benchmark) < 0 || arg_scan_benchmark == 0) {
+                                log_error("Invalid --scan-benchmark '%s': expected a positive count.", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        if (optind < argc) {
+                log_error("Unexpected argument '%s'. Try 'stackwatchd --help'.", argv[optind]);
+                return -EINVAL;
+        }
+        return 1;
+}
+
+/* The scanner alone, as the daemon runs it (same rules, so the same deep reads), for bench/scan. */
+static int scan_benchmark(const Config *config) {
+        _cleanup_(scanner_freep) Scanner *s = NULL;
+        int r;
+
+        r = scanner_new(&s);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open /proc: %m");
+        s->deep_sleepers = trigger_rules_need_sleepers(config);
+        for (unsigned i = 1; i <= arg_scan_benchmark; i++) {
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                r = scanner_scan(s, (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC);
+                if (r < 0)
+                        return log_error_errno(r, "Scan failed: %m");
+                printf("scan %u: threads %u processes %u duration_us %llu deep_reads %llu kept_fds %u max_kept_fds %u "
+                       "task_walks %llu\n",
+                       i, s->stats.threads, s->stats.processes, (unsigned long long) s->stats.last_duration_usec,
+                       (unsigned long long) s->stats.deep_reads, s->stats.kept_fds, s->stats.max_kept_fds,
+                       (unsigned long long) s->stats.task_walks);
+        }
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_(config_freep) Config *config = NULL;
+        _cleanup_free_ char *rules_dir = NULL, *config_copy = NULL;
+        ConfigErrors errs = {};
+        sigset_t mask;
+        int r;
+
+        journal_setup();
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        if (!arg_rules_dir) {
+                config_copy = strdup(arg_config);
+                if (!config_copy || asprintf(&rules_dir, "%s/rules.d", dirname(config_copy)) < 0)
+                        return log_oom(), EXIT_FAILURE;
+                arg_rules_dir = rules_dir;
+        }
+
+        r = config_load(arg_config, arg_rules_dir, &config, &errs);
+        if (r < 0) {
+                config_errors_print(&errs, stderr);
+                config_errors_done(&errs);
+                if (!arg_check_config)
+                        log_error("Invalid configuration, not starting.");
+                return EXIT_FAILURE;
+        }
+        if (arg_check_config) {
+                printf("configuration OK: %zu rule(s), poll interval %llu ms\n", config->n_rules,
+                       (unsigned long long) (config->poll_interval_usec / USEC_PER_MSEC));
+                return EXIT_SUCCESS;
+        }
+
+        if (arg_scan_benchmark > 0)
+                return scan_benchmark(config) < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+
+        /* The loop takes these as events; SIGCHLD too, for the capture jobs. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigaddset(&mask, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "Failed to block signals: %m"), EXIT_FAILURE;
+        /* A ptrace stop is waited for with 1 us sleeps: keep them 1 us. */
+        (void) prctl(PR_SET_TIMERSLACK, 1000UL);
+
+        r = manager_new(arg_config, arg_rules_dir, TAKE_PTR(config), &m);
+        if (r < 0)
+                return EXIT_FAILURE;
+        log_info("stackwatchd %s starting: %zu rule(s), poll interval %llu ms, archive %s", PACKAGE_VERSION,
+                 m->config->n_rules, (unsigned long long) (m->config->poll_interval_usec / USEC_PER_MSEC),
+                 m->config->archive_dir);
+        r = manager_run(m);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

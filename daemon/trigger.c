@@ -1,0 +1,180 @@
+/* trigger.c: rule evaluation, cooldowns and the capture budget (the policy half of the watchdog). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "macro.h"
+#include "rules.h"
+#include "trigger.h"
+
+void trigger_done(Trigger *t) {
+        for (size_t i = 0; i < t->n_cooldowns; i++)
+                free(t->cooldowns[i].rule);
+        free(t->cooldowns);
+        free(t->captures);
+        for (size_t i = 0; i < t->n_stats; i++)
+                free(t->stats[i].rule);
+        free(t->stats);
+        *t = (Trigger) {};
+}
+
+bool trigger_rules_need_sleepers(const Config *c) {
+        for (size_t i = 0; i < c->n_rules; i++) {
+                const Rule *r = &c->rules[i];
+                if ((r->classes & ((1U << THREAD_CLASS_BLOCKED) | (1U << THREAD_CLASS_WAITING))) &&
+                    (!r->states || strchr(r->states, 'S')))
+                        return true;
+        }
+        return false;
+}
+
+static Cooldown *cooldown_find(Trigger *t, const char *rule, const ProcessEntry *p) {
+        for (size_t i = 0; i < t->n_cooldowns; i++)
+                if (t->cooldowns[i].pid == p->pid && t->cooldowns[i].starttime == p->starttime &&
+                    streq(t->cooldowns[i].rule, rule))
+                        return &t->cooldowns[i];
+        return NULL;
+}
+
+static void cooldowns_expire(Trigger *t, uint64_t now) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < t->n_cooldowns; i++) {
+                if (t->cooldowns[i].until_usec <= now) {
+                        free(t->cooldowns[i].rule);
+                        continue;
+                }
+                t->cooldowns[k++] = t->cooldowns[i];
+        }
+        t->n_cooldowns = k;
+}
+
+static int cooldown_set(Trigger *t, const Rule *r, const ProcessEntry *p, uint64_t now) {
+        Cooldown *c = cooldown_find(t, r->name, p), *nc;
+
+        if (!c) {
+                nc = realloc(t->cooldowns, (t->n_cooldowns + 1) * sizeof *nc);
+                if (!nc)
+                        return -ENOMEM;
+                t->cooldowns = nc;
+                c = &t->cooldowns[t->n_cooldowns];
+                *c = (Cooldown) { .rule = strdup(r->name), .pid = p->pid, .starttime = p->starttime };
+                if (!c->rule)
+                        return -ENOMEM;
+                t->n_cooldowns++;
+        }
+        c->until_usec = now + MAX(r->cooldown_usec, 1ULL);
+        return 0;
+}
+
+static bool budget_take(Trigger *t, const Config *c, uint64_t now) {
+        size_t k = 0;
+        uint64_t *n;
+
+        for (size_t i = 0; i < t->n_captures; i++)
+                if (now - t->captures[i] < TRIGGER_BUDGET_WINDOW_USEC)
+                        t->captures[k++] = t->captures[i];
+        t->n_captures = k;
+        if (t->n_captures >= c->max_per_minute)
+                return false;
+        n = realloc(t->captures, (t->n_captures + 1) * sizeof *n);
+        if (!n)
+                return false;
+        t->captures = n;
+        t->captures[t->n_captures++] = now;
+        return true;
+}
+
+static RuleStats *stats_for(Trigger *t, const char *rule) {
+        RuleStats *n;
+
+        for (size_t i = 0; i < t->n_stats; i++)
+                if (streq(t->stats[i].rule, rule))
+                        return &t->stats[i];
+        n = realloc(t->stats, (t->n_stats + 1) * sizeof *n);
+        if (!n)
+                return NULL;
+        t->stats = n;
+        n = &t->stats[t->n_stats];
+        *n = (RuleStats) { .rule = strdup(rule) };
+        if (!n->rule)
+                return NULL;
+        t->n_stats++;
+        return n;
+}
+
+static bool rule_needs_identity(const Rule *r) {
+        return r->exe || r->unit || r->cgroup || r->has_user;
+}
+
+int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, TriggerFire fire, void *userdata) {
+        unsigned classes = 0;
+
+        cooldowns_expire(t, now);
+        for (size_t i = 0; i < c->n_rules; i++)
+                classes |= c->rules[i].classes;
+
+        for (size_t i = 0; i < s->threads.size; i++) {
+                ThreadEntry *th;
+
+                if (s->threads.keys[i] <= 0)
+                        continue;
+                th = s->threads.values[i];
+                if (th->cls.class < 0 || !(classes & (1U << th->cls.class)))
+                        continue;
+                for (size_t k = 0; k < c->n_rules; k++) {
+                        const Rule *r = &c->rules[k];
+                        ProcessEntry *p = th->process;
+                        ThreadFacts f;
+                        RuleStats *st;
+                        bool capture;
+
+                        if (!(r->classes & (1U << th->cls.class)) || now - th->cls.since_usec < r->for_usec)
+                                continue;
+                        if (cooldown_find(t, r->name, p))
+                                continue;
+                        if (rule_needs_identity(r))
+                                (void) scanner_load_identity(s, p);
+                        f = (ThreadFacts) {
+                                .class = th->cls.class,
+                                .class_usec = now - th->cls.since_usec,
+                                .state = th->sample.state,
+                                .comm = p->comm,
+                                .exe = p->exe,
+                                .unit = p->unit,
+                                .cgroup = p->cgroup,
+                                .wchan = th->wchan[0] ? th->wchan : NULL,
+                                .uid = p->uid,
+                                .syscall_nr = th->sample.have_syscall && th->sample.syscall.kind == PROC_SYSCALL_BLOCKED
+                                                      ? th->sample.syscall.nr
+                                                      : -1,
+                                .cpu_percent = th->cls.cpu_percent,
+                        };
+                        if (!rule_matches(r, &f))
+                                continue;
+                        capture = (r->actions & RULE_ACTION_SNAPSHOT) && budget_take(t, c, now);
+                        if ((r->actions & RULE_ACTION_SNAPSHOT) && !capture) {
+                                /* No cooldown: the rule fires again once the budget frees up. */
+                                t->budget_skipped++;
+                                if (now - t->budget_logged_usec >= TRIGGER_BUDGET_WINDOW_USEC) {
+                                        t->budget_logged_usec = now;
+                                        log_warning("Capture budget (%u per minute) spent; rule \"%s\" on pid %d "
+                                                    "waits for it", c->max_per_minute, r->name, (int) p->pid);
+                                }
+                                continue;
+                        }
+                        if (cooldown_set(t, r, p, now) < 0)
+                                return log_oom();
+                        st = stats_for(t, r->name);
+                        if (st) {
+                                struct timespec ts;
+                                clock_gettime(CLOCK_REALTIME, &ts);
+                                st->fired++;
+                                st->last_fired_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+                        }
+                        fire(r, th, capture, userdata);
+                }
+        }
+        return 0;
+}

@@ -1,0 +1,234 @@
+"""stackwatchd end to end: real fixtures in each class, the real daemon, its archive, sd_notify and reloads."""
+import glob
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (BUILDDIR, SRCDIR, STACKWATCHD, assert_chain, functions, read_stat, stackctl, thread_names,
+                      wait_until)
+
+POLL = 0.2
+FOR = 1.0
+# Poll interval + threshold + capture time, with room for a loaded CI machine.
+DEADLINE = FOR + 3 * POLL + 8
+
+RULES = """
+poll_interval: 200ms
+archive:
+  directory: @ARCHIVE@
+capture:
+  max_per_minute: 60
+rules:
+  - name: blocked-fixtures
+    class: blocked
+    for: 1s
+    comm: [block-read, deadlock-abba, dstate-vfork]
+    cooldown: 1h
+  - name: busy-fixtures
+    class: busy-loop
+    for: 1s
+    comm: busy-loop
+    cooldown: 1h
+  - name: spin-fixtures
+    class: syscall-spin
+    for: 1s
+    comm: spin-eagain
+    cooldown: 1h
+  - name: healthy
+    class: [blocked, busy-loop, syscall-spin]
+    for: 1s
+    comm: [sleep, dd, sh]
+    cooldown: 1h
+"""
+
+
+def one_snapshot_for(d, pid, rule):
+    """Wait for the first snapshot of PID, then make sure the cooldown keeps it the only one."""
+    snaps = wait_until(lambda: d.snapshots("--pid", str(pid)), timeout=DEADLINE, what=f"a snapshot of {pid}")
+    assert [s["rule"] for s in snaps] == [rule]
+    # Several more scans later, still one: the cooldown holds.
+    d.wait_scans(6)
+    snaps = d.snapshots("--pid", str(pid))
+    assert len(snaps) == 1, snaps
+    return d.show(snaps[0]["id"])
+
+
+@pytest.mark.parametrize("name,args,rule,klass,chain,comm", [
+    ("block-read", (), "blocked-fixtures", "blocked", [f"br_level_{i:02d}" for i in range(20, 0, -1)], None),
+    ("dstate-vfork", ("30",), "blocked-fixtures", "blocked", [f"dv_level_{i:02d}" for i in range(12, 0, -1)], None),
+    ("busy-loop", (), "busy-fixtures", "busy-loop", [f"bl_level_{i:02d}" for i in range(16, 0, -1)], None),
+    ("spin-eagain", (), "spin-fixtures", "syscall-spin", [f"se_level_{i:02d}" for i in range(16, 0, -1)], None),
+    ("deadlock-abba", (), "blocked-fixtures", "blocked", [f"ab_X_level_{i:02d}" for i in range(12, 0, -1)], "abba-"),
+])
+def test_class_fires_exactly_one_snapshot(daemon, fixture, name, args, rule, klass, chain, comm):
+    d = daemon(RULES)
+    fx = fixture(name, *args)
+    start = time.monotonic()
+    doc = one_snapshot_for(d, fx.pid, rule)
+    assert time.monotonic() - start < DEADLINE + 6 * POLL + 1
+    trig = doc["trigger"]
+    assert trig["rule"] == rule and trig["class"] == klass
+    assert trig["duration_us"] >= FOR * 1e6
+    matched = next(t for t in doc["threads"] if t["tid"] == trig["tid"])
+    if comm:
+        side = matched["comm"][-1]
+        assert matched["comm"].startswith(comm)
+        chain = [c.replace("X", side) for c in chain]
+    assert_chain(matched, chain)
+    if name == "dstate-vfork":
+        assert trig["state"] == "D" and matched["capture"]["method"] == "passive"
+    if klass == "syscall-spin":
+        assert trig["syscalls_per_sec"] > 100 and trig["bytes_per_sec"] == 0
+    if klass == "busy-loop":
+        assert trig["cpu_percent"] > 80
+
+
+def test_healthy_idle_and_real_io_produce_nothing(daemon, fixture, tmp_path):
+    d = daemon(RULES)
+    idle = subprocess.Popen(["sleep", "60"])
+    target = tmp_path / "io.dat"
+    io = subprocess.Popen(["sh", "-c", f"while :; do dd if=/dev/zero of={target} bs=64k count=256 status=none; done"])
+    try:
+        # A busy loop started after them, as the control: once it has fired, the idle and the I/O processes have
+        # been watched past every threshold; give them several more scans on top.
+        busy = fixture("busy-loop")
+        wait_until(lambda: d.snapshots("--pid", str(busy.pid)), timeout=DEADLINE, what="the control's snapshot")
+        d.wait_scans(5)
+        assert [s["pid"] for s in d.snapshots()] == [busy.pid]
+        assert d.log_text().count("fired") == 1
+    finally:
+        idle.kill()
+        io.kill()
+        idle.wait()
+        io.wait()
+
+
+def test_sd_notify_ready_status_watchdog_stopping(daemon, fixture):
+    d = daemon(RULES, env={"WATCHDOG_USEC": "400000"})
+    d.notify.wait_for(lambda ln: ln.startswith("STATUS=watching "), what="STATUS=")
+    wait_until(lambda: d.notify.count("WATCHDOG=1") >= 3, timeout=5, what="three WATCHDOG=1")
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(timeout=10) == 0
+    d.notify.wait_for(lambda ln: ln == "STOPPING=1", what="STOPPING=1")
+
+
+def test_check_config(tmp_path):
+    good = tmp_path / "good.yaml"
+    good.write_text("rules:\n  - name: x\n    class: blocked\n    for: 5s\n")
+    r = subprocess.run([STACKWATCHD, "--check-config", "--config", str(good)], capture_output=True, timeout=10)
+    assert r.returncode == 0 and b"configuration OK" in r.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules:\n  - name: x\n    class: blocked\n    for: soon\n")
+    r = subprocess.run([STACKWATCHD, "--check-config", "--config", str(bad)], capture_output=True, timeout=10)
+    assert r.returncode == 1
+    assert f"{bad}:4:10:".encode() in r.stderr, r.stderr
+    # No file at all: the built-in defaults.
+    r = subprocess.run([STACKWATCHD, "--check-config", "--config", str(tmp_path / "none.yaml")], capture_output=True,
+                       timeout=10)
+    assert r.returncode == 0 and b"3 rule(s)" in r.stdout
+
+
+def test_reload_bad_keeps_rules_good_applies(daemon, fixture):
+    d = daemon(RULES.replace("comm: [block-read, deadlock-abba, dstate-vfork]", "comm: nothing-matches"))
+    fx = fixture("block-read")
+    fx.wait_wchan("pipe_read")
+    # A broken file: the daemon says why and keeps going with what it had.
+    d.write_config("rules:\n  - name: [broken\n")
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "keeping the running configuration" in d.log_text(), what="reload refusal in the log")
+    assert d.proc.poll() is None
+    wait_until(lambda: d.notify.count("READY=1") >= 2, what="READY=1 after the failed reload")
+    assert d.snapshots() == []
+    # A good file: its rules take effect.
+    d.write_config(RULES)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "Configuration reloaded" in d.log_text(), what="reload")
+    snaps = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=DEADLINE, what="snapshot after reload")
+    assert snaps[0]["rule"] == "blocked-fixtures"
+
+
+FLOOD = """
+poll_interval: 100ms
+archive:
+  directory: @ARCHIVE@
+  max_snapshots: {max}
+capture:
+  max_per_minute: 600
+rules:
+  - name: flood
+    class: busy-loop
+    for: 0s
+    comm: busy-loop
+    cooldown: 0s
+"""
+
+
+def test_rotation_after_each_write_and_at_start(daemon, fixture):
+    # After each write: 6 written into room for 3, and a clean stop lets the captures in flight finish and rotate.
+    d = daemon(FLOOD.format(max=3))
+    fx = fixture("busy-loop")
+    wait_until(lambda: d.log_text().count("written for pid") >= 6, timeout=40, what="6 snapshots written")
+    d.stop()
+    assert d.proc.returncode == 0
+    assert "Rotated the archive" in d.log_text()
+    kept = [s["id"] for s in d.snapshots()]
+    assert len(kept) == 3
+    fx.assert_untouched()
+    fx.kill()
+
+    # At start: a smaller limit applies before the first scan, oldest first.
+    d = daemon(FLOOD.format(max=1))
+    assert [s["id"] for s in d.snapshots()] == kept[-1:]
+
+
+def test_kill9_mid_write_leaves_no_partial_snapshot(daemon, fixture, tmp_path):
+    fixture("busy-loop")
+    for round_ in range(3):
+        d = daemon(FLOOD.format(max=1000))
+        wait_until(lambda: d.log_text().count("written for pid") >= 2 + round_, timeout=30, what="snapshots")
+        time.sleep(0.05 * round_)
+        d.proc.kill()
+        d.proc.wait()
+    archive = os.path.join(str(tmp_path), "archive")
+    names = os.listdir(archive)
+    snaps = [n for n in names if n.endswith(".json.zst")]
+    assert snaps
+    for n in names:
+        assert n.endswith(".json.zst") or n.startswith(".tmp-"), n
+    # Every file under a snapshot name is a whole, readable snapshot.
+    for n in snaps:
+        r = stackctl("--archive", archive, "show", "--json", n[:-len(".json.zst")])
+        assert r.returncode == 0, (n, r.stderr)
+
+
+def test_full_filesystem_does_not_stop_the_daemon(daemon, fixture, tmp_path):
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(archive)], check=True)
+    try:
+        # keep_free 0: let the small file system really fill up instead of vacuuming ahead of it.
+        d = daemon(FLOOD.format(max=1000).replace("  max_snapshots: 1000", "  max_snapshots: 1000\n  keep_free: 0"),
+                   env={"WATCHDOG_USEC": "400000"})
+        fixture("busy-loop")
+        wait_until(lambda: "No space left" in d.log_text(), timeout=40,
+                   what="the archive filling up")
+        pings = d.notify.count("WATCHDOG=1")
+        wait_until(lambda: d.notify.count("WATCHDOG=1") >= pings + 3, timeout=5, what="the loop still running")
+        assert d.proc.poll() is None
+        d.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(archive)])
+
+
+def test_unit_file_verifies(tmp_path):
+    with open(os.path.join(SRCDIR, "units", "stackwatchd.service.in")) as f:
+        unit = f.read().replace("@sbindir@", os.path.join(BUILDDIR, "daemon"))
+    path = tmp_path / "stackwatchd.service"
+    path.write_text(unit)
+    # --man=no: the Documentation= pages are not installed in a build tree.
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, timeout=60)
+    problems = [ln for ln in r.stderr.decode().splitlines() if "stackwatchd.service" in ln]
+    assert r.returncode == 0 and not problems, r.stderr.decode()

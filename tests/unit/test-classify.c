@@ -1,0 +1,195 @@
+/* test-classify.c: the classifier's decisions from pairs of samples, and the int map behind the thread table. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+
+#include "../../daemon/classify.h"
+#include "intmap.h"
+
+#define HZ 100
+#define SEC 1000000ULL
+
+static ThreadSample sample(uint64_t t, char state, uint64_t ut, uint64_t st) {
+        return (ThreadSample) { .when_usec = t, .state = state, .utime = ut, .stime = st };
+}
+
+static ThreadSample with_io(ThreadSample s, uint64_t syscr, uint64_t syscw, uint64_t rchar, uint64_t wchar) {
+        s.have_io = true;
+        s.syscr = syscr;
+        s.syscw = syscw;
+        s.rchar = rchar;
+        s.wchar = wchar;
+        return s;
+}
+
+static ThreadSample with_syscall(ThreadSample s, const char *name, uint64_t a1, uint64_t timeslices) {
+        s.have_syscall = s.have_sched = true;
+        s.timeslices = timeslices;
+        s.syscall = (ProcSyscall) { .kind = PROC_SYSCALL_BLOCKED, .sp = 0x7ffd1000, .pc = 0x7f001234 };
+        for (int64_t nr = 0; nr < 500; nr++)
+                if (syscall_name(nr) && strcmp(syscall_name(nr), name) == 0)
+                        s.syscall.nr = nr;
+        s.syscall.args[1] = a1;
+        return s;
+}
+
+START_TEST(test_on_cpu_classes) {
+        const struct {
+                const char *what;
+                ThreadSample prev, cur;
+                ThreadClass expect;
+        } cases[] = {
+                /* 1 s, 100 ticks of user time, no syscalls: a busy loop. */
+                { "busy loop", with_io(sample(0, 'R', 0, 0), 5, 5, 100, 100),
+                  with_io(sample(SEC, 'R', 100, 0), 5, 5, 100, 100), THREAD_CLASS_BUSY_LOOP },
+                /* 60% system time, 2M reads, no bytes: EAGAIN spin. */
+                { "EAGAIN spin", with_io(sample(0, 'R', 0, 0), 0, 0, 0, 0),
+                  with_io(sample(SEC, 'R', 40, 60), 2000000, 0, 0, 0), THREAD_CLASS_SYSCALL_SPIN },
+                /* All in the kernel, no read/write at all (sched_yield or poll(0) loop). */
+                { "kernel spin", with_io(sample(0, 'R', 0, 0), 0, 0, 0, 0),
+                  with_io(sample(SEC, 'R', 20, 80), 0, 0, 0, 0), THREAD_CLASS_SYSCALL_SPIN },
+                /* dd: many syscalls, many bytes: working. */
+                { "real I/O", with_io(sample(0, 'R', 0, 0), 0, 0, 0, 0),
+                  with_io(sample(SEC, 'R', 30, 70), 20000, 20000, 1310720000, 1310720000), THREAD_CLASS_RUNNING },
+                /* 30% CPU: not on a CPU enough to judge: running. */
+                { "light", with_io(sample(0, 'S', 0, 0), 0, 0, 0, 0),
+                  with_io(sample(SEC, 'S', 30, 0), 0, 0, 0, 0), THREAD_CLASS_WAITING },
+                { "busy but syscalls", with_io(sample(0, 'R', 0, 0), 0, 0, 0, 0),
+                  with_io(sample(SEC, 'R', 95, 5), 50, 0, 50000, 0), THREAD_CLASS_RUNNING },
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                ClassState st = {};
+                classify_update(&st, NULL, &cases[i].prev, HZ);
+                classify_update(&st, &cases[i].prev, &cases[i].cur, HZ);
+                ck_assert_msg(st.class == cases[i].expect, "%s: got %s", cases[i].what, thread_class_to_string(st.class));
+        }
+}
+END_TEST
+
+START_TEST(test_class_duration_accumulates) {
+        ClassState st = {};
+        ThreadSample a = with_io(sample(0, 'R', 0, 0), 1, 1, 1, 1), b = a, c = a;
+
+        b.when_usec = SEC;
+        b.utime = 100;
+        c.when_usec = 2 * SEC;
+        c.utime = 200;
+        classify_update(&st, NULL, &a, HZ);
+        classify_update(&st, &a, &b, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_BUSY_LOOP);
+        ck_assert_uint_eq(st.since_usec, 0); /* the busy interval started at the first look */
+        classify_update(&st, &b, &c, HZ);
+        ck_assert_uint_eq(st.since_usec, 0);
+        ck_assert_double_eq_tol(st.cpu_percent, 100.0, 0.01);
+}
+END_TEST
+
+START_TEST(test_dstate_and_stopped) {
+        ClassState st = {};
+        ThreadSample a = sample(0, 'S', 0, 0), b = sample(SEC, 'D', 0, 0), c = sample(3 * SEC, 'D', 0, 0);
+
+        classify_update(&st, NULL, &a, HZ);
+        classify_update(&st, &a, &b, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        ck_assert_uint_eq(st.since_usec, SEC);
+        classify_update(&st, &b, &c, HZ);
+        ck_assert_uint_eq(st.since_usec, SEC);
+        c.state = 't';
+        classify_update(&st, &b, &c, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_STOPPED);
+        c.state = 'Z';
+        classify_update(&st, &b, &c, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_ZOMBIE);
+}
+END_TEST
+
+START_TEST(test_parked_sleepers) {
+        ClassState st = {};
+        ThreadSample a = with_syscall(sample(0, 'S', 5, 5), "read", 0, 7);
+        ThreadSample b = with_syscall(sample(SEC, 'S', 5, 5), "read", 0, 7);
+        ThreadSample c = with_syscall(sample(2 * SEC, 'S', 5, 5), "read", 0, 7);
+        ThreadSample d = with_syscall(sample(3 * SEC, 'S', 5, 5), "read", 0, 8); /* it woke up once */
+
+        classify_update(&st, NULL, &a, HZ);
+        classify_update(&st, &a, &b, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        classify_update(&st, &b, &c, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        ck_assert_uint_eq(st.since_usec, SEC);
+        classify_update(&st, &c, &d, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        ck_assert_uint_eq(st.since_usec, 3 * SEC); /* a new parking starts a new period */
+
+        /* Idle waits stay "waiting" however long they last. */
+        st = (ClassState) {};
+        a = with_syscall(sample(0, 'S', 0, 0), "epoll_wait", 0, 3);
+        b = with_syscall(sample(SEC, 'S', 0, 0), "epoll_wait", 0, 3);
+        classify_update(&st, NULL, &a, HZ);
+        classify_update(&st, &a, &b, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+
+        /* Without deep reads a sleeper is waiting. */
+        st = (ClassState) {};
+        a = sample(0, 'S', 0, 0);
+        b = sample(SEC, 'S', 0, 0);
+        classify_update(&st, NULL, &a, HZ);
+        classify_update(&st, &a, &b, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+}
+END_TEST
+
+START_TEST(test_idle_waits_and_wants) {
+        ThreadSample lock = with_syscall(sample(0, 'S', 0, 0), "futex", 0x80 /* FUTEX_WAIT_PRIVATE */, 0);
+        ThreadSample cond = with_syscall(sample(0, 'S', 0, 0), "futex", 0x89 /* FUTEX_WAIT_BITSET_PRIVATE */, 0);
+        ThreadSample sleep = with_syscall(sample(0, 'S', 0, 0), "clock_nanosleep", 0, 0);
+        ThreadSample p = sample(0, 'S', 1, 1), q = sample(SEC, 'S', 1, 1), r = sample(SEC, 'R', 90, 1);
+
+        ck_assert(!classify_syscall_is_idle_wait(&lock.syscall));
+        ck_assert(classify_syscall_is_idle_wait(&cond.syscall));
+        ck_assert(classify_syscall_is_idle_wait(&sleep.syscall));
+        /* Deep reads only for suspects. */
+        ck_assert_uint_eq(classify_wants(&p, &q, HZ, false), 0);
+        ck_assert_uint_eq(classify_wants(&p, &q, HZ, true), CLASSIFY_READ_SYSCALL);
+        ck_assert_uint_eq(classify_wants(NULL, &q, HZ, true), 0);
+        ck_assert_uint_eq(classify_wants(&p, &r, HZ, false), CLASSIFY_READ_IO);
+        q.state = 'D';
+        ck_assert_uint_eq(classify_wants(&p, &q, HZ, false), CLASSIFY_READ_WCHAN | CLASSIFY_READ_SYSCALL);
+}
+END_TEST
+
+START_TEST(test_intmap_against_reference) {
+        enum { N = 20000 };
+        IntMap m = INTMAP_NULL;
+        static void *ref[N];
+
+        srand(42);
+        memset(ref, 0, sizeof ref);
+        for (int round = 0; round < 200000; round++) {
+                int key = 1 + rand() % (N - 1);
+                switch (rand() % 3) {
+                case 0:
+                        ck_assert_int_eq(intmap_put(&m, key, (void *) (uintptr_t) (key * 3)), 0);
+                        ref[key] = (void *) (uintptr_t) (key * 3);
+                        break;
+                case 1:
+                        ck_assert_ptr_eq(intmap_remove(&m, key), ref[key]);
+                        ref[key] = NULL;
+                        break;
+                default:
+                        ck_assert_ptr_eq(intmap_get(&m, key), ref[key]);
+                }
+        }
+        size_t used = 0;
+        for (int k = 1; k < N; k++) {
+                ck_assert_ptr_eq(intmap_get(&m, k), ref[k]);
+                used += ref[k] != NULL;
+        }
+        ck_assert_uint_eq(m.used, used);
+        ck_assert_int_eq(intmap_put(&m, 0, NULL), -EINVAL);
+        intmap_done(&m);
+}
+END_TEST
+
+UNIT_TEST_MAIN("classify", test_on_cpu_classes, test_class_duration_accumulates, test_dstate_and_stopped,
+               test_parked_sleepers, test_idle_waits_and_wants, test_intmap_against_reference)
