@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "snapshot-json.h"
 #include "symbolize.h"
+#include "syscall-probe.h"
 
 struct CaptureJob {
         pid_t child;
@@ -38,6 +39,18 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         const char *json;
         int r;
 
+        SyscallProbe probe = { .nr = -1 };
+        bool probed = false;
+
+        /* The probe first: it watches the thread spin, and the capture afterwards sees the same loop. */
+        if (spec->probe_usec > 0 && spec->trigger.tid > 0) {
+                r = syscall_probe(spec->trigger.tid, spec->probe_usec, &probe);
+                if (r >= 0)
+                        probed = true;
+                else
+                        log_warning_errno(r, "Syscall probe of thread %d failed, capturing without: %m",
+                                          (int) spec->trigger.tid);
+        }
         r = symbolizer_new(spec->options.debuginfo_path, true, &sym);
         if (r < 0)
                 return -r;
@@ -48,6 +61,14 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         if (!s->trigger)
                 return ENOMEM;
         *s->trigger = spec->trigger;
+        s->trigger->probe_nr = -1;
+        if (probed) {
+                s->trigger->probe_window_usec = MAX(probe.window_usec, 1U);
+                s->trigger->probe_syscalls = probe.syscalls;
+                s->trigger->probe_nr = probe.nr;
+                s->trigger->probe_result = probe.result;
+                s->trigger->probe_count = probe.count;
+        }
         s->trigger->rule = strdup(spec->trigger.rule ?: "");
         s->trigger->klass = strdup(spec->trigger.klass ?: "");
         s->trigger->wchan = spec->trigger.wchan ? strdup(spec->trigger.wchan) : NULL;

@@ -24,6 +24,7 @@ typedef struct CaptureJobSpec {
         SnapshotTrigger trigger;        /* copied into the snapshot */
         const char *comm;               /* for the archive summary */
         uint64_t timeout_usec;          /* the child is killed after this */
+        uint64_t probe_usec;            /* > 0: first trace the trigger thread's syscalls this long */
 } CaptureJobSpec;
 
 /* Fork a child that captures SPEC->pid, writes the snapshot to the archive and exits. */

@@ -98,7 +98,8 @@ static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata)
                 .archive_dir = m->config->archive_dir,
                 .limits = manager_limits(m),
                 .comm = t->process->comm,
-                .timeout_usec = m->config->time_budget_usec * 3 + 5 * USEC_PER_SEC,
+                .timeout_usec = m->config->time_budget_usec * 3 + 5 * USEC_PER_SEC + r->probe_usec,
+                .probe_usec = t->cls.class == THREAD_CLASS_SYSCALL_SPIN ? r->probe_usec : 0,
                 .trigger = {
                         .rule = r->name,
                         .klass = (char *) klass,

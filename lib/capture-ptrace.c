@@ -70,9 +70,10 @@ int ptrace_session_stop(PtraceSession *s, uint64_t timeout_usec) {
         if (!WIFSTOPPED(status))
                 return -EIO;
         s->stopped = true;
-        /* An event stop (our interrupt, or a group-stop) carries no signal to give back; a signal-delivery-stop
-         * does, and swallowing it would change the target's behaviour. */
-        if ((status >> 16) == 0)
+        /* An event stop (our interrupt, or a group-stop) carries no signal to give back, nor does a syscall-stop
+         * (SIGTRAP | 0x80 under PTRACE_O_TRACESYSGOOD, the syscall probe's); a signal-delivery-stop does, and
+         * swallowing it would change the target's behaviour. */
+        if ((status >> 16) == 0 && WSTOPSIG(status) != (SIGTRAP | 0x80))
                 s->pending_signal = WSTOPSIG(status);
         return 0;
 }
@@ -112,7 +113,9 @@ int ptrace_session_detach(PtraceSession *s) {
 
         if (!s->seized)
                 return 0;
-        if (ptrace(PTRACE_DETACH, s->tid, NULL, (void *) (uintptr_t) s->pending_signal) < 0) {
+        if (ptrace(PTRACE_DETACH, s->tid, NULL, (void *) (uintptr_t) s->pending_signal) < 0 &&
+            /* Never leave it stopped over a signal the kernel refuses: detach without it. */
+            (errno != EIO || s->pending_signal == 0 || ptrace(PTRACE_DETACH, s->tid, NULL, NULL) < 0)) {
                 r = negative_errno();
                 log_debug_errno(r, "PTRACE_DETACH of %d failed: %m", (int) s->tid);
         }

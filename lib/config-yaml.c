@@ -766,6 +766,7 @@ static const ConfigKey rule_keys[] = {
         KEY("actions", CONFIG_NODE_SCALAR_OR_LIST, parse_rule_actions, Rule, actions),
         KEY("peers", CONFIG_NODE_SCALAR, parse_unsigned, Rule, peers, .max = CONFIG_PEERS_MAX),
         KEY("cooldown", CONFIG_NODE_SCALAR, parse_duration, Rule, cooldown_usec, .max = CONFIG_RULE_DURATION_MAX_USEC),
+        KEY("probe", CONFIG_NODE_SCALAR, parse_duration, Rule, probe_usec, .max = CONFIG_RULE_PROBE_MAX_USEC),
 };
 static const ConfigTable rule_table = { "in a rule", rule_keys, ELEMENTSOF(rule_keys) };
 

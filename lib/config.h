@@ -69,6 +69,7 @@
 #define CONFIG_TIME_BUDGET_MIN_USEC (100 * USEC_PER_MSEC)
 #define CONFIG_TIME_BUDGET_MAX_USEC (10 * CONFIG_USEC_PER_MINUTE)
 #define CONFIG_RULE_DURATION_MAX_USEC (365 * CONFIG_USEC_PER_DAY) /* for: and cooldown: */
+#define CONFIG_RULE_PROBE_MAX_USEC (1000 * 1000ULL)                  /* probe: the target pauses at each syscall */
 #define CONFIG_PEERS_MAX 8
 #define CONFIG_SIZE_MAX (1024 * 1024 * CONFIG_GIB)                /* 1024T: max_size, keep_free */
 #define CONFIG_RULES_MAX 1024

@@ -51,6 +51,7 @@ typedef struct Rule {
         unsigned actions;               /* RuleAction bits */
         unsigned peers;                 /* wait-chain depth for snapshots */
         uint64_t cooldown_usec;         /* per (rule, process): how long after firing it stays quiet */
+        uint64_t probe_usec;            /* syscall-spin: trace the thread's syscalls this long first (0: don't) */
 } Rule;
 
 /* The values a rule has when its file does not say otherwise. */

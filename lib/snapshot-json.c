@@ -169,6 +169,21 @@ json_object *snapshot_to_json(const Snapshot *s) {
                 ADD(tr, "wchan", jstr(t->wchan));
                 ADD(tr, "syscalls_per_sec", json_object_new_double(t->syscalls_per_sec));
                 ADD(tr, "bytes_per_sec", json_object_new_double(t->bytes_per_sec));
+                if (t->probe_window_usec > 0) {
+                        json_object *pr = json_object_new_object();
+                        bool have = t->probe_nr >= 0;
+                        ADD(pr, "window_us", json_object_new_uint64(t->probe_window_usec));
+                        ADD(pr, "syscalls", json_object_new_int64(t->probe_syscalls));
+                        ADD(pr, "syscall", have ? jstr(syscall_name(t->probe_nr)) : NULL);
+                        ADD(pr, "syscall_nr", have ? json_object_new_int64(t->probe_nr) : NULL);
+                        ADD(pr, "result", have ? json_object_new_int64(t->probe_result) : NULL);
+                        ADD(pr, "error", have && t->probe_result < 0 && t->probe_result > -4096
+                                                 ? jstr(strerrorname_np((int) -t->probe_result))
+                                                 : NULL);
+                        ADD(pr, "count", json_object_new_int64(t->probe_count));
+                        ADD(tr, "probe", pr);
+                } else
+                        ADD(tr, "probe", NULL);
                 ADD(o, "trigger", tr);
         } else
                 ADD(o, "trigger", NULL);
@@ -441,6 +456,15 @@ int snapshot_from_json(json_object *j, Snapshot **ret, const char **ret_error) {
                 t->syscall_nr = get_i64(tr, "syscall_nr", -1);
                 t->syscalls_per_sec = get_double(tr, "syscalls_per_sec");
                 t->bytes_per_sec = get_double(tr, "bytes_per_sec");
+                t->probe_nr = -1;
+                json_object *pr = get(tr, "probe", json_type_object);
+                if (pr) {
+                        t->probe_window_usec = get_u64(pr, "window_us");
+                        t->probe_syscalls = (unsigned) get_i64(pr, "syscalls", 0);
+                        t->probe_nr = get_i64(pr, "syscall_nr", -1);
+                        t->probe_result = get_i64(pr, "result", 0);
+                        t->probe_count = (unsigned) get_i64(pr, "count", 0);
+                }
                 if ((r = get_strdup(tr, "rule", &t->rule)) < 0 || (r = get_strdup(tr, "class", &t->klass)) < 0 ||
                     (r = get_strdup(tr, "wchan", &t->wchan)) < 0)
                         return r;

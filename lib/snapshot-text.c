@@ -145,6 +145,16 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 if (t->syscalls_per_sec > 0)
                         fprintf(f, ", %.0f syscalls/s, %.0f bytes/s", t->syscalls_per_sec, t->bytes_per_sec);
                 fputs(")\n", f);
+                if (t->probe_window_usec > 0 && t->probe_nr >= 0) {
+                        fprintf(f, "  probe: %s = ", syscall_name(t->probe_nr) ?: "?");
+                        if (t->probe_result < 0 && t->probe_result > -4096)
+                                fprintf(f, "-%s", strerrorname_np((int) -t->probe_result) ?: "?");
+                        else
+                                fprintf(f, "%" PRId64, t->probe_result);
+                        fprintf(f, " ×%u of %u syscalls in %.0f ms\n", t->probe_count, t->probe_syscalls,
+                                (double) t->probe_window_usec / 1000.0);
+                } else if (t->probe_window_usec > 0)
+                        fprintf(f, "  probe: no syscall returned in %.0f ms\n", (double) t->probe_window_usec / 1000.0);
         }
         for (char **e = s->errors; e && *e; e++) {
                 fputs("  ! ", f);

@@ -98,6 +98,13 @@ typedef struct SnapshotTrigger {
         char *wchan;
         double syscalls_per_sec; /* read/write-family syscalls, from /proc/…/io */
         double bytes_per_sec;
+        /* The rule's syscall probe (probe_window_usec 0: none): the syscall the thread returned from most often in
+         * the window, with which result, how often, out of how many syscalls. */
+        uint64_t probe_window_usec;
+        unsigned probe_syscalls;
+        int64_t probe_nr;       /* -1: no syscall returned in the window */
+        int64_t probe_result;
+        unsigned probe_count;
 } SnapshotTrigger;
 
 typedef struct Snapshot {

@@ -1,6 +1,8 @@
 """stackwatchd end to end: real fixtures in each class, the real daemon, its archive, sd_notify and reloads."""
+import errno
 import glob
 import os
+import re
 import signal
 import subprocess
 import time
@@ -37,12 +39,17 @@ rules:
     for: 1s
     comm: spin-eagain
     cooldown: 1h
+    probe: 50ms
   - name: healthy
     class: [blocked, busy-loop, syscall-spin]
     for: 1s
     comm: [sleep, dd, sh]
     cooldown: 1h
 """
+
+
+def snap_id(d, pid):
+    return d.snapshots("--pid", str(pid))[0]["id"]
 
 
 def one_snapshot_for(d, pid, rule):
@@ -82,6 +89,16 @@ def test_class_fires_exactly_one_snapshot(daemon, fixture, name, args, rule, kla
         assert trig["state"] == "D" and matched["capture"]["method"] == "passive"
     if klass == "syscall-spin":
         assert trig["syscalls_per_sec"] > 100 and trig["bytes_per_sec"] == 0
+        # The probe names the call and its result, like "strace -p" would: read = -EAGAIN, many times in 50 ms.
+        probe = trig["probe"]
+        assert (probe["syscall"], probe["error"]) == ("read", "EAGAIN"), probe
+        assert probe["result"] == -errno.EAGAIN
+        assert 50_000 <= probe["window_us"] < 1_000_000
+        assert probe["count"] >= 10 and probe["count"] >= 0.9 * probe["syscalls"], probe
+        text = stackctl("--archive", d.archive, "show", snap_id(d, fx.pid)).stdout.decode()
+        assert re.search(r"probe: read = -EAGAIN ×\d+ of \d+ syscalls in \d+ ms", text), text
+    else:
+        assert trig["probe"] is None
     if klass == "busy-loop":
         assert trig["cpu_percent"] > 80
 

@@ -1,0 +1,181 @@
+/* test-syscall-probe.c: the probe against real children: one spinning on read() = -EAGAIN, one blocked in read(),
+ * one that receives a signal while probed. Each is checked afterwards: not stopped, not traced. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "syscall-probe.h"
+
+static volatile sig_atomic_t got_usr1;
+
+static void on_usr1(int sig) {
+        (void) sig;
+        got_usr1 = 1;
+}
+
+/* Read (state letter, TracerPid) of PID from /proc. */
+static void proc_state(pid_t pid, char *state, int *tracer) {
+        char path[64], line[256];
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int) pid);
+        f = fopen(path, "re");
+        ck_assert_ptr_nonnull(f);
+        *state = '?';
+        *tracer = -1;
+        while (fgets(line, sizeof line, f)) {
+                if (strncmp(line, "State:", 6) == 0)
+                        sscanf(line + 6, " %c", state);
+                else if (strncmp(line, "TracerPid:", 10) == 0)
+                        *tracer = atoi(line + 10);
+        }
+        fclose(f);
+}
+
+static void assert_untouched(pid_t pid) {
+        char state;
+        int tracer;
+
+        proc_state(pid, &state, &tracer);
+        ck_assert_msg(state != 't' && state != 'T', "child left stopped (%c)", state);
+        ck_assert_int_eq(tracer, 0);
+}
+
+/* Wait (with a deadline) until PID is in state WANT. */
+static void wait_state(pid_t pid, char want) {
+        for (int i = 0; i < 5000; i++) {
+                char state;
+                int tracer;
+
+                proc_state(pid, &state, &tracer);
+                if (state == want)
+                        return;
+                nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+        }
+        ck_abort_msg("child %d never reached state %c", (int) pid, want);
+}
+
+/* Fork a child that reads a pipe until it gets 'q': spinning on -EAGAIN when NONBLOCK, blocked in read()
+ * otherwise. *WRITE_END gets the pipe's write end; the child says "x" on READY once its handler is set. */
+static pid_t spawn(bool nonblock, int ready[2], int *write_end) {
+        int p[2];
+        pid_t pid;
+
+        ck_assert_int_eq(pipe2(p, nonblock ? O_NONBLOCK : 0), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                char c;
+
+                close(ready[0]);
+                signal(SIGUSR1, on_usr1);
+                (void) write(ready[1], "x", 1);
+                for (;;) {
+                        ssize_t n = read(p[0], &c, 1);
+                        if (n == 1 && c == 'q')
+                                _exit(got_usr1 ? 7 : 0);
+                }
+        }
+        close(p[0]);
+        *write_end = p[1];
+        return pid;
+}
+
+static pid_t start_child(bool nonblock, int *write_end) {
+        int ready[2];
+        char c;
+        pid_t pid;
+
+        ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+        pid = spawn(nonblock, ready, write_end);
+        close(ready[1]);
+        ck_assert_int_eq(read(ready[0], &c, 1), 1);
+        close(ready[0]);
+        return pid;
+}
+
+static int stop_child(pid_t pid, int write_end) {
+        int status;
+
+        ck_assert_int_eq(write(write_end, "q", 1), 1);
+        close(write_end);
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        return WEXITSTATUS(status);
+}
+
+START_TEST(test_probe_names_the_spinning_call) {
+        SyscallProbe p;
+        int w;
+        pid_t pid = start_child(true, &w);
+
+        wait_state(pid, 'R');
+        ck_assert_int_eq(syscall_probe(pid, 30000, &p), 0);
+        assert_untouched(pid);
+        ck_assert_int_eq(p.nr, SYS_read);
+        ck_assert_int_eq(p.result, -EAGAIN);
+        ck_assert_uint_ge(p.count, 10);
+        ck_assert_uint_ge(p.count * 10, p.syscalls * 9);
+        ck_assert_uint_ge(p.window_usec, 30000);
+        ck_assert_uint_lt(p.window_usec, 1000000);
+        ck_assert_int_eq(stop_child(pid, w), 0);
+}
+END_TEST
+
+START_TEST(test_probe_of_a_blocked_thread_sees_nothing_and_lets_go) {
+        SyscallProbe p;
+        int w;
+        pid_t pid = start_child(false, &w);
+
+        wait_state(pid, 'S');
+        ck_assert_int_eq(syscall_probe(pid, 20000, &p), 0);
+        assert_untouched(pid);
+        ck_assert_int_eq(p.nr, -1);
+        ck_assert_uint_eq(p.count, 0);
+        /* Still blocked in read() and still reading: the probe's interrupt restarted the call, not failed it. */
+        wait_state(pid, 'S');
+        ck_assert_int_eq(stop_child(pid, w), 0);
+}
+END_TEST
+
+START_TEST(test_probe_passes_signals_on) {
+        SyscallProbe p;
+        int w;
+        pid_t pid = start_child(true, &w);
+
+        pid_t killer;
+
+        wait_state(pid, 'R');
+        /* The signal arrives 20 ms into a 200 ms probe, while the child is traced. */
+        killer = fork();
+        ck_assert_int_ge(killer, 0);
+        if (killer == 0) {
+                nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
+                _exit(kill(pid, SIGUSR1) < 0);
+        }
+        ck_assert_int_eq(syscall_probe(pid, 200000, &p), 0);
+        ck_assert_int_eq(waitpid(killer, NULL, 0), killer);
+        assert_untouched(pid);
+        /* The handler ran (exit status 7): the signal was delivered, not swallowed by the tracer. */
+        ck_assert_int_eq(stop_child(pid, w), 7);
+}
+END_TEST
+
+START_TEST(test_probe_of_a_missing_thread) {
+        SyscallProbe p;
+
+        ck_assert_int_eq(syscall_probe(0x7ffffff0, 1000, &p), -ESRCH);
+}
+END_TEST
+
+UNIT_TEST_MAIN("syscall-probe", test_probe_names_the_spinning_call, test_probe_of_a_blocked_thread_sees_nothing_and_lets_go,
+               test_probe_passes_signals_on, test_probe_of_a_missing_thread)
