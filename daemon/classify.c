@@ -29,7 +29,7 @@ unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long 
         if (cur->state == 'R' || cpu >= CLASSIFY_ON_CPU_PERCENT)
                 w |= CLASSIFY_READ_IO;
         /* Only a sleeper that used no CPU since the last look can be parked. */
-        if (deep_sleepers && asleep(cur->state) && prev && cpu == 0)
+        if (deep_sleepers && asleep(cur->state) && prev && cpu == 0 && !cur->kthread)
                 w |= CLASSIFY_READ_SYSCALL;
         return w;
 }
@@ -123,6 +123,13 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
         }
         if (cur->state == 'R') {
                 set_class(st, THREAD_CLASS_RUNNING, start);
+                return;
+        }
+
+        /* A sleeping kernel thread waits for work (its /proc syscall file reads "0 0x0 …", not a real read()). */
+        if (cur->kthread) {
+                st->parked = false;
+                set_class(st, THREAD_CLASS_WAITING, start);
                 return;
         }
 

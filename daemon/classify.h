@@ -22,6 +22,7 @@
 typedef struct ThreadSample {
         uint64_t when_usec;             /* CLOCK_MONOTONIC */
         char state;
+        bool kthread;                   /* PF_KTHREAD: no user space, so no syscall to be parked in */
         uint64_t utime, stime;          /* clock ticks */
         bool have_io;
         uint64_t syscr, syscw, rchar, wchar;

@@ -165,7 +165,8 @@ static int sample_stat(Scanner *s, ThreadEntry *t, ThreadSample *out, ProcStat *
                 return (int) n;
         if (proc_parse_stat(buf, (size_t) n, st) < 0)
                 return -EIO;
-        *out = (ThreadSample) { .when_usec = now, .state = st->state, .utime = st->utime, .stime = st->stime };
+        *out = (ThreadSample) { .when_usec = now, .state = st->state, .kthread = st->flags & PROC_PF_KTHREAD,
+                                .utime = st->utime, .stime = st->stime };
         memcpy(t->comm, st->comm, sizeof t->comm);
         return 0;
 }

@@ -191,5 +191,30 @@ START_TEST(test_intmap_against_reference) {
 }
 END_TEST
 
+/* Kernel threads asleep read "0 0x0 0x0 …" from /proc/…/syscall: that is not a read() parked for minutes, and
+ * every kworker would be "blocked". Asleep they wait for work; in D they are blocked like anyone. */
+START_TEST(test_kernel_threads_wait) {
+        ThreadSample prev = with_syscall(sample(0, 'I', 5, 5), "read", 0, 7);
+        ThreadSample cur = with_syscall(sample(3 * SEC, 'I', 5, 5), "read", 0, 7);
+        ClassState st = {};
+
+        prev.kthread = cur.kthread = true;
+        ck_assert_uint_eq(classify_wants(&prev, &cur, HZ, true), 0);
+        classify_update(&st, NULL, &prev, HZ);
+        classify_update(&st, &prev, &cur, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+        /* The same thread without the flag is a user thread parked in read(): blocked. */
+        prev.kthread = cur.kthread = false;
+        st = (ClassState) {};
+        classify_update(&st, NULL, &prev, HZ);
+        classify_update(&st, &prev, &cur, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        cur.kthread = true;
+        cur.state = 'D';
+        classify_update(&st, &prev, &cur, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+}
+END_TEST
+
 UNIT_TEST_MAIN("classify", test_on_cpu_classes, test_class_duration_accumulates, test_dstate_and_stopped,
-               test_parked_sleepers, test_idle_waits_and_wants, test_intmap_against_reference)
+               test_parked_sleepers, test_idle_waits_and_wants, test_kernel_threads_wait, test_intmap_against_reference)
