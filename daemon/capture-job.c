@@ -167,6 +167,8 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
                 safe_close(fds[0]);
+                free(j->rule); /* the parent's bookkeeping, not ours */
+                free(j);
                 _exit(job_child(spec, fds[1]));
         }
         safe_close(fds[1]);

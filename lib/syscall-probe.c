@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -106,6 +107,8 @@ int syscall_probe(pid_t tid, uint64_t window_usec, SyscallProbe *ret) {
                         sig = WSTOPSIG(status); /* a signal for the thread: pass it on */
                         continue;
                 }
+                /* Zeroed first: valgrind does not know this request writes INFO. */
+                memset(&info, 0, sizeof info);
                 if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, (void *) sizeof info, &info) < 0) {
                         r = negative_errno();
                         break;
