@@ -13,18 +13,13 @@
 #include "macro.h"
 #include "archive-vacuum.h"
 #include "manager.h"
+#include "time-util.h"
 
 /* At most this many captures in flight; a firing beyond it waits for the next poll. */
 #define CAPTURE_JOBS_MAX 4
 /* On SIGTERM, how long the captures in flight get to finish: the evidence of a hang is worth a short wait, but
  * systemd's stop timeout is not ours to spend. */
 #define STOP_GRACE_USEC (5 * USEC_PER_SEC)
-
-static uint64_t now_usec(clockid_t clock) {
-        struct timespec ts;
-        clock_gettime(clock, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 static ArchiveLimits manager_limits(const Manager *m) {
         return (ArchiveLimits) {

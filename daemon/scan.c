@@ -16,6 +16,7 @@
 #include "proc-parse.h"
 #include "proc-read.h"
 #include "scan.h"
+#include "time-util.h"
 
 int scanner_new(Scanner **ret) {
         Scanner *s = calloc(1, sizeof *s);
@@ -371,14 +372,12 @@ static void sweep(Scanner *s) {
 }
 
 int scanner_scan(Scanner *s, uint64_t now) {
-        struct timespec ts;
         uint64_t start;
         DIR *d;
         struct dirent *de;
         int fd;
 
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        start = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+        start = now_usec(CLOCK_MONOTONIC);
         s->gen++;
         s->seen_threads = s->seen_processes = 0;
         memset(s->stats.by_class, 0, sizeof s->stats.by_class);
@@ -403,8 +402,7 @@ int scanner_scan(Scanner *s, uint64_t now) {
         s->stats.threads = (unsigned) s->threads.used;
         s->stats.processes = (unsigned) s->processes.used;
         s->stats.scans++;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        s->stats.last_scan_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+        s->stats.last_scan_usec = now_usec(CLOCK_MONOTONIC);
         s->stats.last_duration_usec = s->stats.last_scan_usec - start;
         return 0;
 }

@@ -16,6 +16,7 @@
 #include "manager.h"
 #include "parse-util.h"
 #include "trigger.h"
+#include "time-util.h"
 
 #define DEFAULT_CONFIG "/etc/stackwatch/stackwatch.yaml"
 
@@ -100,9 +101,7 @@ static int scan_benchmark(const Config *config) {
                 return log_error_errno(r, "Failed to open /proc: %m");
         s->deep_sleepers = trigger_rules_need_sleepers(config);
         for (unsigned i = 1; i <= arg_scan_benchmark; i++) {
-                struct timespec ts;
-                clock_gettime(CLOCK_MONOTONIC, &ts);
-                r = scanner_scan(s, (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC);
+                r = scanner_scan(s, now_usec(CLOCK_MONOTONIC));
                 if (r < 0)
                         return log_error_errno(r, "Scan failed: %m");
                 printf("scan %u: threads %u processes %u duration_us %llu deep_reads %llu kept_fds %u max_kept_fds %u "

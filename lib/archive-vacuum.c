@@ -9,26 +9,20 @@
 #include "archive-vacuum.h"
 #include "log.h"
 #include "macro.h"
-
-static uint64_t now_realtime_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
+#include "time-util.h"
 
 /* Why the oldest remaining snapshot S must go, with N snapshots of TOTAL bytes still there and FREED bytes deleted
  * so far: a reason for the debug log in *RET_REASON, or NULL when every limit holds (and so holds for every newer
  * snapshot too). */
 static int vacuum_reason(int dir_fd, const ArchiveLimits *l, const ArchiveSummary *s, size_t n, uint64_t total,
-                         uint64_t freed, uint64_t make_room, uint64_t now_usec, const char **ret_reason) {
+                         uint64_t freed, uint64_t make_room, uint64_t now, const char **ret_reason) {
         const char *reason = NULL;
 
         if (l->max_snapshots > 0 && n > l->max_snapshots)
                 reason = "max_snapshots";
         else if (l->max_size > 0 && total > l->max_size)
                 reason = "max_size";
-        else if (l->max_age_usec > 0 && now_usec > s->timestamp_usec && now_usec - s->timestamp_usec > l->max_age_usec)
+        else if (l->max_age_usec > 0 && now > s->timestamp_usec && now - s->timestamp_usec > l->max_age_usec)
                 reason = "max_age";
         else if (freed < make_room)
                 reason = "making room";
@@ -45,7 +39,7 @@ static int vacuum_reason(int dir_fd, const ArchiveLimits *l, const ArchiveSummar
         return 0;
 }
 
-int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t make_room, uint64_t now_usec) {
+int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t make_room, uint64_t now) {
         const ArchiveLimits l = limits ? *limits : (ArchiveLimits) {};
         ArchiveSummary *s = NULL;
         uint64_t total = 0, freed = 0;
@@ -56,8 +50,8 @@ int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t m
                 return -EINVAL;
         if (l.max_snapshots == 0 && l.max_size == 0 && l.max_age_usec == 0 && l.keep_free == 0 && make_room == 0)
                 return 0;
-        if (now_usec == 0)
-                now_usec = now_realtime_usec();
+        if (now == 0)
+                now = now_usec(CLOCK_REALTIME);
         /* The list holds only files with our name and a valid header, oldest first: the only ones we may delete. */
         r = archive_list(a, &s, &n, NULL);
         if (r < 0)
@@ -72,7 +66,7 @@ int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t m
                 char name[ARCHIVE_ID_MAX + sizeof(ARCHIVE_SUFFIX)];
                 const char *reason;
 
-                r = vacuum_reason(dir_fd, &l, &s[i], n - i, total, freed, make_room, now_usec, &reason);
+                r = vacuum_reason(dir_fd, &l, &s[i], n - i, total, freed, make_room, now, &reason);
                 if (r < 0) {
                         log_debug_errno(r, "Failed to check the free space of the archive: %m");
                         break;
@@ -99,6 +93,6 @@ int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t m
         return r < 0 && deleted == 0 ? r : deleted;
 }
 
-int archive_vacuum(Archive *a, const ArchiveLimits *limits, uint64_t now_usec) {
-        return archive_vacuum_make_room(a, limits, 0, now_usec);
+int archive_vacuum(Archive *a, const ArchiveLimits *limits, uint64_t now) {
+        return archive_vacuum_make_room(a, limits, 0, now);
 }

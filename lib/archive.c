@@ -18,6 +18,7 @@
 #include "archive.h"
 #include "log.h"
 #include "macro.h"
+#include "time-util.h"
 
 /* zstd's default level: fast enough for the capture child, 5-10x on snapshot JSON. */
 #define ARCHIVE_ZSTD_LEVEL 3
@@ -59,13 +60,6 @@ struct Archive {
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_tokener *, json_tokener_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ZSTD_CCtx *, ZSTD_freeCCtx);
-
-static uint64_t now_realtime_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 static void put_le32(uint8_t *p, uint32_t v) {
         p[0] = (uint8_t) v;
@@ -457,7 +451,7 @@ static int archive_header_read(int fd, const char *id, ArchiveSummary *ret, size
 
 /* Remove the temporary files of writes that were killed more than ARCHIVE_TMP_MAX_AGE_USEC ago. Only names this
  * module makes are touched; a failure here costs disk space, not correctness, so it is only logged. */
-static void archive_remove_stale(Archive *a, uint64_t now_usec) {
+static void archive_remove_stale(Archive *a, uint64_t now) {
         _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
         int fd;
@@ -482,7 +476,7 @@ static void archive_remove_stale(Archive *a, uint64_t now_usec) {
                 if (fstatat(a->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                         continue;
                 mtime = (uint64_t) st.st_mtim.tv_sec * USEC_PER_SEC + (uint64_t) st.st_mtim.tv_nsec / NSEC_PER_USEC;
-                if (mtime + ARCHIVE_TMP_MAX_AGE_USEC > now_usec)
+                if (mtime + ARCHIVE_TMP_MAX_AGE_USEC > now)
                         continue;
                 if (unlinkat(a->dir_fd, de->d_name, 0) < 0)
                         log_debug_errno(negative_errno(), "Failed to remove stale '%s', ignoring: %m", de->d_name);
@@ -506,7 +500,7 @@ int archive_open(const char *dir, Archive **ret) {
         a->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (a->dir_fd < 0)
                 return negative_errno();
-        archive_remove_stale(a, now_realtime_usec());
+        archive_remove_stale(a, now_usec(CLOCK_REALTIME));
         *ret = TAKE_PTR(a);
         return 0;
 }
@@ -737,7 +731,7 @@ int archive_write(Archive *a, const char *json, size_t len, const ArchiveSummary
                 return -EINVAL;
         if (len > ARCHIVE_DOCUMENT_MAX)
                 return -EFBIG;
-        timestamp_usec = summary->timestamp_usec ?: now_realtime_usec();
+        timestamp_usec = summary->timestamp_usec ?: now_usec(CLOCK_REALTIME);
         if (timestamp_usec / USEC_PER_SEC > ARCHIVE_TIME_MAX_SEC)
                 return -EINVAL;
 
@@ -754,7 +748,7 @@ int archive_write(Archive *a, const char *json, size_t len, const ArchiveSummary
                         uint64_t need = (uint64_t) frame_size + FRAME_HEADER_SIZE + ARCHIVE_HEADER_MAX +
                                         ARCHIVE_ENOSPC_SLACK;
 
-                        k = archive_vacuum_make_room(a, limits, need, now_realtime_usec());
+                        k = archive_vacuum_make_room(a, limits, need, now_usec(CLOCK_REALTIME));
                 }
                 log_warning_errno(r, "No room in the archive for a snapshot of pid %d (%m); removed %d old "
                                 "snapshot(s)%s, retrying.",

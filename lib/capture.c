@@ -15,6 +15,7 @@
 #include "macro.h"
 #include "proc-read.h"
 #include "strv.h"
+#include "time-util.h"
 
 #define CMDLINE_BYTES_MAX (128U * 1024)
 #define CGROUP_BYTES_MAX (16U * 1024)
@@ -51,12 +52,6 @@ void capture_options_init(CaptureOptions *o) {
                 .time_budget_usec = CAPTURE_TIME_BUDGET_USEC_DEFAULT,
                 .stop_timeout_usec = CAPTURE_STOP_TIMEOUT_USEC_DEFAULT,
         };
-}
-
-static uint64_t now_usec(clockid_t clock) {
-        struct timespec ts;
-        clock_gettime(clock, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
 }
 
 static bool over_budget(Capture *c) {

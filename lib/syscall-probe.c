@@ -11,6 +11,7 @@
 #include "log.h"
 #include "macro.h"
 #include "syscall-probe.h"
+#include "time-util.h"
 
 /* Distinct (syscall, result) pairs counted; a spinning thread has one or two. */
 #define PROBE_PAIRS 16
@@ -22,13 +23,6 @@ typedef struct ProbePair {
         int64_t nr, result;
         unsigned count;
 } ProbePair;
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 static void count_pair(ProbePair *pairs, size_t *n, int64_t nr, int64_t result) {
         for (size_t i = 0; i < *n; i++)
@@ -58,7 +52,7 @@ static int wait_stop(PtraceSession *s, uint64_t deadline, int *status) {
                         s->seized = s->stopped = false;
                         return -ESRCH;
                 }
-                if (now_usec() >= deadline)
+                if (now_usec(CLOCK_MONOTONIC) >= deadline)
                         return 0;
                 if (spins >= PROBE_SPINS)
                         nanosleep(&(struct timespec) { .tv_nsec = PROBE_SLEEP_NSEC }, NULL);
@@ -83,10 +77,10 @@ int syscall_probe(pid_t tid, uint64_t window_usec, SyscallProbe *ret) {
                 return negative_errno();
         sig = s.pending_signal;
         s.pending_signal = 0;
-        start = now_usec();
+        start = now_usec(CLOCK_MONOTONIC);
         deadline = start + window_usec;
 
-        while (now_usec() < deadline) {
+        while (now_usec(CLOCK_MONOTONIC) < deadline) {
                 struct __ptrace_syscall_info info;
                 int status;
 
@@ -119,7 +113,7 @@ int syscall_probe(pid_t tid, uint64_t window_usec, SyscallProbe *ret) {
                 } else if (info.op == PTRACE_SYSCALL_INFO_ENTRY)
                         p.nr = (int64_t) info.entry.nr; /* the exit stop does not repeat it */
         }
-        p.window_usec = now_usec() - start;
+        p.window_usec = now_usec(CLOCK_MONOTONIC) - start;
         if (s.stopped)
                 s.pending_signal = sig;
         if (r == -ESRCH)
