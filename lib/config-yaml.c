@@ -1,6 +1,7 @@
 /* config-yaml.c: the YAML loader: per-mapping key tables → value parsers → offsetof() into Config and Rule, with
  * every problem reported as file:line:column from libyaml's marks. */
 #include <errno.h>
+#include <grp.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -715,6 +716,102 @@ static int parse_rule_actions(ConfigParser *p, const ConfigKey *k, yaml_node_t *
         return for_each_item(p, k, node, action_item, base);
 }
 
+/* ---- http and hooks ---- */
+
+/* An absolute path, or "none" for no unix socket at all. */
+static int parse_socket_path(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
+        char **field = FIELD(base, k, char *);
+
+        if (streq(scalar(node), "none")) {
+                free(*field);
+                *field = NULL;
+                return 0;
+        }
+        if (scalar(node)[0] != '/')
+                return parser_expected(p, node, "an absolute path or \"none\"");
+        return parse_path(p, k, node, base);
+}
+
+static int parse_mode(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
+        if (config_parse_mode(scalar(node), FIELD(base, k, unsigned)) < 0)
+                return parser_expected(p, node, "an octal file mode like 0660");
+        return 0;
+}
+
+/* A group name or gid, looked up now so that a typo is an error at load. */
+static int parse_group(ConfigParser *p, _unused_ const ConfigKey *k, yaml_node_t *node, void *base) {
+        Config *c = base;
+        const char *v = scalar(node);
+        size_t size = CONFIG_YAML_PWBUF_MIN;
+        unsigned gid;
+
+        if (safe_atou(v, &gid) >= 0) {
+                c->http_socket_gid = (gid_t) gid;
+                c->has_http_socket_group = true;
+                return 0;
+        }
+        for (;;) {
+                _cleanup_free_ char *buf = malloc(size);
+                struct group gr, *result = NULL;
+                int r;
+
+                if (!buf)
+                        return -ENOMEM;
+                r = getgrnam_r(v, &gr, buf, size, &result);
+                if (r == ERANGE && size < CONFIG_YAML_PWBUF_MAX) {
+                        size *= 2;
+                        continue;
+                }
+                if (r != 0 || !result) {
+                        _cleanup_free_ char *q = quote(v, strlen(v));
+                        return q ? parser_error(p, node, "no such group %s", q) : -ENOMEM;
+                }
+                c->http_socket_gid = gr.gr_gid;
+                c->has_http_socket_group = true;
+                return 0;
+        }
+}
+
+static int parse_listen(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
+        char **field = FIELD(base, k, char *), *s;
+
+        if (config_parse_listen(scalar(node), NULL, NULL) < 0)
+                return parser_expected(p, node, "a listen address like 9177, 127.0.0.1:9177 or [::1]:9177");
+        s = strdup(scalar(node));
+        if (!s)
+                return -ENOMEM;
+        free(*field);
+        *field = s;
+        return 0;
+}
+
+static int argv_item(ConfigParser *p, const ConfigKey *k, const yaml_node_t *item, const char *v, void *userdata) {
+        char ***argv = FIELD(userdata, k, char **), **n;
+        size_t len = strv_length(*argv);
+        int r = 0;
+
+        if (len >= CONFIG_HOOK_ARGS_MAX)
+                return parser_error(p, item, "too many arguments (at most %d)", CONFIG_HOOK_ARGS_MAX);
+        if (len == 0 && v[0] != '/')
+                r = parser_expected(p, item, "an absolute path to the program (hooks run without a shell or $PATH)");
+        /* Kept even when bad, so that the arguments after it are not taken for the program. */
+        n = realloc(*argv, (len + 2) * sizeof *n);
+        if (!n)
+                return -ENOMEM;
+        *argv = n;
+        n[len] = strdup(v);
+        n[len + 1] = NULL;
+        return n[len] ? r : -ENOMEM;
+}
+
+/* A command: the program's absolute path alone, or a list of it and its arguments (argv, never a shell line). */
+static int parse_argv(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
+        char ***argv = FIELD(base, k, char **);
+
+        *argv = strv_free(*argv); /* a later key replaces an earlier one */
+        return for_each_item(p, k, node, argv_item, base);
+}
+
 /* ---- the tables ---- */
 
 #define KEY(name, kind_, fn, type, field, ...)                                          \
@@ -750,6 +847,40 @@ static const ConfigKey capture_keys[] = {
 };
 static const ConfigTable capture_table = { "in \"capture\"", capture_keys, ELEMENTSOF(capture_keys) };
 
+static const ConfigKey http_keys[] = {
+        KEY("socket", CONFIG_NODE_SCALAR, parse_socket_path, Config, http_socket),
+        KEY("socket_mode", CONFIG_NODE_SCALAR, parse_mode, Config, http_socket_mode),
+        KEY("socket_group", CONFIG_NODE_SCALAR, parse_group, Config, http_socket_gid),
+        KEY("listen", CONFIG_NODE_SCALAR, parse_listen, Config, http_listen),
+        KEY("token_file", CONFIG_NODE_SCALAR, parse_path, Config, http_token_file),
+        KEY("max_connections", CONFIG_NODE_SCALAR, parse_unsigned, Config, http_max_connections,
+            .min = CONFIG_HTTP_MAX_CONNECTIONS_MIN, .max = CONFIG_HTTP_MAX_CONNECTIONS_MAX),
+        KEY("timeout", CONFIG_NODE_SCALAR, parse_duration, Config, http_timeout_usec,
+            .min = CONFIG_HTTP_TIMEOUT_MIN_USEC, .max = CONFIG_HTTP_TIMEOUT_MAX_USEC),
+};
+static const ConfigTable http_table = { "in \"http\"", http_keys, ELEMENTSOF(http_keys) };
+
+/* The TCP listener is never open without a token. */
+static int parse_http_section(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
+        Config *c = base;
+        int r;
+
+        r = walk_mapping(p, k->table, node, base, NULL);
+        if (r >= 0 && c->http_listen && !c->http_token_file)
+                return parser_error(p, node, "\"listen\" needs \"token_file\": the TCP listener requires a bearer "
+                                             "token");
+        return r;
+}
+
+static const ConfigKey hooks_keys[] = {
+        KEY("command", CONFIG_NODE_SCALAR_OR_LIST, parse_argv, Config, hook_command),
+        KEY("timeout", CONFIG_NODE_SCALAR, parse_duration, Config, hook_timeout_usec,
+            .min = CONFIG_HOOK_TIMEOUT_MIN_USEC, .max = CONFIG_HOOK_TIMEOUT_MAX_USEC),
+        KEY("max_running", CONFIG_NODE_SCALAR, parse_unsigned, Config, hook_max_running,
+            .min = CONFIG_HOOK_MAX_RUNNING_MIN, .max = CONFIG_HOOK_MAX_RUNNING_MAX),
+};
+static const ConfigTable hooks_table = { "in \"hooks\"", hooks_keys, ELEMENTSOF(hooks_keys) };
+
 static const ConfigKey rule_keys[] = {
         KEY("name", CONFIG_NODE_SCALAR, parse_rule_name, Rule, name),
         KEY("class", CONFIG_NODE_SCALAR_OR_LIST, parse_rule_classes, Rule, classes),
@@ -767,6 +898,7 @@ static const ConfigKey rule_keys[] = {
         KEY("peers", CONFIG_NODE_SCALAR, parse_unsigned, Rule, peers, .max = CONFIG_PEERS_MAX),
         KEY("cooldown", CONFIG_NODE_SCALAR, parse_duration, Rule, cooldown_usec, .max = CONFIG_RULE_DURATION_MAX_USEC),
         KEY("probe", CONFIG_NODE_SCALAR, parse_duration, Rule, probe_usec, .max = CONFIG_RULE_PROBE_MAX_USEC),
+        KEY("hook", CONFIG_NODE_SCALAR_OR_LIST, parse_argv, Rule, hook),
 };
 static const ConfigTable rule_table = { "in a rule", rule_keys, ELEMENTSOF(rule_keys) };
 
@@ -777,6 +909,8 @@ static const ConfigKey top_keys[] = {
             .min = CONFIG_POLL_INTERVAL_MIN_USEC, .max = CONFIG_POLL_INTERVAL_MAX_USEC),
         SECTION("archive", &archive_table),
         SECTION("capture", &capture_table),
+        { .key = "http", .kind = CONFIG_NODE_MAPPING, .parse = parse_http_section, .table = &http_table },
+        SECTION("hooks", &hooks_table),
         KEY("rules", CONFIG_NODE_LIST, parse_rules, Config, rules),
 };
 static const ConfigTable top_table = { "at the top level", top_keys, ELEMENTSOF(top_keys) };
@@ -791,6 +925,8 @@ assert_cc(ELEMENTSOF(rule_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 assert_cc(ELEMENTSOF(archive_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 assert_cc(ELEMENTSOF(capture_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 assert_cc(ELEMENTSOF(top_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
+assert_cc(ELEMENTSOF(http_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
+assert_cc(ELEMENTSOF(hooks_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 
 /* ---- rules ---- */
 

@@ -1,4 +1,5 @@
 /* config.c: the Config model: compiled defaults, value parsers, errors, and loading the main file and drop-ins. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -6,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include "config-yaml.h"
 #include "config.h"
 #include "macro.h"
+#include "parse-util.h"
 #include "strv.h"
 
 /* ---- errors ---- */
@@ -116,6 +119,10 @@ Config *config_free(Config *c) {
                 rule_done(&c->rules[i]);
         free(c->rules);
         free(c->archive_dir);
+        free(c->http_socket);
+        free(c->http_listen);
+        free(c->http_token_file);
+        strv_free(c->hook_command);
         free(c);
         return NULL;
 }
@@ -129,7 +136,8 @@ static int config_new_empty(Config **ret) {
                 return -ENOMEM;
         *c = CONFIG_DEFAULTS;
         c->archive_dir = strdup(CONFIG_DEFAULT_ARCHIVE_DIR);
-        if (!c->archive_dir)
+        c->http_socket = strdup(CONFIG_DEFAULT_HTTP_SOCKET);
+        if (!c->archive_dir || !c->http_socket)
                 return -ENOMEM;
         *ret = TAKE_PTR(c);
         return 0;
@@ -307,6 +315,80 @@ int config_parse_size(const char *s, uint64_t *ret_bytes) {
         if (__builtin_mul_overflow(v, factor, &v))
                 return -ERANGE;
         *ret_bytes = v;
+        return 0;
+}
+
+int config_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len) {
+        struct sockaddr_storage ss = {};
+        char host[INET6_ADDRSTRLEN + 1];
+        const char *port;
+        uint64_t p;
+        socklen_t len;
+
+        if (!s)
+                return -EINVAL;
+        if (s[0] == '[') {
+                const char *end = strchr(s, ']');
+                struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &ss;
+
+                if (!end || end[1] != ':' || (size_t) (end - s - 1) >= sizeof host)
+                        return -EINVAL;
+                memcpy(host, s + 1, end - s - 1);
+                host[end - s - 1] = 0;
+                if (inet_pton(AF_INET6, host, &in6->sin6_addr) != 1)
+                        return -EINVAL;
+                in6->sin6_family = AF_INET6;
+                port = end + 2;
+                len = sizeof *in6;
+        } else {
+                const char *colon = strrchr(s, ':');
+                struct sockaddr_in *in = (struct sockaddr_in *) &ss;
+
+                in->sin_family = AF_INET;
+                if (!colon) {
+                        in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                        port = s;
+                } else {
+                        if ((size_t) (colon - s) >= sizeof host)
+                                return -EINVAL;
+                        memcpy(host, s, colon - s);
+                        host[colon - s] = 0;
+                        if (inet_pton(AF_INET, host, &in->sin_addr) != 1)
+                                return -EINVAL;
+                        port = colon + 1;
+                }
+                len = sizeof *in;
+        }
+        if (safe_atou64(port, &p) < 0 || p > 65535)
+                return -EINVAL;
+        if (ss.ss_family == AF_INET6)
+                ((struct sockaddr_in6 *) &ss)->sin6_port = htons((uint16_t) p);
+        else
+                ((struct sockaddr_in *) &ss)->sin_port = htons((uint16_t) p);
+        if (ret)
+                *ret = ss;
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}
+
+int config_parse_mode(const char *s, unsigned *ret) {
+        unsigned m = 0;
+        size_t n;
+
+        if (!s)
+                return -EINVAL;
+        n = strlen(s);
+        if (n == 0 || n > 4)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] < '0' || s[i] > '7')
+                        return -EINVAL;
+                m = m * 8 + (unsigned) (s[i] - '0');
+        }
+        if (m > 0777)
+                return -EINVAL;
+        *ret = m;
         return 0;
 }
 
@@ -532,6 +614,20 @@ static int config_validate(const Config *c, ConfigErrors *errs) {
                 if (i == CONFIG_RULES_MAX) {
                         r = config_errors_add(errs, a->file, a->line, a->column, "too many rules (at most %d)",
                                               CONFIG_RULES_MAX);
+                        if (r < 0)
+                                return r;
+                }
+                if ((a->actions & RULE_ACTION_HOOK) && !a->hook && !c->hook_command) {
+                        r = config_errors_add(errs, a->file, a->line, a->column,
+                                              "rule \"%s\" has the hook action but no command: set \"hook\" in the "
+                                              "rule or \"command\" in \"hooks\"", a->name);
+                        if (r < 0)
+                                return r;
+                }
+                if (a->hook && !(a->actions & RULE_ACTION_HOOK)) {
+                        r = config_errors_add(errs, a->file, a->line, a->column,
+                                              "rule \"%s\" sets \"hook\" but its actions do not include hook",
+                                              a->name);
                         if (r < 0)
                                 return r;
                 }

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #include "macro.h"
 #include "rules.h"
@@ -31,8 +33,14 @@
 #define CONFIG_DEFAULT_MAX_FRAMES 256
 #define CONFIG_DEFAULT_STACK_BYTES (256 * CONFIG_KIB)
 #define CONFIG_DEFAULT_TIME_BUDGET_USEC (10 * USEC_PER_SEC)
+#define CONFIG_DEFAULT_HTTP_SOCKET "/run/stackwatch/stackwatch.sock"       /* API_SOCKET_DEFAULT */
+#define CONFIG_DEFAULT_HTTP_SOCKET_MODE 0660
+#define CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS 64
+#define CONFIG_DEFAULT_HTTP_TIMEOUT_USEC (10 * USEC_PER_SEC)
+#define CONFIG_DEFAULT_HOOK_TIMEOUT_USEC (30 * USEC_PER_SEC)
+#define CONFIG_DEFAULT_HOOK_MAX_RUNNING 4
 
-/* Everything but the rules and the archive directory (built by config_new_default()). */
+/* Everything but the rules and the strings (archive directory, socket path; built by config_new_default()). */
 #define CONFIG_DEFAULTS                                                 \
         (Config) {                                                      \
                 .poll_interval_auto = true,                             \
@@ -47,6 +55,11 @@
                 .stack_bytes = CONFIG_DEFAULT_STACK_BYTES,              \
                 .time_budget_usec = CONFIG_DEFAULT_TIME_BUDGET_USEC,    \
                 .kernel = true,                                         \
+                .http_socket_mode = CONFIG_DEFAULT_HTTP_SOCKET_MODE,    \
+                .http_max_connections = CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS, \
+                .http_timeout_usec = CONFIG_DEFAULT_HTTP_TIMEOUT_USEC,  \
+                .hook_timeout_usec = CONFIG_DEFAULT_HOOK_TIMEOUT_USEC,  \
+                .hook_max_running = CONFIG_DEFAULT_HOOK_MAX_RUNNING,    \
         }
 
 /* Ranges: a value outside them is an error that names the range, never a silent clamp. */
@@ -71,6 +84,15 @@
 #define CONFIG_RULE_DURATION_MAX_USEC (365 * CONFIG_USEC_PER_DAY) /* for: and cooldown: */
 #define CONFIG_RULE_PROBE_MAX_USEC (1000 * 1000ULL)                  /* probe: the target pauses at each syscall */
 #define CONFIG_PEERS_MAX 8
+#define CONFIG_HTTP_MAX_CONNECTIONS_MIN 1
+#define CONFIG_HTTP_MAX_CONNECTIONS_MAX 1024
+#define CONFIG_HTTP_TIMEOUT_MIN_USEC USEC_PER_SEC
+#define CONFIG_HTTP_TIMEOUT_MAX_USEC (10 * CONFIG_USEC_PER_MINUTE)
+#define CONFIG_HOOK_TIMEOUT_MIN_USEC (100 * USEC_PER_MSEC)
+#define CONFIG_HOOK_TIMEOUT_MAX_USEC CONFIG_USEC_PER_HOUR
+#define CONFIG_HOOK_MAX_RUNNING_MIN 1
+#define CONFIG_HOOK_MAX_RUNNING_MAX 64
+#define CONFIG_HOOK_ARGS_MAX 64
 #define CONFIG_SIZE_MAX (1024 * 1024 * CONFIG_GIB)                /* 1024T: max_size, keep_free */
 #define CONFIG_RULES_MAX 1024
 /* Files larger than this are refused rather than parsed: a configuration is a page or two. */
@@ -116,6 +138,21 @@ typedef struct Config {
         uint64_t time_budget_usec;
         bool kernel;
 
+        /* http: */
+        char *http_socket;              /* NULL: no unix socket ("socket: none") */
+        unsigned http_socket_mode;
+        bool has_http_socket_group;
+        gid_t http_socket_gid;
+        char *http_listen;              /* NULL: no TCP listener (the default); else as config_parse_listen() takes */
+        char *http_token_file;          /* required with http_listen */
+        unsigned http_max_connections;
+        uint64_t http_timeout_usec;
+
+        /* hooks: */
+        char **hook_command;            /* argv for rules with the hook action and no hook: of their own */
+        uint64_t hook_timeout_usec;
+        unsigned hook_max_running;
+
         Rule *rules;
         size_t n_rules;
 } Config;
@@ -145,6 +182,11 @@ uint64_t config_poll_interval_auto(const Config *c);
  * are an error, not a rounding. */
 int config_parse_duration(const char *s, uint64_t *ret_usec);
 int config_parse_size(const char *s, uint64_t *ret_bytes);
+/* A TCP listen address: "PORT" (loopback), "ADDR:PORT" (IPv4) or "[ADDR]:PORT" (IPv6); port 0 lets the kernel
+ * pick one. RET (optional) gets the socket address and RET_LEN its length. -EINVAL when malformed. */
+int config_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len);
+/* A file mode in octal, like 0660 or 660, at most 0777. */
+int config_parse_mode(const char *s, unsigned *ret);
 /* true/false, yes/no, on/off. */
 int config_parse_bool(const char *s, bool *ret);
 /* A non-negative decimal number like 50 or 12.5 (no exponent, no sign). */

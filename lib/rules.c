@@ -27,6 +27,7 @@ void rule_done(Rule *r) {
         strv_free(r->cgroup);
         strv_free(r->wchan);
         free(r->syscalls);
+        strv_free(r->hook);
         *r = (Rule) {};
 }
 

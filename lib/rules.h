@@ -52,6 +52,7 @@ typedef struct Rule {
         unsigned peers;                 /* wait-chain depth for snapshots */
         uint64_t cooldown_usec;         /* per (rule, process): how long after firing it stays quiet */
         uint64_t probe_usec;            /* syscall-spin: trace the thread's syscalls this long first (0: don't) */
+        char **hook;                    /* argv of the hook action; NULL: the config's hooks.command */
 } Rule;
 
 /* The values a rule has when its file does not say otherwise. */
