@@ -1,6 +1,7 @@
 /* test-config.c: the configuration: defaults, every key, drop-ins, auto poll interval, the value parsers with
  * hostile input, error collection, and files that are not files. */
 #include "unit.h"
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -207,6 +208,18 @@ static const char full_file[] =
         "  stack_bytes: 1M\n"
         "  time_budget: 1.5s\n"
         "  kernel: no\n"
+        "http:\n"
+        "  socket: /run/sw/api.sock\n"
+        "  socket_mode: 0600\n"
+        "  socket_group: 0\n"
+        "  listen: \"[::1]:9177\"\n"
+        "  token_file: /etc/stackwatch/token\n"
+        "  max_connections: 8\n"
+        "  timeout: 2s\n"
+        "hooks:\n"
+        "  command: /usr/local/bin/page-someone\n"
+        "  timeout: 5s\n"
+        "  max_running: 2\n"
         "rules:\n"
         "  - name: nginx-stuck\n"
         "    class: [blocked, waiting]\n"
@@ -221,6 +234,7 @@ static const char full_file[] =
         "    wchan: \"pipe_*\"\n"
         "    cpu_min: 12.5\n"
         "    actions: [snapshot, hook]\n"
+        "    hook: [/usr/local/bin/alert, --rule, nginx]\n"
         "    peers: 3\n"
         "    cooldown: 1h\n"
         "  - name: spin\n"
@@ -250,6 +264,18 @@ START_TEST(test_full_file) {
         ck_assert_uint_eq(c->stack_bytes, 1 << 20);
         ck_assert_uint_eq(c->time_budget_usec, 1500 * MSEC);
         ck_assert(!c->kernel);
+        ck_assert_str_eq(c->http_socket, "/run/sw/api.sock");
+        ck_assert_uint_eq(c->http_socket_mode, 0600);
+        ck_assert(c->has_http_socket_group);
+        ck_assert_uint_eq(c->http_socket_gid, 0);
+        ck_assert_str_eq(c->http_listen, "[::1]:9177");
+        ck_assert_str_eq(c->http_token_file, "/etc/stackwatch/token");
+        ck_assert_uint_eq(c->http_max_connections, 8);
+        ck_assert_uint_eq(c->http_timeout_usec, 2 * SEC);
+        ck_assert_uint_eq(strv_length(c->hook_command), 1);
+        ck_assert_str_eq(c->hook_command[0], "/usr/local/bin/page-someone");
+        ck_assert_uint_eq(c->hook_timeout_usec, 5 * SEC);
+        ck_assert_uint_eq(c->hook_max_running, 2);
 
         /* rules: in the main file replaces the built-in rules. */
         ck_assert_uint_eq(c->n_rules, 2);
@@ -257,7 +283,7 @@ START_TEST(test_full_file) {
         r = &c->rules[0];
         ck_assert_str_eq(r->name, "nginx-stuck");
         ck_assert_str_eq(r->file, p);
-        ck_assert_uint_eq(r->line, 18);
+        ck_assert_uint_eq(r->line, 30);
         ck_assert_uint_eq(r->column, 11);
         ck_assert_uint_eq(r->classes, (1U << THREAD_CLASS_BLOCKED) | (1U << THREAD_CLASS_WAITING));
         ck_assert_uint_eq(r->for_usec, 30 * SEC);
@@ -276,6 +302,9 @@ START_TEST(test_full_file) {
         ck_assert_int_eq(r->syscalls[1], 202); /* futex */
         ck_assert_double_eq(r->cpu_min, 12.5);
         ck_assert_uint_eq(r->actions, RULE_ACTION_SNAPSHOT | RULE_ACTION_HOOK);
+        ck_assert_uint_eq(strv_length(r->hook), 3);
+        ck_assert_str_eq(r->hook[0], "/usr/local/bin/alert");
+        ck_assert_str_eq(r->hook[2], "nginx");
         ck_assert_uint_eq(r->peers, 3);
         ck_assert_uint_eq(r->cooldown_usec, 3600 * SEC);
 
@@ -583,6 +612,60 @@ START_TEST(test_parse_bool_and_decimal) {
 }
 END_TEST
 
+START_TEST(test_parse_listen_and_mode) {
+        static const struct {
+                const char *in;
+                int family;
+                const char *addr;
+                unsigned port;
+        } good[] = {
+                { "9177", AF_INET, "127.0.0.1", 9177 }, { "0.0.0.0:80", AF_INET, "0.0.0.0", 80 },
+                { "[::1]:0", AF_INET6, "::1", 0 }, { "10.1.2.3:65535", AF_INET, "10.1.2.3", 65535 },
+        };
+        static const char *const bad[] = { "", ":", "65536", "-1", "host:80", "1.2.3.4:", "[::1]", "[::1]80",
+                                           "::1:80", "1.2.3.4:80x", "[zz]:80", "127.0.0.1:99999" };
+        static const struct {
+                const char *in;
+                int ret;
+                unsigned mode;
+        } modes[] = {
+                { "0660", 0, 0660 }, { "660", 0, 0660 }, { "0", 0, 0 }, { "777", 0, 0777 }, { "1777", -EINVAL, 0 },
+                { "0999", -EINVAL, 0 }, { "", -EINVAL, 0 }, { "rw-rw----", -EINVAL, 0 }, { "06600", -EINVAL, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                struct sockaddr_storage ss;
+                socklen_t len = 0;
+                char buf[INET6_ADDRSTRLEN];
+                const void *a;
+                unsigned port;
+
+                ck_assert_int_eq(config_parse_listen(good[i].in, &ss, &len), 0);
+                ck_assert_int_eq(ss.ss_family, good[i].family);
+                if (ss.ss_family == AF_INET) {
+                        a = &((struct sockaddr_in *) &ss)->sin_addr;
+                        port = ntohs(((struct sockaddr_in *) &ss)->sin_port);
+                        ck_assert_uint_eq(len, sizeof(struct sockaddr_in));
+                } else {
+                        a = &((struct sockaddr_in6 *) &ss)->sin6_addr;
+                        port = ntohs(((struct sockaddr_in6 *) &ss)->sin6_port);
+                        ck_assert_uint_eq(len, sizeof(struct sockaddr_in6));
+                }
+                ck_assert_str_eq(inet_ntop(ss.ss_family, a, buf, sizeof buf), good[i].addr);
+                ck_assert_uint_eq(port, good[i].port);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ck_assert_msg(config_parse_listen(bad[i], NULL, NULL) == -EINVAL, "'%s'", bad[i]);
+        for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
+                unsigned m = 12345;
+                int r = config_parse_mode(modes[i].in, &m);
+
+                ck_assert_msg(r == modes[i].ret, "'%s': %d", modes[i].in, r);
+                ck_assert_uint_eq(m, r == 0 ? modes[i].mode : 12345);
+        }
+}
+END_TEST
+
 START_TEST(test_format) {
         static const struct {
                 uint64_t usec;
@@ -641,7 +724,7 @@ START_TEST(test_multiple_errors_collected) {
                 { 8, 15, "expected a single value for \"max_frames\", got a list" },
                 { 10, 5, "rule \"a\" has no \"class\"" },
                 { 11, 5, "unknown key \"clss\" in a rule (expected one of: name, class, for, state, comm, exe, unit, "
-                         "cgroup, user, syscall, wchan, cpu_min, actions, peers, cooldown, probe)" },
+                         "cgroup, user, syscall, wchan, cpu_min, actions, peers, cooldown, probe, hook)" },
                 { 14, 21, "unknown syscall \"reed\"" },
                 { 15, 11, "unknown user \"no-such-user-here\"" },
                 { 16, 5, "rule without a name" },
@@ -1027,6 +1110,6 @@ END_TEST
 
 UNIT_TEST_MAIN("config", test_defaults_without_files, test_empty_documents, test_full_file, test_dropins_in_name_order,
                test_main_rules_replace_defaults, test_dropin_restrictions, test_poll_interval_auto,
-               test_parse_duration, test_parse_size, test_parse_bool_and_decimal, test_format,
+               test_parse_duration, test_parse_size, test_parse_bool_and_decimal, test_parse_listen_and_mode, test_format,
                test_multiple_errors_collected, test_value_errors, test_errors_print, test_not_a_file, test_huge_file,
                test_alias_bomb, test_shipped_config)
