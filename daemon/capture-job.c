@@ -15,20 +15,64 @@
 #include "log.h"
 #include "macro.h"
 #include "snapshot-json.h"
+#include "snapshot-text.h"
+#include "string-table.h"
 #include "symbolize.h"
 #include "syscall-probe.h"
+
+static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
+        [CAPTURE_JOB_FORMAT_JSON] = "json",
+        [CAPTURE_JOB_FORMAT_TEXT] = "text",
+        [CAPTURE_JOB_FORMAT_FOLDED] = "folded",
+};
+DEFINE_STRING_TABLE_LOOKUP(capture_job_format, CaptureJobFormat);
 
 struct CaptureJob {
         pid_t child;
         pid_t target;
         char *rule;
-        int pipe_fd;                    /* the child writes the snapshot id here */
+        int pipe_fd;                    /* the child reports "OK <id|-> <max pause µs> <duration µs> <threads>" here */
+        bool timed_out;
         sd_event_source *child_source, *timeout_source;
         CaptureJobDone done;
         void *userdata;
 };
 
-/* The child: capture, serialize, archive, report the id. Exit status: 0, or an errno. */
+/* A live capture: the snapshot rendered into the caller's file. */
+static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
+        _cleanup_fclose_ FILE *f = NULL;
+        int r = 0;
+
+        f = fdopen(spec->output_fd, "w");
+        if (!f)
+                return negative_errno();
+        switch (spec->format) {
+        case CAPTURE_JOB_FORMAT_TEXT:
+                r = snapshot_print_text(s, &(TextOptions) { .kernel = spec->options.kernel }, f);
+                break;
+        case CAPTURE_JOB_FORMAT_FOLDED:
+                r = snapshot_print_folded(s, spec->options.kernel, f);
+                break;
+        default: {
+                json_object *j = snapshot_to_json(s);
+
+                if (!j)
+                        return -ENOMEM;
+                if (fputs(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+                          f) < 0)
+                        r = -EIO;
+                json_object_put(j);
+                break;
+        }
+        }
+        if (r < 0)
+                return r;
+        if (fflush(f) != 0)
+                return negative_errno();
+        return 0;
+}
+
+/* The child: capture, serialize, archive (or render), report. Exit status: 0, or an errno. */
 static int job_child(const CaptureJobSpec *spec, int out_fd) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
         _cleanup_snapshot_free_ Snapshot *s = NULL;
@@ -57,6 +101,15 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         r = capture_process(spec->pid, &spec->options, sym, &s);
         if (r < 0)
                 return -r;
+        /* A live capture was asked for, not triggered: it has no trigger section. */
+        if (spec->output_fd >= 0) {
+                r = job_render(s, spec);
+                if (r < 0)
+                        return -r;
+                dprintf(out_fd, "OK - %.1f %llu %zu\n", s->max_pause_us, (unsigned long long) s->duration_usec,
+                        s->n_threads);
+                return 0;
+        }
         s->trigger = calloc(1, sizeof *s->trigger);
         if (!s->trigger)
                 return ENOMEM;
@@ -72,8 +125,10 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         s->trigger->rule = strdup(spec->trigger.rule ?: "");
         s->trigger->klass = strdup(spec->trigger.klass ?: "");
         s->trigger->wchan = spec->trigger.wchan ? strdup(spec->trigger.wchan) : NULL;
+        if (!s->trigger->rule || !s->trigger->klass)
+                return ENOMEM;
         j = snapshot_to_json(s);
-        if (!j || !s->trigger->rule || !s->trigger->klass)
+        if (!j)
                 return ENOMEM;
         json = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         summary = (ArchiveSummary) {
@@ -89,22 +144,29 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         json_object_put(j);
         if (r < 0)
                 return -r;
-        dprintf(out_fd, "%s\n", id);
+        dprintf(out_fd, "OK %s %.1f %llu %zu\n", id, s->max_pause_us, (unsigned long long) s->duration_usec,
+                s->n_threads);
         return 0;
 }
 
 static void job_finish(CaptureJob *j, int error) {
-        char buf[256] = "";
+        char buf[256] = "", id[ARCHIVE_ID_MAX + 1];
+        CaptureJobResult res = { .error = error ?: -EIO };
+        unsigned long long duration;
         ssize_t n;
 
         j->child_source = sd_event_source_disable_unref(j->child_source);
         j->timeout_source = sd_event_source_disable_unref(j->timeout_source);
+        if (j->timed_out)
+                res.error = -ETIME;
         n = read(j->pipe_fd, buf, sizeof buf - 1);
-        if (n > 0 && buf[n - 1] == '\n') {
-                buf[n - 1] = '\0';
-                j->done(j, buf, 0, j->userdata);
-        } else
-                j->done(j, NULL, error ?: -EIO, j->userdata);
+        if (error == 0 && n > 0 && buf[n - 1] == '\n' &&
+            sscanf(buf, "OK %35s %lf %llu %u", id, &res.max_pause_us, &duration, &res.threads) == 4) {
+                res.error = 0;
+                res.duration_usec = duration;
+                res.id = streq(id, "-") ? NULL : id;
+        }
+        j->done(j, &res, j->userdata);
 }
 
 static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
@@ -125,6 +187,7 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 
         /* The child source reports the kill; say why. */
         log_warning("Capture of pid %d for rule \"%s\" timed out; killing it", (int) j->target, strna(j->rule));
+        j->timed_out = true;
         if (j->child > 0)
                 (void) kill(j->child, SIGKILL);
         return 0;

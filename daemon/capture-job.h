@@ -1,6 +1,7 @@
 /* capture-job.h: a snapshot taken in a short-lived child process, reaped by the event loop. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -13,8 +14,29 @@
 
 typedef struct CaptureJob CaptureJob;
 
-/* Called in the daemon when the job ended: ID is the archived snapshot's id, or NULL with ERROR (-errno) set. */
-typedef void (*CaptureJobDone)(CaptureJob *job, const char *id, int error, void *userdata);
+/* How a live capture (CaptureJobSpec.output_fd >= 0) is rendered. */
+typedef enum CaptureJobFormat {
+        CAPTURE_JOB_FORMAT_JSON,
+        CAPTURE_JOB_FORMAT_TEXT,
+        CAPTURE_JOB_FORMAT_FOLDED,
+        _CAPTURE_JOB_FORMAT_MAX,
+        _CAPTURE_JOB_FORMAT_INVALID = -EINVAL,
+} CaptureJobFormat;
+
+const char *capture_job_format_to_string(CaptureJobFormat f);
+CaptureJobFormat capture_job_format_from_string(const char *s);
+
+/* What a job reports when it ends. */
+typedef struct CaptureJobResult {
+        int error;                      /* 0, or -errno (-ECHILD: the child crashed, -ETIME: killed at its timeout) */
+        const char *id;                 /* the archived snapshot's id; NULL for live captures and on error */
+        double max_pause_us;            /* the longest a thread was held stopped */
+        uint64_t duration_usec;         /* of the capture, in the child */
+        unsigned threads;
+} CaptureJobResult;
+
+/* Called in the daemon when the job ended. */
+typedef void (*CaptureJobDone)(CaptureJob *job, const CaptureJobResult *result, void *userdata);
 
 typedef struct CaptureJobSpec {
         pid_t pid;
@@ -25,9 +47,13 @@ typedef struct CaptureJobSpec {
         const char *comm;               /* for the archive summary */
         uint64_t timeout_usec;          /* the child is killed after this */
         uint64_t probe_usec;            /* > 0: first trace the trigger thread's syscalls this long */
+        int output_fd;                  /* >= 0: a live capture, rendered into this file (a memfd) in FORMAT and not
+                                         * archived; < 0: archived */
+        CaptureJobFormat format;
 } CaptureJobSpec;
 
-/* Fork a child that captures SPEC->pid, writes the snapshot to the archive and exits. */
+/* Fork a child that captures SPEC->pid, writes the snapshot to the archive (or renders it into SPEC->output_fd)
+ * and exits. */
 int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone done, void *userdata,
                       CaptureJob **ret);
 /* Kill (if still running) and free. */

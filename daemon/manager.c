@@ -8,6 +8,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "http.h"
 #include "journal.h"
 #include "log.h"
 #include "macro.h"
@@ -15,8 +16,6 @@
 #include "manager.h"
 #include "time-util.h"
 
-/* At most this many captures in flight; a firing beyond it waits for the next poll. */
-#define CAPTURE_JOBS_MAX 4
 /* On SIGTERM, how long the captures in flight get to finish: the evidence of a hang is worth a short wait, but
  * systemd's stop timeout is not ours to spend. */
 #define STOP_GRACE_USEC (5 * USEC_PER_SEC)
@@ -30,50 +29,150 @@ static ArchiveLimits manager_limits(const Manager *m) {
         };
 }
 
+/* One capture in flight, for a rule or for an HTTP request (rule NULL). */
+struct ManagerJob {
+        Manager *manager;
+        CaptureJob *job;
+        char *rule;
+        pid_t pid;
+        CaptureJobDone done;            /* HTTP: who waits for the result */
+        void *userdata;
+};
+
+static ManagerJob *manager_job_free(ManagerJob *j) {
+        if (!j)
+                return NULL;
+        capture_job_free(j->job);
+        free(j->rule);
+        free(j);
+        return NULL;
+}
+
+/* Rotate, then count what is left for /metrics and /healthz. */
 static void manager_vacuum(Manager *m) {
         ArchiveLimits l = manager_limits(m);
+        ArchiveSummary *list = NULL;
+        size_t n = 0;
         int r = archive_vacuum(m->archive, &l, now_usec(CLOCK_REALTIME));
 
         if (r < 0)
                 log_warning_errno(r, "Failed to rotate the archive, ignoring: %m");
         else if (r > 0)
                 log_info("Rotated the archive: removed %d old snapshot(s)", r);
+        if (archive_list(m->archive, &list, &n, NULL) >= 0) {
+                m->archive_snapshots = n;
+                m->archive_bytes = 0;
+                for (size_t i = 0; i < n; i++)
+                        m->archive_bytes += list[i].file_size;
+                archive_summaries_free(list, n);
+        }
 }
 
-static void job_done(CaptureJob *j, const char *id, int error, void *userdata) {
-        Manager *m = userdata;
-        pid_t target = capture_job_target(j);
+static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata) {
+        ManagerJob *j = userdata;
+        Manager *m = j->manager;
+        const char *rule = j->rule ?: METRICS_RULE_API;
 
-        if (id) {
+        metrics_count_capture(&m->metrics, rule, capture_outcome_from_error(res->error), res->max_pause_us,
+                              res->duration_usec);
+        if (j->done)
+                j->done(cj, res, j->userdata);
+        else if (res->id) {
                 m->snapshots_written++;
                 journal_event(LOG_NOTICE,
-                              &(JournalEvent) { .message_id = SW_MESSAGE_SNAPSHOT, .pid = target,
-                                                .rule = capture_job_rule(j), .snapshot = id },
-                              "Snapshot %s written for pid %d (rule \"%s\")", id, (int) target, capture_job_rule(j));
+                              &(JournalEvent) { .message_id = SW_MESSAGE_SNAPSHOT, .pid = j->pid, .rule = rule,
+                                                .snapshot = res->id },
+                              "Snapshot %s written for pid %d (rule \"%s\"; longest pause %.0f us)", res->id,
+                              (int) j->pid, rule, res->max_pause_us);
         } else {
                 m->capture_failures++;
-                journal_event(error == -ESRCH ? LOG_INFO : LOG_WARNING,
-                              &(JournalEvent) { .message_id = SW_MESSAGE_CAPTURE_FAILED, .pid = target,
-                                                .rule = capture_job_rule(j) },
-                              "Capture of pid %d for rule \"%s\" failed: %s", (int) target, capture_job_rule(j),
-                              error == -ECHILD ? "the capture process crashed" : strerror(-error));
+                journal_event(res->error == -ESRCH ? LOG_INFO : LOG_WARNING,
+                              &(JournalEvent) { .message_id = SW_MESSAGE_CAPTURE_FAILED, .pid = j->pid, .rule = rule },
+                              "Capture of pid %d for rule \"%s\" failed: %s", (int) j->pid, rule,
+                              res->error == -ECHILD ? "the capture process crashed" : strerror(-res->error));
         }
         for (size_t i = 0; i < m->n_jobs; i++)
                 if (m->jobs[i] == j) {
                         m->jobs[i] = m->jobs[--m->n_jobs];
                         break;
                 }
-        capture_job_free(j);
-        manager_vacuum(m);
+        manager_job_free(j);
+        if (res->id)
+                manager_vacuum(m);
         if (m->stopping && m->n_jobs == 0)
                 (void) sd_event_exit(m->event, 0);
+}
+
+static void manager_capture_options(const Manager *m, CaptureOptions *o) {
+        capture_options_init(o);
+        o->method = m->config->method;
+        o->unwinder = m->config->unwinder;
+        o->kernel = m->config->kernel;
+        o->max_frames = m->config->max_frames;
+        o->stack_bytes = m->config->stack_bytes;
+        o->time_budget_usec = m->config->time_budget_usec;
+}
+
+/* Start SPEC as a tracked job; the caller has checked the budget. */
+static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char *rule, CaptureJobDone done,
+                             void *userdata) {
+        ManagerJob *j, **nj;
+        int r;
+
+        if (m->n_jobs >= MANAGER_JOBS_MAX)
+                return -EBUSY;
+        nj = realloc(m->jobs, (m->n_jobs + 1) * sizeof *nj);
+        if (!nj)
+                return -ENOMEM;
+        m->jobs = nj;
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        *j = (ManagerJob) { .manager = m, .pid = spec->pid, .done = done, .userdata = userdata };
+        if (rule && !(j->rule = strdup(rule))) {
+                free(j);
+                return -ENOMEM;
+        }
+        r = capture_job_start(m->event, spec, job_done, j, &j->job);
+        if (r < 0) {
+                manager_job_free(j);
+                return r;
+        }
+        m->jobs[m->n_jobs++] = j;
+        return 0;
+}
+
+int manager_capture_live(Manager *m, pid_t pid, pid_t tid, int output_fd, CaptureJobFormat format, CaptureJobDone done,
+                         void *userdata, uint64_t *ret_retry_usec) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        CaptureJobSpec spec = {
+                .pid = pid,
+                .timeout_usec = m->config->time_budget_usec * 3 + 5 * USEC_PER_SEC,
+                .output_fd = output_fd,
+                .format = format,
+        };
+
+        if (m->stopping)
+                return -ESHUTDOWN;
+        if (m->n_jobs >= MANAGER_JOBS_MAX) {
+                m->metrics.captures_refused++;
+                *ret_retry_usec = USEC_PER_SEC;
+                return -EBUSY;
+        }
+        if (!trigger_budget_take(&m->trigger, m->config, now)) {
+                m->metrics.captures_refused++;
+                *ret_retry_usec = trigger_budget_wait_usec(&m->trigger, m->config, now);
+                return -EAGAIN;
+        }
+        manager_capture_options(m, &spec.options);
+        spec.options.tid = tid;
+        return manager_start_job(m, &spec, NULL, done, userdata);
 }
 
 static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata) {
         Manager *m = userdata;
         const char *klass = thread_class_to_string(t->cls.class);
         double secs = (double) (now_usec(CLOCK_MONOTONIC) - t->cls.since_usec) / 1e6;
-        CaptureJob *job, **nj;
         int err;
 
         if (r->actions & RULE_ACTION_LOG)
@@ -84,10 +183,6 @@ static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata)
                               (int) t->tid, klass, secs);
         if (!capture)
                 return;
-        if (m->n_jobs >= CAPTURE_JOBS_MAX) {
-                log_warning("Too many captures in flight; not capturing pid %d for rule \"%s\"", (int) t->pid, r->name);
-                return;
-        }
         CaptureJobSpec spec = {
                 .pid = t->pid,
                 .archive_dir = m->config->archive_dir,
@@ -95,6 +190,7 @@ static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata)
                 .comm = t->process->comm,
                 .timeout_usec = m->config->time_budget_usec * 3 + 5 * USEC_PER_SEC + r->probe_usec,
                 .probe_usec = t->cls.class == THREAD_CLASS_SYSCALL_SPIN ? r->probe_usec : 0,
+                .output_fd = -EBADF,
                 .trigger = {
                         .rule = r->name,
                         .klass = (char *) klass,
@@ -110,26 +206,14 @@ static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata)
                         .bytes_per_sec = t->cls.bytes_per_sec,
                 },
         };
-        capture_options_init(&spec.options);
-        spec.options.method = m->config->method;
-        spec.options.unwinder = m->config->unwinder;
-        spec.options.kernel = m->config->kernel;
-        spec.options.max_frames = m->config->max_frames;
-        spec.options.stack_bytes = m->config->stack_bytes;
-        spec.options.time_budget_usec = m->config->time_budget_usec;
-
-        nj = realloc(m->jobs, (m->n_jobs + 1) * sizeof *nj);
-        if (!nj) {
-                log_oom();
-                return;
-        }
-        m->jobs = nj;
-        err = capture_job_start(m->event, &spec, job_done, m, &job);
-        if (err < 0) {
+        manager_capture_options(m, &spec.options);
+        err = manager_start_job(m, &spec, r->name, NULL, NULL);
+        if (err == -EBUSY) {
+                m->metrics.captures_refused++;
+                log_warning("Too many captures in flight; not capturing pid %d for rule \"%s\"", (int) t->pid,
+                            r->name);
+        } else if (err < 0)
                 log_error_errno(err, "Failed to start a capture of pid %d: %m", (int) t->pid);
-                return;
-        }
-        m->jobs[m->n_jobs++] = job;
 }
 
 static void manager_update_status(Manager *m) {
@@ -160,6 +244,7 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
         else {
                 const ScanStats *st = &m->scanner->stats;
 
+                metrics_count_scan(&m->metrics, st->last_duration_usec);
                 log_debug("Scan %llu: %u threads in %u processes in %llu us, %llu deep reads so far",
                           (unsigned long long) st->scans, st->threads, st->processes,
                           (unsigned long long) st->last_duration_usec, (unsigned long long) st->deep_reads);
@@ -250,6 +335,8 @@ int manager_reload(Manager *m) {
                 (void) sd_notifyf(false, "READY=1\nSTATUS=%s", m->status);
                 return r;
         }
+        if (m->http)
+                (void) http_reload(m->http, old, m->config);
         config_free(old);
         log_info("Configuration reloaded: %zu rule(s), poll interval %llu ms", m->config->n_rules,
                  (unsigned long long) (m->config->poll_interval_usec / USEC_PER_MSEC));
@@ -264,6 +351,7 @@ int manager_new(const char *config_path, const char *rules_dir, Config *config, 
         m = calloc(1, sizeof *m);
         if (!m)
                 return log_oom();
+        m->start_usec = now_usec(CLOCK_MONOTONIC);
         m->config = config;
         m->config_path = strdup(config_path);
         m->rules_dir = strdup(rules_dir);
@@ -289,6 +377,9 @@ int manager_new(const char *config_path, const char *rules_dir, Config *config, 
         r = sd_event_set_watchdog(m->event, true);
         if (r < 0)
                 log_warning_errno(r, "Failed to enable the watchdog, ignoring: %m");
+        r = http_new(m, &m->http);
+        if (r < 0)
+                return r;
         r = sd_event_add_time_relative(m->event, &m->poll_source, CLOCK_MONOTONIC, 0, 0, on_poll, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to add the poll timer: %m");
@@ -302,9 +393,12 @@ int manager_new(const char *config_path, const char *rules_dir, Config *config, 
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
+        /* Jobs first: an HTTP request waiting on one is then answered by http_free(). */
         for (size_t i = 0; i < m->n_jobs; i++)
-                capture_job_free(m->jobs[i]);
+                manager_job_free(m->jobs[i]);
         free(m->jobs);
+        http_free(m->http);
+        metrics_done(&m->metrics);
         sd_event_source_disable_unref(m->poll_source);
         sd_event_unref(m->event);
         archive_free(m->archive);

@@ -9,10 +9,18 @@
 #include "archive.h"
 #include "capture-job.h"
 #include "config.h"
+#include "metrics.h"
 #include "scan.h"
 #include "trigger.h"
 
-typedef struct Manager {
+typedef struct Manager Manager;
+typedef struct Http Http;
+typedef struct ManagerJob ManagerJob;
+
+/* At most this many captures in flight (rules and HTTP together); a firing beyond it waits for the next poll. */
+#define MANAGER_JOBS_MAX 4
+
+struct Manager {
         sd_event *event;
         sd_event_source *poll_source;
 
@@ -24,15 +32,21 @@ typedef struct Manager {
         Trigger trigger;
         Archive *archive;
 
-        CaptureJob **jobs;
+        ManagerJob **jobs;
         size_t n_jobs;
+
+        Http *http;
+        Metrics metrics;
 
         bool ready;
         bool stopping;                  /* SIGTERM seen: no more polls, waiting for captures in flight */
         char status[256];
         uint64_t snapshots_written;
         uint64_t capture_failures;
-} Manager;
+        uint64_t start_usec;            /* CLOCK_MONOTONIC */
+        uint64_t archive_snapshots;     /* after the latest rotation */
+        uint64_t archive_bytes;
+};
 
 /* Takes ownership of CONFIG. */
 int manager_new(const char *config_path, const char *rules_dir, Config *config, Manager **ret);
@@ -44,3 +58,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 int manager_run(Manager *m);
 /* Load the configuration again; on errors keep the running one and say why. */
 int manager_reload(Manager *m);
+
+/* A live capture for an HTTP request: PID (TID only, when > 0) rendered in FORMAT into OUTPUT_FD, not archived,
+ * through the same budget as the rules. DONE runs when it ended (not when the manager is freed first).
+ * -EAGAIN: the per-minute budget is spent (*RET_RETRY_USEC says for how long); -EBUSY: too many captures in flight;
+ * -ESHUTDOWN: stopping. */
+int manager_capture_live(Manager *m, pid_t pid, pid_t tid, int output_fd, CaptureJobFormat format, CaptureJobDone done,
+                         void *userdata, uint64_t *ret_retry_usec);

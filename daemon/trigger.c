@@ -68,14 +68,35 @@ static int cooldown_set(Trigger *t, const Rule *r, const ProcessEntry *p, uint64
         return 0;
 }
 
-static bool budget_take(Trigger *t, const Config *c, uint64_t now) {
+static void budget_expire(Trigger *t, uint64_t now) {
         size_t k = 0;
-        uint64_t *n;
 
         for (size_t i = 0; i < t->n_captures; i++)
                 if (now - t->captures[i] < TRIGGER_BUDGET_WINDOW_USEC)
                         t->captures[k++] = t->captures[i];
         t->n_captures = k;
+}
+
+unsigned trigger_budget_used(Trigger *t, uint64_t now) {
+        budget_expire(t, now);
+        return (unsigned) t->n_captures;
+}
+
+uint64_t trigger_budget_wait_usec(Trigger *t, const Config *c, uint64_t now) {
+        uint64_t oldest = UINT64_MAX;
+
+        budget_expire(t, now);
+        if (t->n_captures < c->max_per_minute)
+                return 0;
+        for (size_t i = 0; i < t->n_captures; i++)
+                oldest = MIN(oldest, t->captures[i]);
+        return oldest + TRIGGER_BUDGET_WINDOW_USEC - now;
+}
+
+bool trigger_budget_take(Trigger *t, const Config *c, uint64_t now) {
+        uint64_t *n;
+
+        budget_expire(t, now);
         if (t->n_captures >= c->max_per_minute)
                 return false;
         n = realloc(t->captures, (t->n_captures + 1) * sizeof *n);
@@ -84,6 +105,13 @@ static bool budget_take(Trigger *t, const Config *c, uint64_t now) {
         t->captures = n;
         t->captures[t->n_captures++] = now;
         return true;
+}
+
+const RuleStats *trigger_rule_stats(const Trigger *t, const char *rule) {
+        for (size_t i = 0; i < t->n_stats; i++)
+                if (streq(t->stats[i].rule, rule))
+                        return &t->stats[i];
+        return NULL;
 }
 
 static RuleStats *stats_for(Trigger *t, const char *rule) {
@@ -153,7 +181,7 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                         };
                         if (!rule_matches(r, &f))
                                 continue;
-                        capture = (r->actions & RULE_ACTION_SNAPSHOT) && budget_take(t, c, now);
+                        capture = (r->actions & RULE_ACTION_SNAPSHOT) && trigger_budget_take(t, c, now);
                         if ((r->actions & RULE_ACTION_SNAPSHOT) && !capture) {
                                 /* No cooldown: the rule fires again once the budget frees up. */
                                 t->budget_skipped++;

@@ -41,4 +41,11 @@ typedef void (*TriggerFire)(const Rule *rule, ThreadEntry *t, bool capture, void
 void trigger_done(Trigger *t);
 /* Whether any rule may match a sleeping (S) thread as blocked or waiting: then quiet sleepers get deep reads. */
 bool trigger_rules_need_sleepers(const Config *c);
+/* The global captures-per-minute budget, shared by rules and live captures over HTTP: take one (false when spent),
+ * how many were taken in the last minute, and how long until the next one frees up (0: available now). */
+bool trigger_budget_take(Trigger *t, const Config *c, uint64_t now_usec);
+unsigned trigger_budget_used(Trigger *t, uint64_t now_usec);
+uint64_t trigger_budget_wait_usec(Trigger *t, const Config *c, uint64_t now_usec);
+/* How often rule RULE fired and when last; NULL when it never fired. */
+const RuleStats *trigger_rule_stats(const Trigger *t, const char *rule);
 int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now_usec, TriggerFire fire, void *userdata);

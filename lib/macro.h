@@ -81,6 +81,19 @@ static inline bool streq(const char *a, const char *b) {
         return a && b && __builtin_strcmp(a, b) == 0;
 }
 
+/* Equal, with NULL equal only to NULL. */
+static inline bool streq_ptr(const char *a, const char *b) {
+        return a == b || streq(a, b);
+}
+
+/* Free and return NULL: "p = mfree(p)". */
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
+#define DIV_ROUND_UP(x, y) (((x) + (y) - 1) / (y))
+
 static inline bool startswith(const char *s, const char *prefix) {
         return s && __builtin_strncmp(s, prefix, __builtin_strlen(prefix)) == 0;
 }

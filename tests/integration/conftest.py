@@ -192,6 +192,29 @@ def assert_chain(thread, chain):
 STACKWATCHD = os.path.join(BUILDDIR, "daemon", "stackwatchd")
 
 
+def http_get(target, path, headers=None, timeout=30, method="GET"):
+    """One HTTP request to the daemon: TARGET is a unix socket path or a (host, port) pair."""
+    import http.client
+    import socket
+
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(target)
+
+    if isinstance(target, str):
+        conn = UnixConnection("localhost", timeout=timeout)
+    else:
+        conn = http.client.HTTPConnection(*target, timeout=timeout)
+    try:
+        conn.request(method, path, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        conn.close()
+
+
 class NotifyListener:
     """A NOTIFY_SOCKET for the daemon: collects every sd_notify datagram, in order."""
 
@@ -241,6 +264,7 @@ class Daemon:
         n = Daemon.instances
         self.tmp = tmp
         self.archive = os.path.join(tmp, "archive")
+        self.socket = os.path.join(tmp, f"api-{n}.sock")
         self.config = os.path.join(tmp, "stackwatch.yaml")
         self.write_config(config_text)
         self.notify = NotifyListener(os.path.join(tmp, f"notify-{n}.sock"))
@@ -255,8 +279,26 @@ class Daemon:
         self.notify.wait_for(lambda ln: ln == "READY=1", timeout=15, what="READY=1")
 
     def write_config(self, text):
+        # Every daemon gets its own API socket: the default one is the system's.
+        if not re.search(r"^http:", text, re.M):
+            text = text.rstrip("\n") + "\nhttp:\n  socket: @SOCKET@\n"
         with open(self.config, "w") as f:
-            f.write(text.replace("@ARCHIVE@", self.archive))
+            f.write(text.replace("@ARCHIVE@", self.archive).replace("@SOCKET@", self.socket))
+
+    def get(self, path, headers=None, timeout=30):
+        """GET PATH over the daemon's unix socket; returns (status, headers, body bytes)."""
+        return http_get(self.socket, path, headers=headers, timeout=timeout)
+
+    def get_json(self, path, status=200, timeout=30):
+        code, _, body = self.get(path, timeout=timeout)
+        assert code == status, f"GET {path}: {code} {body[:500]!r}"
+        return json.loads(body)
+
+    def tcp_address(self):
+        """(host, port) of the TCP listener, from the daemon's "Listening on http://…" line."""
+        m = wait_until(lambda: re.search(r"^Listening on http://([0-9.]+):(\d+)", self.log_text(), re.M),
+                       what="the TCP listener")
+        return m.group(1), int(m.group(2))
 
     def log_text(self):
         with open(self.log_path, "rb") as f:

@@ -1,0 +1,631 @@
+/* http-routes.c: the route table and its handlers: /stacks/<pid> (a live capture through the rules' budget, the
+ * connection suspended meanwhile), /processes, /snapshots[/<id>], /rules, /metrics, /healthz. */
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "archive.h"
+#include "http.h"
+#include "log.h"
+#include "manager.h"
+#include "parse-util.h"
+#include "snapshot-json.h"
+#include "snapshot-text.h"
+#include "time-util.h"
+
+/* The kernel's PID_MAX_LIMIT on 64-bit: no pid or tid is larger. */
+#define HTTP_PID_MAX 4194304
+/* Characters of a client-supplied string quoted back in an error message. */
+#define HTTP_QUOTE_MAX 64
+
+struct HttpPending {
+        HttpPending *next;
+        Http *http;
+        struct MHD_Connection *connection;
+        int fd;                         /* the memfd the capture child renders into */
+        pid_t pid;
+        CaptureJobFormat format;
+        bool done, cancelled;
+        int error;
+};
+
+/* ---- parameters ---- */
+
+static const char *query(struct MHD_Connection *c, const char *key) {
+        return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* A pid or tid (lib/parse-util.c: 1..2^22 in decimal); -EINVAL or -ERANGE otherwise. */
+static int http_parse_pid(const char *s, pid_t *ret) {
+        int v, r = parse_pid(s, &v);
+
+        if (r < 0)
+                return r;
+        *ret = (pid_t) v;
+        return 0;
+}
+
+static bool parse_flag(const char *s) {
+        bool b;
+        return s && (streq(s, "1") || (config_parse_bool(s, &b) >= 0 && b));
+}
+
+/* A client string, cut short for an error message (json-c escapes it). */
+static const char *clip(const char *s, char *buf, size_t size) {
+        snprintf(buf, size, "%.*s%s", HTTP_QUOTE_MAX, s, strlen(s) > HTTP_QUOTE_MAX ? "…" : "");
+        return buf;
+}
+
+typedef struct ParamCheck {
+        const char *const *allowed;
+        const char *bad;
+} ParamCheck;
+
+static enum MHD_Result check_param(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        ParamCheck *pc = cls;
+
+        for (size_t i = 0; pc->allowed && pc->allowed[i]; i++)
+                if (streq(pc->allowed[i], key))
+                        return MHD_YES;
+        pc->bad = key;
+        return MHD_NO;
+}
+
+/* ---- /stacks/<pid> ---- */
+
+static bool proc_exists(pid_t pid, pid_t tid) {
+        char path[64];
+        struct stat st;
+
+        if (tid > 0)
+                snprintf(path, sizeof path, "/proc/%d/task/%d", (int) pid, (int) tid);
+        else
+                snprintf(path, sizeof path, "/proc/%d", (int) pid);
+        return stat(path, &st) == 0;
+}
+
+void http_pending_free(Http *h, HttpPending *p) {
+        for (HttpPending **pp = &h->pending; *pp; pp = &(*pp)->next)
+                if (*pp == p) {
+                        *pp = p->next;
+                        break;
+                }
+        safe_close(p->fd);
+        free(p);
+}
+
+static void on_live_done(CaptureJob *job, const CaptureJobResult *res, void *userdata) {
+        HttpPending *p = userdata;
+
+        p->done = true;
+        p->error = res->error;
+        MHD_resume_connection(p->connection);
+        http_kick(p->http);
+}
+
+void http_routes_cancel_all(Http *h) {
+        for (HttpPending *p = h->pending; p; p = p->next)
+                if (!p->done) {
+                        p->cancelled = p->done = true;
+                        MHD_resume_connection(p->connection);
+                }
+}
+
+static const char *format_content_type(CaptureJobFormat f) {
+        return f == CAPTURE_JOB_FORMAT_JSON ? API_CONTENT_JSON : API_CONTENT_TEXT;
+}
+
+enum MHD_Result http_routes_resumed(Http *h, struct MHD_Connection *c, HttpPending *p) {
+        struct MHD_Response *resp;
+        enum MHD_Result r;
+        off_t size;
+
+        if (p->cancelled || !p->done)
+                return http_reply_error(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, "stackwatchd is stopping");
+        switch (p->error) {
+        case 0:
+                break;
+        case -ESRCH:
+                return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "process %d exited before it was captured",
+                                        (int) p->pid);
+        case -EACCES:
+        case -EPERM:
+                return http_reply_error(h, c, MHD_HTTP_FORBIDDEN, "stackwatchd may not read process %d: %s",
+                                        (int) p->pid, strerror(-p->error));
+        case -ETIME:
+                return http_reply_error(h, c, MHD_HTTP_GATEWAY_TIMEOUT, "the capture of process %d timed out",
+                                        (int) p->pid);
+        case -ECHILD:
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                        "the capture of process %d crashed", (int) p->pid);
+        default:
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "the capture of process %d failed: %s",
+                                        (int) p->pid, strerror(-p->error));
+        }
+        size = lseek(p->fd, 0, SEEK_END);
+        if (size < 0)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "capture output lost: %s",
+                                        strerror(errno));
+        /* MHD sends straight from the memfd and closes it with the response. */
+        resp = MHD_create_response_from_fd_at_offset64((uint64_t) size, p->fd, 0);
+        if (!resp)
+                return MHD_NO;
+        p->fd = -EBADF;
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, format_content_type(p->format));
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        r = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        metrics_count_http(&h->manager->metrics, MHD_HTTP_OK);
+        return r;
+}
+
+static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+        const char *v;
+        char q[HTTP_QUOTE_MAX + 8];
+        pid_t pid, tid = 0;
+        CaptureJobFormat format = CAPTURE_JOB_FORMAT_JSON;
+        unsigned peers = 0;
+        uint64_t retry = 0;
+        HttpPending *p;
+        int r;
+
+        if (http_parse_pid(arg, &pid) < 0)
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed pid \"%s\" (expected 1..%d)",
+                                        clip(arg, q, sizeof q), HTTP_PID_MAX);
+        if ((v = query(c, API_Q_TID)) && http_parse_pid(v, &tid) < 0)
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed tid \"%s\"", clip(v, q, sizeof q));
+        if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                        "unknown format \"%s\" (expected json, text or folded)", clip(v, q, sizeof q));
+        if ((v = query(c, API_Q_PEERS)) && (safe_atou(v, &peers) < 0 || peers > CONFIG_PEERS_MAX))
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed peers \"%s\" (expected 0..%d)",
+                                        clip(v, q, sizeof q), CONFIG_PEERS_MAX);
+        if (peers > 0)
+                return http_reply_error(h, c, MHD_HTTP_NOT_IMPLEMENTED,
+                                        "peers: wait chains are not implemented yet; use peers=0");
+        if (!proc_exists(pid, 0))
+                return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no process %d", (int) pid);
+        if (tid > 0 && !proc_exists(pid, tid))
+                return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "process %d has no thread %d", (int) pid, (int) tid);
+
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        *p = (HttpPending) { .http = h, .connection = c, .pid = pid, .format = format };
+        p->fd = memfd_create("stackwatch-live", MFD_CLOEXEC);
+        if (p->fd < 0) {
+                r = -errno;
+                free(p);
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "memfd_create: %s", strerror(-r));
+        }
+        r = manager_capture_live(h->manager, pid, tid, p->fd, format, on_live_done, p, &retry);
+        if (r < 0) {
+                safe_close(p->fd);
+                free(p);
+                if (r == -EAGAIN)
+                        return http_reply_retry(h, c, retry, "capture budget spent (%u per minute)",
+                                                h->manager->config->max_per_minute);
+                if (r == -EBUSY)
+                        return http_reply_retry(h, c, retry, "too many captures in flight (%d)", MANAGER_JOBS_MAX);
+                if (r == -ESHUTDOWN)
+                        return http_reply_error(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, "stackwatchd is stopping");
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to start the capture: %s",
+                                        strerror(-r));
+        }
+        p->next = h->pending;
+        h->pending = p;
+        *con_cls = p;
+        MHD_suspend_connection(c);
+        return MHD_YES;
+}
+
+/* ---- /processes ---- */
+
+static bool class_unhealthy(ThreadClass c) {
+        return c == THREAD_CLASS_BLOCKED || c == THREAD_CLASS_BUSY_LOOP || c == THREAD_CLASS_SYSCALL_SPIN ||
+               c == THREAD_CLASS_STOPPED || c == THREAD_CLASS_ZOMBIE;
+}
+
+static int compare_threads(const void *a, const void *b) {
+        const ThreadEntry *x = *(ThreadEntry *const *) a, *y = *(ThreadEntry *const *) b;
+
+        if (x->pid != y->pid)
+                return x->pid < y->pid ? -1 : 1;
+        return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static void add_double(json_object *o, const char *key, double d) {
+        if (d == d) /* not NaN: NaN means "not measured yet" and is left out */
+                json_object_object_add(o, key, json_object_new_double(d));
+}
+
+static json_object *scan_json(Manager *m, bool by_class) {
+        const ScanStats *st = &m->scanner->stats;
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, API_K_SCANS, json_object_new_uint64(st->scans));
+        json_object_object_add(o, API_K_LAST_SCAN_AGE_MS,
+                               json_object_new_uint64(st->scans ? (now_usec(CLOCK_MONOTONIC) - st->last_scan_usec) /
+                                                                          USEC_PER_MSEC
+                                                                : 0));
+        json_object_object_add(o, API_K_LAST_SCAN_DURATION_US, json_object_new_uint64(st->last_duration_usec));
+        json_object_object_add(o, API_K_POLL_INTERVAL_MS,
+                               json_object_new_uint64(m->config->poll_interval_usec / USEC_PER_MSEC));
+        json_object_object_add(o, API_K_THREADS, json_object_new_int64(st->threads));
+        json_object_object_add(o, API_K_PROCESSES, json_object_new_int64(st->processes));
+        if (by_class) {
+                json_object *bc = json_object_new_object();
+                for (ThreadClass c = 0; bc && c < _THREAD_CLASS_MAX; c++)
+                        json_object_object_add(bc, thread_class_to_string(c), json_object_new_int64(st->by_class[c]));
+                json_object_object_add(o, API_K_BY_CLASS, bc);
+        }
+        return o;
+}
+
+static json_object *thread_json(const ThreadEntry *t, uint64_t now) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, API_K_PID, json_object_new_int(t->pid));
+        json_object_object_add(o, API_K_TID, json_object_new_int(t->tid));
+        json_object_object_add(o, API_K_COMM, json_object_new_string(t->comm));
+        json_object_object_add(o, API_K_PROCESS_COMM, json_object_new_string(t->process->comm));
+        json_object_object_add(o, API_K_STATE, json_object_new_string_len(&t->sample.state, t->sample.state ? 1 : 0));
+        json_object_object_add(o, API_K_CLASS, json_object_new_string(thread_class_to_string(t->cls.class)));
+        json_object_object_add(o, API_K_FOR_MS, json_object_new_uint64((now - MIN(t->cls.since_usec, now)) /
+                                                                        USEC_PER_MSEC));
+        add_double(o, API_K_CPU_PERCENT, t->cls.cpu_percent);
+        add_double(o, API_K_SYSCALLS_PER_SEC, t->cls.syscalls_per_sec);
+        add_double(o, API_K_BYTES_PER_SEC, t->cls.bytes_per_sec);
+        if (t->sample.have_syscall && t->sample.syscall.kind == PROC_SYSCALL_BLOCKED &&
+            syscall_name(t->sample.syscall.nr))
+                json_object_object_add(o, API_K_SYSCALL, json_object_new_string(syscall_name(t->sample.syscall.nr)));
+        if (t->wchan[0])
+                json_object_object_add(o, API_K_WCHAN, json_object_new_string(t->wchan));
+        if (t->process->unit)
+                json_object_object_add(o, API_K_UNIT, json_object_new_string(t->process->unit));
+        return o;
+}
+
+static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+        Manager *m = h->manager;
+        Scanner *s = m->scanner;
+        const char *v, *unit = query(c, API_Q_UNIT), *comm = query(c, API_Q_COMM);
+        bool all = parse_flag(query(c, API_Q_ALL));
+        unsigned classes = 0;
+        _cleanup_free_ ThreadEntry **list = NULL;
+        size_t n = 0;
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        json_object *o, *arr;
+        char q[HTTP_QUOTE_MAX + 8];
+
+        if ((v = query(c, API_Q_CLASS))) {
+                _cleanup_free_ char *copy = strdup(v);
+                char *save = NULL;
+
+                if (!copy)
+                        return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+                for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+                        ThreadClass k = thread_class_from_string(w);
+                        if (k < 0)
+                                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                                        "unknown class \"%s\" (expected running, waiting, blocked, "
+                                                        "busy-loop, syscall-spin, stopped or zombie)",
+                                                        clip(w, q, sizeof q));
+                        classes |= 1U << k;
+                }
+                if (classes == 0)
+                        return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "empty class filter");
+        }
+        list = malloc(MAX(s->threads.size, (size_t) 1) * sizeof *list);
+        if (!list)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        for (size_t i = 0; i < s->threads.size; i++) {
+                ThreadEntry *t;
+
+                if (s->threads.keys[i] <= 0)
+                        continue;
+                t = s->threads.values[i];
+                if (!t->have_sample || t->cls.class < 0)
+                        continue;
+                if (classes ? !(classes & (1U << t->cls.class)) : !all && !class_unhealthy(t->cls.class))
+                        continue;
+                if (comm && fnmatch(comm, t->process->comm, 0) != 0 && fnmatch(comm, t->comm, 0) != 0)
+                        continue;
+                if (unit) {
+                        (void) scanner_load_identity(s, t->process);
+                        if (!t->process->unit || fnmatch(unit, t->process->unit, 0) != 0)
+                                continue;
+                }
+                list[n++] = t;
+        }
+        qsort(list, n, sizeof *list, compare_threads);
+
+        o = json_object_new_object();
+        arr = json_object_new_array_ext((int) n);
+        if (!o || !arr) {
+                json_object_put(o);
+                json_object_put(arr);
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        }
+        json_object_object_add(o, API_K_SCAN, scan_json(m, false));
+        for (size_t i = 0; i < n; i++)
+                json_object_array_add(arr, thread_json(list[i], now));
+        json_object_object_add(o, API_K_THREADS, arr);
+        return http_reply_json(h, c, MHD_HTTP_OK, o);
+}
+
+/* ---- /snapshots ---- */
+
+static json_object *summary_json(const ArchiveSummary *s) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, API_K_ID, json_object_new_string(s->id));
+        json_object_object_add(o, API_K_TIMESTAMP_USEC, json_object_new_uint64(s->timestamp_usec));
+        json_object_object_add(o, API_K_PID, json_object_new_int(s->pid));
+        json_object_object_add(o, API_K_COMM, s->comm ? json_object_new_string(s->comm) : NULL);
+        json_object_object_add(o, API_K_RULE, s->rule ? json_object_new_string(s->rule) : NULL);
+        json_object_object_add(o, API_K_CLASS, s->klass ? json_object_new_string(s->klass) : NULL);
+        json_object_object_add(o, API_K_SIZE, json_object_new_uint64(s->size));
+        json_object_object_add(o, API_K_FILE_SIZE, json_object_new_uint64(s->file_size));
+        return o;
+}
+
+static enum MHD_Result route_snapshots(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+        const char *v, *rule = query(c, API_Q_RULE);
+        ArchiveSummary *list = NULL;
+        size_t n = 0, skipped = 0, first = 0, kept = 0;
+        pid_t pid = 0;
+        uint64_t since = 0, limit = UINT64_MAX;
+        char q[HTTP_QUOTE_MAX + 8];
+        json_object *o, *arr;
+        int r;
+
+        if ((v = query(c, API_Q_PID)) && http_parse_pid(v, &pid) < 0)
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed pid \"%s\"", clip(v, q, sizeof q));
+        if ((v = query(c, API_Q_SINCE)) && safe_atou64(v, &since) < 0)
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                        "malformed since \"%s\" (expected microseconds since the epoch)",
+                                        clip(v, q, sizeof q));
+        if ((v = query(c, API_Q_LIMIT)) && (safe_atou64(v, &limit) < 0 || limit == 0))
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed limit \"%s\" (expected 1 or more)",
+                                        clip(v, q, sizeof q));
+        r = archive_list(h->manager->archive, &list, &n, &skipped);
+        if (r < 0)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to list the archive: %s",
+                                        strerror(-r));
+        /* Filter in place (oldest first), then keep the newest LIMIT. */
+        for (size_t i = 0; i < n; i++) {
+                ArchiveSummary *s = &list[i];
+                if ((pid && s->pid != pid) || (rule && !streq(s->rule, rule)) || s->timestamp_usec < since) {
+                        archive_summary_done(s);
+                        continue;
+                }
+                list[kept++] = *s;
+                *s = (ArchiveSummary) {};
+        }
+        if (kept > limit)
+                first = kept - (size_t) limit;
+        o = json_object_new_object();
+        arr = json_object_new_array();
+        for (size_t i = first; o && arr && i < kept; i++)
+                json_object_array_add(arr, summary_json(&list[i]));
+        archive_summaries_free(list, n);
+        if (!o || !arr) {
+                json_object_put(o);
+                json_object_put(arr);
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        }
+        json_object_object_add(o, API_K_SNAPSHOTS, arr);
+        json_object_object_add(o, API_K_SKIPPED, json_object_new_uint64(skipped));
+        return http_reply_json(h, c, MHD_HTTP_OK, o);
+}
+
+static enum MHD_Result reply_rendered(Http *h, struct MHD_Connection *c, const char *json, size_t len,
+                                      CaptureJobFormat format) {
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+        _cleanup_free_ char *buf = NULL;
+        const char *why = NULL;
+        json_object *j;
+        size_t size = 0;
+        FILE *f;
+        int r;
+
+        if (format == CAPTURE_JOB_FORMAT_JSON)
+                return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_JSON, json, len);
+        j = json_tokener_parse(json);
+        r = j ? snapshot_from_json(j, &s, &why) : -EINVAL;
+        json_object_put(j);
+        if (r < 0)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "stored snapshot unreadable: %s",
+                                        why ?: strerror(-r));
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        if (format == CAPTURE_JOB_FORMAT_TEXT)
+                r = snapshot_print_text(s, &(TextOptions) { .kernel = true }, f);
+        else
+                r = snapshot_print_folded(s, true, f);
+        if (fclose(f) != 0 || r < 0)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to render the snapshot");
+        return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_TEXT, buf, size);
+}
+
+static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+        _cleanup_free_ char *json = NULL;
+        CaptureJobFormat format = CAPTURE_JOB_FORMAT_JSON;
+        char q[HTTP_QUOTE_MAX + 8];
+        const char *v;
+        size_t len = 0;
+        int r;
+
+        /* Checked before anything touches the file system: an id is never a path. */
+        if (!streq(arg, "latest") && !archive_id_is_valid(arg))
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                        "malformed snapshot id \"%s\" (expected YYYYMMDDTHHMMSS.uuuuuuZ-PID or latest)",
+                                        clip(arg, q, sizeof q));
+        if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                        "unknown format \"%s\" (expected json, text or folded)", clip(v, q, sizeof q));
+        r = archive_read(h->manager->archive, arg, &json, &len, NULL);
+        if (r == -ENOENT)
+                return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no snapshot %s", arg);
+        if (r < 0)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to read snapshot %s: %s", arg,
+                                        strerror(-r));
+        return reply_rendered(h, c, json, len, format);
+}
+
+/* ---- /rules, /metrics, /healthz ---- */
+
+static json_object *strings_json(unsigned bits, unsigned max, const char *(*name)(int)) {
+        json_object *a = json_object_new_array();
+
+        for (unsigned i = 0; a && i < max; i++)
+                if (bits & (1U << i))
+                        json_object_array_add(a, json_object_new_string(name((int) i)));
+        return a;
+}
+
+static const char *class_name(int i) {
+        return thread_class_to_string((ThreadClass) i);
+}
+
+static const char *action_name(int i) {
+        return rule_action_type_to_string((RuleActionType) i);
+}
+
+static enum MHD_Result route_rules(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+        Manager *m = h->manager;
+        json_object *o = json_object_new_object(), *arr = json_object_new_array(), *b = json_object_new_object();
+
+        if (!o || !arr || !b) {
+                json_object_put(o);
+                json_object_put(arr);
+                json_object_put(b);
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        }
+        for (size_t i = 0; i < m->config->n_rules; i++) {
+                const Rule *r = &m->config->rules[i];
+                const RuleStats *st = trigger_rule_stats(&m->trigger, r->name);
+                json_object *e = json_object_new_object();
+
+                if (!e)
+                        continue;
+                json_object_object_add(e, API_K_NAME, json_object_new_string(r->name));
+                json_object_object_add(e, API_K_FILE, json_object_new_string(r->file ?: ""));
+                json_object_object_add(e, API_K_LINE, json_object_new_int((int) r->line));
+                json_object_object_add(e, API_K_CLASSES, strings_json(r->classes, _THREAD_CLASS_MAX, class_name));
+                json_object_object_add(e, API_K_FOR_MS, json_object_new_uint64(r->for_usec / USEC_PER_MSEC));
+                json_object_object_add(e, API_K_STATES, r->states ? json_object_new_string(r->states) : NULL);
+                json_object_object_add(e, API_K_ACTIONS, strings_json(r->actions, _RULE_ACTION_TYPE_MAX, action_name));
+                json_object_object_add(e, API_K_COOLDOWN_MS, json_object_new_uint64(r->cooldown_usec / USEC_PER_MSEC));
+                json_object_object_add(e, API_K_PEERS, json_object_new_int((int) r->peers));
+                json_object_object_add(e, API_K_FIRED, json_object_new_uint64(st ? st->fired : 0));
+                json_object_object_add(e, API_K_LAST_FIRED_USEC, json_object_new_uint64(st ? st->last_fired_usec : 0));
+                json_object_array_add(arr, e);
+        }
+        json_object_object_add(o, API_K_RULES, arr);
+        json_object_object_add(b, API_K_MAX_PER_MINUTE, json_object_new_int((int) m->config->max_per_minute));
+        json_object_object_add(b, API_K_USED,
+                               json_object_new_int((int) trigger_budget_used(&m->trigger, now_usec(CLOCK_MONOTONIC))));
+        json_object_object_add(o, API_K_BUDGET, b);
+        return http_reply_json(h, c, MHD_HTTP_OK, o);
+}
+
+static enum MHD_Result route_metrics(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+
+        if (metrics_render(h->manager, &buf, &len) < 0)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_METRICS, buf, len);
+}
+
+static enum MHD_Result route_healthz(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+        Manager *m = h->manager;
+        const ScanStats *st = &m->scanner->stats;
+        uint64_t now = now_usec(CLOCK_MONOTONIC), age = st->scans ? now - st->last_scan_usec : now - m->start_usec;
+        /* Stalled: no scan for API_STALLED_POLLS intervals (plus a scan's own time, at least a second). */
+        bool stalled = age > API_STALLED_POLLS * m->config->poll_interval_usec + MAX(st->last_duration_usec, USEC_PER_SEC);
+        json_object *o = json_object_new_object(), *a = json_object_new_object();
+
+        if (!o || !a) {
+                json_object_put(o);
+                json_object_put(a);
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        }
+        json_object_object_add(o, API_K_STATUS, json_object_new_string(stalled ? API_STATUS_STALLED : API_STATUS_OK));
+        json_object_object_add(o, API_K_VERSION, json_object_new_string(PACKAGE_VERSION));
+        json_object_object_add(o, API_K_API, json_object_new_int(API_VERSION));
+        json_object_object_add(o, API_K_PID, json_object_new_int((int) getpid()));
+        json_object_object_add(o, API_K_UPTIME_SEC, json_object_new_uint64((now - m->start_usec) / USEC_PER_SEC));
+        json_object_object_add(o, API_K_SCAN, scan_json(m, true));
+        json_object_object_add(o, API_K_SNAPSHOTS_WRITTEN, json_object_new_uint64(m->snapshots_written));
+        json_object_object_add(o, API_K_CAPTURE_FAILURES, json_object_new_uint64(m->capture_failures));
+        json_object_object_add(o, API_K_CAPTURES_RUNNING, json_object_new_uint64(m->n_jobs));
+        json_object_object_add(a, API_K_DIRECTORY, json_object_new_string(m->config->archive_dir));
+        json_object_object_add(a, API_K_SNAPSHOTS, json_object_new_uint64(m->archive_snapshots));
+        json_object_object_add(a, API_K_BYTES, json_object_new_uint64(m->archive_bytes));
+        json_object_object_add(o, API_K_ARCHIVE, a);
+        return http_reply_json(h, c, stalled ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK, o);
+}
+
+/* ---- the table ---- */
+
+typedef enum MHD_Result (*HttpRouteFn)(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls);
+
+static const char *const stacks_params[] = { API_Q_FORMAT, API_Q_TID, API_Q_PEERS, NULL };
+static const char *const processes_params[] = { API_Q_ALL, API_Q_CLASS, API_Q_UNIT, API_Q_COMM, NULL };
+static const char *const snapshots_params[] = { API_Q_PID, API_Q_RULE, API_Q_SINCE, API_Q_LIMIT, NULL };
+static const char *const snapshot_params[] = { API_Q_FORMAT, NULL };
+
+static const struct {
+        const char *path;
+        bool prefix;                    /* the rest of the path is the argument (never empty) */
+        HttpRouteFn fn;
+        const char *const *params;      /* the query parameters it takes */
+} routes[] = {
+        { API_ROUTE_STACKS, true, route_stacks, stacks_params },
+        { API_ROUTE_PROCESSES, false, route_processes, processes_params },
+        { API_ROUTE_SNAPSHOTS, false, route_snapshots, snapshots_params },
+        { API_ROUTE_SNAPSHOTS "/", true, route_snapshot, snapshot_params },
+        { API_ROUTE_RULES, false, route_rules, NULL },
+        { API_ROUTE_METRICS, false, route_metrics, NULL },
+        { API_ROUTE_HEALTHZ, false, route_healthz, NULL },
+};
+
+enum MHD_Result http_routes_dispatch(Http *h, struct MHD_Connection *c, const char *url, const char *method,
+                                     void **con_cls) {
+        char q[HTTP_QUOTE_MAX + 8];
+
+        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                size_t n = strlen(routes[i].path);
+                ParamCheck pc = { .allowed = routes[i].params };
+
+                if (routes[i].prefix ? !startswith(url, routes[i].path) || !url[n] : !streq(url, routes[i].path))
+                        continue;
+                if (!streq(method, MHD_HTTP_METHOD_GET) && !streq(method, MHD_HTTP_METHOD_HEAD))
+                        return http_reply_error(h, c, MHD_HTTP_METHOD_NOT_ALLOWED,
+                                                "method %s not allowed (GET or HEAD)", clip(method, q, sizeof q));
+                (void) MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, check_param, &pc);
+                if (pc.bad)
+                        return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "unknown query parameter \"%s\" for %s",
+                                                clip(pc.bad, q, sizeof q), routes[i].path);
+                return routes[i].fn(h, c, routes[i].prefix ? url + n : NULL, con_cls);
+        }
+        return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no such route \"%s\" (try /processes, /stacks/PID, "
+                                "/snapshots, /rules, /metrics or /healthz)", clip(url, q, sizeof q));
+}

@@ -1,0 +1,517 @@
+/* http.c: libmicrohttpd in epoll mode inside the sd-event loop (its epoll fd is an io source, its timeout a timer
+ * re-armed after every MHD_run()), the listeners, the token check and the reply helpers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "api.h"
+#include "http.h"
+#include "log.h"
+#include "manager.h"
+#include "time-util.h"
+
+struct HttpListener {
+        Http *http;
+        struct MHD_Daemon *mhd;
+        sd_event_source *io, *timer;
+        bool tcp;                       /* requires the bearer token */
+        char name[128];                 /* for the log: "/run/…/stackwatch.sock" or "http://127.0.0.1:9177" */
+};
+
+static HttpListener *listener_free(HttpListener *l) {
+        if (!l)
+                return NULL;
+        sd_event_source_disable_unref(l->io);
+        sd_event_source_disable_unref(l->timer);
+        if (l->mhd)
+                MHD_stop_daemon(l->mhd);
+        free(l);
+        return NULL;
+}
+
+/* ---- the event loop side ---- */
+
+static void listener_run(HttpListener *l) {
+        MHD_UNSIGNED_LONG_LONG ms;
+
+        (void) MHD_run(l->mhd);
+        /* MHD_get_timeout() is relative, in milliseconds; MHD_NO means "no timeout needed". */
+        if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
+                (void) sd_event_source_set_time_relative(l->timer, MIN(ms, (MHD_UNSIGNED_LONG_LONG) 3600000) * 1000);
+                (void) sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
+        } else
+                (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        listener_run(userdata);
+        return 0;
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        listener_run(userdata);
+        return 0;
+}
+
+void http_kick(Http *h) {
+        /* A resumed connection is processed by the next MHD_run(); MHD's own wakeup makes its epoll fd readable,
+         * and the timer at 0 makes sure of it. */
+        for (size_t i = 0; i < h->n_listeners; i++) {
+                (void) sd_event_source_set_time_relative(h->listeners[i]->timer, 0);
+                (void) sd_event_source_set_enabled(h->listeners[i]->timer, SD_EVENT_ONESHOT);
+        }
+}
+
+/* ---- replies ---- */
+
+enum MHD_Result http_reply(Http *h, struct MHD_Connection *c, unsigned status, const char *content_type,
+                           const char *body, size_t len) {
+        struct MHD_Response *resp;
+        enum MHD_Result r;
+
+        resp = MHD_create_response_from_buffer(len, (void *) body, MHD_RESPMEM_MUST_COPY);
+        if (!resp)
+                return MHD_NO;
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        (void) MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        if (status == MHD_HTTP_UNAUTHORIZED)
+                (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"stackwatch\"");
+        if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+                (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        r = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        metrics_count_http(&h->manager->metrics, status);
+        return r;
+}
+
+enum MHD_Result http_reply_json(Http *h, struct MHD_Connection *c, unsigned status, json_object *j) {
+        const char *s;
+        size_t len;
+        enum MHD_Result r;
+
+        if (!j)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        s = json_object_to_json_string_length(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        r = s ? http_reply(h, c, status, API_CONTENT_JSON, s, len)
+              : http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        json_object_put(j);
+        return r;
+}
+
+static enum MHD_Result reply_errorv(Http *h, struct MHD_Connection *c, unsigned status, const char *fmt, va_list ap) {
+        char msg[512];
+        json_object *j;
+
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        j = json_object_new_object();
+        if (j) {
+                json_object_object_add(j, API_K_ERROR, json_object_new_string(msg));
+                json_object_object_add(j, API_K_STATUS, json_object_new_int((int) status));
+        }
+        if (!j) {
+                static const char oom[] = "{\"error\":\"out of memory\",\"status\":500}";
+                return http_reply(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, API_CONTENT_JSON, oom, sizeof oom - 1);
+        }
+        return http_reply_json(h, c, status, j);
+}
+
+enum MHD_Result http_reply_error(Http *h, struct MHD_Connection *c, unsigned status, const char *fmt, ...) {
+        enum MHD_Result r;
+        va_list ap;
+
+        va_start(ap, fmt);
+        r = reply_errorv(h, c, status, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t retry_usec, const char *fmt, ...) {
+        char msg[512], secs[24];
+        struct MHD_Response *resp;
+        json_object *j;
+        const char *s;
+        enum MHD_Result r;
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        j = json_object_new_object();
+        if (!j)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        json_object_object_add(j, API_K_ERROR, json_object_new_string(msg));
+        json_object_object_add(j, API_K_STATUS, json_object_new_int(MHD_HTTP_TOO_MANY_REQUESTS));
+        s = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN);
+        resp = s ? MHD_create_response_from_buffer(strlen(s), (void *) s, MHD_RESPMEM_MUST_COPY) : NULL;
+        json_object_put(j);
+        if (!resp)
+                return MHD_NO;
+        snprintf(secs, sizeof secs, "%llu", (unsigned long long) MAX(DIV_ROUND_UP(retry_usec, USEC_PER_SEC), 1ULL));
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, API_CONTENT_JSON);
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, secs);
+        r = MHD_queue_response(c, MHD_HTTP_TOO_MANY_REQUESTS, resp);
+        MHD_destroy_response(resp);
+        metrics_count_http(&h->manager->metrics, MHD_HTTP_TOO_MANY_REQUESTS);
+        return r;
+}
+
+/* ---- requests ---- */
+
+/* Constant time in the length of the expected token: a wrong token reveals nothing through timing. */
+static bool token_matches(const char *expected, const char *given) {
+        size_t n = strlen(expected), m = strlen(given);
+        unsigned char diff = n != m;
+
+        for (size_t i = 0; i < n; i++)
+                diff |= (unsigned char) expected[i] ^ (unsigned char) (i < m ? given[i] : 0);
+        return diff == 0;
+}
+
+static bool authorized(const HttpListener *l, struct MHD_Connection *c) {
+        const char *v;
+
+        if (!l->tcp)
+                return true; /* the unix socket's mode and group are the access control */
+        if (!l->http->token)
+                return false;
+        v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (!v || strncasecmp(v, "Bearer ", 7) != 0)
+                return false;
+        v += 7;
+        while (*v == ' ')
+                v++;
+        return token_matches(l->http->token, v);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+        HttpListener *l = cls;
+        Http *h = l->http;
+
+        if (*con_cls)
+                return http_routes_resumed(h, c, *con_cls);
+        if (strlen(url) > API_URL_MAX)
+                return http_reply_error(h, c, MHD_HTTP_URI_TOO_LONG, "request URL longer than %d bytes", API_URL_MAX);
+        if (!authorized(l, c))
+                return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
+                                        l->http->token ? "missing or wrong bearer token"
+                                                       : "no token configured: this listener serves nothing");
+        return http_routes_dispatch(h, c, url, method, con_cls);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+        HttpListener *l = cls;
+
+        if (*con_cls) {
+                http_pending_free(l->http, *con_cls);
+                *con_cls = NULL;
+        }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+        char msg[512];
+        size_t n;
+
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        n = strlen(msg);
+        while (n > 0 && msg[n - 1] == '\n')
+                msg[--n] = 0;
+        log_debug("libmicrohttpd: %s", msg);
+}
+
+/* ---- listeners ---- */
+
+static int listener_add(Http *h, int fd, bool tcp, const char *name) {
+        _cleanup_close_ int sfd = fd;
+        const Config *c = h->manager->config;
+        HttpListener *l, **nl;
+        const union MHD_DaemonInfo *info;
+        int r;
+
+        if (fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK) < 0)
+                return log_error_errno(errno, "Failed to make %s non-blocking: %m", name);
+        nl = realloc(h->listeners, (h->n_listeners + 1) * sizeof *nl);
+        if (!nl)
+                return log_oom();
+        h->listeners = nl;
+        l = calloc(1, sizeof *l);
+        if (!l)
+                return log_oom();
+        l->http = h;
+        l->tcp = tcp;
+        snprintf(l->name, sizeof l->name, "%s", name);
+        h->listeners[h->n_listeners++] = l;
+
+        l->mhd = MHD_start_daemon(
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, l,
+                MHD_OPTION_LISTEN_SOCKET, sfd,
+                MHD_OPTION_CONNECTION_LIMIT, c->http_max_connections,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) DIV_ROUND_UP(c->http_timeout_usec, USEC_PER_SEC),
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) HTTP_CONNECTION_MEMORY,
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT, tcp ? HTTP_PER_IP_CONNECTIONS : 0U,
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
+                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                MHD_OPTION_END);
+        if (!l->mhd)
+                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Failed to start the HTTP server on %s", name);
+        TAKE_FD(sfd); /* MHD closes it */
+        info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        if (!info)
+                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "libmicrohttpd has no epoll fd for %s", name);
+        r = sd_event_add_io(h->manager->event, &l->io, info->epoll_fd, EPOLLIN, on_io, l);
+        if (r >= 0)
+                r = sd_event_add_time(h->manager->event, &l->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_timer, l);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the HTTP server on %s to the event loop: %m", name);
+        log_info("Listening on %s%s", name, tcp ? " (bearer token required)" : "");
+        return 0;
+}
+
+/* Whether something answers on the unix socket PATH (another daemon): then we must not take it over. */
+static bool unix_socket_alive(const struct sockaddr_un *sa) {
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        return fd >= 0 && connect(fd, (const struct sockaddr *) sa, sizeof *sa) == 0;
+}
+
+static int mkdir_parents(const char *path, mode_t mode) {
+        char buf[sizeof ((struct sockaddr_un *) NULL)->sun_path];
+
+        snprintf(buf, sizeof buf, "%s", path);
+        for (char *p = buf + 1; (p = strchr(p, '/')); p++) {
+                *p = 0;
+                if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        return 0;
+}
+
+static int listen_unix(Http *h) {
+        const Config *c = h->manager->config;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        mode_t old;
+        int r;
+
+        if (strlen(c->http_socket) >= sizeof sa.sun_path)
+                return log_error_errno(SYNTHETIC_ERRNO(ENAMETOOLONG), "Socket path '%s' is too long", c->http_socket);
+        memcpy(sa.sun_path, c->http_socket, strlen(c->http_socket));
+        r = mkdir_parents(c->http_socket, 0755);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the directory of '%s': %m", c->http_socket);
+        if (lstat(c->http_socket, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode))
+                        return log_error_errno(SYNTHETIC_ERRNO(EEXIST), "'%s' exists and is not a socket; not "
+                                               "replacing it", c->http_socket);
+                if (unix_socket_alive(&sa))
+                        return log_error_errno(SYNTHETIC_ERRNO(EADDRINUSE), "Another server is listening on '%s' "
+                                               "(is stackwatchd already running?)", c->http_socket);
+                (void) unlink(c->http_socket); /* stale, from a daemon that died */
+        }
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to create a unix socket: %m");
+        /* Born with no more than the configured mode: no window in which others may connect. */
+        old = umask(0777 & ~(mode_t) c->http_socket_mode);
+        r = bind(fd, (struct sockaddr *) &sa, sizeof sa);
+        umask(old);
+        if (r < 0)
+                return log_error_errno(errno, "Failed to bind '%s': %m", c->http_socket);
+        h->socket_path = strdup(c->http_socket);
+        if (!h->socket_path)
+                return log_oom();
+        if (chmod(c->http_socket, c->http_socket_mode) < 0)
+                return log_error_errno(errno, "Failed to set the mode of '%s': %m", c->http_socket);
+        if (c->has_http_socket_group && chown(c->http_socket, (uid_t) -1, c->http_socket_gid) < 0)
+                return log_error_errno(errno, "Failed to give '%s' to group %u: %m", c->http_socket,
+                                       (unsigned) c->http_socket_gid);
+        if (listen(fd, SOMAXCONN) < 0)
+                return log_error_errno(errno, "Failed to listen on '%s': %m", c->http_socket);
+        return listener_add(h, TAKE_FD(fd), false, c->http_socket);
+}
+
+static void format_inet(const struct sockaddr_storage *ss, char *buf, size_t size) {
+        char addr[INET6_ADDRSTRLEN] = "?";
+
+        if (ss->ss_family == AF_INET6) {
+                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) ss;
+                inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof addr);
+                snprintf(buf, size, "http://[%s]:%u", addr, ntohs(in6->sin6_port));
+        } else {
+                const struct sockaddr_in *in = (const struct sockaddr_in *) ss;
+                inet_ntop(AF_INET, &in->sin_addr, addr, sizeof addr);
+                snprintf(buf, size, "http://%s:%u", addr, ntohs(in->sin_port));
+        }
+}
+
+static int listen_tcp(Http *h) {
+        const Config *c = h->manager->config;
+        struct sockaddr_storage ss;
+        socklen_t len;
+        _cleanup_close_ int fd = -EBADF;
+        char name[128];
+        int one = 1;
+
+        if (config_parse_listen(c->http_listen, &ss, &len) < 0)
+                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Invalid listen address '%s'", c->http_listen);
+        fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to create a TCP socket: %m");
+        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, (struct sockaddr *) &ss, len) < 0)
+                return log_error_errno(errno, "Failed to bind %s: %m", c->http_listen);
+        if (listen(fd, SOMAXCONN) < 0)
+                return log_error_errno(errno, "Failed to listen on %s: %m", c->http_listen);
+        len = sizeof ss;
+        if (getsockname(fd, (struct sockaddr *) &ss, &len) < 0)
+                return log_error_errno(errno, "Failed to get the address of %s: %m", c->http_listen);
+        format_inet(&ss, name, sizeof name);
+        return listener_add(h, TAKE_FD(fd), true, name);
+}
+
+/* The token: one line of a file only root (or the daemon's user) should read. */
+static int read_token(const char *path, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+        char buf[API_TOKEN_MAX + 2];
+        struct stat st;
+        ssize_t n;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to open the token file '%s': %m", path);
+        if (fstat(fd, &st) == 0 && (st.st_mode & 0004))
+                log_warning("Token file '%s' is readable by everyone; anyone on this machine can use the API", path);
+        n = read(fd, buf, sizeof buf - 1);
+        if (n < 0)
+                return log_error_errno(errno, "Failed to read the token file '%s': %m", path);
+        buf[n] = 0;
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+                buf[--n] = 0;
+        if (n == 0)
+                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Token file '%s' is empty", path);
+        if ((size_t) n > API_TOKEN_MAX || strpbrk(buf, " \t\r\n"))
+                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Token file '%s' must hold one token of at most %d "
+                                       "characters without spaces", path, API_TOKEN_MAX);
+        *ret = strdup(buf);
+        return *ret ? 0 : log_oom();
+}
+
+int http_new(Manager *m, Http **ret) {
+        _cleanup_(http_freep) Http *h = NULL;
+        const Config *c = m->config;
+        int n, r;
+
+        h = calloc(1, sizeof *h);
+        if (!h)
+                return log_oom();
+        h->manager = m;
+        if (c->http_token_file) {
+                r = read_token(c->http_token_file, &h->token);
+                if (r < 0)
+                        return r;
+        }
+
+        /* Sockets passed by systemd (stackwatchd.socket) replace the configured ones. */
+        n = sd_listen_fds(true);
+        if (n < 0)
+                return log_error_errno(n, "Failed to read the sockets passed by systemd: %m");
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                char name[128];
+
+                if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0) {
+                        snprintf(name, sizeof name, "a unix socket passed by systemd (fd %d)", fd);
+                        r = listener_add(h, fd, false, name);
+                } else if (sd_is_socket_inet(fd, AF_UNSPEC, SOCK_STREAM, 1, 0) > 0) {
+                        struct sockaddr_storage ss;
+                        socklen_t len = sizeof ss;
+
+                        if (getsockname(fd, (struct sockaddr *) &ss, &len) < 0)
+                                return log_error_errno(errno, "Failed to get the address of fd %d: %m", fd);
+                        format_inet(&ss, name, sizeof name);
+                        if (!h->token)
+                                log_warning("%s was passed by systemd but http.token_file is not set: every request "
+                                            "on it gets 401", name);
+                        r = listener_add(h, fd, true, name);
+                } else {
+                        log_warning("Ignoring fd %d passed by systemd: not a listening stream socket", fd);
+                        (void) close(fd);
+                        continue;
+                }
+                if (r < 0)
+                        return r;
+        }
+        if (n == 0) {
+                if (c->http_socket) {
+                        r = listen_unix(h);
+                        if (r < 0)
+                                return r;
+                }
+                if (c->http_listen) {
+                        r = listen_tcp(h);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        *ret = TAKE_PTR(h);
+        return 0;
+}
+
+Http *http_free(Http *h) {
+        if (!h)
+                return NULL;
+        /* MHD wants suspended connections resumed before it stops; they are answered 503 or dropped. */
+        http_routes_cancel_all(h);
+        for (size_t i = 0; i < h->n_listeners; i++)
+                listener_free(h->listeners[i]);
+        free(h->listeners);
+        while (h->pending)
+                http_pending_free(h, h->pending);
+        if (h->socket_path)
+                (void) unlink(h->socket_path);
+        free(h->socket_path);
+        free(h->token);
+        free(h);
+        return NULL;
+}
+
+int http_reload(Http *h, const Config *old, const Config *new) {
+        _cleanup_free_ char *token = NULL;
+        int r;
+
+        if (!streq_ptr(old->http_socket, new->http_socket) || !streq_ptr(old->http_listen, new->http_listen) ||
+            old->http_socket_mode != new->http_socket_mode || old->http_max_connections != new->http_max_connections ||
+            old->http_timeout_usec != new->http_timeout_usec)
+                log_warning("The http section changed; listeners keep their old settings until stackwatchd restarts");
+        if (!new->http_token_file) {
+                h->token = mfree(h->token);
+                return 0;
+        }
+        r = read_token(new->http_token_file, &token);
+        if (r < 0) {
+                log_warning("Keeping the previous token");
+                return r;
+        }
+        free(h->token);
+        h->token = TAKE_PTR(token);
+        return 0;
+}

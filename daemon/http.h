@@ -1,0 +1,66 @@
+/* http.h: the HTTP API (libmicrohttpd in epoll mode, driven by the daemon's sd-event loop): listeners (a unix
+ * socket by default, optional TCP with a bearer token, or sockets passed by systemd), limits, and the replies the
+ * routes in http-routes.c build. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <json-c/json.h>
+#include <microhttpd.h>
+
+#include "config.h"
+#include "macro.h"
+
+typedef struct Manager Manager;
+typedef struct Http Http;
+typedef struct HttpListener HttpListener;
+
+/* Bytes MHD may use per connection (request line and headers included): a longer request gets 414/431. */
+#define HTTP_CONNECTION_MEMORY (32U * 1024U)
+/* Connections at once from one TCP address. */
+#define HTTP_PER_IP_CONNECTIONS 16U
+
+/* Open the listeners the configuration asks for (or the sockets systemd passed) and hook them into M's loop. */
+int http_new(Manager *m, Http **ret);
+/* Close the listeners (answering any request still waiting for a capture with 503) and free; NULL-safe. */
+Http *http_free(Http *h);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Http *, http_free);
+/* After a reload: read the token file again; listener changes need a restart (logged). */
+int http_reload(Http *h, const Config *old, const Config *new);
+
+/* ---- for http-routes.c ---- */
+
+/* A request waiting on a live capture (its connection is suspended until the capture ends). */
+typedef struct HttpPending HttpPending;
+
+struct Http {
+        Manager *manager;
+        HttpListener **listeners;
+        size_t n_listeners;
+        char *token;                    /* for TCP listeners; NULL: none configured */
+        char *socket_path;              /* the unix socket we bound, removed at exit */
+        HttpPending *pending;           /* suspended requests, a list */
+};
+
+/* Queue replies. Every reply is counted in the metrics; errors are {"error": …, "status": …}. */
+enum MHD_Result http_reply(Http *h, struct MHD_Connection *c, unsigned status, const char *content_type,
+                           const char *body, size_t len);
+enum MHD_Result http_reply_json(Http *h, struct MHD_Connection *c, unsigned status, json_object *j);
+enum MHD_Result http_reply_error(Http *h, struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+        _printf_(4, 5);
+/* 429 with Retry-After (whole seconds, rounded up). */
+enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t retry_usec, const char *fmt, ...)
+        _printf_(4, 5);
+
+/* Answer one request (method and path already checked for length and, on TCP, the token). *CON_CLS is MHD's
+ * per-request pointer: a route that suspends the connection stores its state there. */
+enum MHD_Result http_routes_dispatch(Http *h, struct MHD_Connection *c, const char *url, const char *method,
+                                     void **con_cls);
+/* Called again for a request a route suspended, once it was resumed; and when MHD is done with it. */
+enum MHD_Result http_routes_resumed(Http *h, struct MHD_Connection *c, HttpPending *p);
+void http_pending_free(Http *h, HttpPending *p);
+/* At shutdown: mark every waiting request cancelled and resume its connection. */
+void http_routes_cancel_all(Http *h);
+/* The connection of P was resumed: run MHD soon. */
+void http_kick(Http *h);

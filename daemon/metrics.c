@@ -1,0 +1,175 @@
+/* metrics.c: counters kept by the daemon and the Prometheus text exposition built from them and the Manager. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "manager.h"
+#include "metrics.h"
+#include "string-table.h"
+#include "time-util.h"
+
+static const char *const capture_outcome_table[_CAPTURE_OUTCOME_MAX] = {
+        [CAPTURE_OUTCOME_OK] = "ok",
+        [CAPTURE_OUTCOME_GONE] = "gone",
+        [CAPTURE_OUTCOME_FAILED] = "failed",
+        [CAPTURE_OUTCOME_CRASHED] = "crashed",
+        [CAPTURE_OUTCOME_TIMEOUT] = "timeout",
+};
+DEFINE_STRING_TABLE_LOOKUP(capture_outcome, CaptureOutcome);
+
+CaptureOutcome capture_outcome_from_error(int error) {
+        switch (error) {
+        case 0:
+                return CAPTURE_OUTCOME_OK;
+        case -ESRCH:
+                return CAPTURE_OUTCOME_GONE;
+        case -ECHILD:
+                return CAPTURE_OUTCOME_CRASHED;
+        case -ETIME:
+                return CAPTURE_OUTCOME_TIMEOUT;
+        default:
+                return CAPTURE_OUTCOME_FAILED;
+        }
+}
+
+void metrics_done(Metrics *m) {
+        for (size_t i = 0; i < m->n_rules; i++)
+                free(m->rules[i].rule);
+        free(m->rules);
+        free(m->http);
+        *m = (Metrics) {};
+}
+
+static MetricsRule *metrics_rule(Metrics *m, const char *rule) {
+        MetricsRule *n;
+
+        for (size_t i = 0; i < m->n_rules; i++)
+                if (streq(m->rules[i].rule, rule))
+                        return &m->rules[i];
+        n = realloc(m->rules, (m->n_rules + 1) * sizeof *n);
+        if (!n)
+                return NULL;
+        m->rules = n;
+        n = &m->rules[m->n_rules];
+        *n = (MetricsRule) { .rule = strdup(rule) };
+        if (!n->rule)
+                return NULL;
+        m->n_rules++;
+        return n;
+}
+
+void metrics_count_capture(Metrics *m, const char *rule, CaptureOutcome o, double max_pause_us, uint64_t duration_usec) {
+        MetricsRule *r = metrics_rule(m, rule);
+
+        if (r)
+                r->captures[o]++;
+        if (o != CAPTURE_OUTCOME_OK)
+                return;
+        m->pause_seconds_sum += max_pause_us / 1e6;
+        m->pause_seconds_max = MAX(m->pause_seconds_max, max_pause_us / 1e6);
+        m->pause_count++;
+        m->capture_seconds_sum += (double) duration_usec / 1e6;
+        m->capture_count++;
+}
+
+void metrics_count_http(Metrics *m, unsigned code) {
+        MetricsHttp *n;
+
+        for (size_t i = 0; i < m->n_http; i++)
+                if (m->http[i].code == code) {
+                        m->http[i].count++;
+                        return;
+                }
+        n = realloc(m->http, (m->n_http + 1) * sizeof *n);
+        if (!n)
+                return;
+        m->http = n;
+        m->http[m->n_http++] = (MetricsHttp) { .code = code, .count = 1 };
+}
+
+void metrics_count_scan(Metrics *m, uint64_t duration_usec) {
+        m->scan_seconds_sum += (double) duration_usec / 1e6;
+}
+
+static void header(FILE *f, const char *name, const char *type, const char *help) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Rule names are [A-Za-z0-9_.-] (checked at load), so they need no escaping as label values. */
+int metrics_render(Manager *m, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *buf = NULL;
+        const ScanStats *st = &m->scanner->stats;
+        const Metrics *mt = &m->metrics;
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        size_t len = 0;
+        FILE *f;
+
+        f = open_memstream(&buf, &len);
+        if (!f)
+                return -ENOMEM;
+
+        header(f, "stackwatch_build_info", "gauge", "The running stackwatchd's version.");
+        fprintf(f, "stackwatch_build_info{version=\"%s\"} 1\n", PACKAGE_VERSION);
+        header(f, "stackwatch_threads", "gauge", "Threads watched, by their current class.");
+        for (ThreadClass c = 0; c < _THREAD_CLASS_MAX; c++)
+                fprintf(f, "stackwatch_threads{class=\"%s\"} %u\n", thread_class_to_string(c), st->by_class[c]);
+        header(f, "stackwatch_processes", "gauge", "Processes watched.");
+        fprintf(f, "stackwatch_processes %u\n", st->processes);
+        header(f, "stackwatch_scans_total", "counter", "Scans of /proc since start.");
+        fprintf(f, "stackwatch_scans_total %llu\n", (unsigned long long) st->scans);
+        header(f, "stackwatch_scan_duration_seconds", "summary", "Time spent in scans of /proc.");
+        fprintf(f, "stackwatch_scan_duration_seconds_sum %.6f\n", mt->scan_seconds_sum);
+        fprintf(f, "stackwatch_scan_duration_seconds_count %llu\n", (unsigned long long) st->scans);
+        header(f, "stackwatch_last_scan_duration_seconds", "gauge", "Duration of the latest scan.");
+        fprintf(f, "stackwatch_last_scan_duration_seconds %.6f\n", (double) st->last_duration_usec / 1e6);
+        header(f, "stackwatch_last_scan_age_seconds", "gauge", "Time since the latest scan ended.");
+        fprintf(f, "stackwatch_last_scan_age_seconds %.3f\n",
+                st->scans > 0 ? (double) (now - st->last_scan_usec) / 1e6 : 0.0);
+        header(f, "stackwatch_deep_reads_total", "counter", "Deep /proc reads (syscall, schedstat, io, wchan).");
+        fprintf(f, "stackwatch_deep_reads_total %llu\n", (unsigned long long) st->deep_reads);
+
+        header(f, "stackwatch_rule_firings_total", "counter", "Times each rule fired.");
+        for (size_t i = 0; i < m->config->n_rules; i++) {
+                const RuleStats *rs = trigger_rule_stats(&m->trigger, m->config->rules[i].name);
+                fprintf(f, "stackwatch_rule_firings_total{rule=\"%s\"} %llu\n", m->config->rules[i].name,
+                        (unsigned long long) (rs ? rs->fired : 0));
+        }
+        header(f, "stackwatch_captures_total", "counter",
+               "Captures by rule (\"" METRICS_RULE_API "\" for GET /stacks) and outcome.");
+        for (size_t i = 0; i < mt->n_rules; i++)
+                for (CaptureOutcome o = 0; o < _CAPTURE_OUTCOME_MAX; o++)
+                        fprintf(f, "stackwatch_captures_total{rule=\"%s\",outcome=\"%s\"} %llu\n", mt->rules[i].rule,
+                                capture_outcome_to_string(o), (unsigned long long) mt->rules[i].captures[o]);
+        header(f, "stackwatch_captures_refused_total", "counter",
+               "Captures not started: the per-minute budget was spent or too many were in flight.");
+        fprintf(f, "stackwatch_captures_refused_total %llu\n",
+                (unsigned long long) (mt->captures_refused + m->trigger.budget_skipped));
+        header(f, "stackwatch_captures_running", "gauge", "Captures in flight.");
+        fprintf(f, "stackwatch_captures_running %zu\n", m->n_jobs);
+        header(f, "stackwatch_capture_pause_seconds", "summary",
+               "The longest time a thread of the target was held stopped, per successful capture.");
+        fprintf(f, "stackwatch_capture_pause_seconds_sum %.6f\n", mt->pause_seconds_sum);
+        fprintf(f, "stackwatch_capture_pause_seconds_count %llu\n", (unsigned long long) mt->pause_count);
+        header(f, "stackwatch_capture_pause_max_seconds", "gauge", "The longest pause of any capture since start.");
+        fprintf(f, "stackwatch_capture_pause_max_seconds %.6f\n", mt->pause_seconds_max);
+        header(f, "stackwatch_capture_duration_seconds", "summary", "Wall time of successful captures.");
+        fprintf(f, "stackwatch_capture_duration_seconds_sum %.6f\n", mt->capture_seconds_sum);
+        fprintf(f, "stackwatch_capture_duration_seconds_count %llu\n", (unsigned long long) mt->capture_count);
+
+        header(f, "stackwatch_archive_snapshots", "gauge", "Snapshots in the archive.");
+        fprintf(f, "stackwatch_archive_snapshots %llu\n", (unsigned long long) m->archive_snapshots);
+        header(f, "stackwatch_archive_bytes", "gauge", "Bytes on disk of the snapshots in the archive.");
+        fprintf(f, "stackwatch_archive_bytes %llu\n", (unsigned long long) m->archive_bytes);
+
+        header(f, "stackwatch_http_requests_total", "counter", "HTTP requests answered, by status code.");
+        for (size_t i = 0; i < mt->n_http; i++)
+                fprintf(f, "stackwatch_http_requests_total{code=\"%u\"} %llu\n", mt->http[i].code,
+                        (unsigned long long) mt->http[i].count);
+
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        *ret_len = len;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}

@@ -1,0 +1,61 @@
+/* metrics.h: the daemon's counters and their Prometheus text exposition (GET /metrics). */
+#pragma once
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Manager Manager;
+
+/* How a capture ended, one counter per rule and outcome. */
+typedef enum CaptureOutcome {
+        CAPTURE_OUTCOME_OK,
+        CAPTURE_OUTCOME_GONE,           /* the process exited first */
+        CAPTURE_OUTCOME_FAILED,
+        CAPTURE_OUTCOME_CRASHED,        /* the capture child died of a signal */
+        CAPTURE_OUTCOME_TIMEOUT,
+        _CAPTURE_OUTCOME_MAX,
+        _CAPTURE_OUTCOME_INVALID = -EINVAL,
+} CaptureOutcome;
+
+const char *capture_outcome_to_string(CaptureOutcome o);
+CaptureOutcome capture_outcome_from_string(const char *s);
+/* The outcome an error from a capture job stands for (0: ok). */
+CaptureOutcome capture_outcome_from_error(int error);
+
+/* The label captures requested over HTTP are counted under, in place of a rule name. */
+#define METRICS_RULE_API "api"
+
+typedef struct MetricsRule {
+        char *rule;
+        uint64_t captures[_CAPTURE_OUTCOME_MAX];
+} MetricsRule;
+
+typedef struct MetricsHttp {
+        unsigned code;
+        uint64_t count;
+} MetricsHttp;
+
+typedef struct Metrics {
+        MetricsRule *rules;
+        size_t n_rules;
+        double pause_seconds_sum;       /* the longest pause of each successful capture, summed */
+        double pause_seconds_max;
+        uint64_t pause_count;
+        double capture_seconds_sum;
+        uint64_t capture_count;
+        uint64_t captures_refused;      /* budget spent or too many in flight (rules and HTTP) */
+        double scan_seconds_sum;
+        MetricsHttp *http;
+        size_t n_http;
+} Metrics;
+
+void metrics_done(Metrics *m);
+/* Count one finished capture for RULE (METRICS_RULE_API for HTTP) with its outcome and, when it succeeded, its
+ * longest pause and duration. Out of memory only loses the count. */
+void metrics_count_capture(Metrics *m, const char *rule, CaptureOutcome o, double max_pause_us, uint64_t duration_usec);
+void metrics_count_http(Metrics *m, unsigned code);
+void metrics_count_scan(Metrics *m, uint64_t duration_usec);
+
+/* The whole exposition (text format 0.0.4) for the daemon's current state; -ENOMEM. */
+int metrics_render(Manager *m, char **ret, size_t *ret_len);
