@@ -413,8 +413,11 @@ static enum MHD_Result route_snapshots(Http *h, struct MHD_Connection *c, const 
                         archive_summary_done(s);
                         continue;
                 }
-                list[kept++] = *s;
-                *s = (ArchiveSummary) {};
+                if (i != kept) {
+                        list[kept] = *s;
+                        *s = (ArchiveSummary) {};
+                }
+                kept++;
         }
         if (kept > limit)
                 first = kept - (size_t) limit;
@@ -594,7 +597,7 @@ static const char *const snapshot_params[] = { API_Q_FORMAT, NULL };
 
 static const struct {
         const char *path;
-        bool prefix;                    /* the rest of the path is the argument (never empty) */
+        bool prefix;                    /* the rest of the path is the argument (checked by the route) */
         HttpRouteFn fn;
         const char *const *params;      /* the query parameters it takes */
 } routes[] = {
@@ -615,7 +618,7 @@ enum MHD_Result http_routes_dispatch(Http *h, struct MHD_Connection *c, const ch
                 size_t n = strlen(routes[i].path);
                 ParamCheck pc = { .allowed = routes[i].params };
 
-                if (routes[i].prefix ? !startswith(url, routes[i].path) || !url[n] : !streq(url, routes[i].path))
+                if (routes[i].prefix ? !startswith(url, routes[i].path) : !streq(url, routes[i].path))
                         continue;
                 if (!streq(method, MHD_HTTP_METHOD_GET) && !streq(method, MHD_HTTP_METHOD_HEAD))
                         return http_reply_error(h, c, MHD_HTTP_METHOD_NOT_ALLOWED,

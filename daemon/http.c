@@ -259,13 +259,13 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
 
         l->mhd = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, l,
+                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                 MHD_OPTION_LISTEN_SOCKET, sfd,
                 MHD_OPTION_CONNECTION_LIMIT, c->http_max_connections,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) DIV_ROUND_UP(c->http_timeout_usec, USEC_PER_SEC),
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) HTTP_CONNECTION_MEMORY,
                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, tcp ? HTTP_PER_IP_CONNECTIONS : 0U,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
-                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                 MHD_OPTION_END);
         if (!l->mhd)
                 return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Failed to start the HTTP server on %s", name);
