@@ -245,7 +245,11 @@ def test_unit_file_verifies(tmp_path):
         unit = f.read().replace("@sbindir@", os.path.join(BUILDDIR, "daemon"))
     path = tmp_path / "stackwatchd.service"
     path.write_text(unit)
+    sock = tmp_path / "stackwatchd.socket"
+    with open(os.path.join(SRCDIR, "units", "stackwatchd.socket")) as f:
+        sock.write_text(f.read())
     # --man=no: the Documentation= pages are not installed in a build tree.
-    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, timeout=60)
-    problems = [ln for ln in r.stderr.decode().splitlines() if "stackwatchd.service" in ln]
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path), str(sock)], capture_output=True,
+                       timeout=60)
+    problems = [ln for ln in r.stderr.decode().splitlines() if "stackwatchd." in ln]
     assert r.returncode == 0 and not problems, r.stderr.decode()
