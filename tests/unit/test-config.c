@@ -1057,6 +1057,13 @@ static void check_same_config(const Config *a, const Config *b) {
         ck_assert_uint_eq(a->stack_bytes, b->stack_bytes);
         ck_assert_uint_eq(a->time_budget_usec, b->time_budget_usec);
         ck_assert_int_eq(a->kernel, b->kernel);
+        ck_assert_str_eq(a->http_socket, b->http_socket);
+        ck_assert_uint_eq(a->http_socket_mode, b->http_socket_mode);
+        ck_assert_int_eq(a->has_http_socket_group, b->has_http_socket_group);
+        ck_assert_ptr_eq(a->http_listen, b->http_listen); /* both NULL: off */
+        ck_assert_ptr_eq(a->http_token_file, b->http_token_file);
+        ck_assert_uint_eq(a->http_max_connections, b->http_max_connections);
+        ck_assert_uint_eq(a->http_timeout_usec, b->http_timeout_usec);
         ck_assert_uint_eq(a->n_rules, b->n_rules);
         for (size_t i = 0; i < a->n_rules; i++)
                 ck_assert_msg(rules_equal(&a->rules[i], &b->rules[i]), "rule %zu differs", i);
