@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <linux/close_range.h>
 #include <unistd.h>
 
 #include "capture-job.h"
@@ -149,6 +150,22 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         return 0;
 }
 
+/* The child keeps only its two pipes: a copy of an HTTP client's connection or of a listening socket must not
+ * outlive the daemon's own (a client would wait for an EOF the child holds up). The loop's fds go too. */
+static void close_all_but(int a, int b) {
+        unsigned lo = 3;
+        int keep[2] = { MIN(a, b), MAX(a, b) };
+
+        for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
+                if (keep[i] < (int) lo)
+                        continue;
+                if ((unsigned) keep[i] > lo)
+                        (void) close_range(lo, (unsigned) keep[i] - 1, 0);
+                lo = (unsigned) keep[i] + 1;
+        }
+        (void) close_range(lo, ~0U, 0);
+}
+
 static void job_finish(CaptureJob *j, int error) {
         char buf[256] = "", id[ARCHIVE_ID_MAX + 1];
         CaptureJobResult res = { .error = error ?: -EIO };
@@ -230,6 +247,7 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
                 safe_close(fds[0]);
+                close_all_but(fds[1], spec->output_fd);
                 free(j->rule); /* the parent's bookkeeping, not ours */
                 free(j);
                 _exit(job_child(spec, fds[1]));
