@@ -12,6 +12,7 @@
 #include "parse-util.h"
 #include "snapshot-json.h"
 #include "snapshot-text.h"
+#include "stackctl-format.h"
 #include "stackctl.h"
 
 static int open_archive(Archive **ret) {
@@ -26,14 +27,6 @@ static int open_archive(Archive **ret) {
                 return EXIT_FAIL;
         }
         return EXIT_OK;
-}
-
-static void format_time(uint64_t usec, char *buf, size_t size) {
-        time_t t = (time_t) (usec / USEC_PER_SEC);
-        struct tm tm;
-
-        if (!localtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm) == 0)
-                snprintf(buf, size, "@%llu", (unsigned long long) (usec / USEC_PER_SEC));
 }
 
 static bool matches(const ArchiveSummary *s) {
@@ -84,8 +77,9 @@ int verb_list(int argc, char **argv) {
                         json_object_array_add(arr, o);
                 } else {
                         _cleanup_free_ char *comm = escape_string(s->comm ?: "-"), *rule = escape_string(s->rule ?: "-");
-                        char when[32];
-                        format_time(s->timestamp_usec, when, sizeof when);
+                        char when[FORMAT_TIMESTAMP_MAX];
+
+                        format_timestamp(when, sizeof when, s->timestamp_usec);
                         printf("%-19s %7d %-16s %-16s %-12s %s\n", when, s->pid, comm ?: "?", rule ?: "?",
                                s->klass ?: "-", s->id);
                 }
