@@ -1,4 +1,5 @@
-/* stackctl-dump.c: "stackctl dump PID…|--all": capture and print, as text, JSON lines or folded stacks. */
+/* stackctl-dump.c: "stackctl dump PID…|--all": capture and print, as text, JSON lines or folded stacks (or have
+ * the daemon capture, with --via-daemon). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -106,6 +107,24 @@ int verb_dump(int argc, char **argv) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
         int ret = EXIT_OK, r;
 
+        if (arg.via_daemon) {
+                int pid;
+
+                if (arg.all || argc != 2) {
+                        log_error("Usage: stackctl dump --via-daemon PID (one process)");
+                        return EXIT_USAGE;
+                }
+                if (arg.local_option) {
+                        log_error("%s applies to local dumps only: with --via-daemon, stackwatchd captures with its "
+                                  "own settings.", arg.local_option);
+                        return EXIT_USAGE;
+                }
+                if (parse_pid(argv[1], &pid) < 0) {
+                        log_error("Invalid process id '%s'.", argv[1]);
+                        return EXIT_USAGE;
+                }
+                return dump_via_daemon(pid);
+        }
         if (arg.all == (argc > 1)) {
                 log_error("Usage: stackctl dump PID… | --all");
                 return EXIT_USAGE;

@@ -5,11 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/un.h>
 
+#include "api.h"
 #include "log.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "stackctl.h"
+#include "thread-class.h"
 
 StackctlArgs arg;
 
@@ -26,6 +29,9 @@ static const Verb verbs[] = {
           "Print the kernel and user stack of every thread of PID, without stopping blocked threads" },
         { "list", 0, 0, verb_list, "list", "List the snapshots in the archive (--pid, --rule, --since)" },
         { "show", 0, 1, verb_show, "show [ID|latest]", "Print one archived snapshot (default: the latest)" },
+        { "ps", 0, 0, verb_ps, "ps", "Threads the daemon finds unhealthy (--all, --class, --unit, --comm)" },
+        { "rules", 0, 0, verb_rules, "rules", "The daemon's rules, how often each fired, the capture budget" },
+        { "status", 0, 0, verb_status, "status", "Whether the daemon runs and scans, what it watches and captured" },
 };
 
 static const struct {
@@ -51,18 +57,36 @@ static const struct {
         { "   --pid PID", "list: only snapshots of this process" },
         { "   --rule NAME", "list: only snapshots taken by this rule" },
         { "   --since WHEN", "list: only snapshots since WHEN (10m, 2h, @EPOCH, YYYY-MM-DD[ HH:MM[:SS]])" },
+        { "   --via-daemon", "dump: have stackwatchd capture the process (one PID)" },
+        { "   --class LIST", "ps: only these classes, comma-separated (blocked,busy-loop,…)" },
+        { "   --unit GLOB", "ps: only processes in matching systemd units" },
+        { "   --comm GLOB", "ps: only threads or processes with a matching name" },
+        { "   --no-legend", "ps, rules: no header and footer lines" },
+        { "   --socket PATH", "The daemon's socket (default " API_SOCKET_DEFAULT ")" },
+        { "   --host URL", "Ask the daemon over TCP instead (http://HOST:PORT)" },
+        { "   --token-file FILE", "With --host: send the bearer token in FILE" },
+        { "   --timeout SEC", "Wait at most SEC seconds for the daemon (default 10, dump 60)" },
         { "   --debug", "Log debugging messages to stderr" },
 };
+
+/* printf pads by bytes: widen the field by the UTF-8 continuation bytes in S so that "PID…" lines up. */
+static int column_width(const char *s, int width) {
+        for (; *s; s++)
+                if (((unsigned char) *s & 0xc0) == 0x80)
+                        width++;
+        return width;
+}
 
 static void help(FILE *f) {
         fprintf(f, "stackctl [OPTIONS…] COMMAND …\n\nShow kernel and user stacks of live processes.\n\nCommands:\n");
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
-                fprintf(f, "  %-24s %s\n", verbs[i].usage, verbs[i].help);
+                fprintf(f, "  %-*s %s\n", column_width(verbs[i].usage, 24), verbs[i].usage, verbs[i].help);
         fprintf(f, "\nOptions:\n");
         for (size_t i = 0; i < ELEMENTSOF(option_help); i++)
-                fprintf(f, "  %-24s %s\n", option_help[i].option, option_help[i].help);
+                fprintf(f, "  %-*s %s\n", column_width(option_help[i].option, 24), option_help[i].option,
+                        option_help[i].help);
         fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage, 3 no such process or nothing found, 4 permission "
-                   "denied, 5 partial dump.\n");
+                   "denied, 5 partial dump, 6 no daemon.\n");
 }
 
 enum {
@@ -81,6 +105,15 @@ enum {
         ARG_RULE,
         ARG_SINCE,
         ARG_DEBUG,
+        ARG_VIA_DAEMON,
+        ARG_CLASS,
+        ARG_UNIT,
+        ARG_COMM,
+        ARG_NO_LEGEND,
+        ARG_SOCKET,
+        ARG_HOST,
+        ARG_TOKEN_FILE,
+        ARG_TIMEOUT,
 };
 
 static int parse_uint_arg(const char *name, const char *value, uint64_t min, uint64_t max, uint64_t *ret) {
@@ -94,6 +127,68 @@ static int parse_uint_arg(const char *name, const char *value, uint64_t min, uin
         *ret = v;
         return 0;
 }
+
+/* --class blocked,busy-loop: every name must be a class, checked here so that a typo is a usage error. */
+static int parse_classes(const char *s) {
+        _cleanup_free_ char *copy = strdup(s);
+        char *save = NULL;
+        unsigned n = 0;
+
+        if (!copy)
+                return log_oom();
+        for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save), n++)
+                if (thread_class_from_string(w) < 0) {
+                        log_error("Unknown class '%s': expected running, waiting, blocked, busy-loop, syscall-spin, "
+                                  "stopped or zombie.", w);
+                        return -EINVAL;
+                }
+        if (n == 0) {
+                log_error("Empty --class: expected one or more class names, separated by commas.");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* --host: "http://HOST:PORT" or "HOST:PORT" (http is implied), without a trailing slash; libcurl checks the rest. */
+static int parse_host(const char *s) {
+        static char url[API_URL_MAX];
+        size_t len;
+
+        for (const char *p = s; *p; p++)
+                if ((unsigned char) *p <= ' ' || *p == 0x7f) {
+                        log_error("Invalid --host: a URL has no spaces or control characters.");
+                        return -EINVAL;
+                }
+        if (snprintf(url, sizeof url, "%s%s", strstr(s, "://") ? "" : "http://", s) >= (int) sizeof url) {
+                log_error("Invalid --host: longer than %d bytes.", API_URL_MAX);
+                return -EINVAL;
+        }
+        len = strlen(url);
+        while (len > 0 && url[len - 1] == '/')
+                url[--len] = 0;
+        if (!startswith(url, "http://") && !startswith(url, "https://")) {
+                log_error("Invalid --host '%s': expected http://HOST:PORT.", s);
+                return -EINVAL;
+        }
+        arg.host = url;
+        return 0;
+}
+
+/* Options that only a local capture uses: with --via-daemon the daemon captures with its own settings. */
+static const struct {
+        int c;
+        const char *name;
+} local_only[] = {
+        { 'm', "--method" },
+        { 'u', "--unwinder" },
+        { ARG_NO_KERNEL, "--no-kernel" },
+        { ARG_MAX_FRAMES, "--max-frames" },
+        { ARG_STACK_BYTES, "--stack-bytes" },
+        { ARG_TIME_BUDGET, "--time-budget" },
+        { ARG_DEBUGINFO_PATH, "--debuginfo-path" },
+        { ARG_MODULES, "--modules" },
+        { ARG_NO_SOURCE, "--no-source" },
+};
 
 static int parse_argv(int argc, char **argv) {
         static const struct option options[] = {
@@ -117,6 +212,15 @@ static int parse_argv(int argc, char **argv) {
                 { "rule", required_argument, NULL, ARG_RULE },
                 { "since", required_argument, NULL, ARG_SINCE },
                 { "debug", no_argument, NULL, ARG_DEBUG },
+                { "via-daemon", no_argument, NULL, ARG_VIA_DAEMON },
+                { "class", required_argument, NULL, ARG_CLASS },
+                { "unit", required_argument, NULL, ARG_UNIT },
+                { "comm", required_argument, NULL, ARG_COMM },
+                { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "host", required_argument, NULL, ARG_HOST },
+                { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
+                { "timeout", required_argument, NULL, ARG_TIMEOUT },
                 {}
         };
         uint64_t v;
@@ -125,7 +229,12 @@ static int parse_argv(int argc, char **argv) {
         capture_options_init(&arg.capture);
         arg.source = true;
         arg.archive_dir = STACKWATCH_ARCHIVE_DEFAULT;
-        while ((c = getopt_long(argc, argv, "hat:m:u:", options, NULL)) >= 0)
+        arg.socket_path = API_SOCKET_DEFAULT;
+        arg.legend = true;
+        while ((c = getopt_long(argc, argv, "hat:m:u:", options, NULL)) >= 0) {
+                for (size_t i = 0; i < ELEMENTSOF(local_only); i++)
+                        if (local_only[i].c == c && !arg.local_option)
+                                arg.local_option = local_only[i].name;
                 switch (c) {
                 case 'h':
                         help(stdout);
@@ -222,11 +331,49 @@ static int parse_argv(int argc, char **argv) {
                 case ARG_DEBUG:
                         log_set_max_level(LOG_DEBUG);
                         break;
+                case ARG_VIA_DAEMON:
+                        arg.via_daemon = true;
+                        break;
+                case ARG_CLASS:
+                        if (parse_classes(optarg) < 0)
+                                return -EINVAL;
+                        arg.classes = optarg;
+                        break;
+                case ARG_UNIT:
+                        arg.unit_glob = optarg;
+                        break;
+                case ARG_COMM:
+                        arg.comm_glob = optarg;
+                        break;
+                case ARG_NO_LEGEND:
+                        arg.legend = false;
+                        break;
+                case ARG_SOCKET:
+                        if (optarg[0] == 0 || strlen(optarg) >= sizeof(((struct sockaddr_un *) NULL)->sun_path)) {
+                                log_error("Invalid --socket '%s': expected a path shorter than %zu bytes.", optarg,
+                                          sizeof(((struct sockaddr_un *) NULL)->sun_path));
+                                return -EINVAL;
+                        }
+                        arg.socket_path = optarg;
+                        break;
+                case ARG_HOST:
+                        if (parse_host(optarg) < 0)
+                                return -EINVAL;
+                        break;
+                case ARG_TOKEN_FILE:
+                        arg.token_file = optarg;
+                        break;
+                case ARG_TIMEOUT:
+                        if (parse_uint_arg("--timeout", optarg, 1, 3600, &v) < 0)
+                                return -EINVAL;
+                        arg.timeout_usec = v * USEC_PER_SEC;
+                        break;
                 case '?':
                         return -EINVAL;
                 default:
                         return -EINVAL;
                 }
+        }
         return 1;
 }
 

@@ -1,0 +1,96 @@
+/* stackctl-ps.c: "stackctl ps": how stackwatchd classifies the threads it watches, as a table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "escape.h"
+#include "log.h"
+#include "stackctl-daemon.h"
+#include "stackctl-format.h"
+#include "stackctl.h"
+
+static int processes_path(char **ret) {
+        _cleanup_free_ char *path = strdup(API_ROUTE_PROCESSES);
+
+        if (!path ||
+            (arg.all && http_query_append(&path, API_Q_ALL, "1") < 0) ||
+            (arg.classes && http_query_append(&path, API_Q_CLASS, arg.classes) < 0) ||
+            (arg.unit_glob && http_query_append(&path, API_Q_UNIT, arg.unit_glob) < 0) ||
+            (arg.comm_glob && http_query_append(&path, API_Q_COMM, arg.comm_glob) < 0))
+                return -ENOMEM;
+        *ret = TAKE_PTR(path);
+        return 0;
+}
+
+/* "read/pipe_read": the syscall the thread sits in and where the kernel has it wait, whichever are known. */
+static char *where(json_object *t) {
+        const char *sc = json_get_string(t, API_K_SYSCALL), *wc = json_get_string(t, API_K_WCHAN);
+        _cleanup_free_ char *s = NULL;
+
+        if (sc && wc && asprintf(&s, "%s/%s", sc, wc) < 0)
+                return NULL;
+        return escape_string(s ?: sc ?: wc ?: "-");
+}
+
+static int print_thread(json_object *t) {
+        _cleanup_free_ char *comm = escape_string(json_get_string(t, API_K_COMM) ?: "-"),
+                            *class = escape_string(json_get_string(t, API_K_CLASS) ?: "-"),
+                            *state = escape_string(json_get_string(t, API_K_STATE) ?: "-"), *w = where(t);
+        char span[FORMAT_TIMESPAN_MAX];
+
+        if (!comm || !class || !state || !w)
+                return log_oom();
+        printf("%7llu %7llu %-16s %-12s %-5s %7s %5.1f %s\n", (unsigned long long) json_get_u64(t, API_K_PID),
+               (unsigned long long) json_get_u64(t, API_K_TID), comm, class, state,
+               format_timespan(span, sizeof span, json_get_u64(t, API_K_FOR_MS) * USEC_PER_MSEC),
+               json_get_double(t, API_K_CPU_PERCENT), w);
+        return 0;
+}
+
+int verb_ps(int argc, char **argv) {
+        _cleanup_(http_response_done) HttpResponse resp = {};
+        _cleanup_(json_object_putp) json_object *doc = NULL;
+        _cleanup_free_ char *path = NULL;
+        json_object *scan, *threads;
+        char span[FORMAT_TIMESPAN_MAX];
+        size_t n;
+        int r;
+
+        if (processes_path(&path) < 0)
+                return log_oom(), EXIT_FAIL;
+        r = daemon_get_json(path, 0, &resp, &doc);
+        if (r != EXIT_OK)
+                return r;
+        scan = json_get_object(doc, API_K_SCAN);
+        threads = json_get_array(doc, API_K_THREADS);
+        n = threads ? json_object_array_length(threads) : 0;
+
+        if (arg.format == OUTPUT_JSON) {
+                r = daemon_print_body(&resp);
+                return r != EXIT_OK ? r : n > 0 ? EXIT_OK : EXIT_NOT_FOUND;
+        }
+        if (n == 0) {
+                if (arg.classes || arg.unit_glob || arg.comm_glob)
+                        log_error("No threads match (%llu watched).",
+                                  (unsigned long long) json_get_u64(scan, API_K_THREADS));
+                else
+                        log_error("No %sthreads among the %llu watched%s.", arg.all ? "" : "unhealthy ",
+                                  (unsigned long long) json_get_u64(scan, API_K_THREADS),
+                                  arg.all ? "" : " (--all shows every one)");
+                return EXIT_NOT_FOUND;
+        }
+        if (arg.legend)
+                printf("%7s %7s %-16s %-12s %-5s %7s %5s %s\n", "PID", "TID", "COMM", "CLASS", "STATE", "FOR", "CPU%",
+                       "SYSCALL/WCHAN");
+        for (size_t i = 0; i < n; i++) {
+                r = print_thread(json_object_array_get_idx(threads, i));
+                if (r < 0)
+                        return EXIT_FAIL;
+        }
+        if (arg.legend)
+                printf("\n%zu of %llu threads shown (scan %llu, %s ago).\n", n,
+                       (unsigned long long) json_get_u64(scan, API_K_THREADS),
+                       (unsigned long long) json_get_u64(scan, API_K_SCANS),
+                       format_timespan(span, sizeof span, json_get_u64(scan, API_K_LAST_SCAN_AGE_MS) * USEC_PER_MSEC));
+        return EXIT_OK;
+}

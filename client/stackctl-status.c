@@ -1,0 +1,100 @@
+/* stackctl-status.c: "stackctl status": is stackwatchd up and scanning, what it watches and what it captured. */
+#include <stdio.h>
+
+#include "api.h"
+#include "escape.h"
+#include "log.h"
+#include "stackctl-daemon.h"
+#include "stackctl-format.h"
+#include "stackctl.h"
+
+/* "3 blocked, 20 running, …" in the daemon's order, which is the classes' own. */
+static char *classes_line(json_object *by_class) {
+        char *line = NULL;
+        size_t len = 0;
+        FILE *f;
+
+        f = open_memstream(&line, &len);
+        if (!f)
+                return NULL;
+        if (by_class) {
+                json_object_object_foreach(by_class, key, val) {
+                        _cleanup_free_ char *k = escape_string(key);
+                        fprintf(f, "%s%llu %s", ftell(f) > 0 ? ", " : "",
+                                (unsigned long long) (json_object_is_type(val, json_type_int) ?
+                                                      json_object_get_uint64(val) : 0), k ?: "?");
+                }
+        }
+        if (fclose(f) == EOF)
+                return mfree(line);
+        return line;
+}
+
+static int print_status(json_object *h) {
+        json_object *scan = json_get_object(h, API_K_SCAN), *archive = json_get_object(h, API_K_ARCHIVE);
+        _cleanup_free_ char *status = escape_string(json_get_string(h, API_K_STATUS) ?: "unknown"),
+                            *version = escape_string(json_get_string(h, API_K_VERSION) ?: "?"),
+                            *dir = escape_string(json_get_string(archive, API_K_DIRECTORY) ?: "-"),
+                            *classes = classes_line(json_get_object(scan, API_K_BY_CLASS));
+        char up[FORMAT_TIMESPAN_MAX], age[FORMAT_TIMESPAN_MAX], took[FORMAT_TIMESPAN_MAX],
+                poll[FORMAT_TIMESPAN_MAX], size[FORMAT_BYTES_MAX];
+
+        if (!status || !version || !dir || !classes)
+                return log_oom();
+        printf("stackwatchd %s: %s\n", version, status);
+        printf("%12s: %llu, up %s, API %llu\n", "PID", (unsigned long long) json_get_u64(h, API_K_PID),
+               format_timespan(up, sizeof up, json_get_u64(h, API_K_UPTIME_SEC) * USEC_PER_SEC),
+               (unsigned long long) json_get_u64(h, API_K_API));
+        printf("%12s: %llu threads in %llu processes\n", "Watching",
+               (unsigned long long) json_get_u64(scan, API_K_THREADS),
+               (unsigned long long) json_get_u64(scan, API_K_PROCESSES));
+        printf("%12s: %s\n", "Classes", classes[0] ? classes : "-");
+        if (json_get_u64(scan, API_K_SCANS) > 0)
+                printf("%12s: #%llu, %s ago, took %s (every %s)\n", "Last scan",
+                       (unsigned long long) json_get_u64(scan, API_K_SCANS),
+                       format_timespan(age, sizeof age, json_get_u64(scan, API_K_LAST_SCAN_AGE_MS) * USEC_PER_MSEC),
+                       format_timespan(took, sizeof took, json_get_u64(scan, API_K_LAST_SCAN_DURATION_US)),
+                       format_timespan(poll, sizeof poll, json_get_u64(scan, API_K_POLL_INTERVAL_MS) * USEC_PER_MSEC));
+        else
+                printf("%12s: none yet (every %s)\n", "Last scan",
+                       format_timespan(poll, sizeof poll, json_get_u64(scan, API_K_POLL_INTERVAL_MS) * USEC_PER_MSEC));
+        printf("%12s: %llu written, %llu capture failures, %llu captures running\n", "Snapshots",
+               (unsigned long long) json_get_u64(h, API_K_SNAPSHOTS_WRITTEN),
+               (unsigned long long) json_get_u64(h, API_K_CAPTURE_FAILURES),
+               (unsigned long long) json_get_u64(h, API_K_CAPTURES_RUNNING));
+        printf("%12s: %s, %llu snapshots, %s\n", "Archive", dir,
+               (unsigned long long) json_get_u64(archive, API_K_SNAPSHOTS),
+               format_bytes(size, sizeof size, json_get_u64(archive, API_K_BYTES)));
+        return 0;
+}
+
+int verb_status(int argc, char **argv) {
+        _cleanup_(http_response_done) HttpResponse resp = {};
+        _cleanup_(json_object_putp) json_object *doc = NULL;
+        bool ok;
+        int r;
+
+        /* 503 is a stalled daemon's answer, still a status report; any other error is not. */
+        r = daemon_get_json(API_ROUTE_HEALTHZ, 503, &resp, &doc);
+        if (r != EXIT_OK)
+                return r;
+        if (resp.status == 503 && !json_get_string(doc, API_K_STATUS)) {
+                _cleanup_free_ char *msg = escape_string(json_get_string(doc, API_K_ERROR) ?: "unavailable");
+                log_error("stackwatchd: %s (HTTP 503)", msg ?: "unavailable");
+                return EXIT_FAIL;
+        }
+        ok = resp.status == 200 && streq(json_get_string(doc, API_K_STATUS), API_STATUS_OK);
+        if (arg.format == OUTPUT_JSON)
+                r = daemon_print_body(&resp);
+        else
+                r = print_status(doc) < 0 ? EXIT_FAIL : EXIT_OK;
+        if (r != EXIT_OK)
+                return r;
+        if (ok)
+                return EXIT_OK;
+        if (streq(json_get_string(doc, API_K_STATUS), API_STATUS_STALLED))
+                log_error("stackwatchd is stalled: no scan in more than %d poll intervals.", API_STALLED_POLLS);
+        else
+                log_error("stackwatchd is not healthy (HTTP %ld).", resp.status);
+        return EXIT_FAIL;
+}
