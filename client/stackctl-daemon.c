@@ -174,11 +174,11 @@ int dump_via_daemon(pid_t pid) {
         if (asprintf(&path, API_ROUTE_STACKS "%d", (int) pid) < 0)
                 return log_oom(), EXIT_FAIL;
         if (http_query_append(&path, API_Q_FORMAT, format) < 0)
-                return log_oom(), EXIT_FAIL;
+                return EXIT_FAIL;
         if (arg.capture.tid > 0) {
                 snprintf(tid, sizeof tid, "%d", (int) arg.capture.tid);
                 if (http_query_append(&path, API_Q_TID, tid) < 0)
-                        return log_oom(), EXIT_FAIL;
+                        return EXIT_FAIL;
         }
         r = daemon_get(path, DAEMON_CAPTURE_TIMEOUT_USEC, 0, &resp);
         if (r != EXIT_OK)

@@ -1,4 +1,4 @@
-/* stackctl-http.h: one HTTP GET to stackwatchd, over its unix socket or TCP, with libcurl. */
+/* stackctl-http.h: one HTTP GET to stackwatchd, over its unix socket or TCP, with libcurl (opened on first use). */
 #pragma once
 
 #include <stddef.h>
@@ -29,7 +29,7 @@ typedef struct HttpResponse {
 void http_response_done(HttpResponse *r);
 
 /* Append "?KEY=VALUE" (or "&KEY=VALUE" when *PATH has a query already) to the malloc'd *PATH, VALUE
- * percent-escaped. -ENOMEM. */
+ * percent-escaped. Failures are logged: -ENOMEM, -EOPNOTSUPP (no libcurl). */
 int http_query_append(char **path, const char *key, const char *value);
 
 /* GET PATH_AND_QUERY (starting with '/') from T. Any HTTP status is a success (0, with RET filled in); a
@@ -37,7 +37,7 @@ int http_query_append(char **path, const char *key, const char *value);
  *   -ECONNREFUSED  nothing listens there (no socket file, a stale one, or a refused TCP connection);
  *   -EACCES        not allowed to connect to the socket;
  *   -ETIMEDOUT, -EFBIG (reply larger than HTTP_BODY_MAX), -E2BIG (URL longer than API_URL_MAX), -EINVAL (bad
- *   URL), -ENOMEM, -EIO (anything else). */
+ *   URL), -EOPNOTSUPP (no libcurl), -ENOMEM, -EIO (anything else). */
 int http_get(const HttpTarget *t, const char *path_and_query, HttpResponse *ret);
 
 /* "the unix socket PATH" or the URL, for messages. */

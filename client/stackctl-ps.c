@@ -9,15 +9,18 @@
 #include "stackctl-format.h"
 #include "stackctl.h"
 
+/* The filters as query parameters; failures are logged. */
 static int processes_path(char **ret) {
         _cleanup_free_ char *path = strdup(API_ROUTE_PROCESSES);
+        int r;
 
-        if (!path ||
-            (arg.all && http_query_append(&path, API_Q_ALL, "1") < 0) ||
-            (arg.classes && http_query_append(&path, API_Q_CLASS, arg.classes) < 0) ||
-            (arg.unit_glob && http_query_append(&path, API_Q_UNIT, arg.unit_glob) < 0) ||
-            (arg.comm_glob && http_query_append(&path, API_Q_COMM, arg.comm_glob) < 0))
-                return -ENOMEM;
+        if (!path)
+                return log_oom();
+        if ((arg.all && (r = http_query_append(&path, API_Q_ALL, "1")) < 0) ||
+            (arg.classes && (r = http_query_append(&path, API_Q_CLASS, arg.classes)) < 0) ||
+            (arg.unit_glob && (r = http_query_append(&path, API_Q_UNIT, arg.unit_glob)) < 0) ||
+            (arg.comm_glob && (r = http_query_append(&path, API_Q_COMM, arg.comm_glob)) < 0))
+                return r;
         *ret = TAKE_PTR(path);
         return 0;
 }
@@ -57,7 +60,7 @@ int verb_ps(int argc, char **argv) {
         int r;
 
         if (processes_path(&path) < 0)
-                return log_oom(), EXIT_FAIL;
+                return EXIT_FAIL;
         r = daemon_get_json(path, 0, &resp, &doc);
         if (r != EXIT_OK)
                 return r;

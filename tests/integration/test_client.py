@@ -380,3 +380,15 @@ def test_bash_completion_snapshot_ids(daemon, fixture):
     [snap] = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=15, what="a snapshot")
     assert complete(STACKCTL, "--archive", d.archive, "show", "") == ["latest", snap["id"]]
     assert complete(STACKCTL, "--archive", d.archive, "show", snap["id"][:8]) == [snap["id"]]
+
+
+# ---- start-up ----
+
+def test_libcurl_is_loaded_only_to_talk_to_the_daemon(tmp_path):
+    """Linked, libcurl's 28 dependencies doubled every stackctl's start-up; it is dlopen()ed by the HTTP verbs."""
+    env = dict(os.environ, LD_DEBUG="files")
+    local = subprocess.run([STACKCTL, "--version"], capture_output=True, env=env, timeout=30)
+    assert local.returncode == 0 and b"libcurl" not in local.stderr
+    remote = subprocess.run([STACKCTL, "--socket", str(tmp_path / "none.sock"), "status"], capture_output=True,
+                            env=env, timeout=30)
+    assert remote.returncode == 6 and b"libcurl.so.4" in remote.stderr
