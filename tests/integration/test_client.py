@@ -1,6 +1,7 @@
 """stackctl against the real stackwatchd over HTTP: ps, rules, status and dump --via-daemon, their text and JSON,
 the exit codes scripts rely on (3 nothing found, 4 permission or token, 6 no daemon), TCP with a token, and the
 bash completion."""
+import itertools
 import json
 import os
 import re
@@ -16,7 +17,8 @@ from conftest import SRCDIR, STACKCTL, assert_chain, dump_json, stackctl, wait_u
 
 POLL = 0.2
 # A blocked rule without a state filter that never fires in a test: sleepers get deep reads, so a thread parked
-# in read() is classified "blocked", not "waiting". The second rule fires for block-read fixtures only.
+# in read() is classified "blocked", not "waiting". The second rule fires for fixtures named @COMM@ only: other
+# block-read fixtures may be running on the machine (tests in parallel), so each test names its own.
 RULES = f"""
 poll_interval: {int(POLL * 1000)}ms
 archive:
@@ -28,10 +30,21 @@ rules:
   - name: blocked-fixtures
     class: blocked
     for: 1s
-    comm: block-read
+    comm: "@COMM@"
     cooldown: 1h
 """
-QUIET = RULES.replace("comm: block-read", "comm: nothing-matches")
+_names = itertools.count(1)
+
+
+def unique_name():
+    """A comm no other process has: at most 15 bytes, which the kernel keeps whole."""
+    return f"sctl{os.getpid() % 100000}-{next(_names)}"
+
+
+def rules(comm="nothing-matches"):
+    return RULES.replace("@COMM@", comm)
+
+
 BR_CHAIN = [f"br_level_{i:02d}" for i in range(20, 0, -1)]
 CLASSES = ["running", "waiting", "blocked", "busy-loop", "syscall-spin", "stopped", "zombie"]
 COMPLETION = os.path.join(SRCDIR, "client", "stackctl.bash-completion")
@@ -70,10 +83,11 @@ def row_of(d, pid, *args):
 # ---- ps ----
 
 def test_ps_shows_a_blocked_reader_and_filters(daemon, fixture):
-    d = daemon(QUIET)
-    fx = fixture("block-read").wait_wchan("pipe_read")
+    d = daemon(rules())
+    name = unique_name()
+    fx = fixture("block-read", "--name", name).wait_wchan("pipe_read")
     row = wait_until(lambda: row_of(d, fx.pid), timeout=10, interval=0.05, what="the fixture in stackctl ps")
-    assert row["tid"] == fx.pid and row["comm"] == "block-read" and row["cls"] == "blocked"
+    assert row["tid"] == fx.pid and row["comm"] == name and row["cls"] == "blocked"
     assert row["state"] == "S" and row["where"].startswith("read")
     assert re.fullmatch(r"\d+(\.\d)?(us|ms|s)|\d+m(\d+s)?", row["for_"]) and row["cpu"] == "0.0"
 
@@ -89,12 +103,12 @@ def test_ps_shows_a_blocked_reader_and_filters(daemon, fixture):
     assert keys == sorted(keys)
 
     # Filters become query parameters.
-    only = ps_rows(ctl(d, "ps", "--class", "blocked", "--comm", "block-*", check_rc=0).out)
+    only = ps_rows(ctl(d, "ps", "--class", "blocked", "--comm", name[:-1] + "*", check_rc=0).out)
     assert [row["pid"] for row in only] == [fx.pid]
     waiting = ps_rows(ctl(d, "ps", "--class", "waiting,running", check_rc=0).out)
     assert waiting and {row["cls"] for row in waiting} <= {"waiting", "running"}
     # Nothing found: exit 3 and a message, no table.
-    r = ctl(d, "ps", "--class", "zombie", "--comm", "block-*", check_rc=3)
+    r = ctl(d, "ps", "--class", "zombie", "--comm", name, check_rc=3)
     assert r.out == "" and "No threads match" in r.err
     r = ctl(d, "ps", "--all", "--unit", "no-such-unit-*.service", check_rc=3)
     assert r.out == ""
@@ -102,27 +116,28 @@ def test_ps_shows_a_blocked_reader_and_filters(daemon, fixture):
     r = ctl(d, "ps", "--class", "blocked,stuck", check_rc=2)
     assert "Unknown class 'stuck'" in r.err
     # Without the legend: rows only.
-    r = ctl(d, "ps", "--no-legend", "--class", "blocked", "--comm", "block-*", check_rc=0)
+    r = ctl(d, "ps", "--no-legend", "--class", "blocked", "--comm", name, check_rc=0)
     assert len(r.out.splitlines()) == 1 and r.out.split()[0] == str(fx.pid)
 
 
 def test_ps_json_is_the_daemons(daemon, fixture):
-    d = daemon(QUIET)
-    fx = fixture("block-read").wait_wchan("pipe_read")
+    d = daemon(rules())
+    name = unique_name()
+    fx = fixture("block-read", "--name", name).wait_wchan("pipe_read")
     wait_until(lambda: row_of(d, fx.pid), timeout=10, interval=0.05, what="the fixture in stackctl ps")
-    doc = json.loads(ctl(d, "ps", "--json", "--comm", "block-*", check_rc=0).out)
+    doc = json.loads(ctl(d, "ps", "--json", "--comm", name, check_rc=0).out)
     assert set(doc) == {"scan", "threads"}
     assert {"scans", "last_scan_age_ms", "last_scan_duration_us", "poll_interval_ms", "threads",
             "processes"} <= set(doc["scan"])
     [t] = doc["threads"]
     assert t["pid"] == fx.pid and t["class"] == "blocked" and t["syscall"] == "read"
     # Empty is still JSON, and still exit 3.
-    r = ctl(d, "ps", "--json", "--class", "zombie", "--comm", "block-*", check_rc=3)
+    r = ctl(d, "ps", "--json", "--class", "zombie", "--comm", name, check_rc=3)
     assert json.loads(r.out)["threads"] == []
 
 
 def test_ps_escapes_process_names(daemon, fixture):
-    d = daemon(QUIET)
+    d = daemon(rules())
     fx = fixture("block-read", "--name", "\x1b[2Jevil\n").wait_wchan("pipe_read")
     row = wait_until(lambda: row_of(d, fx.pid, "--all"), timeout=10, interval=0.05, what="the fixture in ps")
     r = ctl(d, "ps", "--all", check_rc=0)
@@ -133,7 +148,8 @@ def test_ps_escapes_process_names(daemon, fixture):
 # ---- rules ----
 
 def test_rules_and_the_fired_count(daemon, fixture):
-    d = daemon(RULES)
+    name = unique_name()
+    d = daemon(rules(name))
     r = ctl(d, "rules", check_rc=0)
     lines = r.out.splitlines()
     assert lines[0].split() == ["RULE", "CLASSES", "FOR", "ACTIONS", "FIRED", "LAST"]
@@ -141,7 +157,7 @@ def test_rules_and_the_fired_count(daemon, fixture):
     assert lines[2].split() == ["blocked-fixtures", "blocked", "1s", "snapshot,log", "0", "-"]
     assert re.search(r"^2 rules\. Capture budget: 0 of 6 used in the last minute\.$", r.out, re.M)
 
-    fx = fixture("block-read").wait_wchan("pipe_read")
+    fx = fixture("block-read", "--name", name).wait_wchan("pipe_read")
 
     def fired():
         row = ctl(d, "rules", "--no-legend", check_rc=0).out.splitlines()[1].split()
@@ -168,7 +184,7 @@ def test_no_rules_is_exit_3(daemon):
 # ---- status ----
 
 def test_status_fields(daemon):
-    d = daemon(RULES)
+    d = daemon(rules())
     d.wait_scans(2)
     r = ctl(d, "status", check_rc=0)
     fields = dict(re.findall(r"^\s*([A-Za-z ]+): (.*)$", r.out, re.M))
@@ -186,7 +202,7 @@ def test_status_fields(daemon):
 
 
 def test_a_daemon_that_does_not_answer_times_out(daemon):
-    d = daemon(RULES)
+    d = daemon(rules())
     d.proc.send_signal(signal.SIGSTOP)
     try:
         r = ctl(d, "--timeout", "1", "status", check_rc=1, timeout=30)
@@ -203,7 +219,7 @@ def main_thread(doc):
 
 
 def test_dump_via_daemon_has_the_known_frames(daemon, fixture):
-    d = daemon(QUIET)
+    d = daemon(rules())
     fx = fixture("block-read").wait_wchan("pipe_read")
     doc = json.loads(ctl(d, "dump", "--via-daemon", "--json", fx.pid, check_rc=0).out)
     assert doc["schema"] == "stackwatch.snapshot/1" and doc["process"]["pid"] == fx.pid
@@ -225,8 +241,8 @@ def test_dump_via_daemon_has_the_known_frames(daemon, fixture):
     assert d.snapshots() == []
 
 
-def test_dump_via_daemon_errors(daemon, fixture):
-    d = daemon(QUIET)
+def test_dump_via_daemon_errors(daemon):
+    d = daemon(rules())
     r = ctl(d, "dump", "--via-daemon", 4194304, check_rc=3)
     assert r.out == "" and r.err.strip() == "stackwatchd: no process 4194304 (HTTP 404)"
     r = ctl(d, "dump", "--via-daemon", "--tid", 4194303, 1, check_rc=3)
@@ -240,7 +256,7 @@ def test_dump_via_daemon_errors(daemon, fixture):
 
 
 def test_dump_via_daemon_budget_spent(daemon, fixture):
-    d = daemon(QUIET.replace("archive:", "capture:\n  max_per_minute: 1\narchive:"))
+    d = daemon(rules().replace("archive:", "capture:\n  max_per_minute: 1\narchive:"))
     fx = fixture("block-read").wait_wchan("pipe_read")
     ctl(d, "dump", "--via-daemon", fx.pid, check_rc=0)
     r = ctl(d, "dump", "--via-daemon", fx.pid, check_rc=1)
@@ -287,14 +303,14 @@ def test_permission_denied_is_exit_4(daemon, public_tmp):
     # The socket in a directory only root may enter ...
     private = os.path.join(public_tmp, "private")
     os.mkdir(private, 0o700)
-    daemon(RULES + f"http:\n  socket: {private}/api.sock\n")
+    daemon(rules() + f"http:\n  socket: {private}/api.sock\n")
     stackctl("--socket", f"{private}/api.sock", "status", check_rc=0)
     r = as_nobody("--socket", f"{private}/api.sock", "ps")
     assert r.returncode == 4 and r.stdout == b""
     assert r.stderr.decode().strip() == (f"Permission denied on {private}/api.sock: run as root or as a member of "
                                          "the socket's group")
     # ... and a socket only its owner may use (socket_mode 0600) in a directory anyone may enter.
-    d2 = daemon(RULES + f"http:\n  socket: {public_tmp}/api.sock\n  socket_mode: 0600\n")
+    d2 = daemon(rules() + f"http:\n  socket: {public_tmp}/api.sock\n  socket_mode: 0600\n")
     r = as_nobody("--socket", f"{public_tmp}/api.sock", "status")
     assert r.returncode == 4 and b"Permission denied on" in r.stderr
     d2.stop()
@@ -308,7 +324,7 @@ def test_tcp_with_the_token(daemon, tmp_path):
     token.chmod(0o600)
     wrong = tmp_path / "wrong"
     wrong.write_text("not-the-token\n")
-    d = daemon(RULES + f"http:\n  socket: @SOCKET@\n  listen: 127.0.0.1:0\n  token_file: {token}\n")
+    d = daemon(rules() + f"http:\n  socket: @SOCKET@\n  listen: 127.0.0.1:0\n  token_file: {token}\n")
     d.wait_scans(1)
     host, port = d.tcp_address()
     url = f"http://{host}:{port}"
@@ -375,8 +391,9 @@ def test_bash_completion_offers_what_help_lists():
 
 
 def test_bash_completion_snapshot_ids(daemon, fixture):
-    d = daemon(RULES)
-    fx = fixture("block-read").wait_wchan("pipe_read")
+    name = unique_name()
+    d = daemon(rules(name))
+    fx = fixture("block-read", "--name", name).wait_wchan("pipe_read")
     [snap] = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=15, what="a snapshot")
     assert complete(STACKCTL, "--archive", d.archive, "show", "") == ["latest", snap["id"]]
     assert complete(STACKCTL, "--archive", d.archive, "show", snap["id"][:8]) == [snap["id"]]
