@@ -356,6 +356,30 @@ def test_tcp_with_the_token(daemon, tmp_path):
     stackctl("--host", "ftp://127.0.0.1:21", "status", check_rc=2)
 
 
+def test_tcp_connect_timeout():
+    """A listener whose accept queue is full drops the SYN: stackctl gives up connecting after 5 s."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    queued = []
+    try:
+        for _ in range(4):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            queued.append(s)
+        r = stackctl("--host", f"127.0.0.1:{port}", "--timeout", "20", "status", check_rc=1, timeout=30)
+        assert r.stderr.decode() == f"Could not connect to stackwatchd on http://127.0.0.1:{port} within 5 s.\n"
+    finally:
+        for s in queued:
+            s.close()
+        listener.close()
+
+
 # ---- bash completion ----
 
 def complete(*words):
