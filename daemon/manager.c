@@ -252,6 +252,8 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         manager_update_status(m);
 
+        /* sd-event's default slack is 250 ms, a quarter of a 1 s poll: keep the interval within 1%. */
+        (void) sd_event_source_set_time_accuracy(s, MAX(m->config->poll_interval_usec / 100, USEC_PER_MSEC));
         r = sd_event_source_set_time_relative(s, m->config->poll_interval_usec);
         if (r >= 0)
                 r = sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
