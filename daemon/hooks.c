@@ -366,12 +366,19 @@ destroy_attr:
         return -r;
 }
 
+/* SIGKILL to RUN's process group; to the hook alone should the group be gone already, so that nothing that
+ * waits for it afterwards can wait forever. */
+static void run_kill(HookRun *run) {
+        if (kill(-run->pid, SIGKILL) < 0)
+                (void) kill(run->pid, SIGKILL);
+}
+
 /* Kill RUN's process group and reap its leader, synchronously: for when the loop will not do it. */
 static void run_kill_and_reap(HookRun *run) {
         if (run->pid <= 0)
                 return;
         run->child_source = sd_event_source_disable_unref(run->child_source);
-        (void) kill(-run->pid, SIGKILL);
+        run_kill(run);
         while (waitpid(run->pid, NULL, 0) < 0 && errno == EINTR)
                 ;
 }
@@ -443,7 +450,7 @@ static int on_hook_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         run_event(run, LOG_WARNING, SW_MESSAGE_HOOK, NULL, "Hook '%s' for rule \"%s\" timed out after %s; killed",
                   run->argv[0], run->rule, after);
         run->timed_out = true;
-        (void) kill(-run->pid, SIGKILL);
+        run_kill(run);
         return 0;
 }
 
