@@ -203,18 +203,6 @@ static int hook_env_new(const HookEvent *ev, char ***ret) {
         return 0;
 }
 
-static char **strv_copy(char *const *v) {
-        size_t n = strv_length(v);
-        char **c = calloc(n + 1, sizeof *c);
-
-        if (!c)
-                return NULL;
-        for (size_t i = 0; i < n; i++)
-                if (!(c[i] = strdup(v[i])))
-                        return strv_free(c);
-        return c;
-}
-
 static int hook_run_new(Hooks *h, char *const *argv, const HookEvent *ev, HookRun **ret) {
         _cleanup_(hook_run_freep) HookRun *run = NULL;
         int r;
