@@ -308,6 +308,8 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         json_object *o, *arr;
         char q[HTTP_QUOTE_MAX + 8];
+        HttpCachedBody *cached = NULL;
+        size_t len = 0;
 
         if ((v = query(c, API_Q_CLASS))) {
                 _cleanup_free_ char *copy = strdup(v);
@@ -326,6 +328,11 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
                 }
                 if (classes == 0)
                         return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "empty class filter");
+        }
+        if (!classes && !unit && !comm) {
+                cached = &h->processes_cache[all];
+                if (cached->body && cached->scan == s->stats.scans)
+                        return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_JSON, cached->body, cached->len);
         }
         list = malloc(MAX(s->threads.size, (size_t) 1) * sizeof *list);
         if (!list)
@@ -362,6 +369,18 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
         for (size_t i = 0; i < n; i++)
                 json_object_array_add(arr, thread_json(list[i], now));
         json_object_object_add(o, API_K_THREADS, arr);
+        if (cached) {
+                const char *body = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
+                                                                        JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+                char *copy = body ? strdup(body) : NULL;
+
+                if (copy) {
+                        free(cached->body);
+                        cached->body = copy;
+                        cached->len = len;
+                        cached->scan = s->stats.scans;
+                }
+        }
         return http_reply_json(h, c, MHD_HTTP_OK, o);
 }
 

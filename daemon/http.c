@@ -171,6 +171,9 @@ enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t ret
 
 /* ---- requests ---- */
 
+/* MHD's per-request pointer while a request is between its first and second call. */
+int http_request_seen;
+
 /* Constant time in the length of the expected token: a wrong token reveals nothing through timing. */
 static bool token_matches(const char *expected, const char *given) {
         size_t n = strlen(expected), m = strlen(given);
@@ -203,8 +206,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         HttpListener *l = cls;
         Http *h = l->http;
 
-        if (*con_cls)
+        /* Answering on the first call makes MHD close the connection after the reply; the second call keeps it
+         * alive for the next request. */
+        if (!*con_cls) {
+                *con_cls = &http_request_seen;
+                return MHD_YES;
+        }
+        if (*con_cls != &http_request_seen)
                 return http_routes_resumed(h, c, *con_cls);
+        if (*upload_data_size > 0) {
+                *upload_data_size = 0; /* a body is never read: every route is a GET */
+                return MHD_YES;
+        }
         if (strlen(url) > API_URL_MAX)
                 return http_reply_error(h, c, MHD_HTTP_URI_TOO_LONG, "request URL longer than %d bytes", API_URL_MAX);
         if (!authorized(l, c))
@@ -217,7 +230,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
         HttpListener *l = cls;
 
-        if (*con_cls) {
+        if (*con_cls && *con_cls != &http_request_seen) {
                 http_pending_free(l->http, *con_cls);
                 *con_cls = NULL;
         }
@@ -490,6 +503,8 @@ Http *http_free(Http *h) {
                 (void) unlink(h->socket_path);
         free(h->socket_path);
         free(h->token);
+        for (size_t i = 0; i < ELEMENTSOF(h->processes_cache); i++)
+                free(h->processes_cache[i].body);
         free(h);
         return NULL;
 }

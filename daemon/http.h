@@ -34,6 +34,13 @@ int http_reload(Http *h, const Config *old, const Config *new);
 /* A request waiting on a live capture (its connection is suspended until the capture ends). */
 typedef struct HttpPending HttpPending;
 
+/* A reply body kept until the next scan. */
+typedef struct HttpCachedBody {
+        char *body;
+        size_t len;
+        uint64_t scan;                  /* ScanStats.scans when it was built */
+} HttpCachedBody;
+
 struct Http {
         Manager *manager;
         HttpListener **listeners;
@@ -41,6 +48,9 @@ struct Http {
         char *token;                    /* for TCP listeners; NULL: none configured */
         char *socket_path;              /* the unix socket we bound, removed at exit */
         HttpPending *pending;           /* suspended requests, a list */
+        /* /processes without filters, default and ?all=1, serialized once per scan: at 5k threads a body is
+         * ~1 MB and ~40 ms of json-c, which many clients must not multiply. */
+        HttpCachedBody processes_cache[2];
 };
 
 /* Queue replies. Every reply is counted in the metrics; errors are {"error": …, "status": …}. */
@@ -52,6 +62,9 @@ enum MHD_Result http_reply_error(Http *h, struct MHD_Connection *c, unsigned sta
 /* 429 with Retry-After (whole seconds, rounded up). */
 enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t retry_usec, const char *fmt, ...)
         _printf_(4, 5);
+
+/* The value of MHD's per-request pointer for a request that holds no state of a route. */
+extern int http_request_seen;
 
 /* Answer one request (method and path already checked for length and, on TCP, the token). *CON_CLS is MHD's
  * per-request pointer: a route that suspends the connection stores its state there. */

@@ -63,14 +63,18 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
                 fprintf(stderr, "%s\n", msg);
                 return;
         }
-        char pid[32] = "", tid[32] = "";
+        char pid[32] = "", tid[32] = "", hook_pid[32] = "";
         if (ev->pid > 0)
                 snprintf(pid, sizeof pid, "%d", (int) ev->pid);
         if (ev->tid > 0)
                 snprintf(tid, sizeof tid, "%d", (int) ev->tid);
+        if (ev->hook_pid > 0)
+                snprintf(hook_pid, sizeof hook_pid, "%d", (int) ev->hook_pid);
         /* sd_journal_send stops at the first NULL format, so absent fields become empty ones at the end. */
         sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", level, "SYSLOG_IDENTIFIER=stackwatchd",
                         "MESSAGE_ID=%s", ev->message_id ?: "", "STACKWATCH_PID=%s", pid, "STACKWATCH_TID=%s", tid,
                         "STACKWATCH_RULE=%s", ev->rule ?: "", "STACKWATCH_CLASS=%s", ev->klass ?: "",
-                        "STACKWATCH_SNAPSHOT=%s", ev->snapshot ?: "", "STACKWATCH_COMM=%s", comm ?: "", NULL);
+                        "STACKWATCH_SNAPSHOT=%s", ev->snapshot ?: "", "STACKWATCH_COMM=%s", comm ?: "",
+                        "STACKWATCH_HOOK=%s", ev->hook ?: "", "STACKWATCH_HOOK_PID=%s", hook_pid,
+                        "STACKWATCH_HOOK_STATUS=%s", ev->hook_status ?: "", NULL);
 }

@@ -13,7 +13,9 @@
 #include "log.h"
 #include "macro.h"
 #include "archive-vacuum.h"
+#include "escape.h"
 #include "manager.h"
+#include "strv.h"
 #include "time-util.h"
 
 /* On SIGTERM, how long the captures in flight get to finish: the evidence of a hang is worth a short wait, but
@@ -29,12 +31,29 @@ static ArchiveLimits manager_limits(const Manager *m) {
         };
 }
 
+/* What a rule's hook is told; kept with the capture when the hook waits for the snapshot. */
+typedef struct ManagerHook {
+        char **argv;                    /* NULL: the rule has no hook action */
+        char *comm, *klass, *summary;
+        pid_t tid;
+        uint64_t timestamp_usec;
+} ManagerHook;
+
+static void manager_hook_done(ManagerHook *h) {
+        strv_free(h->argv);
+        free(h->comm);
+        free(h->klass);
+        free(h->summary);
+        *h = (ManagerHook) {};
+}
+
 /* One capture in flight, for a rule or for an HTTP request (rule NULL). */
 struct ManagerJob {
         Manager *manager;
         CaptureJob *job;
         char *rule;
         pid_t pid;
+        ManagerHook hook;               /* run when the capture ended */
         CaptureJobDone done;            /* HTTP: who waits for the result */
         void *userdata;
 };
@@ -43,9 +62,37 @@ static ManagerJob *manager_job_free(ManagerJob *j) {
         if (!j)
                 return NULL;
         capture_job_free(j->job);
+        manager_hook_done(&j->hook);
         free(j->rule);
         free(j);
         return NULL;
+}
+
+/* Run a rule's hook: with the snapshot (ID) when there is one, else with ERROR saying why not. hooks_run() logs
+ * its own failures. */
+static void manager_run_hook(Manager *m, const char *rule, pid_t pid, const ManagerHook *h, const char *id,
+                             const char *error) {
+        _cleanup_free_ char *path = NULL;
+
+        if (!h->argv)
+                return;
+        if (id && asprintf(&path, "%s/%s" ARCHIVE_SUFFIX, m->config->archive_dir, id) < 0) {
+                log_oom();
+                return;
+        }
+        (void) hooks_run(m->hooks, h->argv,
+                         &(HookEvent) {
+                                 .rule = rule,
+                                 .pid = pid,
+                                 .tid = h->tid,
+                                 .comm = h->comm,
+                                 .klass = h->klass,
+                                 .snapshot_id = id,
+                                 .snapshot_path = path,
+                                 .summary = h->summary,
+                                 .error = id ? NULL : error,
+                                 .timestamp_usec = h->timestamp_usec,
+                         });
 }
 
 /* Rotate, then count what is left for /metrics and /healthz. */
@@ -91,6 +138,13 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                               "Capture of pid %d for rule \"%s\" failed: %s", (int) j->pid, rule,
                               res->error == -ECHILD ? "the capture process crashed" : strerror(-res->error));
         }
+        if (j->hook.argv) {
+                char why[128];
+
+                snprintf(why, sizeof why, "capture failed: %s",
+                         res->error == -ECHILD ? "the capture process crashed" : strerror(-res->error));
+                manager_run_hook(m, rule, j->pid, &j->hook, res->id, why);
+        }
         for (size_t i = 0; i < m->n_jobs; i++)
                 if (m->jobs[i] == j) {
                         m->jobs[i] = m->jobs[--m->n_jobs];
@@ -114,8 +168,8 @@ static void manager_capture_options(const Manager *m, CaptureOptions *o) {
 }
 
 /* Start SPEC as a tracked job; the caller has checked the budget. */
-static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char *rule, CaptureJobDone done,
-                             void *userdata) {
+static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char *rule, ManagerHook *hook,
+                             CaptureJobDone done, void *userdata) {
         ManagerJob *j, **nj;
         int r;
 
@@ -137,6 +191,10 @@ static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char 
         if (r < 0) {
                 manager_job_free(j);
                 return r;
+        }
+        if (hook) {
+                j->hook = *hook; /* taken over */
+                *hook = (ManagerHook) {};
         }
         m->jobs[m->n_jobs++] = j;
         return 0;
@@ -166,13 +224,40 @@ int manager_capture_live(Manager *m, pid_t pid, pid_t tid, int output_fd, Captur
         }
         manager_capture_options(m, &spec.options);
         spec.options.tid = tid;
-        return manager_start_job(m, &spec, NULL, done, userdata);
+        return manager_start_job(m, &spec, NULL, NULL, done, userdata);
+}
+
+/* The hook's view of a firing: the event, a one-line summary, the command (rule's own, else hooks.command). */
+static int manager_hook_prepare(Manager *m, const Rule *r, const ThreadEntry *t, const char *klass, double secs,
+                                ManagerHook *ret) {
+        _cleanup_free_ char *comm = escape_string(t->process->comm);
+        const char *sc = t->sample.have_syscall && t->sample.syscall.kind == PROC_SYSCALL_BLOCKED
+                                 ? syscall_name(t->sample.syscall.nr)
+                                 : NULL;
+        ManagerHook h = {
+                .argv = strv_copy(r->hook ?: m->config->hook_command),
+                .comm = strdup(t->process->comm),
+                .klass = strdup(klass),
+                .tid = t->tid,
+                .timestamp_usec = now_usec(CLOCK_REALTIME),
+        };
+
+        if (!comm || !h.argv || !h.comm || !h.klass ||
+            asprintf(&h.summary, "pid %d (%s) thread %d %s for %.1f s%s%s", (int) t->pid, comm, (int) t->tid, klass,
+                     secs, sc ? " in " : "", sc ?: "") < 0) {
+                h.summary = NULL;
+                manager_hook_done(&h);
+                return -ENOMEM;
+        }
+        *ret = h;
+        return 0;
 }
 
 static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata) {
         Manager *m = userdata;
         const char *klass = thread_class_to_string(t->cls.class);
         double secs = (double) (now_usec(CLOCK_MONOTONIC) - t->cls.since_usec) / 1e6;
+        ManagerHook hook = {};
         int err;
 
         if (r->actions & RULE_ACTION_LOG)
@@ -181,8 +266,15 @@ static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata)
                                                 .rule = r->name, .klass = klass, .comm = t->process->comm },
                               "Rule \"%s\" fired: pid %d thread %d %s for %.1f s", r->name, (int) t->pid,
                               (int) t->tid, klass, secs);
-        if (!capture)
+        if ((r->actions & RULE_ACTION_HOOK) && manager_hook_prepare(m, r, t, klass, secs, &hook) < 0)
+                log_oom();
+        if (!capture) {
+                manager_run_hook(m, r->name, t->pid, &hook, NULL,
+                                 r->actions & RULE_ACTION_SNAPSHOT ? "the capture budget is spent"
+                                                                   : "the rule takes no snapshot");
+                manager_hook_done(&hook);
                 return;
+        }
         CaptureJobSpec spec = {
                 .pid = t->pid,
                 .archive_dir = m->config->archive_dir,
@@ -207,13 +299,17 @@ static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata)
                 },
         };
         manager_capture_options(m, &spec.options);
-        err = manager_start_job(m, &spec, r->name, NULL, NULL);
+        err = manager_start_job(m, &spec, r->name, &hook, NULL, NULL);
         if (err == -EBUSY) {
                 m->metrics.captures_refused++;
                 log_warning("Too many captures in flight; not capturing pid %d for rule \"%s\"", (int) t->pid,
                             r->name);
         } else if (err < 0)
                 log_error_errno(err, "Failed to start a capture of pid %d: %m", (int) t->pid);
+        if (err < 0)
+                manager_run_hook(m, r->name, t->pid, &hook, NULL,
+                                 err == -EBUSY ? "too many captures in flight" : "the capture could not start");
+        manager_hook_done(&hook);
 }
 
 static void manager_update_status(Manager *m) {
@@ -252,6 +348,8 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         manager_update_status(m);
 
+        /* sd-event's default slack is 250 ms, a quarter of a 1 s poll: keep the interval within 1%. */
+        (void) sd_event_source_set_time_accuracy(s, MAX(m->config->poll_interval_usec / 100, USEC_PER_MSEC));
         r = sd_event_source_set_time_relative(s, m->config->poll_interval_usec);
         if (r >= 0)
                 r = sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
@@ -337,6 +435,8 @@ int manager_reload(Manager *m) {
         }
         if (m->http)
                 (void) http_reload(m->http, old, m->config);
+        if (m->hooks)
+                hooks_set_limits(m->hooks, m->config->hook_timeout_usec, m->config->hook_max_running);
         config_free(old);
         log_info("Configuration reloaded: %zu rule(s), poll interval %llu ms", m->config->n_rules,
                  (unsigned long long) (m->config->poll_interval_usec / USEC_PER_MSEC));
@@ -377,6 +477,10 @@ int manager_new(const char *config_path, const char *rules_dir, Config *config, 
         r = sd_event_set_watchdog(m->event, true);
         if (r < 0)
                 log_warning_errno(r, "Failed to enable the watchdog, ignoring: %m");
+        r = hooks_new(m->event, &m->hooks);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up hooks: %m");
+        hooks_set_limits(m->hooks, m->config->hook_timeout_usec, m->config->hook_max_running);
         r = http_new(m, &m->http);
         if (r < 0)
                 return r;
@@ -398,6 +502,7 @@ Manager *manager_free(Manager *m) {
                 manager_job_free(m->jobs[i]);
         free(m->jobs);
         http_free(m->http);
+        hooks_free(m->hooks);
         metrics_done(&m->metrics);
         sd_event_source_disable_unref(m->poll_source);
         sd_event_unref(m->event);

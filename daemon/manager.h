@@ -9,6 +9,7 @@
 #include "archive.h"
 #include "capture-job.h"
 #include "config.h"
+#include "hooks.h"
 #include "metrics.h"
 #include "scan.h"
 #include "trigger.h"
@@ -36,6 +37,7 @@ struct Manager {
         size_t n_jobs;
 
         Http *http;
+        Hooks *hooks;
         Metrics metrics;
 
         bool ready;

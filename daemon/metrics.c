@@ -162,6 +162,22 @@ int metrics_render(Manager *m, char **ret, size_t *ret_len) {
         header(f, "stackwatch_archive_bytes", "gauge", "Bytes on disk of the snapshots in the archive.");
         fprintf(f, "stackwatch_archive_bytes %llu\n", (unsigned long long) m->archive_bytes);
 
+        if (m->hooks) {
+                const HookStats *hs = hooks_stats(m->hooks);
+
+                header(f, "stackwatch_hook_runs_total", "counter", "Hook processes started.");
+                fprintf(f, "stackwatch_hook_runs_total %llu\n", (unsigned long long) hs->started);
+                header(f, "stackwatch_hook_failures_total", "counter",
+                       "Hooks that failed: non-zero exit, killed, timed out, or not executable.");
+                fprintf(f, "stackwatch_hook_failures_total %llu\n", (unsigned long long) hs->failed);
+                header(f, "stackwatch_hook_timeouts_total", "counter", "Hooks killed at their timeout.");
+                fprintf(f, "stackwatch_hook_timeouts_total %llu\n", (unsigned long long) hs->timed_out);
+                header(f, "stackwatch_hooks_dropped_total", "counter", "Hooks not run: too many were waiting.");
+                fprintf(f, "stackwatch_hooks_dropped_total %llu\n", (unsigned long long) hs->dropped);
+                header(f, "stackwatch_hooks_running", "gauge", "Hooks running now.");
+                fprintf(f, "stackwatch_hooks_running %u\n", hooks_running(m->hooks));
+        }
+
         header(f, "stackwatch_http_requests_total", "counter", "HTTP requests answered, by status code.");
         for (size_t i = 0; i < mt->n_http; i++)
                 fprintf(f, "stackwatch_http_requests_total{code=\"%u\"} %llu\n", mt->http[i].code,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdlib.h>
+#include <string.h>
 
 static inline char **strv_free(char **v) {
         if (v) {
@@ -17,6 +18,22 @@ static inline size_t strv_length(char *const *v) {
         while (v && v[n])
                 n++;
         return n;
+}
+
+/* A deep copy of V (NULL for NULL); NULL on OOM too, so check V first. */
+static inline char **strv_copy(char *const *v) {
+        size_t n = strv_length(v);
+        char **c;
+
+        if (!v)
+                return NULL;
+        c = calloc(n + 1, sizeof *c);
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                if (!(c[i] = strdup(v[i])))
+                        return strv_free(c);
+        return c;
 }
 
 static inline void strv_freep(char ***v) {

@@ -28,7 +28,7 @@ rules:
   - name: blocked-fixtures
     class: blocked
     for: 1s
-    comm: block-read
+    comm: br-http
     cooldown: 1h
 """
 BR_CHAIN = [f"br_level_{i:02d}" for i in range(20, 0, -1)]
@@ -74,16 +74,36 @@ def test_healthz_and_rules(daemon):
     assert rules["budget"] == {"max_per_minute": 6, "used": 0}
 
 
+def test_keep_alive_and_head(daemon):
+    """Several requests on one connection (no reconnect per request), and HEAD answers without a body."""
+    import http.client
+    d = daemon(RULES)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(d.socket)
+    conn = http.client.HTTPConnection("localhost")
+    conn.sock = sock
+    for path in ("/healthz", "/rules", "/nope", "/metrics"):
+        conn.request("GET", path)
+        r = conn.getresponse()
+        r.read()
+        assert r.status == (404 if path == "/nope" else 200)
+        assert r.getheader("Connection", "").lower() != "close", path
+    conn.request("HEAD", "/healthz")
+    r = conn.getresponse()
+    assert r.status == 200 and r.read() == b"" and int(r.getheader("Content-Length")) > 0
+    conn.close()
+
+
 def test_processes_shows_a_blocked_reader_and_filters(daemon, fixture):
-    d = daemon(RULES.replace("comm: block-read", "comm: nothing-matches"))
-    fx = fixture("block-read").wait_wchan("pipe_read")
+    d = daemon(RULES.replace("comm: br-http", "comm: nothing-matches"))
+    fx = fixture("block-read", "--name", "br-http").wait_wchan("pipe_read")
 
     def blocked_row():
         doc = d.get_json("/processes")
         return next((t for t in doc["threads"] if t["pid"] == fx.pid), None)
     row = wait_until(blocked_row, timeout=10, what="the fixture listed as blocked")
     assert row["class"] == "blocked" and row["state"] == "S" and row["syscall"] == "read"
-    assert row["comm"] == "block-read" and row["process_comm"] == "block-read" and row["tid"] == fx.pid
+    assert row["comm"] == "br-http" and row["process_comm"] == "br-http" and row["tid"] == fx.pid
     # Healthy threads are left out unless asked for.
     default = d.get_json("/processes")
     every = d.get_json("/processes?all=1")
@@ -93,17 +113,17 @@ def test_processes_shows_a_blocked_reader_and_filters(daemon, fixture):
     keys = [(t["pid"], t["tid"]) for t in every["threads"]]
     assert keys == sorted(keys)
     # Filters: class, comm glob.
-    only = d.get_json("/processes?class=blocked&comm=block-*")
+    only = d.get_json("/processes?class=blocked&comm=br-h*")
     assert [t["pid"] for t in only["threads"]] == [fx.pid]
-    assert d.get_json("/processes?class=zombie&comm=block-*")["threads"] == []
+    assert d.get_json("/processes?class=zombie&comm=br-h*")["threads"] == []
     waiting = d.get_json("/processes?class=waiting,running")
     assert waiting["threads"] and all(t["class"] in ("waiting", "running") for t in waiting["threads"])
     assert d.get_json("/processes?all=1&unit=no-such-unit-*.service")["threads"] == []
 
 
 def test_stacks_live_capture_of_a_fixture(daemon, fixture):
-    d = daemon(RULES.replace("comm: block-read", "comm: nothing-matches"))
-    fx = fixture("block-read").wait_wchan("pipe_read")
+    d = daemon(RULES.replace("comm: br-http", "comm: nothing-matches"))
+    fx = fixture("block-read", "--name", "br-http").wait_wchan("pipe_read")
     doc = d.get_json(f"/stacks/{fx.pid}")
     assert doc["schema"] == "stackwatch.snapshot/1" and doc["process"]["pid"] == fx.pid
     assert "trigger" not in doc or doc["trigger"] is None
@@ -118,7 +138,7 @@ def test_stacks_live_capture_of_a_fixture(daemon, fixture):
     code, _, body = d.get(f"/stacks/{fx.pid}?format=folded&tid={fx.pid}")
     assert code == 200
     lines = body.decode().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("block-read;") and "br_level_01;br_level_02" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("br-http;") and "br_level_01;br_level_02" in lines[0]
     # The capture left the target as it was, and nothing was archived.
     fx.assert_untouched()
     assert d.snapshots() == []
@@ -126,12 +146,12 @@ def test_stacks_live_capture_of_a_fixture(daemon, fixture):
 
 def test_snapshots_routes_after_a_firing(daemon, fixture):
     d = daemon(RULES)
-    fx = fixture("block-read").wait_wchan("pipe_read")
+    fx = fixture("block-read", "--name", "br-http").wait_wchan("pipe_read")
     listed = wait_until(lambda: d.get_json(f"/snapshots?pid={fx.pid}")["snapshots"], timeout=15,
                         what="a snapshot listed over HTTP")
     assert len(listed) == 1
     s = listed[0]
-    assert s["rule"] == "blocked-fixtures" and s["class"] == "blocked" and s["comm"] == "block-read"
+    assert s["rule"] == "blocked-fixtures" and s["class"] == "blocked" and s["comm"] == "br-http"
     assert s == d.snapshots("--pid", str(fx.pid))[0] | {"file_size": s["file_size"]}
     doc = d.get_json(f"/snapshots/{s['id']}")
     assert doc["trigger"]["rule"] == "blocked-fixtures"
@@ -287,9 +307,9 @@ def test_socket_activation(tmp_path):
 # ---- budget ----
 
 def test_capture_budget_gives_429(daemon, fixture):
-    d = daemon(RULES.replace("comm: block-read", "comm: nothing-matches").replace(
+    d = daemon(RULES.replace("comm: br-http", "comm: nothing-matches").replace(
         "archive:", "capture:\n  max_per_minute: 1\narchive:"))
-    fx = fixture("block-read").wait_wchan("pipe_read")
+    fx = fixture("block-read", "--name", "br-http").wait_wchan("pipe_read")
     assert d.get(f"/stacks/{fx.pid}")[0] == 200
     code, headers, body = d.get(f"/stacks/{fx.pid}")
     assert code == 429 and json.loads(body)["status"] == 429 and "budget" in json.loads(body)["error"]
@@ -327,8 +347,8 @@ def parse_metrics(text):
 
 
 def test_metrics_parse_and_move(daemon, fixture):
-    d = daemon(RULES.replace("comm: block-read", "comm: nothing-matches"))
-    fx = fixture("block-read").wait_wchan("pipe_read")
+    d = daemon(RULES.replace("comm: br-http", "comm: nothing-matches"))
+    fx = fixture("block-read", "--name", "br-http").wait_wchan("pipe_read")
     code, headers, body = d.get("/metrics")
     assert code == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
     before = parse_metrics(body.decode())

@@ -1064,6 +1064,9 @@ static void check_same_config(const Config *a, const Config *b) {
         ck_assert_ptr_eq(a->http_token_file, b->http_token_file);
         ck_assert_uint_eq(a->http_max_connections, b->http_max_connections);
         ck_assert_uint_eq(a->http_timeout_usec, b->http_timeout_usec);
+        ck_assert_ptr_eq(a->hook_command, b->hook_command); /* both NULL: no default command */
+        ck_assert_uint_eq(a->hook_timeout_usec, b->hook_timeout_usec);
+        ck_assert_uint_eq(a->hook_max_running, b->hook_max_running);
         ck_assert_uint_eq(a->n_rules, b->n_rules);
         for (size_t i = 0; i < a->n_rules; i++)
                 ck_assert_msg(rules_equal(&a->rules[i], &b->rules[i]), "rule %zu differs", i);

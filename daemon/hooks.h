@@ -1,0 +1,82 @@
+/* hooks.h: alert hooks: execve of a configured program (never a shell), the event in environment variables, a
+ * timeout, a cap on how many run at once, stdout/stderr to the log, reaped by the event loop. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <json-c/json.h>
+#include <systemd/sd-event.h>
+
+#include "macro.h"
+
+typedef struct Hooks Hooks;
+
+/* Hooks waiting for a free slot when max_running are running; a firing beyond these is dropped and counted. */
+#define HOOKS_QUEUE_MAX 64
+/* The PATH a hook gets: the daemon's own environment is never passed on. */
+#define HOOKS_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* The environment variables a hook gets (besides PATH). Each is absent when its value is unknown. */
+#define HOOK_ENV_RULE "STACKWATCH_RULE"
+#define HOOK_ENV_PID "STACKWATCH_PID"
+#define HOOK_ENV_TID "STACKWATCH_TID"
+#define HOOK_ENV_COMM "STACKWATCH_COMM"
+#define HOOK_ENV_CLASS "STACKWATCH_CLASS"
+#define HOOK_ENV_SNAPSHOT "STACKWATCH_SNAPSHOT"                 /* the archived file's absolute path */
+#define HOOK_ENV_SNAPSHOT_ID "STACKWATCH_SNAPSHOT_ID"
+#define HOOK_ENV_SUMMARY "STACKWATCH_SUMMARY"
+#define HOOK_ENV_ERROR "STACKWATCH_ERROR"                       /* why there is no snapshot */
+#define HOOK_ENV_TIMESTAMP "STACKWATCH_TIMESTAMP"               /* CLOCK_REALTIME µs since the epoch */
+#define HOOK_ENV_EVENT "STACKWATCH_EVENT"                       /* all of the above as one JSON object */
+
+/* STACKWATCH_EVENT, "stackwatch.hook-event/1": {"schema", "rule", "pid", "tid", "comm", "class", "snapshot_id",
+ * "snapshot", "summary", "error", "timestamp_usec"}, every key always present, null when unknown.
+ * Version history:
+ *   1  the keys above.
+ * Removing or renaming a key bumps the version; adding one does not. */
+#define HOOK_EVENT_SCHEMA "stackwatch.hook-event/1"
+
+typedef struct HookEvent {
+        const char *rule;
+        pid_t pid, tid;
+        const char *comm;               /* process-supplied: passed as plain data, never interpreted */
+        const char *klass;              /* thread class name, e.g. "blocked" */
+        const char *snapshot_id;        /* NULL when there is no snapshot (capture off, failed, or over budget) */
+        const char *snapshot_path;      /* absolute path of the archived file, NULL with snapshot_id */
+        const char *summary;            /* one line: "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read" */
+        const char *error;              /* why there is no snapshot, NULL otherwise */
+        uint64_t timestamp_usec;        /* CLOCK_REALTIME of the firing */
+} HookEvent;
+
+typedef struct HookStats {
+        uint64_t started;               /* processes spawned */
+        uint64_t succeeded;             /* exited 0 */
+        uint64_t failed;                /* exited non-zero, killed by a signal, or could not be executed */
+        uint64_t timed_out;             /* killed at the timeout (also counted in failed) */
+        uint64_t dropped;               /* not run: the queue behind max_running was full */
+} HookStats;
+
+/* A hook runner on the event loop E (SIGCHLD must be blocked), with the compiled default limits. */
+int hooks_new(sd_event *e, Hooks **ret);
+/* Kills (SIGKILL, whole process group) and reaps what still runs, forgets what is queued; NULL-safe. */
+Hooks *hooks_free(Hooks *h);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Hooks *, hooks_free);
+
+/* The timeout applies to hooks started later; a higher MAX_RUNNING (at least 1) starts queued hooks at once. */
+void hooks_set_limits(Hooks *h, uint64_t timeout_usec, unsigned max_running);
+
+/* Run ARGV (argv[0] an absolute path) for EV now, or queue it when max_running are running (at most
+ * HOOKS_QUEUE_MAX wait; beyond that the event is dropped with a warning, counted, and -ENOBUFS returned).
+ * Returns 0 when started or queued, -errno otherwise. Every failure is logged here, with the rule and the path,
+ * so the caller need not log again: -EINVAL for an argv that is empty or not absolute, the exec error for a
+ * program that cannot be executed (-ENOENT, -EACCES, -ENOEXEC: counted in failed), -ENOMEM. */
+int hooks_run(Hooks *h, char *const *argv, const HookEvent *ev);
+
+/* How many hooks run now, and how many wait for a slot. */
+unsigned hooks_running(const Hooks *h);
+unsigned hooks_queued(const Hooks *h);
+const HookStats *hooks_stats(const Hooks *h);
+
+/* EV as the STACKWATCH_EVENT object (HOOK_EVENT_SCHEMA); NULL on OOM. */
+json_object *hooks_event_to_json(const HookEvent *ev);

@@ -1,0 +1,132 @@
+"""Alert hooks run by the real stackwatchd for real firings: the environment a hook gets, its timeout, a missing
+program, and a process name full of shell metacharacters that must reach the hook as plain data."""
+import json
+import os
+
+from conftest import wait_until
+
+POLL = 0.2
+
+
+def config(hook_argv, actions="[snapshot, log, hook]", hooks_extra="", comm="br-hook"):
+    argv = ", ".join(json.dumps(a) for a in hook_argv)
+    return f"""
+poll_interval: {int(POLL * 1000)}ms
+archive:
+  directory: "@ARCHIVE@"
+hooks:
+  timeout: 2s
+{hooks_extra}
+rules:
+  - name: hooked
+    class: blocked
+    for: 1s
+    comm: {json.dumps(comm)}
+    cooldown: 1h
+    actions: {actions}
+    hook: [{argv}]
+"""
+
+
+def script(tmp_path, name, body):
+    p = tmp_path / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(0o755)
+    return str(p)
+
+
+def read_env(path):
+    """The NUL-separated environment a hook dumped with `env -0`."""
+    with open(path, "rb") as f:
+        items = [kv for kv in f.read().split(b"\0") if kv]
+    return dict(kv.decode(errors="surrogateescape").split("=", 1) for kv in items)
+
+
+def test_hook_gets_the_event_in_its_environment(daemon, fixture, tmp_path):
+    out = tmp_path / "env.out"
+    hook = script(tmp_path, "dump-env", f'env -0 > "{out}.tmp" && mv "{out}.tmp" "{out}"\necho "hook saw $1"\n')
+    d = daemon(config([hook, "first arg"]))
+    fx = fixture("block-read", "--name", "br-hook").wait_wchan("pipe_read")
+    wait_until(out.exists, timeout=15, what="the hook to run")
+    env = read_env(out)
+    snap = d.snapshots("--pid", str(fx.pid))
+    assert len(snap) == 1
+    sid = snap[0]["id"]
+    assert env["STACKWATCH_RULE"] == "hooked"
+    assert env["STACKWATCH_PID"] == str(fx.pid) and env["STACKWATCH_TID"] == str(fx.pid)
+    assert env["STACKWATCH_COMM"] == "br-hook" and env["STACKWATCH_CLASS"] == "blocked"
+    assert env["STACKWATCH_SNAPSHOT_ID"] == sid
+    assert env["STACKWATCH_SNAPSHOT"] == os.path.join(d.archive, sid + ".json.zst")
+    assert os.path.isfile(env["STACKWATCH_SNAPSHOT"])
+    assert env["STACKWATCH_SUMMARY"].startswith(f"pid {fx.pid} (br-hook) thread {fx.pid} blocked for ")
+    assert env["STACKWATCH_SUMMARY"].endswith(" in read")
+    assert "STACKWATCH_ERROR" not in env
+    assert int(env["STACKWATCH_TIMESTAMP"]) > 1_600_000_000_000_000
+    ev = json.loads(env["STACKWATCH_EVENT"])
+    assert ev["schema"] == "stackwatch.hook-event/1" and ev["rule"] == "hooked" and ev["pid"] == fx.pid
+    assert ev["snapshot_id"] == sid and ev["snapshot"] == env["STACKWATCH_SNAPSHOT"] and ev["error"] is None
+    # Only what stackwatch puts there: not the daemon's environment (NOTIFY_SOCKET, HOME, ...).
+    assert set(env) <= {"PATH", "PWD", "STACKWATCH_RULE", "STACKWATCH_PID", "STACKWATCH_TID", "STACKWATCH_COMM",
+                        "STACKWATCH_CLASS", "STACKWATCH_SNAPSHOT", "STACKWATCH_SNAPSHOT_ID", "STACKWATCH_SUMMARY",
+                        "STACKWATCH_TIMESTAMP", "STACKWATCH_EVENT"}, sorted(env)
+    # argv from the config, stdout to the log, the exit status logged, the counters moved.
+    wait_until(lambda: "hook saw first arg" in d.log_text() and "succeeded" in d.log_text(),
+               what="the hook's output and exit in the log")
+    metrics = d.get("/metrics")[2].decode()
+    assert "stackwatch_hook_runs_total 1\n" in metrics and "stackwatch_hook_failures_total 0\n" in metrics
+
+
+def test_hook_without_snapshot_says_why(daemon, fixture, tmp_path):
+    out = tmp_path / "env.out"
+    hook = script(tmp_path, "dump-env", f'env -0 > "{out}.tmp" && mv "{out}.tmp" "{out}"\n')
+    d = daemon(config([hook], actions="[hook]"))
+    fixture("block-read", "--name", "br-hook").wait_wchan("pipe_read")
+    wait_until(out.exists, timeout=15, what="the hook to run")
+    env = read_env(out)
+    assert env["STACKWATCH_ERROR"] == "the rule takes no snapshot"
+    assert "STACKWATCH_SNAPSHOT" not in env and "STACKWATCH_SNAPSHOT_ID" not in env
+    assert d.snapshots() == []
+
+
+def test_hanging_hook_is_killed_at_its_timeout(daemon, fixture, tmp_path):
+    pidfile = tmp_path / "hook.pid"
+    hook = script(tmp_path, "hang", f'echo $$ > "{pidfile}"\nsleep 1000 &\necho $! >> "{pidfile}"\nwait\n')
+    d = daemon(config([hook], hooks_extra="  timeout: 500ms\n").replace("  timeout: 2s\n", ""))
+    fixture("block-read", "--name", "br-hook").wait_wchan("pipe_read")
+    wait_until(lambda: pidfile.exists() and len(pidfile.read_text().split()) == 2, timeout=15,
+               what="the hook to start")
+    pids = [int(p) for p in pidfile.read_text().split()]
+    wait_until(lambda: "timed out" in d.log_text(), timeout=5, what="the timeout")
+    # The hook and the child it started are both gone (the whole process group is killed).
+    wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), timeout=5, what="the hook killed")
+    metrics = d.get("/metrics")[2].decode()
+    assert "stackwatch_hook_timeouts_total 1\n" in metrics and "stackwatch_hook_failures_total 1\n" in metrics
+    d.wait_scans(2)
+    assert d.proc.poll() is None
+
+
+def test_missing_hook_program_is_logged_and_the_daemon_goes_on(daemon, fixture, tmp_path):
+    d = daemon(config([str(tmp_path / "no-such-hook")]))
+    fx = fixture("block-read", "--name", "br-hook").wait_wchan("pipe_read")
+    wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=15, what="the snapshot")
+    wait_until(lambda: "no-such-hook" in d.log_text(), timeout=5, what="the hook error in the log")
+    line = next(ln for ln in d.log_text().splitlines() if "no-such-hook" in ln)
+    assert "hooked" in line and ("No such file" in line or "ENOENT" in line), line
+    d.wait_scans(2)
+    assert d.get_json("/healthz")["status"] == "ok"
+
+
+def test_shell_metacharacters_in_a_process_name_reach_the_hook_as_data(daemon, fixture, tmp_path):
+    out = tmp_path / "args.out"
+    # 15 bytes (TASK_COMM_LEN - 1): a command substitution that creates the canary if a shell ever evaluates it.
+    name = "$(touch /tmp/p)"
+    canary = "/tmp/p"
+    if os.path.exists(canary):
+        os.unlink(canary)
+    hook = script(tmp_path, "record", f'printf "%s" "$STACKWATCH_COMM" > "{out}.tmp"\nmv "{out}.tmp" "{out}"\n')
+    d = daemon(config([hook], comm="$(touch*"))
+    fixture("block-read", "--name", name).wait_wchan("pipe_read")
+    wait_until(out.exists, timeout=15, what="the hook to run")
+    assert out.read_bytes() == name.encode()
+    assert not os.path.exists(canary)
+    assert d.proc.poll() is None
