@@ -11,36 +11,18 @@
 #include "log.h"
 #include "stackctl-daemon.h"
 #include "stackctl.h"
+#include "token-file.h"
 
-/* One line, the way stackwatchd reads its own token file: trailing newlines and spaces go, and what is left must
- * be one word that can go into a header as it is. */
 static int read_token(const char *path, char **ret) {
-        _cleanup_close_ int fd = -EBADF;
-        char buf[API_TOKEN_MAX + 2];
-        ssize_t n;
+        int r = token_file_read(path, ret);
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return log_error_errno(errno, "Failed to open the token file '%s': %m", path);
-        n = read(fd, buf, sizeof buf - 1);
-        if (n < 0)
-                return log_error_errno(errno, "Failed to read the token file '%s': %m", path);
-        buf[n] = 0;
-        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-                buf[--n] = 0;
-        if (n == 0)
-                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "The token file '%s' is empty.", path);
-        if ((size_t) n > API_TOKEN_MAX)
-                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "The token in '%s' is longer than %d characters.",
-                                       path, API_TOKEN_MAX);
-        for (ssize_t i = 0; i < n; i++)
-                if ((unsigned char) buf[i] <= ' ' || buf[i] == 0x7f)
-                        return log_error_errno(SYNTHETIC_ERRNO(EINVAL),
-                                               "The token file '%s' must hold one token without spaces or control "
-                                               "characters.", path);
-        *ret = strdup(buf);
-        explicit_bzero(buf, sizeof buf);
-        return *ret ? 0 : log_oom();
+        if (r == -ENOMEM)
+                return log_oom();
+        if (token_file_strerror(r))
+                return log_error_errno(r, "The token file '%s' is not usable: %s.", path, token_file_strerror(r));
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the token file '%s': %m", path);
+        return 0;
 }
 
 static void erase_freep(char **p) {

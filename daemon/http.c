@@ -22,6 +22,7 @@
 #include "log.h"
 #include "manager.h"
 #include "time-util.h"
+#include "token-file.h"
 
 struct HttpListener {
         Http *http;
@@ -403,29 +404,19 @@ static int listen_tcp(Http *h) {
 
 /* The token: one line of a file only root (or the daemon's user) should read. */
 static int read_token(const char *path, char **ret) {
-        _cleanup_close_ int fd = -EBADF;
-        char buf[API_TOKEN_MAX + 2];
         struct stat st;
-        ssize_t n;
+        int r;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return log_error_errno(errno, "Failed to open the token file '%s': %m", path);
-        if (fstat(fd, &st) == 0 && (st.st_mode & 0004))
+        if (stat(path, &st) == 0 && (st.st_mode & 0004))
                 log_warning("Token file '%s' is readable by everyone; anyone on this machine can use the API", path);
-        n = read(fd, buf, sizeof buf - 1);
-        if (n < 0)
-                return log_error_errno(errno, "Failed to read the token file '%s': %m", path);
-        buf[n] = 0;
-        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-                buf[--n] = 0;
-        if (n == 0)
-                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Token file '%s' is empty", path);
-        if ((size_t) n > API_TOKEN_MAX || strpbrk(buf, " \t\r\n"))
-                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Token file '%s' must hold one token of at most %d "
-                                       "characters without spaces", path, API_TOKEN_MAX);
-        *ret = strdup(buf);
-        return *ret ? 0 : log_oom();
+        r = token_file_read(path, ret);
+        if (r == -ENOMEM)
+                return log_oom();
+        if (token_file_strerror(r))
+                return log_error_errno(r, "Token file '%s' is not usable: %s", path, token_file_strerror(r));
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the token file '%s': %m", path);
+        return 0;
 }
 
 int http_new(Manager *m, Http **ret) {
