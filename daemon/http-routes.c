@@ -22,6 +22,7 @@
 
 /* The kernel's PID_MAX_LIMIT on 64-bit: no pid or tid is larger. */
 #define HTTP_PID_MAX 4194304
+#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 /* Characters of a client-supplied string quoted back in an error message. */
 #define HTTP_QUOTE_MAX 64
 
@@ -306,10 +307,14 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
         _cleanup_free_ ThreadEntry **list = NULL;
         size_t n = 0;
         uint64_t now = now_usec(CLOCK_MONOTONIC);
-        json_object *o, *arr;
         char q[HTTP_QUOTE_MAX + 8];
         HttpCachedBody *cached = NULL;
+        _cleanup_free_ char *body = NULL;
         size_t len = 0;
+        enum MHD_Result r;
+        json_object *o;
+        bool ok;
+        FILE *f;
 
         if ((v = query(c, API_Q_CLASS))) {
                 _cleanup_free_ char *copy = strdup(v);
@@ -358,30 +363,31 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
         }
         qsort(list, n, sizeof *list, compare_threads);
 
-        o = json_object_new_object();
-        arr = json_object_new_array_ext((int) n);
-        if (!o || !arr) {
-                json_object_put(o);
-                json_object_put(arr);
+        /* One thread object at a time, serialized by json-c and freed: the peak is the body, not a tree of
+         * thousands of objects (~2 KiB each). The keys around them are constants. */
+        f = open_memstream(&body, &len);
+        if (!f)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        o = scan_json(m, false);
+        ok = o && fprintf(f, "{\"%s\":%s,\"%s\":[", API_K_SCAN, json_object_to_json_string_ext(o, JSON_FLAGS),
+                          API_K_THREADS) > 0;
+        json_object_put(o);
+        for (size_t i = 0; ok && i < n; i++) {
+                o = thread_json(list[i], now);
+                ok = o && fprintf(f, "%s%s", i ? "," : "", json_object_to_json_string_ext(o, JSON_FLAGS)) > 0;
+                json_object_put(o);
         }
-        json_object_object_add(o, API_K_SCAN, scan_json(m, false));
-        for (size_t i = 0; i < n; i++)
-                json_object_array_add(arr, thread_json(list[i], now));
-        json_object_object_add(o, API_K_THREADS, arr);
+        ok = ok && fputs("]}", f) >= 0;
+        if (fclose(f) != 0 || !ok)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        r = http_reply(h, c, MHD_HTTP_OK, API_CONTENT_JSON, body, len);
         if (cached) {
-                const char *body = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
-                                                                        JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-                char *copy = body ? strdup(body) : NULL;
-
-                if (copy) {
-                        free(cached->body);
-                        cached->body = copy;
-                        cached->len = len;
-                        cached->scan = s->stats.scans;
-                }
+                free(cached->body);
+                cached->body = TAKE_PTR(body);
+                cached->len = len;
+                cached->scan = s->stats.scans;
         }
-        return http_reply_json(h, c, MHD_HTTP_OK, o);
+        return r;
 }
 
 /* ---- /snapshots ---- */
