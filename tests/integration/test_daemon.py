@@ -84,6 +84,8 @@ def test_class_fires_exactly_one_snapshot(daemon, fixture, name, args, rule, kla
         side = matched["comm"][-1]
         assert matched["comm"].startswith(comm)
         chain = [c.replace("X", side) for c in chain]
+    # On a failure, say how the thread was captured and what went wrong (the frames alone say nothing).
+    assert matched["frames"], (matched["capture"], matched.get("kernel_stack"), doc["capture"], trig)
     assert_chain(matched, chain)
     if name == "dstate-vfork":
         assert trig["state"] == "D" and matched["capture"]["method"] == "passive"
