@@ -29,6 +29,7 @@ struct HttpListener {
         struct MHD_Daemon *mhd;
         sd_event_source *io, *timer;
         bool tcp;                       /* requires the bearer token */
+        unsigned max_connections;       /* MHD_OPTION_CONNECTION_LIMIT */
         char name[128];                 /* for the log: "/run/…/stackwatch.sock" or "http://127.0.0.1:9177" */
 };
 
@@ -45,12 +46,26 @@ static HttpListener *listener_free(HttpListener *l) {
 
 /* ---- the event loop side ---- */
 
+static unsigned listener_connections(HttpListener *l) {
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+        return info ? info->num_connections : 0;
+}
+
 static void listener_run(HttpListener *l) {
         MHD_UNSIGNED_LONG_LONG ms;
+        bool at_limit = listener_connections(l) >= l->max_connections;
 
         (void) MHD_run(l->mhd);
+        /* At the connection limit MHD takes its listening socket out of its epoll set, and puts it back only at the
+         * start of a later run. When this run freed a slot, that run must come now: nothing else would wake us for
+         * the clients waiting in the backlog (after a flood of 200 connections, the socket stayed deaf for good). */
+        if (at_limit && listener_connections(l) < l->max_connections)
+                ms = 0;
+        else if (MHD_get_timeout(l->mhd, &ms) != MHD_YES)
+                ms = UINT64_MAX;
         /* MHD_get_timeout() is relative, in milliseconds; MHD_NO means "no timeout needed". */
-        if (MHD_get_timeout(l->mhd, &ms) == MHD_YES) {
+        if (ms != UINT64_MAX) {
                 (void) sd_event_source_set_time_relative(l->timer, MIN(ms, (MHD_UNSIGNED_LONG_LONG) 3600000) * 1000);
                 (void) sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
         } else
@@ -268,6 +283,7 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
                 return log_oom();
         l->http = h;
         l->tcp = tcp;
+        l->max_connections = c->http_max_connections;
         snprintf(l->name, sizeof l->name, "%s", name);
         h->listeners[h->n_listeners++] = l;
 

@@ -18,6 +18,10 @@
 /* Polls of waitpid() between two 20 us sleeps while the thread runs. */
 #define PROBE_SPINS 50
 #define PROBE_SLEEP_NSEC 20000
+/* How long the thread gets to reach its final stop when the window ends while it runs. It stops within
+ * microseconds when it has a CPU, but on a loaded machine it may wait milliseconds for one; the session's generic
+ * cleanup gives up after 1 ms and leaves the thread traced until we exit, which a test caught. */
+#define PROBE_FINAL_STOP_USEC (100 * USEC_PER_MSEC)
 
 typedef struct ProbePair {
         int64_t nr, result;
@@ -116,6 +120,8 @@ int syscall_probe(pid_t tid, uint64_t window_usec, SyscallProbe *ret) {
         p.window_usec = now_usec(CLOCK_MONOTONIC) - start;
         if (s.stopped)
                 s.pending_signal = sig;
+        else if (s.seized && r != -ESRCH)
+                (void) ptrace_session_stop(&s, PROBE_FINAL_STOP_USEC);
         if (r == -ESRCH)
                 return r;
 

@@ -382,7 +382,9 @@ def test_help_golden():
 
 
 def test_vdso_frames_are_named(fixture):
-    """A thread caught inside the vDSO (clock_gettime) gets a named frame in the [vdso] module."""
+    """A thread caught inside the vDSO (clock_gettime) gets named frames in the [vdso] module, unwound through it
+    into the fixture's own chain. The innermost vDSO frame may be a helper the vDSO exports no symbol for (under
+    kvm-clock, the static vread_pvclock(): shown as ??); the first named one is clock_gettime."""
     fx = fixture("pause-probe")
     spinner = wait_until(lambda: next((t for t, n in thread_names(fx.pid).items() if n == "spinner"), None),
                          what="spinner thread")
@@ -392,10 +394,13 @@ def test_vdso_frames_are_named(fixture):
         [doc] = dump_json("--tid", spinner, "--no-kernel", fx.pid)
         t = doc["threads"][0]
         assert_chain(t, [f"pp_level_{k:02d}" for k in range(12, 0, -1)] + ["pp_spinner_start"])
-        top = t["frames"][0]
-        if top["module"] is not None and doc["modules"][top["module"]]["path"] == "[vdso]":
-            return top
-        return None
-    top = wait_until(caught_in_vdso, timeout=10, interval=0, what="a capture inside the vDSO")
-    assert top["function"] and "clock_gettime" in top["function"], top
+        in_vdso = []
+        for f in t["frames"]:
+            if f["module"] is None or doc["modules"][f["module"]]["path"] != "[vdso]":
+                break
+            in_vdso.append(f)
+        return in_vdso
+    in_vdso = wait_until(caught_in_vdso, timeout=10, interval=0, what="a capture inside the vDSO")
+    named = [f["function"] for f in in_vdso if f["function"]]
+    assert named and "clock_gettime" in named[0], in_vdso
     fx.proc.stdin.close()

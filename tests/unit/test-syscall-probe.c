@@ -123,7 +123,9 @@ START_TEST(test_probe_names_the_spinning_call) {
         assert_untouched(pid);
         ck_assert_int_eq(p.nr, SYS_read);
         ck_assert_int_eq(p.result, -EAGAIN);
-        ck_assert_uint_ge(p.count, 10);
+        /* A few round trips at least: each syscall costs two stops, and on a loaded machine (3 spinners on 2 cores)
+         * a 30 ms window saw 6. */
+        ck_assert_uint_ge(p.count, 3);
         ck_assert_uint_ge(p.count * 10, p.syscalls * 9);
         ck_assert_uint_ge(p.window_usec, 30000);
         ck_assert_uint_lt(p.window_usec, 1000000);
