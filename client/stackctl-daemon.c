@@ -162,6 +162,11 @@ int dump_via_daemon(pid_t pid) {
                 if (http_query_append(&path, API_Q_TID, tid) < 0)
                         return EXIT_FAIL;
         }
+        if (arg.peers > 0) {
+                snprintf(tid, sizeof tid, "%u", arg.peers);
+                if (http_query_append(&path, API_Q_PEERS, tid) < 0)
+                        return EXIT_FAIL;
+        }
         r = daemon_get(path, DAEMON_CAPTURE_TIMEOUT_USEC, 0, &resp);
         if (r != EXIT_OK)
                 return r;

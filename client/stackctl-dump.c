@@ -14,6 +14,7 @@
 #include "snapshot-text.h"
 #include "stackctl.h"
 #include "symbolize.h"
+#include "wait-chain.h"
 
 static int print_snapshot(const Snapshot *s) {
         switch (arg.format) {
@@ -65,6 +66,13 @@ static int dump_one(Symbolizer *sym, pid_t pid, bool quiet_gone) {
         if (r < 0) {
                 log_error_errno(r, "Failed to capture process %d: %m", (int) pid);
                 return EXIT_FAIL;
+        }
+        if (arg.peers > 0) {
+                r = wait_chain_capture(s, arg.capture.tid, arg.peers, &arg.capture, sym);
+                if (r == -ENOMEM)
+                        return log_oom(), EXIT_FAIL;
+                if (r < 0)
+                        snapshot_add_error(s, "Wait chain not followed: %s", strerror(-r));
         }
         if (print_snapshot(s) < 0)
                 return EXIT_FAIL;
@@ -127,6 +135,10 @@ int verb_dump(int argc, char **argv) {
         }
         if (arg.all == (argc > 1)) {
                 log_error("Usage: stackctl dump PID… | --all");
+                return EXIT_USAGE;
+        }
+        if (arg.all && arg.peers > 0) {
+                log_error("--peers follows the waits of the processes named: it does not go with --all.");
                 return EXIT_USAGE;
         }
         for (int i = 1; i < argc; i++) {

@@ -13,6 +13,7 @@
 #include "parse-util.h"
 #include "stackctl.h"
 #include "thread-class.h"
+#include "wait-chain.h"
 
 StackctlArgs arg;
 
@@ -44,6 +45,7 @@ static const struct {
         { "   --folded", "Folded stacks for flame graph tools, one line per thread" },
         { "-a --all", "Dump every process on the machine" },
         { "-t --tid TID", "Only this thread" },
+        { "   --peers N", "dump: also the processes it waits on, N hops deep, and the wait chain (default 0)" },
         { "-m --method M", "auto (default), passive, or ptrace" },
         { "-u --unwinder U", "libdw (default), libunwind, or fp" },
         { "   --no-kernel", "Leave out kernel stacks" },
@@ -114,6 +116,7 @@ enum {
         ARG_HOST,
         ARG_TOKEN_FILE,
         ARG_TIMEOUT,
+        ARG_PEERS,
 };
 
 static int parse_uint_arg(const char *name, const char *value, uint64_t min, uint64_t max, uint64_t *ret) {
@@ -221,6 +224,7 @@ static int parse_argv(int argc, char **argv) {
                 { "host", required_argument, NULL, ARG_HOST },
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
+                { "peers", required_argument, NULL, ARG_PEERS },
                 {}
         };
         uint64_t v;
@@ -281,6 +285,11 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_NO_KERNEL:
                         arg.capture.kernel = false;
+                        break;
+                case ARG_PEERS:
+                        if (parse_uint_arg("--peers", optarg, 0, WAIT_CHAIN_DEPTH_MAX, &v) < 0)
+                                return -EINVAL;
+                        arg.peers = (unsigned) v;
                         break;
                 case ARG_MAX_FRAMES:
                         if (parse_uint_arg("--max-frames", optarg, 1, CAPTURE_FRAMES_MAX, &v) < 0)

@@ -31,6 +31,7 @@ typedef struct StackctlArgs {
         bool source;
         const char *debuginfo_path;
         CaptureOptions capture;
+        unsigned peers;                 /* dump: wait-chain depth, 0 for none */
         const char *archive_dir;
         pid_t filter_pid;
         const char *filter_rule;

@@ -9,6 +9,7 @@
 #include "parse-util.h"
 #include "snapshot-json.h"
 #include "strv.h"
+#include "wait-chain.h"
 
 /* ---- writing ---- */
 
@@ -117,6 +118,50 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
         return o;
 }
 
+static json_object *pid_comm(const Snapshot *root, pid_t pid, pid_t tid) {
+        json_object *o;
+
+        if (pid <= 0)
+                return NULL;
+        o = json_object_new_object();
+        ADD(o, "pid", json_object_new_int(pid));
+        ADD(o, "tid", tid > 0 ? json_object_new_int(tid) : NULL);
+        ADD(o, "comm", jstr(wait_chain_comm(root, pid)));
+        return o;
+}
+
+static json_object *wait_chain_to_json(const Snapshot *root, const WaitChain *c) {
+        json_object *o = json_object_new_object(), *edges = json_object_new_array(), *cycle = json_object_new_array();
+
+        ADD(o, "tid", c->tid > 0 ? json_object_new_int(c->tid) : NULL);
+        ADD(o, "depth", json_object_new_int((int) c->depth));
+        ADD(o, "deadlock", json_object_new_boolean(c->deadlock));
+        for (size_t i = 0; i < c->n_cycle; i++)
+                json_object_array_add(cycle, json_object_new_int(c->cycle[i]));
+        ADD(o, "cycle", cycle);
+        ADD(o, "truncated", json_object_new_boolean(c->truncated));
+        ADD(o, "errors", c->errors ? jstrv(c->errors) : json_object_new_array());
+        ADD(o, "resolve_us", json_object_new_uint64(c->resolve_usec));
+        for (size_t i = 0; i < c->n_edges; i++) {
+                const WaitEdge *e = &c->edges[i];
+                json_object *j = json_object_new_object();
+
+                ADD(j, "from", pid_comm(root, e->pid, e->tid));
+                ADD(j, "syscall", jstr(e->syscall));
+                ADD(j, "kind", json_object_new_string(wait_kind_to_string(e->kind) ?: "other"));
+                ADD(j, "fd", e->fd >= 0 ? json_object_new_int(e->fd) : NULL);
+                ADD(j, "inode", e->inode ? json_object_new_uint64(e->inode) : NULL);
+                ADD(j, "object", jstr(e->object));
+                ADD(j, "multiplexed", json_object_new_boolean(e->multiplexed));
+                ADD(j, "to", pid_comm(root, e->peer_pid, e->peer_tid));
+                ADD(j, "peer_fd", e->peer_fd >= 0 ? json_object_new_int(e->peer_fd) : NULL);
+                ADD(j, "reason", jstr(e->reason));
+                json_object_array_add(edges, j);
+        }
+        ADD(o, "edges", edges);
+        return o;
+}
+
 json_object *snapshot_to_json(const Snapshot *s) {
         json_object *o = json_object_new_object(), *p, *cap, *th, *mods;
 
@@ -201,6 +246,14 @@ json_object *snapshot_to_json(const Snapshot *s) {
                 json_object_array_add(mods, k);
         }
         ADD(o, "modules", mods);
+
+        if (s->wait_chain) {
+                json_object *peers = json_object_new_array();
+                ADD(o, "wait_chain", wait_chain_to_json(s, s->wait_chain));
+                for (size_t i = 0; i < s->n_peers; i++)
+                        json_object_array_add(peers, snapshot_to_json(s->peers[i]));
+                ADD(o, "peers", peers);
+        }
         return o;
 }
 
@@ -368,12 +421,82 @@ static int thread_from_json(json_object *o, Snapshot *s) {
         return 0;
 }
 
+static int wait_chain_from_json(json_object *o, WaitChain **ret) {
+        _cleanup_(wait_chain_freep) WaitChain *c = calloc(1, sizeof *c);
+        json_object *a;
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        c->tid = (pid_t) get_i64(o, "tid", 0);
+        c->depth = (unsigned) get_i64(o, "depth", 0);
+        c->deadlock = get_bool(o, "deadlock");
+        c->truncated = get_bool(o, "truncated");
+        c->resolve_usec = get_u64(o, "resolve_us");
+        if ((r = get_strv(o, "errors", &c->errors)) < 0)
+                return r;
+        if (c->errors && !c->errors[0])
+                c->errors = strv_free(c->errors);
+        if ((a = get(o, "cycle", json_type_array)) && json_object_array_length(a) > 0) {
+                size_t n = json_object_array_length(a);
+                c->cycle = calloc(n, sizeof *c->cycle);
+                if (!c->cycle)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++)
+                        c->cycle[c->n_cycle++] = (pid_t) json_object_get_int(json_object_array_get_idx(a, i));
+        }
+        if ((a = get(o, "edges", json_type_array)))
+                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                        json_object *e = json_object_array_get_idx(a, i), *from, *to, *k;
+                        WaitEdge *w;
+
+                        if (!json_object_is_type(e, json_type_object))
+                                continue;
+                        w = wait_chain_add_edge(c);
+                        if (!w)
+                                return -ENOMEM;
+                        if ((from = get(e, "from", json_type_object))) {
+                                w->pid = (pid_t) get_i64(from, "pid", 0);
+                                w->tid = (pid_t) get_i64(from, "tid", 0);
+                        }
+                        if ((to = get(e, "to", json_type_object))) {
+                                w->peer_pid = (pid_t) get_i64(to, "pid", 0);
+                                w->peer_tid = (pid_t) get_i64(to, "tid", 0);
+                        }
+                        k = get(e, "kind", json_type_string);
+                        w->kind = k ? wait_kind_from_string(json_object_get_string(k)) : WAIT_KIND_OTHER;
+                        if (w->kind < 0)
+                                w->kind = WAIT_KIND_OTHER;
+                        w->fd = (int) get_i64(e, "fd", -1);
+                        w->peer_fd = (int) get_i64(e, "peer_fd", -1);
+                        w->inode = get_u64(e, "inode");
+                        w->multiplexed = get_bool(e, "multiplexed");
+                        if ((r = get_strdup(e, "syscall", &w->syscall)) < 0 || (r = get_strdup(e, "object", &w->object)) < 0 ||
+                            (r = get_strdup(e, "reason", &w->reason)) < 0)
+                                return r;
+                }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char **ret_error);
+
 int snapshot_from_json(json_object *j, Snapshot **ret, const char **ret_error) {
+        return snapshot_parse(j, true, ret, ret_error);
+}
+
+/* TOP: the document itself, whose peers are parsed too (a peer's own peers are not: the schema has none). */
+static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char **ret_error) {
         _cleanup_snapshot_free_ Snapshot *s = NULL;
         json_object *schema, *p, *cap, *a;
         const char *dummy;
         int r;
 
+        if (!json_object_is_type(j, json_type_object)) {
+                if (ret_error)
+                        *ret_error = "not a JSON object";
+                return -EINVAL;
+        }
         if (!ret_error)
                 ret_error = &dummy;
         schema = get(j, "schema", json_type_string);
@@ -468,6 +591,24 @@ int snapshot_from_json(json_object *j, Snapshot **ret, const char **ret_error) {
                 if ((r = get_strdup(tr, "rule", &t->rule)) < 0 || (r = get_strdup(tr, "class", &t->klass)) < 0 ||
                     (r = get_strdup(tr, "wchan", &t->wchan)) < 0)
                         return r;
+        }
+        json_object *wc = top ? get(j, "wait_chain", json_type_object) : NULL;
+        if (wc) {
+                if ((r = wait_chain_from_json(wc, &s->wait_chain)) < 0)
+                        return r;
+                if ((a = get(j, "peers", json_type_array)) && json_object_array_length(a) > 0) {
+                        s->peers = calloc(json_object_array_length(a), sizeof *s->peers);
+                        if (!s->peers)
+                                return -ENOMEM;
+                        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                                Snapshot *peer = NULL;
+                                r = snapshot_parse(json_object_array_get_idx(a, i), false, &peer, ret_error);
+                                if (r == -ENOMEM)
+                                        return r;
+                                if (r >= 0)
+                                        s->peers[s->n_peers++] = peer;
+                        }
+                }
         }
         /* Frames may only point at modules the document has. */
         for (size_t i = 0; i < s->n_threads; i++)

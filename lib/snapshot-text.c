@@ -114,6 +114,81 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
         }
 }
 
+static const Snapshot *find_process(const Snapshot *root, pid_t pid) {
+        if (root->pid == pid)
+                return root;
+        for (size_t i = 0; i < root->n_peers; i++)
+                if (root->peers[i]->pid == pid)
+                        return root->peers[i];
+        return NULL;
+}
+
+/* "1234 (comm)" and, when TID is known (and WITH_CALL, captured), " thread 1250 in futex". */
+static void print_chain_process(const Snapshot *root, pid_t pid, pid_t tid, bool with_call, FILE *f) {
+        const Snapshot *p = find_process(root, pid);
+        const ThreadSnapshot *t = p && tid > 0 ? snapshot_find_thread((Snapshot *) p, tid) : NULL;
+
+        fprintf(f, "%d (", (int) pid);
+        put_escaped(f, p ? p->comm : "?");
+        fputc(')', f);
+        if (tid > 0 && tid != pid)
+                fprintf(f, " thread %d", (int) tid);
+        if (with_call && t && t->syscall.kind == PROC_SYSCALL_BLOCKED)
+                fprintf(f, " in %s", syscall_name(t->syscall.nr) ?: "?");
+}
+
+/* The chain first, the way a person would explain it: who waits in which call on what, held by whom. */
+static void print_wait_chain(const Snapshot *s, FILE *f) {
+        const WaitChain *c = s->wait_chain;
+
+        fprintf(f, "  wait chain (%u hop%s", c->depth, c->depth == 1 ? "" : "s");
+        if (c->tid > 0)
+                fprintf(f, " from thread %d", (int) c->tid);
+        fprintf(f, ", resolved in %.1f ms)%s:\n", (double) c->resolve_usec / 1000.0,
+                c->n_edges == 0 ? " nothing: no thread waits on another process" : "");
+        for (size_t i = 0; i < c->n_edges; i++) {
+                const WaitEdge *e = &c->edges[i];
+
+                fputs("    ", f);
+                print_chain_process(s, e->pid, e->tid, false, f);
+                fputc(' ', f);
+                put_escaped(f, e->syscall);
+                if (e->fd >= 0)
+                        fprintf(f, " fd %d", e->fd);
+                fputs(" → ", f);
+                put_escaped(f, e->object);
+                if (e->multiplexed)
+                        fputs(" (one of several)", f);
+                fputs(" → ", f);
+                if (e->peer_pid > 0)
+                        print_chain_process(s, e->peer_pid, e->peer_tid, true, f);
+                else
+                        fputs("nobody", f);
+                if (e->reason) {
+                        fputs(": ", f);
+                        put_escaped(f, e->reason);
+                }
+                fputc('\n', f);
+        }
+        if (c->deadlock) {
+                fputs("    DEADLOCK: ", f);
+                for (size_t i = 0; i <= c->n_cycle; i++) {
+                        const Snapshot *p = find_process(s, c->cycle[i % c->n_cycle]);
+                        fprintf(f, "%s%d (", i ? " → " : "", (int) c->cycle[i % c->n_cycle]);
+                        put_escaped(f, p ? p->comm : "?");
+                        fputc(')', f);
+                }
+                fputs(" wait only on each other\n", f);
+        }
+        for (char **e = c->errors; e && *e; e++) {
+                fputs("    ! ", f);
+                put_escaped(f, *e);
+                fputc('\n', f);
+        }
+        if (c->truncated)
+                fputs("    (the chain was cut by a budget)\n", f);
+}
+
 int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
         fprintf(f, "PID %d - ", (int) s->pid);
         put_escaped(f, s->comm);
@@ -161,6 +236,8 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 put_escaped(f, *e);
                 fputc('\n', f);
         }
+        if (s->wait_chain)
+                print_wait_chain(s, f);
         for (size_t i = 0; i < s->n_threads; i++)
                 print_thread(s, &s->threads[i], o, f);
         if (o->modules)
@@ -173,6 +250,10 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 }
         if (s->truncated)
                 fputs("(truncated by a capture budget)\n", f);
+        for (size_t i = 0; i < s->n_peers; i++) {
+                fprintf(f, "\npeer %zu of %zu, of PID %d: ", i + 1, s->n_peers, (int) s->pid);
+                snapshot_print_text(s->peers[i], o, f);
+        }
         return ferror(f) ? -EIO : 0;
 }
 
@@ -213,5 +294,7 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
                         }
                 fputs(" 1\n", f);
         }
+        for (size_t i = 0; i < s->n_peers; i++)
+                snapshot_print_folded(s->peers[i], kernel, f);
         return ferror(f) ? -EIO : 0;
 }

@@ -26,6 +26,21 @@ static const char *const frame_method_table[_FRAME_METHOD_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP(frame_method, FrameMethod);
 
+static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
+        [WAIT_KIND_UNIX] = "unix-socket",
+        [WAIT_KIND_PIPE] = "pipe",
+        [WAIT_KIND_FIFO] = "fifo",
+        [WAIT_KIND_TCP] = "tcp",
+        [WAIT_KIND_UDP] = "udp",
+        [WAIT_KIND_FLOCK] = "flock",
+        [WAIT_KIND_POSIX_LOCK] = "posix-lock",
+        [WAIT_KIND_OFD_LOCK] = "ofd-lock",
+        [WAIT_KIND_CHILD] = "child",
+        [WAIT_KIND_TRACER] = "tracer",
+        [WAIT_KIND_OTHER] = "other",
+};
+DEFINE_STRING_TABLE_LOOKUP(wait_kind, WaitKind);
+
 Snapshot *snapshot_new(void) {
         return calloc(1, sizeof(Snapshot));
 }
@@ -72,7 +87,26 @@ Snapshot *snapshot_free(Snapshot *s) {
                 free(s->trigger->wchan);
                 free(s->trigger);
         }
+        wait_chain_free(s->wait_chain);
+        for (size_t i = 0; i < s->n_peers; i++)
+                snapshot_free(s->peers[i]);
+        free(s->peers);
         free(s);
+        return NULL;
+}
+
+WaitChain *wait_chain_free(WaitChain *c) {
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < c->n_edges; i++) {
+                free(c->edges[i].syscall);
+                free(c->edges[i].object);
+                free(c->edges[i].reason);
+        }
+        free(c->edges);
+        free(c->cycle);
+        strv_free(c->errors);
+        free(c);
         return NULL;
 }
 
@@ -106,6 +140,13 @@ static void *grow_one(void **array, size_t *n, size_t elem) {
 
 ThreadSnapshot *snapshot_add_thread(Snapshot *s) {
         return grow_one((void **) &s->threads, &s->n_threads, sizeof(ThreadSnapshot));
+}
+
+WaitEdge *wait_chain_add_edge(WaitChain *c) {
+        WaitEdge *e = grow_one((void **) &c->edges, &c->n_edges, sizeof(WaitEdge));
+        if (e)
+                e->fd = e->peer_fd = -1;
+        return e;
 }
 
 ModuleInfo *snapshot_add_module(Snapshot *s) {

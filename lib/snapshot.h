@@ -107,6 +107,62 @@ typedef struct SnapshotTrigger {
         unsigned probe_count;
 } SnapshotTrigger;
 
+/* What a thread waits on, when it leads to another process. */
+typedef enum WaitKind {
+        WAIT_KIND_UNIX,         /* a unix socket: the process holding the other end */
+        WAIT_KIND_PIPE,         /* a pipe: the processes holding the other end */
+        WAIT_KIND_FIFO,         /* a named pipe, likewise */
+        WAIT_KIND_TCP,          /* a TCP connection: the local process owning the other end */
+        WAIT_KIND_UDP,          /* a connected UDP socket, likewise */
+        WAIT_KIND_FLOCK,        /* flock(): the holder, from /proc/locks */
+        WAIT_KIND_POSIX_LOCK,   /* fcntl(F_SETLKW): the holder */
+        WAIT_KIND_OFD_LOCK,     /* fcntl(F_OFD_SETLKW): the processes holding the locked file open */
+        WAIT_KIND_CHILD,        /* wait4()/waitid() or a vfork(): the child */
+        WAIT_KIND_TRACER,       /* a traced thread in a tracing stop: the tracer */
+        WAIT_KIND_OTHER,        /* an fd we can name but that leads to no process (a listening socket, a timerfd …) */
+        _WAIT_KIND_MAX,
+        _WAIT_KIND_INVALID = -EINVAL,
+} WaitKind;
+
+const char *wait_kind_to_string(WaitKind k);
+WaitKind wait_kind_from_string(const char *s);
+
+/* One edge of a wait chain: thread TID of PID waits on PEER_PID through OBJECT. */
+typedef struct WaitEdge {
+        pid_t pid, tid;
+        char *syscall;          /* the call it waits in ("read", "flock", …) */
+        WaitKind kind;
+        int fd;                 /* the waiting thread's fd, -1 when the wait has none */
+        uint64_t inode;         /* socket, pipe or locked file inode; 0 when none */
+        char *object;           /* "unix socket 4711", "pipe 881", "flock /var/lib/x.lock", "127.0.0.1:40022 -> …" */
+        bool multiplexed;       /* one of several fds of a poll/select/epoll wait: any of them would wake it */
+        pid_t peer_pid;         /* the process at the other end; 0 when none was found (REASON says why) */
+        pid_t peer_tid;         /* the peer thread that waits on the other end itself, 0 when none stands out */
+        int peer_fd;            /* the peer's fd for the other end, -1 when unknown */
+        char *reason;           /* set when PEER_PID is 0, or when the peer was not followed (depth, budget) */
+} WaitEdge;
+
+/* The wait chain of a snapshot: the edges from the thread(s) it started at, followed to a depth. */
+typedef struct WaitChain {
+        pid_t tid;              /* the thread it started from; 0: every thread of the process waiting in a syscall */
+        unsigned depth;         /* how many hops were followed at most */
+        WaitEdge *edges;
+        size_t n_edges;
+        bool deadlock;          /* a set of processes that wait only on each other (see wait-chain.h) */
+        pid_t *cycle;           /* the processes of one cycle in it, in wait order; the first waits on the second … */
+        size_t n_cycle;
+        bool truncated;         /* a budget cut it (edges, peers, time) */
+        char **errors;          /* NULL-terminated, NULL when none */
+        uint64_t resolve_usec;  /* spent finding the peers (not capturing their stacks) */
+} WaitChain;
+
+WaitChain *wait_chain_free(WaitChain *c);
+static inline void wait_chain_freep(WaitChain **c) {
+        wait_chain_free(*c);
+}
+/* Append one zeroed edge (fd and peer_fd -1); NULL on OOM. */
+WaitEdge *wait_chain_add_edge(WaitChain *c);
+
 typedef struct Snapshot {
         uint64_t timestamp_usec;        /* CLOCK_REALTIME at the start of the capture */
         char *hostname;
@@ -138,6 +194,10 @@ typedef struct Snapshot {
         char **errors;          /* process-level errors, NULL-terminated (may be NULL) */
 
         SnapshotTrigger *trigger; /* NULL for on-demand dumps */
+
+        WaitChain *wait_chain;  /* NULL when peers were not asked for */
+        struct Snapshot **peers; /* the processes the chain reached, captured with the same engine */
+        size_t n_peers;
 } Snapshot;
 
 Snapshot *snapshot_new(void);

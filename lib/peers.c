@@ -1,0 +1,956 @@
+/* peers.c: from a waiting thread's syscall to the processes at the other end of what it waits on. */
+#include <asm/unistd.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/sched.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "parse-util.h"
+#include "peers.h"
+#include "proc-read.h"
+#include "sock-diag.h"
+
+/* /proc/locks is one line per lock; a machine with more locks than this is not one we can explain anyway. */
+#define LOCKS_FILE_MAX (4U * 1024 * 1024)
+
+typedef enum FdKind {
+        FD_KIND_SOCKET,
+        FD_KIND_PIPE,
+        FD_KIND_PATH,
+} FdKind;
+
+/* One open fd of some process, from the pass over /proc/PID/fd. */
+typedef struct FdOwner {
+        uint64_t inode;         /* sockets and pipes; 0 for paths */
+        pid_t pid;
+        int fd;
+        FdKind kind;
+        char *path;             /* FD_KIND_PATH only */
+} FdOwner;
+
+typedef struct LockLine {
+        unsigned id;            /* the number before ':'; a waiter repeats its blocker's */
+        bool waiter;            /* "->": blocked on the lock of the line with the same id */
+        char type[8];           /* FLOCK, POSIX, OFDLCK, LEASE … */
+        pid_t pid;              /* -1 for OFD locks */
+        unsigned major, minor;
+        uint64_t inode;
+} LockLine;
+
+struct PeerResolver {
+        pid_t self;
+        bool have_owners, have_unix, have_tcp, have_udp, have_locks;
+        FdOwner *owners;        /* sockets and pipes sorted by (kind, inode); then paths */
+        size_t n_owners, n_indexed;
+        size_t processes;
+        UnixSock *unix_socks;
+        size_t n_unix;
+        InetSock *tcp, *udp;
+        size_t n_tcp, n_udp;
+        LockLine *locks;
+        size_t n_locks;
+};
+
+int peer_resolver_new(PeerResolver **ret) {
+        PeerResolver *r = calloc(1, sizeof *r);
+
+        if (!r)
+                return -ENOMEM;
+        r->self = getpid();
+        *ret = r;
+        return 0;
+}
+
+PeerResolver *peer_resolver_free(PeerResolver *r) {
+        if (!r)
+                return NULL;
+        for (size_t i = 0; i < r->n_owners; i++)
+                free(r->owners[i].path);
+        free(r->owners);
+        unix_socks_free(r->unix_socks, r->n_unix);
+        free(r->tcp);
+        free(r->udp);
+        free(r->locks);
+        free(r);
+        return NULL;
+}
+
+void peer_resolver_get_stats(const PeerResolver *r, PeerResolverStats *ret) {
+        *ret = (PeerResolverStats) {
+                .fds = r->n_owners,
+                .processes = r->processes,
+                .unix_socks = r->n_unix,
+                .tcp_socks = r->n_tcp,
+                .udp_socks = r->n_udp,
+        };
+}
+
+/* ---- what an fd link says ---- */
+
+/* "socket:[123]" / "pipe:[123]" → kind and inode; anything else (a path, "anon_inode:…") is FD_KIND_PATH. */
+static FdKind fd_link_parse(const char *link, uint64_t *ret_inode) {
+        static const struct {
+                const char *prefix;
+                FdKind kind;
+        } table[] = {
+                { "socket:[", FD_KIND_SOCKET },
+                { "pipe:[", FD_KIND_PIPE },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (startswith(link, table[i].prefix)) {
+                        const char *p = link + strlen(table[i].prefix);
+                        size_t n = strcspn(p, "]");
+                        char num[24];
+
+                        if (n == 0 || n >= sizeof num || p[n] != ']')
+                                break;
+                        memcpy(num, p, n);
+                        num[n] = 0;
+                        if (safe_atou64(num, ret_inode) < 0)
+                                break;
+                        return table[i].kind;
+                }
+        *ret_inode = 0;
+        return FD_KIND_PATH;
+}
+
+/* ---- the pass over every process's fds ---- */
+
+static int owners_add(PeerResolver *r, size_t *allocated, const FdOwner *o) {
+        if (r->n_owners == *allocated) {
+                size_t na = MAX(*allocated * 2, 1024U);
+                FdOwner *no = realloc(r->owners, na * sizeof *no);
+                if (!no)
+                        return -ENOMEM;
+                r->owners = no;
+                *allocated = na;
+        }
+        r->owners[r->n_owners++] = *o;
+        return 0;
+}
+
+static int cmp_owner(const void *a, const void *b) {
+        const FdOwner *x = a, *y = b;
+
+        if (x->kind != y->kind)
+                return x->kind < y->kind ? -1 : 1;
+        if (x->inode != y->inode)
+                return x->inode < y->inode ? -1 : 1;
+        return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* One pass over /proc/[0-9]*\/fd: readlinkat into a stack buffer, keep sockets and pipes by inode, and paths (for
+ * FIFOs and OFD locks). A process that vanishes or that we may not read is skipped. */
+static int owners_load(PeerResolver *r) {
+        _cleanup_close_ int procfd = -EBADF;
+        _cleanup_free_ int *pids = NULL;
+        size_t n_pids = 0, allocated = 0;
+        int k;
+
+        if (r->have_owners)
+                return 0;
+        procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (procfd < 0)
+                return negative_errno();
+        k = proc_list_numeric(procfd, ".", &pids, &n_pids);
+        if (k < 0)
+                return k;
+        for (size_t i = 0; i < n_pids; i++) {
+                _cleanup_free_ int *fds = NULL;
+                _cleanup_close_ int fddir = -EBADF;
+                size_t n_fds = 0;
+                char name[32];
+
+                if (pids[i] == r->self)
+                        continue;
+                snprintf(name, sizeof name, "%d/fd", pids[i]);
+                fddir = openat(procfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (fddir < 0)
+                        continue;
+                if (proc_list_numeric(fddir, ".", &fds, &n_fds) < 0)
+                        continue;
+                r->processes++;
+                for (size_t f = 0; f < n_fds; f++) {
+                        char link[4097], fdname[16];
+                        FdOwner o = { .pid = pids[i], .fd = fds[f] };
+                        ssize_t n;
+
+                        snprintf(fdname, sizeof fdname, "%d", fds[f]);
+                        n = readlinkat(fddir, fdname, link, sizeof link - 1);
+                        if (n < 0)
+                                continue;
+                        link[n] = 0;
+                        o.kind = fd_link_parse(link, &o.inode);
+                        if (o.kind == FD_KIND_PATH) {
+                                if (link[0] != '/')
+                                        continue; /* anon inodes and the like lead to no other process */
+                                o.path = strdup(link);
+                                if (!o.path)
+                                        return -ENOMEM;
+                        }
+                        if (owners_add(r, &allocated, &o) < 0) {
+                                free(o.path);
+                                return -ENOMEM;
+                        }
+                }
+        }
+        /* Sockets and pipes first, by inode, for binary search; paths last. */
+        qsort(r->owners, r->n_owners, sizeof *r->owners, cmp_owner);
+        r->n_indexed = 0;
+        while (r->n_indexed < r->n_owners && r->owners[r->n_indexed].kind != FD_KIND_PATH)
+                r->n_indexed++;
+        r->have_owners = true;
+        return 0;
+}
+
+/* The range of owners of (KIND, INODE): *RET_FIRST, count returned. */
+static size_t owners_find(PeerResolver *r, FdKind kind, uint64_t inode, size_t *ret_first) {
+        size_t lo = 0, hi = r->n_indexed, first;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                const FdOwner *o = &r->owners[mid];
+                if (o->kind < kind || (o->kind == kind && o->inode < inode))
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        first = lo;
+        while (lo < r->n_indexed && r->owners[lo].kind == kind && r->owners[lo].inode == inode)
+                lo++;
+        *ret_first = first;
+        return lo - first;
+}
+
+/* ---- the other tables, on first use ---- */
+
+static int unix_load(PeerResolver *r) {
+        int k;
+
+        if (r->have_unix)
+                return 0;
+        k = sock_diag_unix(&r->unix_socks, &r->n_unix);
+        if (k < 0)
+                return k;
+        r->have_unix = true;
+        return 0;
+}
+
+static int inet_load(PeerResolver *r, uint8_t protocol) {
+        bool *have = protocol == IPPROTO_TCP ? &r->have_tcp : &r->have_udp;
+        int k;
+
+        if (*have)
+                return 0;
+        k = sock_diag_inet(protocol, protocol == IPPROTO_TCP ? &r->tcp : &r->udp,
+                           protocol == IPPROTO_TCP ? &r->n_tcp : &r->n_udp);
+        if (k < 0)
+                return k;
+        *have = true;
+        return 0;
+}
+
+/* /proc/locks: "1: FLOCK  ADVISORY  WRITE 4232 00:2a:1234 0 EOF", a waiter as "1: -> FLOCK …". */
+static int locks_load(PeerResolver *r) {
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int procfd = -EBADF;
+        size_t size = 0, allocated = 0;
+        int k;
+
+        if (r->have_locks)
+                return 0;
+        procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (procfd < 0)
+                return negative_errno();
+        k = proc_read_full(procfd, "locks", LOCKS_FILE_MAX, &buf, &size);
+        if (k < 0)
+                return k;
+        for (char *line = buf, *next; line && *line; line = next) {
+                LockLine l = {};
+                char *p, *tok, *save = NULL;
+                int field = 0;
+                int pid = 0;
+
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = 0;
+                p = strchr(line, ':');
+                if (!p)
+                        continue;
+                *p++ = 0;
+                if (safe_atou(line, &l.id) < 0)
+                        continue;
+                for (tok = strtok_r(p, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+                        if (streq(tok, "->")) {
+                                l.waiter = true;
+                                continue;
+                        }
+                        switch (field++) {
+                        case 0:
+                                snprintf(l.type, sizeof l.type, "%s", tok);
+                                break;
+                        case 3:
+                                /* OFD locks show -1: they belong to an open file, not to a process. */
+                                if (safe_atoi(tok, &pid) < 0)
+                                        pid = 0;
+                                break;
+                        case 4:
+                                if (sscanf(tok, "%x:%x:%" SCNu64, &l.major, &l.minor, &l.inode) != 3)
+                                        l.inode = 0;
+                                break;
+                        }
+                }
+                if (field < 5 || l.inode == 0)
+                        continue;
+                l.pid = (pid_t) pid;
+                if (r->n_locks == allocated) {
+                        size_t na = MAX(allocated * 2, 64U);
+                        LockLine *nl = realloc(r->locks, na * sizeof *nl);
+                        if (!nl)
+                                return -ENOMEM;
+                        r->locks = nl;
+                        allocated = na;
+                }
+                r->locks[r->n_locks++] = l;
+        }
+        r->have_locks = true;
+        return 0;
+}
+
+/* ---- small /proc reads about the waiting thread ---- */
+
+int thread_wait_read(pid_t pid, pid_t tid, ThreadWait *ret) {
+        _cleanup_close_ int dirfd = -EBADF;
+        char buf[1024];
+        ProcStat st;
+        ProcStatus status;
+        ThreadWait w = { .pid = pid, .tid = tid, .syscall.kind = PROC_SYSCALL_NONE, .syscall.nr = -1 };
+        ssize_t n;
+        int k;
+
+        k = proc_open_dir(pid, tid, &dirfd);
+        if (k < 0)
+                return k;
+        n = proc_read_small(dirfd, "stat", buf, sizeof buf);
+        if (n < 0)
+                return (int) n;
+        k = proc_parse_stat(buf, (size_t) n, &st);
+        if (k < 0)
+                return k;
+        w.state = st.state;
+        /* The syscall file needs ptrace access; without it the thread still has a state, just no edges. */
+        n = proc_read_small(dirfd, "syscall", buf, sizeof buf);
+        if (n >= 0 && proc_parse_syscall(buf, (size_t) n, &w.syscall) < 0)
+                w.syscall = (ProcSyscall) { .kind = PROC_SYSCALL_NONE, .nr = -1 };
+        if (n == -ESRCH)
+                return -ESRCH;
+        if (st.state == 't' || st.state == 'T') {
+                char sbuf[4096];
+                n = proc_read_small(dirfd, "status", sbuf, sizeof sbuf);
+                if (n >= 0 && proc_parse_status(sbuf, (size_t) n, &status) >= 0)
+                        w.tracer_pid = status.tracer_pid;
+        }
+        *ret = w;
+        return 0;
+}
+
+/* The fd's link (what it is) and, for the direction of a pipe, its access mode from fdinfo. */
+static int fd_link(pid_t pid, int fd, char *buf, size_t size) {
+        char path[64];
+        ssize_t n;
+
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int) pid, fd);
+        n = readlink(path, buf, size - 1);
+        if (n < 0)
+                return proc_errno(negative_errno());
+        buf[n] = 0;
+        return 0;
+}
+
+/* O_RDONLY, O_WRONLY or O_RDWR of PID's FD; -errno when unknown. */
+static int fd_accmode(pid_t pid, int fd) {
+        _cleanup_close_ int dirfd = -EBADF;
+        char name[32], buf[512];
+        const char *p;
+        unsigned long flags;
+        ssize_t n;
+        int k;
+
+        k = proc_open_dir(pid, 0, &dirfd);
+        if (k < 0)
+                return k;
+        snprintf(name, sizeof name, "fdinfo/%d", fd);
+        n = proc_read_small(dirfd, name, buf, sizeof buf);
+        if (n < 0)
+                return (int) n;
+        p = strstr(buf, "flags:");
+        if (!p || sscanf(p + 6, "%lo", &flags) != 1)
+                return -EINVAL;
+        return (int) (flags & O_ACCMODE);
+}
+
+static int fd_stat(pid_t pid, int fd, struct stat *ret) {
+        char path[64];
+
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int) pid, fd);
+        return stat(path, ret) < 0 ? proc_errno(negative_errno()) : 0;
+}
+
+/* ---- edges ---- */
+
+typedef struct EdgeCtx {
+        PeerResolver *r;
+        const ThreadWait *w;
+        WaitChain *chain;
+        const char *syscall;
+        bool multiplexed;
+        int added;
+} EdgeCtx;
+
+/* Add an edge from the thread to PEER (0: none, with REASON). OBJECT is copied. */
+static int edge_add(EdgeCtx *c, WaitKind kind, int fd, uint64_t inode, const char *object, pid_t peer, int peer_fd,
+                    const char *reason) {
+        WaitEdge *e = wait_chain_add_edge(c->chain);
+
+        if (!e)
+                return -ENOMEM;
+        *e = (WaitEdge) {
+                .pid = c->w->pid,
+                .tid = c->w->tid,
+                .kind = kind,
+                .fd = fd,
+                .inode = inode,
+                .multiplexed = c->multiplexed,
+                .peer_pid = peer,
+                .peer_fd = peer_fd,
+                .syscall = strdup(c->syscall),
+                .object = object ? strdup(object) : NULL,
+                .reason = reason ? strdup(reason) : NULL,
+        };
+        if (!e->syscall || (object && !e->object) || (reason && !e->reason))
+                return -ENOMEM;
+        c->added++;
+        return 0;
+}
+
+/* Holders of (FKIND, OTHER_END) other than the waiting process (the edge itself names the waiter's INODE); WANT_MODE >= 0 keeps only fds open with that access
+ * mode (the other end of a pipe). One edge per holder process, or one edge with no peer saying why. */
+static int edges_to_holders(EdgeCtx *c, WaitKind kind, int fd, uint64_t inode, const char *object, FdKind fkind,
+                            uint64_t other_end, int want_mode, const char *nobody) {
+        size_t first, n, added = 0;
+        pid_t last = 0;
+        bool self = false;
+        int k;
+
+        k = owners_load(c->r);
+        if (k < 0)
+                return k;
+        n = owners_find(c->r, fkind, other_end, &first);
+        for (size_t i = first; i < first + n; i++) {
+                const FdOwner *o = &c->r->owners[i];
+
+                if (o->pid == c->w->pid) {
+                        self = true;
+                        continue;
+                }
+                if (o->pid == last)
+                        continue; /* one edge per process, its lowest fd */
+                if (want_mode >= 0) {
+                        int mode = fd_accmode(o->pid, o->fd);
+                        if (mode >= 0 && mode != want_mode && mode != O_RDWR)
+                                continue;
+                }
+                if (added >= PEERS_HOLDERS_MAX) {
+                        c->chain->truncated = true;
+                        break;
+                }
+                k = edge_add(c, kind, fd, inode, object, o->pid, o->fd, NULL);
+                if (k < 0)
+                        return k;
+                last = o->pid;
+                added++;
+        }
+        if (added == 0)
+                return edge_add(c, kind, fd, inode, object, 0, -1,
+                                self ? "the other end is held by this process only" : nobody);
+        return 0;
+}
+
+static int edges_unix(EdgeCtx *c, int fd, const UnixSock *u) {
+        _cleanup_free_ char *object = NULL;
+        const UnixSock *peer;
+
+        if (u->peer == 0) {
+                if (asprintf(&object, "%s unix socket %" PRIu64 "%s%s", u->state == TCP_LISTEN ? "listening" : "unconnected",
+                             u->inode, u->name ? " " : "", u->name ?: "") < 0)
+                        return -ENOMEM;
+                return edge_add(c, WAIT_KIND_OTHER, fd, u->inode, object, 0, -1,
+                                u->state == TCP_LISTEN ? "waits for a new connection: no process in particular"
+                                                       : "not connected to a peer");
+        }
+        peer = unix_socks_find(c->r->unix_socks, c->r->n_unix, u->peer);
+        if (asprintf(&object, "unix socket %" PRIu64 " (peer %" PRIu64 "%s%s)", u->inode, u->peer,
+                     peer && peer->name ? " " : "", peer && peer->name ? peer->name : "") < 0)
+                return -ENOMEM;
+        return edges_to_holders(c, WAIT_KIND_UNIX, fd, u->inode, object, FD_KIND_SOCKET, u->peer, -1,
+                                "no process holds the other end (closed, or in a listener's backlog)");
+}
+
+/* Find the socket at the other end of S among the TCP/UDP sockets: its src is our dst and vice versa. */
+static const InetSock *inet_find_peer(const InetSock *t, size_t n, const InetSock *s) {
+        for (size_t i = 0; i < n; i++)
+                if (t[i].sport == s->dport && t[i].dport == s->sport && t[i].family == s->family &&
+                    memcmp(t[i].src, s->dst, 16) == 0 && memcmp(t[i].dst, s->src, 16) == 0 && &t[i] != s)
+                        return &t[i];
+        return NULL;
+}
+
+/* A listener on S's destination port (the connection may still sit in its backlog, held by no fd). */
+static const InetSock *inet_find_listener(const InetSock *t, size_t n, const InetSock *s) {
+        static const uint8_t any[16];
+
+        for (size_t i = 0; i < n; i++)
+                if (t[i].state == TCP_LISTEN && t[i].sport == s->dport && t[i].inode != 0 &&
+                    (memcmp(t[i].src, s->dst, 16) == 0 || memcmp(t[i].src, any, 16) == 0))
+                        return &t[i];
+        return NULL;
+}
+
+static int edges_inet(EdgeCtx *c, int fd, const InetSock *s, const InetSock *table, size_t n) {
+        WaitKind kind = s->protocol == IPPROTO_TCP ? WAIT_KIND_TCP : WAIT_KIND_UDP;
+        char src[64], dst[64], object[160];
+        const InetSock *peer;
+
+        inet_sock_format(s->family, s->src, s->sport, src, sizeof src);
+        if (s->state == TCP_LISTEN) {
+                snprintf(object, sizeof object, "listening %s socket %s", kind == WAIT_KIND_TCP ? "tcp" : "udp", src);
+                return edge_add(c, WAIT_KIND_OTHER, fd, s->inode, object, 0, -1,
+                                "waits for a new connection: no process in particular");
+        }
+        inet_sock_format(s->family, s->dst, s->dport, dst, sizeof dst);
+        snprintf(object, sizeof object, "%s %s -> %s", kind == WAIT_KIND_TCP ? "tcp" : "udp", src, dst);
+        if (s->dport == 0)
+                return edge_add(c, WAIT_KIND_OTHER, fd, s->inode, object, 0, -1, "not connected to a peer");
+        if (!inet_sock_is_loopback(s->family, s->dst) && !inet_find_peer(table, n, s))
+                return edge_add(c, kind, fd, s->inode, object, 0, -1, "the other end is on another host");
+        peer = inet_find_peer(table, n, s);
+        if (peer && peer->inode != 0)
+                return edges_to_holders(c, kind, fd, s->inode, object, FD_KIND_SOCKET, peer->inode, -1,
+                                        "no process holds the other end");
+        /* Connected, but not accepted yet: whoever owns the listener is who should answer. */
+        peer = inet_find_listener(table, n, s);
+        if (peer) {
+                char o2[200];
+                snprintf(o2, sizeof o2, "%s (not accepted yet)", object);
+                return edges_to_holders(c, kind, fd, s->inode, o2, FD_KIND_SOCKET, peer->inode, -1,
+                                        "no process holds the listener");
+        }
+        return edge_add(c, kind, fd, s->inode, object, 0, -1, "no local socket at the other end");
+}
+
+/* A socket fd: unix first, then TCP, then UDP. */
+static int edges_socket(EdgeCtx *c, int fd, uint64_t inode) {
+        const UnixSock *u;
+        char object[64];
+        int k;
+
+        k = unix_load(c->r);
+        if (k < 0)
+                return k;
+        u = unix_socks_find(c->r->unix_socks, c->r->n_unix, inode);
+        if (u)
+                return edges_unix(c, fd, u);
+        for (uint8_t proto = IPPROTO_TCP;; proto = IPPROTO_UDP) {
+                const InetSock *t;
+                size_t n;
+
+                k = inet_load(c->r, proto);
+                if (k < 0)
+                        return k;
+                t = proto == IPPROTO_TCP ? c->r->tcp : c->r->udp;
+                n = proto == IPPROTO_TCP ? c->r->n_tcp : c->r->n_udp;
+                for (size_t i = 0; i < n; i++)
+                        if (t[i].inode == inode)
+                                return edges_inet(c, fd, &t[i], t, n);
+                if (proto == IPPROTO_UDP)
+                        break;
+        }
+        snprintf(object, sizeof object, "socket %" PRIu64, inode);
+        return edge_add(c, WAIT_KIND_OTHER, fd, inode, object, 0, -1, "not a unix, TCP or UDP socket");
+}
+
+/* A pipe or FIFO: the holders of the other end (writers for a reader, readers for a writer). */
+static int edges_pipe(EdgeCtx *c, int fd, uint64_t inode, const char *path) {
+        int mode = fd_accmode(c->w->pid, fd), want;
+        char object[4200];
+
+        want = mode == O_RDONLY ? O_WRONLY : mode == O_WRONLY ? O_RDONLY : -1;
+        if (!path) {
+                snprintf(object, sizeof object, "pipe %" PRIu64 " (%s end)", inode,
+                         mode == O_RDONLY ? "read" : mode == O_WRONLY ? "write" : "either");
+                return edges_to_holders(c, WAIT_KIND_PIPE, fd, inode, object, FD_KIND_PIPE, inode, want,
+                                        "no process holds the other end");
+        }
+        /* FIFOs are matched by path: stat-ing every fd of the machine to compare inodes would cost far more. */
+        snprintf(object, sizeof object, "fifo %s (%s end)", path,
+                 mode == O_RDONLY ? "read" : mode == O_WRONLY ? "write" : "either");
+        int k = owners_load(c->r);
+        if (k < 0)
+                return k;
+        size_t added = 0;
+        pid_t last = 0;
+        for (size_t i = c->r->n_indexed; i < c->r->n_owners; i++) {
+                const FdOwner *o = &c->r->owners[i];
+                int m;
+
+                if (o->pid == c->w->pid || o->pid == last || !streq(o->path, path))
+                        continue;
+                m = fd_accmode(o->pid, o->fd);
+                if (want >= 0 && m >= 0 && m != want && m != O_RDWR)
+                        continue;
+                if (added++ >= PEERS_HOLDERS_MAX) {
+                        c->chain->truncated = true;
+                        break;
+                }
+                k = edge_add(c, WAIT_KIND_FIFO, fd, inode, object, o->pid, o->fd, NULL);
+                if (k < 0)
+                        return k;
+                last = o->pid;
+        }
+        return added ? 0 : edge_add(c, WAIT_KIND_FIFO, fd, inode, object, 0, -1, "no other process has it open");
+}
+
+/* What one fd leads to. */
+static int edges_fd(EdgeCtx *c, int fd) {
+        char link[4097];
+        uint64_t inode;
+        FdKind kind;
+        struct stat st;
+        int k;
+
+        k = fd_link(c->w->pid, fd, link, sizeof link);
+        if (k < 0) {
+                char object[32];
+                snprintf(object, sizeof object, "fd %d", fd);
+                return k == -ESRCH && c->multiplexed ? 0 /* a stale entry of an epoll set */
+                                                      : edge_add(c, WAIT_KIND_OTHER, fd, 0, object, 0, -1,
+                                                                 k == -ESRCH ? "closed" : "unreadable");
+        }
+        kind = fd_link_parse(link, &inode);
+        switch (kind) {
+        case FD_KIND_SOCKET:
+                return edges_socket(c, fd, inode);
+        case FD_KIND_PIPE:
+                return edges_pipe(c, fd, inode, NULL);
+        case FD_KIND_PATH:
+                if (link[0] == '/' && fd_stat(c->w->pid, fd, &st) >= 0 && S_ISFIFO(st.st_mode))
+                        return edges_pipe(c, fd, (uint64_t) st.st_ino, link);
+                return edge_add(c, WAIT_KIND_OTHER, fd, 0, link, 0, -1, "leads to no other process");
+        }
+        return 0;
+}
+
+/* flock()/fcntl() waits: the blocker from /proc/locks. A waiter's line repeats its blocker's id after "->". */
+static int edges_lock(EdgeCtx *c, int fd, WaitKind kind) {
+        char link[4097], object[4200];
+        struct stat st;
+        size_t added = 0;
+        int k;
+
+        k = fd_link(c->w->pid, fd, link, sizeof link);
+        if (k < 0)
+                return k;
+        snprintf(object, sizeof object, "%s %s", kind == WAIT_KIND_FLOCK ? "flock" : "lock", link);
+        k = fd_stat(c->w->pid, fd, &st);
+        if (k < 0)
+                return k;
+        k = locks_load(c->r);
+        if (k < 0)
+                return edge_add(c, kind, fd, st.st_ino, object, 0, -1, "/proc/locks is unreadable");
+        for (size_t i = 0; i < c->r->n_locks; i++) {
+                const LockLine *w = &c->r->locks[i];
+
+                if (!w->waiter || w->pid != c->w->pid || w->inode != (uint64_t) st.st_ino ||
+                    makedev(w->major, w->minor) != st.st_dev)
+                        continue;
+                /* The blocker: the line with the same id that is not a waiter. */
+                for (size_t h = 0; h < c->r->n_locks; h++) {
+                        const LockLine *l = &c->r->locks[h];
+                        if (l->waiter || l->id != w->id)
+                                continue;
+                        if (l->pid <= 0) {
+                                /* An OFD lock belongs to an open file, not a process: whoever has it open. */
+                                kind = WAIT_KIND_OFD_LOCK;
+                                break;
+                        }
+                        if (l->pid == c->w->pid)
+                                continue;
+                        k = edge_add(c, kind, fd, st.st_ino, object, l->pid, -1, NULL);
+                        if (k < 0)
+                                return k;
+                        added++;
+                }
+                break;
+        }
+        if (added > 0)
+                return 0;
+        if (kind == WAIT_KIND_OFD_LOCK) {
+                k = owners_load(c->r);
+                if (k < 0)
+                        return k;
+                pid_t last = 0;
+                for (size_t i = c->r->n_indexed; i < c->r->n_owners && added < PEERS_HOLDERS_MAX; i++) {
+                        const FdOwner *o = &c->r->owners[i];
+                        if (o->pid == c->w->pid || o->pid == last || !streq(o->path, link))
+                                continue;
+                        k = edge_add(c, kind, fd, st.st_ino, object, o->pid, o->fd, NULL);
+                        if (k < 0)
+                                return k;
+                        last = o->pid;
+                        added++;
+                }
+                if (added > 0)
+                        return 0;
+        }
+        return edge_add(c, kind, fd, st.st_ino, object, 0, -1, "no holder found in /proc/locks");
+}
+
+/* The children a wait4()/waitid()/vfork() waits for: every thread's "children" file (a child belongs to the thread
+ * that forked it, but any thread may reap it). ONLY > 0 keeps that child. */
+static int edges_children(EdgeCtx *c, pid_t only, const char *why) {
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ int *tids = NULL;
+        size_t n_tids = 0, added = 0;
+        char object[64];
+        int k;
+
+        k = proc_open_dir(c->w->pid, 0, &dirfd);
+        if (k < 0)
+                return k;
+        k = proc_list_numeric(dirfd, "task", &tids, &n_tids);
+        if (k < 0)
+                return k;
+        for (size_t i = 0; i < n_tids; i++) {
+                char name[48], buf[4096];
+                ssize_t n;
+
+                snprintf(name, sizeof name, "task/%d/children", tids[i]);
+                n = proc_read_small(dirfd, name, buf, sizeof buf);
+                if (n <= 0)
+                        continue;
+                for (char *tok, *save = NULL, *p = buf; (tok = strtok_r(p, " \n", &save)); p = NULL) {
+                        unsigned child;
+                        if (safe_atou(tok, &child) < 0 || (only > 0 && (pid_t) child != only))
+                                continue;
+                        if (added >= PEERS_HOLDERS_MAX) {
+                                c->chain->truncated = true;
+                                return 0;
+                        }
+                        snprintf(object, sizeof object, "%s %u", why, child);
+                        k = edge_add(c, WAIT_KIND_CHILD, -1, 0, object, (pid_t) child, -1, NULL);
+                        if (k < 0)
+                                return k;
+                        added++;
+                }
+        }
+        if (added == 0) {
+                snprintf(object, sizeof object, only > 0 ? "child %d" : "any child", (int) only);
+                return edge_add(c, WAIT_KIND_CHILD, -1, 0, object, 0, -1, "no such child");
+        }
+        return 0;
+}
+
+/* Read COUNT bytes at ADDR of the thread's process. */
+static int read_target(pid_t pid, uint64_t addr, void *buf, size_t count) {
+        struct iovec local = { .iov_base = buf, .iov_len = count };
+        struct iovec remote = { .iov_base = (void *) (uintptr_t) addr, .iov_len = count };
+        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+        if (n < 0)
+                return proc_errno(negative_errno());
+        return (size_t) n == count ? 0 : -EFAULT;
+}
+
+static int edges_poll(EdgeCtx *c, uint64_t addr, uint64_t nfds) {
+        struct pollfd fds[PEERS_WAIT_FDS_MAX];
+        size_t n = MIN(nfds, (uint64_t) PEERS_WAIT_FDS_MAX);
+        int k;
+
+        if (nfds > PEERS_WAIT_FDS_MAX)
+                c->chain->truncated = true;
+        if (n == 0)
+                return 0;
+        k = read_target(c->w->pid, addr, fds, n * sizeof *fds);
+        if (k < 0)
+                return k;
+        c->multiplexed = true;
+        for (size_t i = 0; i < n; i++)
+                if (fds[i].fd >= 0 && (k = edges_fd(c, fds[i].fd)) < 0)
+                        return k;
+        return 0;
+}
+
+static int edges_select(EdgeCtx *c, uint64_t nfds, const uint64_t sets[3]) {
+        unsigned seen = 0;
+        int k;
+
+        nfds = MIN(nfds, (uint64_t) FD_SETSIZE);
+        c->multiplexed = true;
+        for (size_t s = 0; s < 3; s++) {
+                fd_set set;
+
+                if (sets[s] == 0)
+                        continue;
+                k = read_target(c->w->pid, sets[s], &set, DIV_ROUND_UP(nfds, 64) * 8);
+                if (k < 0)
+                        return k;
+                for (int fd = 0; fd < (int) nfds; fd++) {
+                        if (!FD_ISSET(fd, &set))
+                                continue;
+                        if (seen++ >= PEERS_WAIT_FDS_MAX) {
+                                c->chain->truncated = true;
+                                return 0;
+                        }
+                        k = edges_fd(c, fd);
+                        if (k < 0)
+                                return k;
+                }
+        }
+        return 0;
+}
+
+/* An epoll wait: the fds of the set, from the epoll fd's fdinfo ("tfd:        5 events: …"). */
+static int edges_epoll(EdgeCtx *c, int epfd) {
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        char name[32];
+        size_t size, seen = 0;
+        int k;
+
+        k = proc_open_dir(c->w->pid, 0, &dirfd);
+        if (k < 0)
+                return k;
+        snprintf(name, sizeof name, "fdinfo/%d", epfd);
+        k = proc_read_full(dirfd, name, 1024 * 1024, &buf, &size);
+        if (k < 0)
+                return k;
+        c->multiplexed = true;
+        for (const char *p = buf; (p = strstr(p, "tfd:")); p += 4) {
+                int fd;
+                if (sscanf(p + 4, "%d", &fd) != 1)
+                        continue;
+                if (seen++ >= PEERS_WAIT_FDS_MAX) {
+                        c->chain->truncated = true;
+                        break;
+                }
+                k = edges_fd(c, fd);
+                if (k < 0)
+                        return k;
+        }
+        return 0;
+}
+
+int peers_syscall_fd(const ProcSyscall *sc) {
+        if (sc->kind != PROC_SYSCALL_BLOCKED)
+                return -1;
+        switch (sc->nr) {
+        case __NR_read: case __NR_write: case __NR_pread64: case __NR_pwrite64: case __NR_readv: case __NR_writev:
+        case __NR_preadv: case __NR_pwritev: case __NR_preadv2: case __NR_pwritev2:
+        case __NR_recvfrom: case __NR_sendto: case __NR_recvmsg: case __NR_sendmsg: case __NR_recvmmsg:
+        case __NR_sendmmsg: case __NR_accept: case __NR_accept4: case __NR_connect: case __NR_flock:
+        case __NR_fcntl: case __NR_sendfile:
+                return sc->args[0] <= INT32_MAX ? (int) sc->args[0] : -1;
+        default:
+                return -1;
+        }
+}
+
+int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
+        const ProcSyscall *sc = &w->syscall;
+        EdgeCtx c = { .r = r, .w = w, .chain = chain };
+        int fd, k = 0;
+
+        /* A thread in a tracing stop waits for its tracer, whatever call it was in. */
+        if (w->state == 't' && w->tracer_pid > 0) {
+                char object[48];
+                c.syscall = sc->kind == PROC_SYSCALL_BLOCKED ? syscall_name(sc->nr) ?: "?" : "-";
+                snprintf(object, sizeof object, "traced by %d", (int) w->tracer_pid);
+                k = edge_add(&c, WAIT_KIND_TRACER, -1, 0, object, w->tracer_pid, -1, NULL);
+                return k < 0 ? k : c.added;
+        }
+        if (sc->kind != PROC_SYSCALL_BLOCKED)
+                return 0;
+        c.syscall = syscall_name(sc->nr) ?: "?";
+        fd = peers_syscall_fd(sc);
+        switch (sc->nr) {
+        case __NR_flock:
+                k = edges_lock(&c, fd, WAIT_KIND_FLOCK);
+                break;
+        case __NR_fcntl:
+                if (sc->args[1] == F_SETLKW)
+                        k = edges_lock(&c, fd, WAIT_KIND_POSIX_LOCK);
+                else if (sc->args[1] == F_OFD_SETLKW)
+                        k = edges_lock(&c, fd, WAIT_KIND_OFD_LOCK);
+                break;
+        case __NR_connect: {
+                /* A connect() that blocks waits for the listener to make room in its backlog: the socket already
+                 * knows its peer for TCP; for unix stream sockets the kernel shows none until it is accepted. */
+                k = edges_fd(&c, fd);
+                break;
+        }
+        case __NR_poll:
+        case __NR_ppoll:
+                k = edges_poll(&c, sc->args[0], sc->args[1]);
+                break;
+        case __NR_select:
+        case __NR_pselect6:
+                k = edges_select(&c, sc->args[0], (const uint64_t[3]) { sc->args[1], sc->args[2], sc->args[3] });
+                break;
+        case __NR_epoll_wait:
+        case __NR_epoll_pwait:
+        case __NR_epoll_pwait2:
+                k = edges_epoll(&c, sc->args[0] <= INT32_MAX ? (int) sc->args[0] : -1);
+                break;
+        case __NR_wait4:
+                k = edges_children(&c, (int64_t) sc->args[0] > 0 ? (pid_t) sc->args[0] : 0, "child");
+                break;
+        case __NR_waitid:
+                k = edges_children(&c, sc->args[0] == P_PID ? (pid_t) sc->args[1] : 0, "child");
+                break;
+        case __NR_vfork:
+                k = edges_children(&c, 0, "vfork child");
+                break;
+        case __NR_clone:
+                if (sc->args[0] & CLONE_VFORK)
+                        k = edges_children(&c, 0, "vfork child");
+                break;
+        default:
+                if (fd >= 0)
+                        k = edges_fd(&c, fd);
+                break;
+        }
+        if (k < 0) {
+                /* The thread or its fd went away, or we may not look: the caller records why. What was found before
+                 * the failure (a poll set half read) still stands. */
+                log_debug_errno(k, "Could not follow %s of thread %d: %m", c.syscall, (int) w->tid);
+                if (k != -ENOMEM && c.added > 0)
+                        return c.added;
+        }
+        return k < 0 ? k : c.added;
+}

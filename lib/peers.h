@@ -1,0 +1,55 @@
+/* peers.h: who a waiting thread waits on: from the fds of its syscall to the processes holding the other end
+ * (unix socket peers via sock_diag, pipe and FIFO ends, loopback TCP/UDP via inet_diag, /proc/locks holders,
+ * children, the tracer). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "macro.h"
+#include "proc-parse.h"
+#include "snapshot.h"
+
+/* Budgets: fds looked at in one poll/select/epoll wait, holders listed for one object. */
+#define PEERS_WAIT_FDS_MAX 32U
+#define PEERS_HOLDERS_MAX 8U
+
+/* The tables a resolution needs (socket tables, every process's fds, /proc/locks), each read once on first use
+ * and kept: one resolver serves one capture or one poll, then is freed, so nothing it knows gets old. */
+typedef struct PeerResolver PeerResolver;
+
+int peer_resolver_new(PeerResolver **ret);
+PeerResolver *peer_resolver_free(PeerResolver *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(PeerResolver *, peer_resolver_free);
+
+/* One thread, as /proc shows it: what the resolution starts from. */
+typedef struct ThreadWait {
+        pid_t pid, tid;
+        char state;
+        ProcSyscall syscall;
+        pid_t tracer_pid;       /* 0 when not traced */
+} ThreadWait;
+
+/* Read pid/tid's state, syscall and tracer from /proc. -ESRCH when it is gone. */
+int thread_wait_read(pid_t pid, pid_t tid, ThreadWait *ret);
+
+/* Append to CHAIN one edge for everything thread W waits on: each fd of its syscall (several for poll, select and
+ * epoll: then marked multiplexed) with the process(es) at the other end, the lock holder, the child, the tracer.
+ * An fd that leads to no process still gets an edge (peer_pid 0, a reason), so that a reader sees what the thread
+ * waits on. Returns the number of edges added (0: a wait that leads nowhere we can follow, e.g. futex or sleep). */
+int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain);
+
+/* The one fd a thread's syscall works on (read, write, recv, send, accept, connect, flock, fcntl …); -1 when the call
+ * has none or several. */
+int peers_syscall_fd(const ProcSyscall *sc);
+
+/* Statistics of what a resolver read, for benchmarks and debug logs. */
+typedef struct PeerResolverStats {
+        size_t fds;             /* fd links read in the pass over /proc/PID/fd */
+        size_t processes;       /* processes in that pass */
+        size_t unix_socks, tcp_socks, udp_socks;
+} PeerResolverStats;
+
+void peer_resolver_get_stats(const PeerResolver *r, PeerResolverStats *ret);

@@ -1,0 +1,313 @@
+/* wait-chain.c: wait chains across processes, knot (deadlock) detection, and the capture of the peers. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "proc-read.h"
+#include "strv.h"
+#include "time-util.h"
+#include "wait-chain.h"
+
+typedef struct ChainProc {
+        pid_t pid;
+        unsigned level;         /* hops from the first process */
+        bool running;           /* a thread of it is on a CPU: it can still make progress */
+        bool in_knot;
+} ChainProc;
+
+typedef struct Builder {
+        PeerResolver *r;
+        WaitChain *chain;
+        ChainProc procs[WAIT_CHAIN_PEERS_MAX + 1];
+        size_t n_procs;
+        pid_t self;
+} Builder;
+
+static int chain_error(WaitChain *c, const char *fmt, ...) _printf_(2, 3);
+static int chain_error(WaitChain *c, const char *fmt, ...) {
+        size_t n = strv_length(c->errors);
+        char *msg, **nv;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&msg, fmt, ap) < 0)
+                msg = NULL;
+        va_end(ap);
+        if (!msg)
+                return -ENOMEM;
+        nv = realloc(c->errors, (n + 2) * sizeof *nv);
+        if (!nv) {
+                free(msg);
+                return -ENOMEM;
+        }
+        nv[n] = msg;
+        nv[n + 1] = NULL;
+        c->errors = nv;
+        return 0;
+}
+
+static ChainProc *builder_find(Builder *b, pid_t pid) {
+        for (size_t i = 0; i < b->n_procs; i++)
+                if (b->procs[i].pid == pid)
+                        return &b->procs[i];
+        return NULL;
+}
+
+/* "not followed: WHY N" as the edge's reason. */
+static int edge_not_followed(WaitEdge *e, const char *why, unsigned v) {
+        free(e->reason);
+        return asprintf(&e->reason, "not followed: %s %u", why, v) < 0 ? (e->reason = NULL, -ENOMEM) : 0;
+}
+
+/* The edges FIRST..end were just added for a thread of P: queue the processes they reach. */
+static int builder_queue_peers(Builder *b, const ChainProc *p, size_t first, unsigned depth) {
+        for (size_t i = first; i < b->chain->n_edges; i++) {
+                WaitEdge *e = &b->chain->edges[i];
+
+                if (e->peer_pid <= 0 || e->peer_pid == e->pid || e->peer_pid == b->self || builder_find(b, e->peer_pid))
+                        continue;
+                if (p->level >= depth) {
+                        if (edge_not_followed(e, "beyond the depth of", depth) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
+                if (b->n_procs >= ELEMENTSOF(b->procs)) {
+                        b->chain->truncated = true;
+                        if (edge_not_followed(e, "more peers than", WAIT_CHAIN_PEERS_MAX) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
+                b->procs[b->n_procs++] = (ChainProc) { .pid = e->peer_pid, .level = p->level + 1 };
+        }
+        return 0;
+}
+
+/* The thread of P that itself waits on the other end of an edge into P becomes that edge's peer_tid. */
+static void builder_mark_peer_tid(Builder *b, const ThreadWait *w) {
+        int fd = peers_syscall_fd(&w->syscall);
+
+        if (fd < 0)
+                return;
+        for (size_t i = 0; i < b->chain->n_edges; i++) {
+                WaitEdge *e = &b->chain->edges[i];
+                if (e->peer_pid == w->pid && e->peer_fd == fd && e->peer_tid == 0)
+                        e->peer_tid = w->tid;
+        }
+}
+
+static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth) {
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ int *tids = NULL;
+        size_t n_tids = 0, followed = 0;
+        pid_t pid = b->procs[idx].pid;
+        int k;
+
+        k = proc_open_dir(pid, 0, &dirfd);
+        if (k >= 0)
+                k = proc_list_numeric(dirfd, "task", &tids, &n_tids);
+        if (k < 0)
+                return chain_error(b->chain, "process %d: %s", (int) pid,
+                                   k == -ESRCH ? "exited before its waits were read" : strerror(-k));
+        for (size_t t = 0; t < n_tids; t++) {
+                ThreadWait w;
+                size_t first = b->chain->n_edges;
+
+                k = thread_wait_read(pid, tids[t], &w);
+                if (k < 0)
+                        continue; /* the thread exited meanwhile */
+                if (w.state == 'R')
+                        b->procs[idx].running = true;
+                builder_mark_peer_tid(b, &w);
+                if (only_tid > 0 && tids[t] != only_tid)
+                        continue;
+                if (w.syscall.kind != PROC_SYSCALL_BLOCKED && w.state != 't')
+                        continue;
+                if (followed >= WAIT_CHAIN_THREADS_MAX || b->chain->n_edges >= WAIT_CHAIN_EDGES_MAX) {
+                        b->chain->truncated = true;
+                        break;
+                }
+                followed++;
+                k = peers_thread_edges(b->r, &w, b->chain);
+                if (k == -ENOMEM)
+                        return k;
+                if (k < 0 && k != -ESRCH && chain_error(b->chain, "thread %d of process %d: %s", (int) w.tid, (int) pid,
+                                                        strerror(-k)) < 0)
+                        return -ENOMEM;
+                k = builder_queue_peers(b, &b->procs[idx], first, depth);
+                if (k < 0)
+                        return k;
+        }
+        return 0;
+}
+
+/* Whether the run of edges [FIRST, END) (one thread's) leads only into the knot candidates. */
+static bool thread_all_in_knot(Builder *b, size_t first, size_t end) {
+        for (size_t i = first; i < end; i++) {
+                const WaitEdge *e = &b->chain->edges[i];
+                const ChainProc *q;
+
+                if (e->peer_pid <= 0 || e->peer_pid == e->pid)
+                        return false;
+                q = builder_find(b, e->peer_pid);
+                if (!q || !q->in_knot)
+                        return false;
+        }
+        return end > first;
+}
+
+/* Whether process P has a thread whose waits all lead into the knot; *RET_NEXT is where its first edge leads. */
+static bool proc_waits_in_knot(Builder *b, pid_t pid, pid_t *ret_next) {
+        const WaitChain *c = b->chain;
+
+        for (size_t i = 0; i < c->n_edges;) {
+                size_t end = i + 1;
+
+                while (end < c->n_edges && c->edges[end].tid == c->edges[i].tid)
+                        end++;
+                if (c->edges[i].pid == pid && thread_all_in_knot(b, i, end)) {
+                        if (ret_next)
+                                *ret_next = c->edges[i].peer_pid;
+                        return true;
+                }
+                i = end;
+        }
+        return false;
+}
+
+static int builder_find_deadlock(Builder *b) {
+        WaitChain *c = b->chain;
+        bool changed = true;
+        ChainProc *start = NULL;
+        pid_t order[ELEMENTSOF(b->procs) + 1];
+        size_t n = 0;
+
+        for (size_t i = 0; i < b->n_procs; i++)
+                b->procs[i].in_knot = !b->procs[i].running;
+        /* Shrink to the greatest set in which every member waits only on members: a fixed point. */
+        while (changed) {
+                changed = false;
+                for (size_t i = 0; i < b->n_procs; i++)
+                        if (b->procs[i].in_knot && !proc_waits_in_knot(b, b->procs[i].pid, NULL)) {
+                                b->procs[i].in_knot = false;
+                                changed = true;
+                        }
+        }
+        for (size_t i = 0; i < b->n_procs && !start; i++)
+                if (b->procs[i].in_knot)
+                        start = &b->procs[i];
+        if (!start)
+                return 0;
+        /* Walk it from the first process in it until a process repeats: that loop is the cycle to show. */
+        for (pid_t p = start->pid;;) {
+                pid_t next = 0;
+
+                for (size_t k = 0; k < n; k++)
+                        if (order[k] == p) {
+                                c->n_cycle = n - k;
+                                c->cycle = malloc(c->n_cycle * sizeof *c->cycle);
+                                if (!c->cycle)
+                                        return -ENOMEM;
+                                memcpy(c->cycle, order + k, c->n_cycle * sizeof *c->cycle);
+                                c->deadlock = true;
+                                return 0;
+                        }
+                if (n >= ELEMENTSOF(order) || !proc_waits_in_knot(b, p, &next))
+                        return 0; /* cannot happen in a knot; no cycle rather than a wrong one */
+                order[n++] = p;
+                p = next;
+        }
+}
+
+int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
+                     size_t *ret_n_peers) {
+        _cleanup_(wait_chain_freep) WaitChain *c = NULL;
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
+        Builder b = { .r = r, .self = getpid() };
+        pid_t *peers;
+        int k;
+
+        c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        c->tid = tid;
+        c->depth = depth = MIN(depth, WAIT_CHAIN_DEPTH_MAX);
+        b.chain = c;
+        b.procs[b.n_procs++] = (ChainProc) { .pid = pid };
+        for (size_t i = 0; i < b.n_procs; i++) {
+                k = builder_expand(&b, i, i == 0 ? tid : 0, depth);
+                if (k < 0)
+                        return k;
+        }
+        k = builder_find_deadlock(&b);
+        if (k < 0)
+                return k;
+        c->resolve_usec = now_usec(CLOCK_MONOTONIC) - start;
+        peers = calloc(b.n_procs, sizeof *peers);
+        if (!peers)
+                return -ENOMEM;
+        for (size_t i = 1; i < b.n_procs; i++)
+                peers[i - 1] = b.procs[i].pid;
+        *ret = TAKE_PTR(c);
+        *ret_peers = peers;
+        *ret_n_peers = b.n_procs - 1;
+        return 0;
+}
+
+int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureOptions *o, Symbolizer *sym) {
+        _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
+        _cleanup_(wait_chain_freep) WaitChain *c = NULL;
+        _cleanup_free_ pid_t *peers = NULL;
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
+        CaptureOptions po = *o;
+        size_t n = 0;
+        int k;
+
+        k = peer_resolver_new(&r);
+        if (k < 0)
+                return k;
+        k = wait_chain_build(r, root->pid, tid, depth, &c, &peers, &n);
+        if (k < 0)
+                return k;
+        root->peers = calloc(MAX(n, 1U), sizeof *root->peers);
+        if (!root->peers)
+                return -ENOMEM;
+        po.tid = 0;
+        for (size_t i = 0; i < n; i++) {
+                Snapshot *s = NULL;
+
+                /* The peers share the first capture's time budget. */
+                if (now_usec(CLOCK_MONOTONIC) - start > o->time_budget_usec) {
+                        c->truncated = true;
+                        if (chain_error(c, "peer %d and later ones not captured: time budget spent", (int) peers[i]) < 0)
+                                return -ENOMEM;
+                        break;
+                }
+                k = capture_process(peers[i], &po, sym, &s);
+                if (k == -ENOMEM)
+                        return k;
+                if (k < 0) {
+                        if (chain_error(c, "peer %d not captured: %s", (int) peers[i],
+                                        k == -ESRCH ? "it exited" : k == -EPERM || k == -EACCES ? "permission denied"
+                                                                                                : strerror(-k)) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
+                root->peers[root->n_peers++] = s;
+        }
+        root->wait_chain = TAKE_PTR(c);
+        return 0;
+}
+
+const char *wait_chain_comm(const Snapshot *root, pid_t pid) {
+        if (root->pid == pid)
+                return root->comm;
+        for (size_t i = 0; i < root->n_peers; i++)
+                if (root->peers[i]->pid == pid)
+                        return root->peers[i]->comm;
+        return NULL;
+}

@@ -1,0 +1,41 @@
+/* wait-chain.h: follow what a thread waits on, process to process, to a depth; name deadlocks; capture the peers. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capture.h"
+#include "peers.h"
+#include "snapshot.h"
+#include "symbolize.h"
+
+/* Budgets of one chain (each overrun marks it truncated). */
+#define WAIT_CHAIN_DEPTH_MAX 8U
+#define WAIT_CHAIN_PEERS_MAX 16U        /* processes reached besides the first */
+#define WAIT_CHAIN_EDGES_MAX 256U
+#define WAIT_CHAIN_THREADS_MAX 64U      /* threads of one process whose waits are followed */
+
+/*
+ * Build the wait chain of thread TID of PID (TID 0: every thread of PID that waits in a syscall), DEPTH hops deep:
+ * the edges of PID's thread(s), then of every thread of each process they reach, and so on. The processes at the
+ * last hop still get their edges (so that a cycle back into the chain closes), but what they reach beyond is not
+ * followed (the edge says so). *RET_PEERS lists the processes reached, in the order reached, PID excluded.
+ *
+ * A deadlock is a knot, as in the OR model of waits: a set of processes none of which has a thread on a CPU, each
+ * with a thread whose every wait edge (all fds of a poll, all holders of a pipe) leads to a process of the set. An
+ * idle server in epoll_wait() on a listening socket and on its clients is therefore not deadlocked with a client
+ * that waits on it (the listening socket leads outside), while two processes each reading from the other are.
+ * Waits inside one process (a self-pipe, a futex) are not edges, so they never make a deadlock on their own.
+ */
+int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
+                     size_t *ret_n_peers);
+
+/* Build the chain of ROOT (starting at TID, 0 for every waiting thread) and capture every process it reached with
+ * options O, into ROOT->wait_chain and ROOT->peers. A peer that exits or that we may not read is an error in the
+ * chain, never a failure of the whole capture. */
+int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureOptions *o, Symbolizer *sym);
+
+/* The comm of PID as the snapshot and its peers know it; NULL when none of them is PID. */
+const char *wait_chain_comm(const Snapshot *root, pid_t pid);
