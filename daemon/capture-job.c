@@ -20,6 +20,7 @@
 #include "string-table.h"
 #include "symbolize.h"
 #include "syscall-probe.h"
+#include "wait-chain.h"
 
 static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
         [CAPTURE_JOB_FORMAT_JSON] = "json",
@@ -102,6 +103,13 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         r = capture_process(spec->pid, &spec->options, sym, &s);
         if (r < 0)
                 return -r;
+        if (spec->peers > 0) {
+                r = wait_chain_capture(s, spec->chain_tid, spec->peers, &spec->options, sym);
+                if (r == -ENOMEM)
+                        return ENOMEM;
+                if (r < 0)
+                        (void) snapshot_add_error(s, "Wait chain not followed: %s", strerror(-r));
+        }
         /* A live capture was asked for, not triggered: it has no trigger section. */
         if (spec->output_fd >= 0) {
                 r = job_render(s, spec);

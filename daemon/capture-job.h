@@ -47,6 +47,8 @@ typedef struct CaptureJobSpec {
         const char *comm;               /* for the archive summary */
         uint64_t timeout_usec;          /* the child is killed after this */
         uint64_t probe_usec;            /* > 0: first trace the trigger thread's syscalls this long */
+        unsigned peers;                 /* > 0: follow the wait chain this deep and capture the peers too */
+        pid_t chain_tid;                /* the thread the chain starts at; 0: every waiting thread */
         int output_fd;                  /* >= 0: a live capture, rendered into this file (a memfd) in FORMAT and not
                                          * archived; < 0: archived */
         CaptureJobFormat format;

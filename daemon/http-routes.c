@@ -188,9 +188,6 @@ static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const cha
         if ((v = query(c, API_Q_PEERS)) && (safe_atou(v, &peers) < 0 || peers > CONFIG_PEERS_MAX))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed peers \"%s\" (expected 0..%d)",
                                         clip(v, q, sizeof q), CONFIG_PEERS_MAX);
-        if (peers > 0)
-                return http_reply_error(h, c, MHD_HTTP_NOT_IMPLEMENTED,
-                                        "peers: wait chains are not implemented yet; use peers=0");
         if (!proc_exists(pid, 0))
                 return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no process %d", (int) pid);
         if (tid > 0 && !proc_exists(pid, tid))
@@ -206,7 +203,7 @@ static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const cha
                 free(p);
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "memfd_create: %s", strerror(-r));
         }
-        r = manager_capture_live(h->manager, pid, tid, p->fd, format, on_live_done, p, &retry);
+        r = manager_capture_live(h->manager, pid, tid, peers, p->fd, format, on_live_done, p, &retry);
         if (r < 0) {
                 safe_close(p->fd);
                 free(p);
@@ -561,6 +558,7 @@ static enum MHD_Result route_rules(Http *h, struct MHD_Connection *c, const char
                 json_object_object_add(e, API_K_ACTIONS, strings_json(r->actions, _RULE_ACTION_TYPE_MAX, action_name));
                 json_object_object_add(e, API_K_COOLDOWN_MS, json_object_new_uint64(r->cooldown_usec / USEC_PER_MSEC));
                 json_object_object_add(e, API_K_PEERS, json_object_new_int((int) r->peers));
+                json_object_object_add(e, API_K_DEADLOCK, json_object_new_boolean(r->deadlock));
                 json_object_object_add(e, API_K_FIRED, json_object_new_uint64(st ? st->fired : 0));
                 json_object_object_add(e, API_K_LAST_FIRED_USEC, json_object_new_uint64(st ? st->last_fired_usec : 0));
                 json_object_array_add(arr, e);

@@ -157,6 +157,12 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                 (void) sd_event_exit(m->event, 0);
 }
 
+/* A job gets three times the capture budget plus 5 s, and as much again when it captures peers (they share one more
+ * budget: see wait_chain_capture()); then the child is killed. */
+static uint64_t manager_job_timeout(const Manager *m, unsigned peers) {
+        return m->config->time_budget_usec * (peers > 0 ? 6 : 3) + 5 * USEC_PER_SEC;
+}
+
 static void manager_capture_options(const Manager *m, CaptureOptions *o) {
         capture_options_init(o);
         o->method = m->config->method;
@@ -200,12 +206,14 @@ static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char 
         return 0;
 }
 
-int manager_capture_live(Manager *m, pid_t pid, pid_t tid, int output_fd, CaptureJobFormat format, CaptureJobDone done,
+int manager_capture_live(Manager *m, pid_t pid, pid_t tid, unsigned peers, int output_fd, CaptureJobFormat format, CaptureJobDone done,
                          void *userdata, uint64_t *ret_retry_usec) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         CaptureJobSpec spec = {
                 .pid = pid,
-                .timeout_usec = m->config->time_budget_usec * 3 + 5 * USEC_PER_SEC,
+                .peers = peers,
+                .chain_tid = tid,
+                .timeout_usec = manager_job_timeout(m, peers),
                 .output_fd = output_fd,
                 .format = format,
         };
@@ -253,7 +261,7 @@ static int manager_hook_prepare(Manager *m, const Rule *r, const ThreadEntry *t,
         return 0;
 }
 
-static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata) {
+static void on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, void *userdata) {
         Manager *m = userdata;
         const char *klass = thread_class_to_string(t->cls.class);
         double secs = (double) (now_usec(CLOCK_MONOTONIC) - t->cls.since_usec) / 1e6;
@@ -280,7 +288,9 @@ static void on_fire(const Rule *r, ThreadEntry *t, bool capture, void *userdata)
                 .archive_dir = m->config->archive_dir,
                 .limits = manager_limits(m),
                 .comm = t->process->comm,
-                .timeout_usec = m->config->time_budget_usec * 3 + 5 * USEC_PER_SEC + r->probe_usec,
+                .timeout_usec = manager_job_timeout(m, peers) + r->probe_usec,
+                .peers = peers,
+                .chain_tid = t->tid,
                 .probe_usec = t->cls.class == THREAD_CLASS_SYSCALL_SPIN ? r->probe_usec : 0,
                 .output_fd = -EBADF,
                 .trigger = {

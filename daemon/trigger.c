@@ -6,7 +6,9 @@
 #include "log.h"
 #include "macro.h"
 #include "rules.h"
+#include "time-util.h"
 #include "trigger.h"
+#include "wait-chain.h"
 
 void trigger_done(Trigger *t) {
         for (size_t i = 0; i < t->n_cooldowns; i++)
@@ -16,6 +18,7 @@ void trigger_done(Trigger *t) {
         for (size_t i = 0; i < t->n_stats; i++)
                 free(t->stats[i].rule);
         free(t->stats);
+        free(t->checks);
         *t = (Trigger) {};
 }
 
@@ -132,14 +135,100 @@ static RuleStats *stats_for(Trigger *t, const char *rule) {
         return n;
 }
 
+static DeadlockCheck *check_find(Trigger *t, pid_t pid, uint64_t starttime) {
+        for (size_t i = 0; i < t->n_checks; i++)
+                if (t->checks[i].pid == pid && t->checks[i].starttime == starttime)
+                        return &t->checks[i];
+        return NULL;
+}
+
+static DeadlockCheck *check_get(Trigger *t, pid_t pid, uint64_t starttime) {
+        DeadlockCheck *c = check_find(t, pid, starttime), *n;
+
+        if (c)
+                return c;
+        n = realloc(t->checks, (t->n_checks + 1) * sizeof *n);
+        if (!n)
+                return NULL;
+        t->checks = n;
+        c = &t->checks[t->n_checks++];
+        *c = (DeadlockCheck) { .pid = pid, .starttime = starttime };
+        return c;
+}
+
+static void checks_expire(Trigger *t, uint64_t now) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < t->n_checks; i++)
+                if (now - t->checks[i].checked_usec < 2 * TRIGGER_DEADLOCK_RECHECK_USEC)
+                        t->checks[k++] = t->checks[i];
+        t->n_checks = k;
+}
+
+/* Whether P is in a deadlock: from a walk done less than a recheck interval ago (by P, or by a process of the same
+ * cycle), or from a new walk while this poll has walks left. *RET_CHECK is the record, for the cycle. */
+static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, unsigned *walks, const ProcessEntry *p,
+                             uint64_t now, const DeadlockCheck **ret_check) {
+        _cleanup_(wait_chain_freep) WaitChain *chain = NULL;
+        _cleanup_free_ pid_t *peers = NULL;
+        DeadlockCheck *c = check_find(t, p->pid, p->starttime);
+        size_t n_peers;
+        uint64_t t0;
+        int r;
+
+        if (c && now - c->checked_usec < TRIGGER_DEADLOCK_RECHECK_USEC) {
+                *ret_check = c;
+                return c->deadlock;
+        }
+        if (*walks >= TRIGGER_DEADLOCK_WALKS_PER_POLL)
+                return false; /* next poll */
+        if (!*resolver && peer_resolver_new(resolver) < 0)
+                return false;
+        (*walks)++;
+        t0 = now_usec(CLOCK_MONOTONIC);
+        r = wait_chain_build(*resolver, p->pid, 0, TRIGGER_DEADLOCK_DEPTH, &chain, &peers, &n_peers);
+        t->deadlock_walks++;
+        t->deadlock_walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
+        if (r < 0) {
+                log_debug_errno(r, "Wait-chain walk from pid %d failed: %m", (int) p->pid);
+                return false;
+        }
+        c = check_get(t, p->pid, p->starttime);
+        if (!c)
+                return false;
+        c->checked_usec = now;
+        c->deadlock = chain->deadlock && chain->n_cycle <= TRIGGER_DEADLOCK_CYCLE_MAX;
+        c->n_cycle = 0;
+        if (c->deadlock) {
+                memcpy(c->cycle, chain->cycle, chain->n_cycle * sizeof *c->cycle);
+                c->n_cycle = (unsigned) chain->n_cycle;
+                /* The other members of the cycle learn the same from this walk. */
+                for (size_t i = 0; i < c->n_cycle; i++) {
+                        ProcessEntry *q = intmap_get(&s->processes, c->cycle[i]);
+                        DeadlockCheck *qc;
+                        if (!q || q == p || !(qc = check_get(t, q->pid, q->starttime)))
+                                continue;
+                        c = check_find(t, p->pid, p->starttime); /* check_get() may have moved it */
+                        *qc = *c;
+                        qc->pid = q->pid;
+                        qc->starttime = q->starttime;
+                }
+                c = check_find(t, p->pid, p->starttime);
+        }
+        *ret_check = c;
+        return c->deadlock;
+}
+
 static bool rule_needs_identity(const Rule *r) {
         return r->exe || r->unit || r->cgroup || r->has_user;
 }
 
 int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, TriggerFire fire, void *userdata) {
-        unsigned classes = 0;
+        _cleanup_(peer_resolver_freep) PeerResolver *resolver = NULL; /* one per poll: its tables are a snapshot */
+        unsigned classes = 0, walks = 0;
 
         cooldowns_expire(t, now);
+        checks_expire(t, now);
         for (size_t i = 0; i < c->n_rules; i++)
                 classes |= c->rules[i].classes;
 
@@ -154,6 +243,8 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                 for (size_t k = 0; k < c->n_rules; k++) {
                         const Rule *r = &c->rules[k];
                         ProcessEntry *p = th->process;
+                        const DeadlockCheck *dl = NULL;
+                        unsigned peers = r->peers;
                         ThreadFacts f;
                         RuleStats *st;
                         bool capture;
@@ -178,9 +269,16 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                                                       ? th->sample.syscall.nr
                                                       : -1,
                                 .cpu_percent = th->cls.cpu_percent,
+                                .deadlock = r->deadlock, /* decided last, below: a walk costs far more */
                         };
                         if (!rule_matches(r, &f))
                                 continue;
+                        if (r->deadlock) {
+                                if (!th->sample.have_syscall || th->sample.syscall.kind != PROC_SYSCALL_BLOCKED ||
+                                    !trigger_deadlock(t, s, &resolver, &walks, p, now, &dl))
+                                        continue;
+                                peers = MAX(peers, dl->n_cycle);
+                        }
                         capture = (r->actions & RULE_ACTION_SNAPSHOT) && trigger_budget_take(t, c, now);
                         if ((r->actions & RULE_ACTION_SNAPSHOT) && !capture) {
                                 /* No cooldown: the rule fires again once the budget frees up. */
@@ -194,6 +292,12 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                         }
                         if (cooldown_set(t, r, p, now) < 0)
                                 return log_oom();
+                        /* One deadlock, one firing: the other processes of the cycle go quiet for this rule too. */
+                        for (unsigned k2 = 0; dl && k2 < dl->n_cycle; k2++) {
+                                ProcessEntry *q = intmap_get(&s->processes, dl->cycle[k2]);
+                                if (q && q != p && cooldown_set(t, r, q, now) < 0)
+                                        return log_oom();
+                        }
                         st = stats_for(t, r->name);
                         if (st) {
                                 struct timespec ts;
@@ -201,7 +305,7 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                                 st->fired++;
                                 st->last_fired_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
                         }
-                        fire(r, th, capture, userdata);
+                        fire(r, th, peers, capture, userdata);
                 }
         }
         return 0;

@@ -23,6 +23,23 @@ typedef struct RuleStats {
         uint64_t last_fired_usec;       /* CLOCK_REALTIME, 0 never */
 } RuleStats;
 
+/* Deadlock rules walk wait chains: at most this many walks per poll, each process at most once per recheck
+ * interval, following at most this many hops (a longer cycle is not seen). */
+#define TRIGGER_DEADLOCK_WALKS_PER_POLL 8U
+#define TRIGGER_DEADLOCK_RECHECK_USEC (5 * USEC_PER_SEC)
+#define TRIGGER_DEADLOCK_DEPTH 4U
+#define TRIGGER_DEADLOCK_CYCLE_MAX 17U
+
+/* The last wait-chain walk from one process: whether it is in a deadlock, and with whom. */
+typedef struct DeadlockCheck {
+        pid_t pid;
+        uint64_t starttime;
+        uint64_t checked_usec;          /* CLOCK_MONOTONIC */
+        bool deadlock;
+        pid_t cycle[TRIGGER_DEADLOCK_CYCLE_MAX];
+        unsigned n_cycle;
+} DeadlockCheck;
+
 typedef struct Trigger {
         Cooldown *cooldowns;
         size_t n_cooldowns;
@@ -32,11 +49,17 @@ typedef struct Trigger {
         uint64_t budget_skipped;
         RuleStats *stats;
         size_t n_stats;
+        DeadlockCheck *checks;
+        size_t n_checks;
+        uint64_t deadlock_walks;        /* wait-chain walks done for deadlock rules, ever */
+        uint64_t deadlock_walk_usec;    /* and the time they took */
 } Trigger;
 
 /* Called for every (rule, process) that matched, outside its cooldown. CAPTURE says whether the budget allows a
- * snapshot now (when it does not, the firing still logs, and the rule may fire again once budget frees up). */
-typedef void (*TriggerFire)(const Rule *rule, ThreadEntry *t, bool capture, void *userdata);
+ * snapshot now (when it does not, the firing still logs, and the rule may fire again once budget frees up). PEERS
+ * is how deep the snapshot follows the wait chain: the rule's peers, or for a deadlock at least the cycle's length,
+ * so that the snapshot shows the whole cycle. */
+typedef void (*TriggerFire)(const Rule *rule, ThreadEntry *t, unsigned peers, bool capture, void *userdata);
 
 void trigger_done(Trigger *t);
 /* Whether any rule may match a sleeping (S) thread as blocked or waiting: then quiet sleepers get deep reads. */

@@ -22,7 +22,7 @@
 /* Query parameters. */
 #define API_Q_FORMAT "format"                   /* json (default) | text | folded (stacks, snapshots/<id>) */
 #define API_Q_TID "tid"                         /* stacks: only this thread */
-#define API_Q_PEERS "peers"                     /* stacks: wait-chain depth (0 until peers exist) */
+#define API_Q_PEERS "peers"                     /* stacks: wait-chain depth, 0..8 (default 0: no chain) */
 #define API_Q_ALL "all"                         /* processes: 1 = every thread, not only the unhealthy */
 #define API_Q_CLASS "class"                     /* processes: comma-separated class names */
 #define API_Q_UNIT "unit"                       /* processes: systemd unit glob */
@@ -87,6 +87,7 @@
 #define API_K_ACTIONS "actions"
 #define API_K_COOLDOWN_MS "cooldown_ms"
 #define API_K_PEERS "peers"
+#define API_K_DEADLOCK "deadlock"
 #define API_K_FIRED "fired"
 #define API_K_LAST_FIRED_USEC "last_fired_usec"
 #define API_K_BUDGET "budget"

@@ -58,6 +58,7 @@ struct PeerResolver {
         FdOwner *owners;        /* sockets and pipes sorted by (kind, inode); then paths */
         size_t n_owners, n_indexed;
         size_t processes;
+        size_t unreadable;      /* processes whose fds we may not list: a holder may hide among them */
         UnixSock *unix_socks;
         size_t n_unix;
         InetSock *tcp, *udp;
@@ -181,8 +182,11 @@ static int owners_load(PeerResolver *r) {
                         continue;
                 snprintf(name, sizeof name, "%d/fd", pids[i]);
                 fddir = openat(procfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                if (fddir < 0)
+                if (fddir < 0) {
+                        if (errno == EACCES || errno == EPERM)
+                                r->unreadable++;
                         continue;
+                }
                 if (proc_list_numeric(fddir, ".", &fds, &n_fds) < 0)
                         continue;
                 r->processes++;
@@ -486,9 +490,15 @@ static int edges_to_holders(EdgeCtx *c, WaitKind kind, int fd, uint64_t inode, c
                 last = o->pid;
                 added++;
         }
-        if (added == 0)
+        if (added == 0) {
+                char why[160];
+                if (!self && c->r->unreadable > 0)
+                        snprintf(why, sizeof why, "%s among the processes we may read (%zu we may not)", nobody,
+                                 c->r->unreadable);
                 return edge_add(c, kind, fd, inode, object, 0, -1,
-                                self ? "the other end is held by this process only" : nobody);
+                                self ? "the other end is held by this process only"
+                                     : c->r->unreadable > 0 ? why : nobody);
+        }
         return 0;
 }
 

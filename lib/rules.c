@@ -88,6 +88,8 @@ bool rule_matches(const Rule *r, const ThreadFacts *f) {
         /* A NaN CPU figure compares false, so "unknown" fails a set minimum as it should. */
         if (r->cpu_min >= 0 && !(f->cpu_percent >= r->cpu_min))
                 return false;
+        if (r->deadlock && !f->deadlock)
+                return false;
 
         return globs_match(r->comm, f->comm) && globs_match(r->wchan, f->wchan) && globs_match(r->exe, f->exe) &&
                globs_match(r->unit, f->unit) && globs_match(r->cgroup, f->cgroup);

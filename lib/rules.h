@@ -47,6 +47,7 @@ typedef struct Rule {
         int64_t *syscalls;              /* NULL = any, else the syscall numbers one of which must be in progress */
         size_t n_syscalls;
         double cpu_min;                 /* < 0: not set; else minimum CPU percent of one core */
+        bool deadlock;                  /* only threads whose process is in a cross-process deadlock (wait-chain.h) */
 
         unsigned actions;               /* RuleAction bits */
         unsigned peers;                 /* wait-chain depth for snapshots */
@@ -81,6 +82,8 @@ typedef struct ThreadFacts {
         uid_t uid;                      /* (uid_t) -1 when unknown */
         int64_t syscall_nr;             /* -1 when not in a syscall (or unknown) */
         double cpu_percent;             /* NaN when unknown */
+        bool deadlock;                  /* its process is in a deadlock; the caller decides it last and only for
+                                         * rules that ask (it costs a wait-chain walk) */
 } ThreadFacts;
 
 /* Whether rule R matches a thread with facts F: every filter the rule sets must hold. A fact that is unknown

@@ -158,7 +158,7 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                 fputs(" → ", f);
                 put_escaped(f, e->object);
                 if (e->multiplexed)
-                        fputs(" (one of several)", f);
+                        fputs(" (in its wait set)", f);
                 fputs(" → ", f);
                 if (e->peer_pid > 0)
                         print_chain_process(s, e->peer_pid, e->peer_tid, true, f);
