@@ -99,6 +99,21 @@ class Fixture:
         assert buf.strip() == expect, buf
         return self
 
+    def wait_line_prefix(self, prefix, timeout=5.0):
+        """Read one line that must start with PREFIX (e.g. peer-pair's "PIDS …"); returns it without the newline."""
+        deadline = time.monotonic() + timeout
+        buf = b""
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                raise AssertionError(f"{self.name}: no {prefix!r} line within {timeout}s")
+            c = os.read(self.proc.stdout.fileno(), 1)
+            if not c:
+                raise AssertionError(f"{self.name} exited before {prefix!r}: {self.proc.stderr.read()!r}")
+            buf += c
+        assert buf.startswith(prefix), buf
+        return buf.strip()
+
     def wait_state(self, states, tid=None, timeout=5.0):
         tid = tid or self.pid
         wait_until(lambda: (read_stat(self.pid, tid) or (None, None))[1] in states, timeout,

@@ -185,7 +185,6 @@ def test_snapshots_routes_after_a_firing(daemon, fixture):
     ("/stacks/1?tid=4194303", 404, "has no thread"),
     ("/stacks/1?format=xml", 400, "unknown format"),
     ("/stacks/1?peers=99", 400, "malformed peers"),
-    ("/stacks/1?peers=2", 501, "not implemented"),
     ("/stacks/1?bogus=1", 400, "unknown query parameter"),
     ("/processes?class=nope", 400, "unknown class"),
     ("/snapshots?pid=-5", 400, "malformed pid"),
