@@ -145,6 +145,11 @@ int metrics_render(Manager *m, char **ret, size_t *ret_len) {
                "Captures not started: the per-minute budget was spent or too many were in flight.");
         fprintf(f, "stackwatch_captures_refused_total %llu\n",
                 (unsigned long long) (mt->captures_refused + m->trigger.budget_skipped));
+        header(f, "stackwatch_deadlock_walks_total", "counter",
+               "Wait-chain walks done for rules with deadlock: true");
+        fprintf(f, "stackwatch_deadlock_walks_total %llu\n", (unsigned long long) m->trigger.deadlock_walks);
+        header(f, "stackwatch_deadlock_walk_seconds_total", "counter", "Time the event loop spent in those walks");
+        fprintf(f, "stackwatch_deadlock_walk_seconds_total %.6f\n", (double) m->trigger.deadlock_walk_usec / 1e6);
         header(f, "stackwatch_captures_running", "gauge", "Captures in flight.");
         fprintf(f, "stackwatch_captures_running %zu\n", m->n_jobs);
         header(f, "stackwatch_capture_pause_seconds", "summary",

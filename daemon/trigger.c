@@ -274,7 +274,9 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                         if (!rule_matches(r, &f))
                                 continue;
                         if (r->deadlock) {
+                                /* A thread in futex() or nanosleep() waits on nothing we can follow: no walk. */
                                 if (!th->sample.have_syscall || th->sample.syscall.kind != PROC_SYSCALL_BLOCKED ||
+                                    !peers_syscall_follows(th->sample.syscall.nr) ||
                                     !trigger_deadlock(t, s, &resolver, &walks, p, now, &dl))
                                         continue;
                                 peers = MAX(peers, dl->n_cycle);

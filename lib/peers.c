@@ -215,7 +215,8 @@ static int owners_load(PeerResolver *r) {
                 }
         }
         /* Sockets and pipes first, by inode, for binary search; paths last. */
-        qsort(r->owners, r->n_owners, sizeof *r->owners, cmp_owner);
+        if (r->n_owners > 0)
+                qsort(r->owners, r->n_owners, sizeof *r->owners, cmp_owner);
         r->n_indexed = 0;
         while (r->n_indexed < r->n_owners && r->owners[r->n_indexed].kind != FD_KIND_PATH)
                 r->n_indexed++;
@@ -888,6 +889,21 @@ int peers_syscall_fd(const ProcSyscall *sc) {
                 return sc->args[0] <= INT32_MAX ? (int) sc->args[0] : -1;
         default:
                 return -1;
+        }
+}
+
+bool peers_syscall_follows(int64_t nr) {
+        ProcSyscall sc = { .kind = PROC_SYSCALL_BLOCKED, .nr = nr };
+
+        if (peers_syscall_fd(&sc) >= 0)
+                return true;
+        switch (nr) {
+        case __NR_poll: case __NR_ppoll: case __NR_select: case __NR_pselect6: case __NR_epoll_wait:
+        case __NR_epoll_pwait: case __NR_epoll_pwait2: case __NR_wait4: case __NR_waitid: case __NR_vfork:
+        case __NR_clone:
+                return true;
+        default:
+                return false;
         }
 }
 

@@ -45,6 +45,10 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain);
  * has none or several. */
 int peers_syscall_fd(const ProcSyscall *sc);
 
+/* Whether syscall NR is one peers_thread_edges() can follow to another process (fd, lock and child waits); futex,
+ * nanosleep and the like are not. Cheap: the daemon asks it before paying for a walk. */
+bool peers_syscall_follows(int64_t nr);
+
 /* Statistics of what a resolver read, for benchmarks and debug logs. */
 typedef struct PeerResolverStats {
         size_t fds;             /* fd links read in the pass over /proc/PID/fd */

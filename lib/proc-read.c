@@ -163,7 +163,8 @@ int proc_list_numeric(int dirfd, const char *name, int **ret, size_t *ret_n) {
         }
         if (errno != 0)
                 return proc_errno(negative_errno());
-        qsort(list, n, sizeof *list, cmp_int);
+        if (n > 0) /* qsort() wants a non-NULL array even for 0 elements (UBSan) */
+                qsort(list, n, sizeof *list, cmp_int);
         *ret = TAKE_PTR(list);
         *ret_n = n;
         return 0;

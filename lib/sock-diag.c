@@ -153,7 +153,8 @@ int sock_diag_unix(UnixSock **ret, size_t *ret_n) {
                 unix_socks_free(t.socks, t.n);
                 return log_debug_errno(r, "unix_diag dump failed: %m");
         }
-        qsort(t.socks, t.n, sizeof *t.socks, cmp_unix);
+        if (t.n > 0)
+                qsort(t.socks, t.n, sizeof *t.socks, cmp_unix);
         *ret = t.socks;
         *ret_n = t.n;
         return 0;

@@ -299,4 +299,7 @@ def test_deadlock_rule_fires_exactly_once_and_not_for_an_idle_server(daemon, fix
     assert doc["trigger"]["rule"] == "deadlocks"
     rules = {r["name"]: r for r in d.get_json("/rules")["rules"]}
     assert rules["deadlocks"]["deadlock"] is True and rules["deadlocks"]["fired"] == 1
+    metrics = d.get("/metrics")[2].decode()
+    walks = int(next(ln.split()[1] for ln in metrics.splitlines() if ln.startswith("stackwatch_deadlock_walks_total")))
+    assert walks >= 1
     assert_untouched(a, b, iclient, iserver)
