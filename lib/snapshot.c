@@ -172,25 +172,43 @@ static char *partial_message(Snapshot *s, const char *fmt, va_list ap) {
         return vasprintf(&msg, fmt, ap) < 0 ? NULL : msg;
 }
 
-int snapshot_add_error(Snapshot *s, const char *fmt, ...) {
-        size_t n = strv_length(s->errors);
+/* Append a formatted message to the NULL-terminated vector *V. */
+static int strv_push_vprintf(char ***v, const char *fmt, va_list ap) {
+        size_t n = strv_length(*v);
         char *msg, **nv;
-        va_list ap;
 
-        va_start(ap, fmt);
-        msg = partial_message(s, fmt, ap);
-        va_end(ap);
-        if (!msg)
+        if (vasprintf(&msg, fmt, ap) < 0)
                 return -ENOMEM;
-        nv = realloc(s->errors, (n + 2) * sizeof *nv);
+        nv = realloc(*v, (n + 2) * sizeof *nv);
         if (!nv) {
                 free(msg);
                 return -ENOMEM;
         }
         nv[n] = msg;
         nv[n + 1] = NULL;
-        s->errors = nv;
+        *v = nv;
         return 0;
+}
+
+int snapshot_add_error(Snapshot *s, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        s->partial = true;
+        va_start(ap, fmt);
+        r = strv_push_vprintf(&s->errors, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int wait_chain_add_error(WaitChain *c, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = strv_push_vprintf(&c->errors, fmt, ap);
+        va_end(ap);
+        return r;
 }
 
 int thread_set_error(Snapshot *s, ThreadSnapshot *t, const char *fmt, ...) {

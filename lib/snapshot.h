@@ -162,6 +162,8 @@ static inline void wait_chain_freep(WaitChain **c) {
 }
 /* Append one zeroed edge (fd and peer_fd -1); NULL on OOM. */
 WaitEdge *wait_chain_add_edge(WaitChain *c);
+/* Add a message (printf-style) to the chain's errors: a peer that exited, one we may not read, a budget. */
+int wait_chain_add_error(WaitChain *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct Snapshot {
         uint64_t timestamp_usec;        /* CLOCK_REALTIME at the start of the capture */

@@ -1,6 +1,5 @@
 /* wait-chain.c: wait chains across processes, knot (deadlock) detection, and the capture of the peers. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,29 +26,6 @@ typedef struct Builder {
         size_t n_procs;
         pid_t self;
 } Builder;
-
-static int chain_error(WaitChain *c, const char *fmt, ...) _printf_(2, 3);
-static int chain_error(WaitChain *c, const char *fmt, ...) {
-        size_t n = strv_length(c->errors);
-        char *msg, **nv;
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(&msg, fmt, ap) < 0)
-                msg = NULL;
-        va_end(ap);
-        if (!msg)
-                return -ENOMEM;
-        nv = realloc(c->errors, (n + 2) * sizeof *nv);
-        if (!nv) {
-                free(msg);
-                return -ENOMEM;
-        }
-        nv[n] = msg;
-        nv[n + 1] = NULL;
-        c->errors = nv;
-        return 0;
-}
 
 static ChainProc *builder_find(Builder *b, pid_t pid) {
         for (size_t i = 0; i < b->n_procs; i++)
@@ -111,7 +87,7 @@ static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth
         if (k >= 0)
                 k = proc_list_numeric(dirfd, "task", &tids, &n_tids);
         if (k < 0)
-                return chain_error(b->chain, "process %d: %s", (int) pid,
+                return wait_chain_add_error(b->chain, "process %d: %s", (int) pid,
                                    k == -ESRCH ? "exited before its waits were read" : strerror(-k));
         for (size_t t = 0; t < n_tids; t++) {
                 ThreadWait w;
@@ -135,7 +111,7 @@ static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth
                 k = peers_thread_edges(b->r, &w, b->chain);
                 if (k == -ENOMEM)
                         return k;
-                if (k < 0 && k != -ESRCH && chain_error(b->chain, "thread %d of process %d: %s", (int) w.tid, (int) pid,
+                if (k < 0 && k != -ESRCH && wait_chain_add_error(b->chain, "thread %d of process %d: %s", (int) w.tid, (int) pid,
                                                         strerror(-k)) < 0)
                         return -ENOMEM;
                 k = builder_queue_peers(b, &b->procs[idx], first, depth);
@@ -283,7 +259,7 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
                 /* The peers share the first capture's time budget. */
                 if (now_usec(CLOCK_MONOTONIC) - start > o->time_budget_usec) {
                         c->truncated = true;
-                        if (chain_error(c, "peer %d and later ones not captured: time budget spent", (int) peers[i]) < 0)
+                        if (wait_chain_add_error(c, "peer %d and later ones not captured: time budget spent", (int) peers[i]) < 0)
                                 return -ENOMEM;
                         break;
                 }
@@ -291,7 +267,7 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
                 if (k == -ENOMEM)
                         return k;
                 if (k < 0) {
-                        if (chain_error(c, "peer %d not captured: %s", (int) peers[i],
+                        if (wait_chain_add_error(c, "peer %d not captured: %s", (int) peers[i],
                                         k == -ESRCH ? "it exited" : k == -EPERM || k == -EACCES ? "permission denied"
                                                                                                 : strerror(-k)) < 0)
                                 return -ENOMEM;

@@ -85,34 +85,29 @@ class Fixture:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
         self.pid = self.proc.pid
 
-    def wait_line(self, expect=b"READY", timeout=5.0):
+    def _read_line(self, what, timeout):
         deadline = time.monotonic() + timeout
         buf = b""
         while not buf.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
-                raise AssertionError(f"{self.name}: no {expect!r} line within {timeout}s")
+                raise AssertionError(f"{self.name}: no {what!r} line within {timeout}s")
             c = os.read(self.proc.stdout.fileno(), 1)
             if not c:
-                raise AssertionError(f"{self.name} exited before {expect!r}: {self.proc.stderr.read()!r}")
+                raise AssertionError(f"{self.name} exited before {what!r}: {self.proc.stderr.read()!r}")
             buf += c
-        assert buf.strip() == expect, buf
+        return buf.strip()
+
+    def wait_line(self, expect=b"READY", timeout=5.0):
+        buf = self._read_line(expect, timeout)
+        assert buf == expect, buf
         return self
 
     def wait_line_prefix(self, prefix, timeout=5.0):
         """Read one line that must start with PREFIX (e.g. peer-pair's "PIDS …"); returns it without the newline."""
-        deadline = time.monotonic() + timeout
-        buf = b""
-        while not buf.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
-                raise AssertionError(f"{self.name}: no {prefix!r} line within {timeout}s")
-            c = os.read(self.proc.stdout.fileno(), 1)
-            if not c:
-                raise AssertionError(f"{self.name} exited before {prefix!r}: {self.proc.stderr.read()!r}")
-            buf += c
+        buf = self._read_line(prefix, timeout)
         assert buf.startswith(prefix), buf
-        return buf.strip()
+        return buf
 
     def wait_state(self, states, tid=None, timeout=5.0):
         tid = tid or self.pid
