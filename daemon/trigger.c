@@ -197,7 +197,13 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
         if (!c)
                 return false;
         c->checked_usec = now;
-        c->deadlock = chain->deadlock && chain->n_cycle <= TRIGGER_DEADLOCK_CYCLE_MAX;
+        /* Only a process on the cycle is "in a deadlock" for a rule. One that merely waits on it (the shell that
+         * started it, blocked in wait4()) is stuck too, but the firing belongs to the cycle, once: otherwise every
+         * ancestor of a deadlocked pair fired on its own (seen here: four shells and a terminal). */
+        c->deadlock = false;
+        for (size_t i = 0; chain->deadlock && chain->n_cycle <= TRIGGER_DEADLOCK_CYCLE_MAX && i < chain->n_cycle; i++)
+                if (chain->cycle[i] == p->pid)
+                        c->deadlock = true;
         c->n_cycle = 0;
         if (c->deadlock) {
                 memcpy(c->cycle, chain->cycle, chain->n_cycle * sizeof *c->cycle);

@@ -743,8 +743,9 @@ static int edges_lock(EdgeCtx *c, int fd, WaitKind kind) {
 }
 
 /* The children a wait4()/waitid()/vfork() waits for: every thread's "children" file (a child belongs to the thread
- * that forked it, but any thread may reap it). ONLY > 0 keeps that child. */
-static int edges_children(EdgeCtx *c, pid_t only, const char *why) {
+ * that forked it, but any thread may reap it). ONLY > 0 keeps that child. NONE_EDGE: with no child, an edge that
+ * says so (a wait4() that waits for nobody); without it, nothing. */
+static int edges_children(EdgeCtx *c, pid_t only, const char *why, bool none_edge) {
         _cleanup_close_ int dirfd = -EBADF;
         _cleanup_free_ int *tids = NULL;
         size_t n_tids = 0, added = 0;
@@ -780,7 +781,7 @@ static int edges_children(EdgeCtx *c, pid_t only, const char *why) {
                         added++;
                 }
         }
-        if (added == 0) {
+        if (added == 0 && none_edge) {
                 snprintf(object, sizeof object, only > 0 ? "child %d" : "any child", (int) only);
                 return edge_add(c, WAIT_KIND_CHILD, -1, 0, object, 0, -1, "no such child");
         }
@@ -934,12 +935,6 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
                 else if (sc->args[1] == F_OFD_SETLKW)
                         k = edges_lock(&c, fd, WAIT_KIND_OFD_LOCK);
                 break;
-        case __NR_connect: {
-                /* A connect() that blocks waits for the listener to make room in its backlog: the socket already
-                 * knows its peer for TCP; for unix stream sockets the kernel shows none until it is accepted. */
-                k = edges_fd(&c, fd);
-                break;
-        }
         case __NR_poll:
         case __NR_ppoll:
                 k = edges_poll(&c, sc->args[0], sc->args[1]);
@@ -954,23 +949,30 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
                 k = edges_epoll(&c, sc->args[0] <= INT32_MAX ? (int) sc->args[0] : -1);
                 break;
         case __NR_wait4:
-                k = edges_children(&c, (int64_t) sc->args[0] > 0 ? (pid_t) sc->args[0] : 0, "child");
+                k = edges_children(&c, (int64_t) sc->args[0] > 0 ? (pid_t) sc->args[0] : 0, "child", true);
                 break;
         case __NR_waitid:
-                k = edges_children(&c, sc->args[0] == P_PID ? (pid_t) sc->args[1] : 0, "child");
+                k = edges_children(&c, sc->args[0] == P_PID ? (pid_t) sc->args[1] : 0, "child", true);
                 break;
         case __NR_vfork:
-                k = edges_children(&c, 0, "vfork child");
+                k = edges_children(&c, 0, "vfork child", true);
                 break;
         case __NR_clone:
                 if (sc->args[0] & CLONE_VFORK)
-                        k = edges_children(&c, 0, "vfork child");
+                        k = edges_children(&c, 0, "vfork child", true);
                 break;
         default:
+                /* read, write, recv, send, accept, connect (a blocked connect() waits for room in the listener's
+                 * backlog: the socket already knows its peer for TCP) … */
                 if (fd >= 0)
                         k = edges_fd(&c, fd);
                 break;
         }
+        /* A poll, select or epoll wait also ends when a signal arrives, and the one a process surely gets is SIGCHLD
+         * when a child exits: make waits for its jobs in pselect6() on the jobserver pipe, whose write ends its
+         * ancestors hold while they wait4() for it. Without these edges that read as a deadlock. */
+        if (k >= 0 && c.multiplexed)
+                k = edges_children(&c, 0, "SIGCHLD from child", false);
         if (k < 0) {
                 /* The thread or its fd went away, or we may not look: the caller records why. What was found before
                  * the failure (a poll set half read) still stands. */

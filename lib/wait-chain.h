@@ -27,7 +27,9 @@
  * with a thread whose every wait edge (all fds of a poll, all holders of a pipe) leads to a process of the set. An
  * idle server in epoll_wait() on a listening socket and on its clients is therefore not deadlocked with a client
  * that waits on it (the listening socket leads outside), while two processes each reading from the other are.
- * Waits inside one process (a self-pipe, a futex) are not edges, so they never make a deadlock on their own.
+ * Waits inside one process (a self-pipe, a futex) are not edges, so they never make a deadlock on their own. A
+ * poll, select or epoll wait also leads to every child (SIGCHLD would wake it). The chain's cycle is one loop in
+ * the knot, found from PID: PID may be on it, or only wait on it (a parent in wait4() for a deadlocked child).
  */
 int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
                      size_t *ret_n_peers);

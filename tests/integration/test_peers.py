@@ -289,9 +289,11 @@ def test_deadlock_rule_fires_exactly_once_and_not_for_an_idle_server(daemon, fix
                        what="the deadlock rule firing")
     # Several more polls (and a recheck interval) later, still one snapshot for the two processes of the cycle.
     d.wait_scans(30, timeout=30)
-    snaps = [s for s in d.snapshots("--rule", "deadlocks")]
-    assert [s["pid"] for s in snaps if s["pid"] in (a, b)] == [snaps[0]["pid"]], snaps
-    assert not [s for s in snaps if s["pid"] in (iclient, iserver)], snaps
+    every = d.snapshots("--rule", "deadlocks")
+    assert not [s for s in every if s["pid"] in (iclient, iserver)], every
+    # Other deadlocks on the machine (another test's fixtures) may fire too: only this pair's count.
+    snaps = [s for s in every if s["pid"] in (a, b)]
+    assert len(snaps) == 1, snaps
     doc = d.show(snaps[0]["id"])
     chain = doc["wait_chain"]
     assert chain["deadlock"] and sorted(chain["cycle"]) == sorted([a, b])
