@@ -206,8 +206,8 @@ static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char 
         return 0;
 }
 
-int manager_capture_live(Manager *m, pid_t pid, pid_t tid, unsigned peers, int output_fd, CaptureJobFormat format, CaptureJobDone done,
-                         void *userdata, uint64_t *ret_retry_usec) {
+int manager_capture_live(Manager *m, pid_t pid, pid_t tid, unsigned peers, int output_fd, CaptureJobFormat format,
+                         CaptureJobDone done, void *userdata, uint64_t *ret_retry_usec) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         CaptureJobSpec spec = {
                 .pid = pid,

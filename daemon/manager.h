@@ -66,5 +66,5 @@ int manager_reload(Manager *m);
  * through the same budget as the rules. DONE runs when it ended (not when the manager is freed first).
  * -EAGAIN: the per-minute budget is spent (*RET_RETRY_USEC says for how long); -EBUSY: too many captures in flight;
  * -ESHUTDOWN: stopping. */
-int manager_capture_live(Manager *m, pid_t pid, pid_t tid, unsigned peers, int output_fd, CaptureJobFormat format, CaptureJobDone done,
-                         void *userdata, uint64_t *ret_retry_usec);
+int manager_capture_live(Manager *m, pid_t pid, pid_t tid, unsigned peers, int output_fd, CaptureJobFormat format,
+                         CaptureJobDone done, void *userdata, uint64_t *ret_retry_usec);

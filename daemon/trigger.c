@@ -171,7 +171,7 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
                              uint64_t now, const DeadlockCheck **ret_check) {
         _cleanup_(wait_chain_freep) WaitChain *chain = NULL;
         _cleanup_free_ pid_t *peers = NULL;
-        DeadlockCheck *c = check_find(t, p->pid, p->starttime);
+        DeadlockCheck *c = check_find(t, p->pid, p->starttime), res;
         size_t n_peers;
         uint64_t t0;
         int r;
@@ -193,34 +193,31 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
                 log_debug_errno(r, "Wait-chain walk from pid %d failed: %m", (int) p->pid);
                 return false;
         }
-        c = check_get(t, p->pid, p->starttime);
-        if (!c)
-                return false;
-        c->checked_usec = now;
         /* Only a process on the cycle is "in a deadlock" for a rule. One that merely waits on it (the shell that
          * started it, blocked in wait4()) is stuck too, but the firing belongs to the cycle, once: otherwise every
          * ancestor of a deadlocked pair fired on its own (seen here: four shells and a terminal). */
-        c->deadlock = false;
+        res = (DeadlockCheck) { .checked_usec = now };
         for (size_t i = 0; chain->deadlock && chain->n_cycle <= TRIGGER_DEADLOCK_CYCLE_MAX && i < chain->n_cycle; i++)
                 if (chain->cycle[i] == p->pid)
-                        c->deadlock = true;
-        c->n_cycle = 0;
-        if (c->deadlock) {
-                memcpy(c->cycle, chain->cycle, chain->n_cycle * sizeof *c->cycle);
-                c->n_cycle = (unsigned) chain->n_cycle;
-                /* The other members of the cycle learn the same from this walk. */
-                for (size_t i = 0; i < c->n_cycle; i++) {
-                        ProcessEntry *q = intmap_get(&s->processes, c->cycle[i]);
-                        DeadlockCheck *qc;
-                        if (!q || q == p || !(qc = check_get(t, q->pid, q->starttime)))
-                                continue;
-                        c = check_find(t, p->pid, p->starttime); /* check_get() may have moved it */
-                        *qc = *c;
-                        qc->pid = q->pid;
-                        qc->starttime = q->starttime;
-                }
-                c = check_find(t, p->pid, p->starttime);
+                        res.deadlock = true;
+        if (res.deadlock) {
+                memcpy(res.cycle, chain->cycle, chain->n_cycle * sizeof *res.cycle);
+                res.n_cycle = (unsigned) chain->n_cycle;
         }
+        /* Recorded for P, and for the other members of the cycle, who learn the same from this walk. */
+        for (size_t i = 0; i < MAX(res.n_cycle, 1U); i++) {
+                const ProcessEntry *q = res.n_cycle > 0 ? intmap_get(&s->processes, res.cycle[i]) : p;
+                DeadlockCheck *qc = q ? check_get(t, q->pid, q->starttime) : NULL;
+
+                if (!qc)
+                        continue;
+                *qc = res;
+                qc->pid = q->pid;
+                qc->starttime = q->starttime;
+        }
+        c = check_find(t, p->pid, p->starttime);
+        if (!c)
+                return false;
         *ret_check = c;
         return c->deadlock;
 }

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "scan.h"
+#include "wait-chain.h"
 
 #define TRIGGER_BUDGET_WINDOW_USEC (60 * USEC_PER_SEC)
 
@@ -28,7 +29,7 @@ typedef struct RuleStats {
 #define TRIGGER_DEADLOCK_WALKS_PER_POLL 8U
 #define TRIGGER_DEADLOCK_RECHECK_USEC (5 * USEC_PER_SEC)
 #define TRIGGER_DEADLOCK_DEPTH 4U
-#define TRIGGER_DEADLOCK_CYCLE_MAX 17U
+#define TRIGGER_DEADLOCK_CYCLE_MAX (WAIT_CHAIN_PEERS_MAX + 1U) /* a chain's processes */
 
 /* The last wait-chain walk from one process: whether it is in a deadlock, and with whom. */
 typedef struct DeadlockCheck {

@@ -454,10 +454,13 @@ static int edge_add(EdgeCtx *c, WaitKind kind, int fd, uint64_t inode, const cha
         return 0;
 }
 
-/* Holders of (FKIND, OTHER_END) other than the waiting process (the edge itself names the waiter's INODE); WANT_MODE >= 0 keeps only fds open with that access
- * mode (the other end of a pipe). One edge per holder process, or one edge with no peer saying why. */
+/* The processes other than the waiter's that hold the other end: the socket or pipe OTHER_END of FKIND, or (FKIND
+ * FD_KIND_PATH) the file PATH, as FIFOs and OFD-locked files are matched: by the path their fd links show, since
+ * stat-ing every fd of the machine to compare inodes would cost far more. The edge itself names the waiter's INODE.
+ * WANT_MODE >= 0 keeps only fds open with that access mode (the other end of a pipe). One edge per holder process,
+ * or one edge with no peer saying why (NOBODY, unless the waiter alone holds it or we may not read everyone). */
 static int edges_to_holders(EdgeCtx *c, WaitKind kind, int fd, uint64_t inode, const char *object, FdKind fkind,
-                            uint64_t other_end, int want_mode, const char *nobody) {
+                            uint64_t other_end, const char *path, int want_mode, const char *nobody) {
         size_t first, n, added = 0;
         pid_t last = 0;
         bool self = false;
@@ -466,10 +469,16 @@ static int edges_to_holders(EdgeCtx *c, WaitKind kind, int fd, uint64_t inode, c
         k = owners_load(c->r);
         if (k < 0)
                 return k;
-        n = owners_find(c->r, fkind, other_end, &first);
+        if (fkind == FD_KIND_PATH) {
+                first = c->r->n_indexed; /* paths are not indexed: they sit at the end, by pid */
+                n = c->r->n_owners - first;
+        } else
+                n = owners_find(c->r, fkind, other_end, &first);
         for (size_t i = first; i < first + n; i++) {
                 const FdOwner *o = &c->r->owners[i];
 
+                if (fkind == FD_KIND_PATH && !streq(o->path, path))
+                        continue;
                 if (o->pid == c->w->pid) {
                         self = true;
                         continue;
@@ -519,7 +528,7 @@ static int edges_unix(EdgeCtx *c, int fd, const UnixSock *u) {
         if (asprintf(&object, "unix socket %" PRIu64 " (peer %" PRIu64 "%s%s)", u->inode, u->peer,
                      peer && peer->name ? " " : "", peer && peer->name ? peer->name : "") < 0)
                 return -ENOMEM;
-        return edges_to_holders(c, WAIT_KIND_UNIX, fd, u->inode, object, FD_KIND_SOCKET, u->peer, -1,
+        return edges_to_holders(c, WAIT_KIND_UNIX, fd, u->inode, object, FD_KIND_SOCKET, u->peer, NULL, -1,
                                 "no process holds the other end (closed, or in a listener's backlog)");
 }
 
@@ -562,14 +571,14 @@ static int edges_inet(EdgeCtx *c, int fd, const InetSock *s, const InetSock *tab
                 return edge_add(c, kind, fd, s->inode, object, 0, -1, "the other end is on another host");
         peer = inet_find_peer(table, n, s);
         if (peer && peer->inode != 0)
-                return edges_to_holders(c, kind, fd, s->inode, object, FD_KIND_SOCKET, peer->inode, -1,
+                return edges_to_holders(c, kind, fd, s->inode, object, FD_KIND_SOCKET, peer->inode, NULL, -1,
                                         "no process holds the other end");
         /* Connected, but not accepted yet: whoever owns the listener is who should answer. */
         peer = inet_find_listener(table, n, s);
         if (peer) {
                 char o2[200];
                 snprintf(o2, sizeof o2, "%s (not accepted yet)", object);
-                return edges_to_holders(c, kind, fd, s->inode, o2, FD_KIND_SOCKET, peer->inode, -1,
+                return edges_to_holders(c, kind, fd, s->inode, o2, FD_KIND_SOCKET, peer->inode, NULL, -1,
                                         "no process holds the listener");
         }
         return edge_add(c, kind, fd, s->inode, object, 0, -1, "no local socket at the other end");
@@ -615,36 +624,13 @@ static int edges_pipe(EdgeCtx *c, int fd, uint64_t inode, const char *path) {
         if (!path) {
                 snprintf(object, sizeof object, "pipe %" PRIu64 " (%s end)", inode,
                          mode == O_RDONLY ? "read" : mode == O_WRONLY ? "write" : "either");
-                return edges_to_holders(c, WAIT_KIND_PIPE, fd, inode, object, FD_KIND_PIPE, inode, want,
+                return edges_to_holders(c, WAIT_KIND_PIPE, fd, inode, object, FD_KIND_PIPE, inode, NULL, want,
                                         "no process holds the other end");
         }
-        /* FIFOs are matched by path: stat-ing every fd of the machine to compare inodes would cost far more. */
         snprintf(object, sizeof object, "fifo %s (%s end)", path,
                  mode == O_RDONLY ? "read" : mode == O_WRONLY ? "write" : "either");
-        int k = owners_load(c->r);
-        if (k < 0)
-                return k;
-        size_t added = 0;
-        pid_t last = 0;
-        for (size_t i = c->r->n_indexed; i < c->r->n_owners; i++) {
-                const FdOwner *o = &c->r->owners[i];
-                int m;
-
-                if (o->pid == c->w->pid || o->pid == last || !streq(o->path, path))
-                        continue;
-                m = fd_accmode(o->pid, o->fd);
-                if (want >= 0 && m >= 0 && m != want && m != O_RDWR)
-                        continue;
-                if (added++ >= PEERS_HOLDERS_MAX) {
-                        c->chain->truncated = true;
-                        break;
-                }
-                k = edge_add(c, WAIT_KIND_FIFO, fd, inode, object, o->pid, o->fd, NULL);
-                if (k < 0)
-                        return k;
-                last = o->pid;
-        }
-        return added ? 0 : edge_add(c, WAIT_KIND_FIFO, fd, inode, object, 0, -1, "no other process has it open");
+        return edges_to_holders(c, WAIT_KIND_FIFO, fd, inode, object, FD_KIND_PATH, 0, path, want,
+                                "no other process has it open");
 }
 
 /* What one fd leads to. */
@@ -721,24 +707,9 @@ static int edges_lock(EdgeCtx *c, int fd, WaitKind kind) {
         }
         if (added > 0)
                 return 0;
-        if (kind == WAIT_KIND_OFD_LOCK) {
-                k = owners_load(c->r);
-                if (k < 0)
-                        return k;
-                pid_t last = 0;
-                for (size_t i = c->r->n_indexed; i < c->r->n_owners && added < PEERS_HOLDERS_MAX; i++) {
-                        const FdOwner *o = &c->r->owners[i];
-                        if (o->pid == c->w->pid || o->pid == last || !streq(o->path, link))
-                                continue;
-                        k = edge_add(c, kind, fd, st.st_ino, object, o->pid, o->fd, NULL);
-                        if (k < 0)
-                                return k;
-                        last = o->pid;
-                        added++;
-                }
-                if (added > 0)
-                        return 0;
-        }
+        if (kind == WAIT_KIND_OFD_LOCK)
+                return edges_to_holders(c, kind, fd, st.st_ino, object, FD_KIND_PATH, 0, link, -1,
+                                        "no other process has the locked file open");
         return edge_add(c, kind, fd, st.st_ino, object, 0, -1, "no holder found in /proc/locks");
 }
 

@@ -305,3 +305,22 @@ def test_deadlock_rule_fires_exactly_once_and_not_for_an_idle_server(daemon, fix
     walks = int(next(ln.split()[1] for ln in metrics.splitlines() if ln.startswith("stackwatch_deadlock_walks_total")))
     assert walks >= 1
     assert_untouched(a, b, iclient, iserver)
+
+
+def test_fifo_reader_waits_on_the_writer(tmp_path):
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.DEVNULL)
+    writer = subprocess.Popen(["/bin/sh", "-c", f"exec 3>{fifo}; exec sleep 60"])
+    try:
+        # cat first blocks in open() until the writer opens the FIFO: wait for its read().
+        wait_until(lambda: open(f"/proc/{reader.pid}/syscall").read().split()[0] == "0",
+                   what="cat blocked in read on the FIFO")
+        _, chain = chain_of(reader.pid)
+        [e] = edges_from(chain, reader.pid)
+        assert e["kind"] == "fifo" and e["syscall"] == "read" and str(fifo) in e["object"]
+        assert e["to"]["pid"] == writer.pid
+    finally:
+        for p in (writer, reader):
+            p.kill()
+            p.wait()
