@@ -9,7 +9,6 @@
 #include "api.h"
 #include "escape.h"
 #include "log.h"
-#include "stackctl-daemon.h"
 #include "stackctl.h"
 #include "token-file.h"
 

@@ -5,7 +5,6 @@
 #include "api.h"
 #include "escape.h"
 #include "log.h"
-#include "stackctl-daemon.h"
 #include "stackctl-format.h"
 #include "stackctl.h"
 

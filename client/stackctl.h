@@ -1,10 +1,13 @@
-/* stackctl.h: what the stackctl verbs share: parsed options, exit codes, the verb signature. */
+/* stackctl.h: what the stackctl verbs share: parsed options, exit codes, the verb signature, asking the daemon. */
 #pragma once
 
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include <json-c/json.h>
+
 #include "capture.h"
+#include "stackctl-http.h"
 
 /* Exit codes a script can use. */
 enum {
@@ -59,9 +62,38 @@ int verb_ps(int argc, char **argv);
 int verb_rules(int argc, char **argv);
 int verb_status(int argc, char **argv);
 
+int parse_since(const char *s, uint64_t *ret);
+
 /* dump --via-daemon PID: the daemon captures, we print its reply. */
 int dump_via_daemon(pid_t pid);
 
-int parse_since(const char *s, uint64_t *ret);
-
 #define STACKWATCH_ARCHIVE_DEFAULT "/var/lib/stackwatch"
+
+/* ---- asking stackwatchd (stackctl-daemon.c): one request as an exit code, JSON accessors ---- */
+
+/* How long a request may take unless --timeout says otherwise; a live capture may wait for the budget's slot
+ * and stop a busy process's threads one by one, so it gets longer. */
+#define DAEMON_TIMEOUT_USEC (10 * USEC_PER_SEC)
+#define DAEMON_CAPTURE_TIMEOUT_USEC (60 * USEC_PER_SEC)
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
+
+/* GET PATH_AND_QUERY from the daemon the options name. Returns EXIT_OK with RET filled in for a 2xx reply and
+ * for status ALSO_OK (0: none); anything else is reported here and returned as the EXIT_* code a script sees:
+ * no daemon 6, permission or token 4, not found 3, the rest 1. */
+int daemon_get(const char *path_and_query, uint64_t default_timeout_usec, long also_ok, HttpResponse *ret);
+
+/* The same, and the body parsed as a JSON object into RET_JSON. */
+int daemon_get_json(const char *path_and_query, long also_ok, HttpResponse *ret, json_object **ret_json);
+
+/* Write a reply's body to stdout as it came, ending with a newline. EXIT_OK or EXIT_FAIL. */
+int daemon_print_body(const HttpResponse *r);
+
+/* Members of a reply, with a default when missing or of another type. */
+uint64_t json_get_u64(json_object *o, const char *key);
+double json_get_double(json_object *o, const char *key);
+const char *json_get_string(json_object *o, const char *key); /* NULL when missing */
+json_object *json_get_object(json_object *o, const char *key);
+json_object *json_get_array(json_object *o, const char *key);
+/* An array of strings joined with ",", escaped for a terminal; "-" when empty. NULL on OOM. */
+char *json_join_strings(json_object *array);
