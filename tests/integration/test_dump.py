@@ -189,6 +189,7 @@ def mask(text, pid):
     text = re.sub(r"0x[0-9a-f]{16}", "0xADDR", text)
     text = re.sub(r"\(0x[0-9a-f]+, 0x[0-9a-f]+, 0x[0-9a-f]+", "(ARGS", text)
     text = re.sub(r"wchan \S+", "wchan WCHAN", text)
+    text = re.sub(r"\+0x[0-9a-f]+ ", "+0xOFF ", text)  # offsets move with the compiler, as addresses do
     text = re.sub(r"(TID|PID) \d+", r"\1 N", text)
     text = re.sub(r"(\s)\S*/(block-read[^\s:]*)", r"\1\2", text)  # paths → basenames
     return text
