@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc-util.h"
 #include "api.h"
 #include "log.h"
 #include "parse-util.h"
@@ -121,16 +122,9 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata) {
                 rp->too_big = true;
                 return 0;
         }
-        if (r->size + n + 1 > rp->allocated) {
-                size_t want = MIN(MAX(rp->allocated * 2, r->size + n + 1), (size_t) HTTP_BODY_MAX + 1);
-                char *p = realloc(r->body, want);
-
-                if (!p) {
-                        rp->oom = true;
-                        return 0;
-                }
-                r->body = p;
-                rp->allocated = want;
+        if (!GREEDY_REALLOC(r->body, rp->allocated, r->size + n + 1)) {
+                rp->oom = true;
+                return 0;
         }
         memcpy(r->body + r->size, data, n);
         r->size += n;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc-util.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "proc-parse.h"
@@ -240,14 +241,8 @@ int proc_parse_maps(char *buf, size_t len, ProcMap **ret, size_t *ret_n) {
                 while (p < eol && *p == ' ')
                         p++;
                 m.path = p;
-                if (n == alloc) {
-                        size_t na = alloc ? alloc * 2 : 64;
-                        ProcMap *nm = realloc(maps, na * sizeof *nm);
-                        if (!nm)
-                                return -ENOMEM;
-                        maps = nm;
-                        alloc = na;
-                }
+                if (!GREEDY_REALLOC(maps, alloc, n + 1))
+                        return -ENOMEM;
                 maps[n++] = m;
         next:
                 l = eol + 1;

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc-util.h"
+#include "io-util.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "proc-read.h"
@@ -39,24 +41,16 @@ int proc_open_task(int pid_dirfd, pid_t tid, int *ret_fd) {
 }
 
 ssize_t proc_pread(int fd, char *buf, size_t size) {
-        size_t have = 0;
+        ssize_t n;
 
         if (size == 0)
                 return -EINVAL;
-        /* seq_file files return short reads on record boundaries, so loop until EOF or full. */
-        while (have < size - 1) {
-                ssize_t n = pread(fd, buf + have, size - 1 - have, (off_t) have);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return proc_errno(negative_errno());
-                }
-                if (n == 0)
-                        break;
-                have += (size_t) n;
-        }
-        buf[have] = '\0';
-        return (ssize_t) have;
+        /* seq_file files return short reads on record boundaries: loop_pread() goes on until EOF or full. */
+        n = loop_pread(fd, buf, size - 1, 0);
+        if (n < 0)
+                return proc_errno((int) n);
+        buf[n] = '\0';
+        return n;
 }
 
 ssize_t proc_read_small(int dirfd, const char *name, char *buf, size_t size) {
@@ -70,44 +64,13 @@ ssize_t proc_read_small(int dirfd, const char *name, char *buf, size_t size) {
 
 int proc_read_full(int dirfd, const char *name, size_t max, char **ret, size_t *ret_size) {
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        size_t have = 0, alloc = 4096;
+        int r;
 
         fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return proc_errno(negative_errno());
-        buf = malloc(alloc);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t n;
-
-                if (have + 1 >= alloc) {
-                        char *nb;
-
-                        if (alloc >= max + 1)
-                                return -EFBIG;
-                        alloc = MIN(alloc * 2, max + 1);
-                        nb = realloc(buf, alloc);
-                        if (!nb)
-                                return -ENOMEM;
-                        buf = nb;
-                }
-                n = read(fd, buf + have, alloc - 1 - have);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return proc_errno(negative_errno());
-                }
-                if (n == 0)
-                        break;
-                have += (size_t) n;
-        }
-        buf[have] = '\0';
-        if (ret_size)
-                *ret_size = have;
-        *ret = TAKE_PTR(buf);
-        return 0;
+        r = read_full_fd(fd, max, ret, ret_size);
+        return r == -ENOMEM || r == -EFBIG ? r : proc_errno(r);
 }
 
 int proc_readlink(int dirfd, const char *name, char **ret) {
@@ -151,14 +114,8 @@ int proc_list_numeric(int dirfd, const char *name, int **ret, size_t *ret_n) {
 
                 if (safe_atou64(de->d_name, &v) < 0 || v > INT32_MAX)
                         continue;
-                if (n == alloc) {
-                        size_t na = alloc ? alloc * 2 : 64;
-                        int *nl = realloc(list, na * sizeof *nl);
-                        if (!nl)
-                                return -ENOMEM;
-                        list = nl;
-                        alloc = na;
-                }
+                if (!GREEDY_REALLOC(list, alloc, n + 1))
+                        return -ENOMEM;
                 list[n++] = (int) v;
         }
         if (errno != 0)

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "log.h"
+#include "alloc-util.h"
 #include "macro.h"
 #include "sock-diag.h"
 
@@ -115,15 +116,9 @@ static int on_unix(const struct nlmsghdr *h, void *userdata) {
                 free(u.name);
                 return 0;
         }
-        if (t->n == t->allocated) {
-                size_t na = MAX(t->allocated * 2, 256U);
-                UnixSock *ns = realloc(t->socks, na * sizeof *ns);
-                if (!ns) {
-                        free(u.name);
-                        return -ENOMEM;
-                }
-                t->socks = ns;
-                t->allocated = na;
+        if (!GREEDY_REALLOC(t->socks, t->allocated, t->n + 1)) {
+                free(u.name);
+                return -ENOMEM;
         }
         t->socks[t->n++] = u;
         return 0;
@@ -192,14 +187,8 @@ static int on_inet(const struct nlmsghdr *h, void *userdata) {
         };
         memcpy(s.src, m->id.idiag_src, 16);
         memcpy(s.dst, m->id.idiag_dst, 16);
-        if (t->n == t->allocated) {
-                size_t na = MAX(t->allocated * 2, 256U);
-                InetSock *ns = realloc(t->socks, na * sizeof *ns);
-                if (!ns)
-                        return -ENOMEM;
-                t->socks = ns;
-                t->allocated = na;
-        }
+        if (!GREEDY_REALLOC(t->socks, t->allocated, t->n + 1))
+                return -ENOMEM;
         t->socks[t->n++] = s;
         return 0;
 }

@@ -9,6 +9,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 
+#include "alloc-util.h"
 #include "log.h"
 #include "symbolize.h"
 
@@ -47,7 +48,7 @@ struct Symbolizer {
         bool source;
         Dwfl_Callbacks callbacks;
         SymModule **modules;
-        size_t n_modules;
+        size_t n_modules, n_modules_allocated;
         SymbolizerStats stats;
 };
 
@@ -171,7 +172,7 @@ fail:
 
 SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *root) {
         _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
-        SymModule *m, **nm;
+        SymModule *m;
 
         if (!bid)
                 return NULL;
@@ -183,10 +184,8 @@ SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *ro
         s->stats.module_misses++;
         if (s->n_modules >= SYMBOLIZER_MODULES_MAX)
                 return NULL;
-        nm = realloc(s->modules, (s->n_modules + 1) * sizeof *nm);
-        if (!nm)
+        if (!GREEDY_REALLOC(s->modules, s->n_modules_allocated, s->n_modules + 1))
                 return NULL;
-        s->modules = nm;
         m = calloc(1, sizeof *m);
         if (!m)
                 return NULL;
@@ -339,16 +338,10 @@ static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFr
         r = resolve(m->mod, addr, s->source, tmp, ELEMENTSOF(tmp), &n);
         if (r < 0)
                 return r;
-        if (m->n_pool + n > m->pool_alloc) {
-                size_t na = MAX(m->pool_alloc * 2, m->n_pool + n + 64);
-                SymFrame *np = realloc(m->pool, na * sizeof *np);
-                if (!np) {
-                        for (size_t i = 0; i < n; i++)
-                                sym_frame_done(&tmp[i]);
-                        return -ENOMEM;
-                }
-                m->pool = np;
-                m->pool_alloc = na;
+        if (!GREEDY_REALLOC(m->pool, m->pool_alloc, m->n_pool + n)) {
+                for (size_t i = 0; i < n; i++)
+                        sym_frame_done(&tmp[i]);
+                return -ENOMEM;
         }
         memcpy(&m->pool[m->n_pool], tmp, n * sizeof *tmp);
         r = memo_insert(m, (SymEntry) { .addr = addr, .first = (uint32_t) m->n_pool, .count = (uint32_t) n });
