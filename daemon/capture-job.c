@@ -12,6 +12,7 @@
 #include <linux/close_range.h>
 #include <unistd.h>
 
+#include "archive-vacuum.h"
 #include "capture-job.h"
 #include "log.h"
 #include "macro.h"
@@ -149,7 +150,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         };
         r = archive_open(spec->archive_dir, &a);
         if (r >= 0)
-                r = archive_write(a, json, strlen(json), &summary, &spec->limits, &id);
+                r = archive_write_rotating(a, json, strlen(json), &summary, &spec->limits, &id);
         json_object_put(j);
         if (r < 0)
                 return -r;

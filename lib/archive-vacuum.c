@@ -96,3 +96,12 @@ int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t m
 int archive_vacuum(Archive *a, const ArchiveLimits *limits, uint64_t now) {
         return archive_vacuum_make_room(a, limits, 0, now);
 }
+
+static int make_room(Archive *a, uint64_t need, void *userdata) {
+        return archive_vacuum_make_room(a, userdata, need, now_usec(CLOCK_REALTIME));
+}
+
+int archive_write_rotating(Archive *a, const char *json, size_t len, const ArchiveSummary *summary,
+                           const ArchiveLimits *limits, char **ret_id) {
+        return archive_write(a, json, len, summary, limits ? make_room : NULL, (void *) limits, ret_id);
+}

@@ -16,3 +16,8 @@ int archive_vacuum(Archive *a, const ArchiveLimits *limits, uint64_t now_usec);
  * MAKE_ROOM bytes: what archive_write() does on ENOSPC. Counting freed bytes rather than asking statvfs() keeps
  * this from emptying the archive on a file system whose root-reserved blocks hide the space from f_bavail. */
 int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t make_room, uint64_t now_usec);
+
+/* archive_write() that rotates: on ENOSPC with LIMITS set, the archive is vacuumed with LIMITS and the oldest
+ * snapshots make room for this one (archive_vacuum_make_room()), then the write is retried once. */
+int archive_write_rotating(Archive *a, const char *json, size_t len, const ArchiveSummary *summary,
+                           const ArchiveLimits *limits, char **ret_id);

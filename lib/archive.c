@@ -14,7 +14,6 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include "archive-vacuum.h"
 #include "archive.h"
 #include "log.h"
 #include "macro.h"
@@ -719,8 +718,8 @@ static int archive_compress(const char *json, size_t len, uint8_t **ret, size_t 
         return 0;
 }
 
-int archive_write(Archive *a, const char *json, size_t len, const ArchiveSummary *summary,
-                  const ArchiveLimits *limits, char **ret_id) {
+int archive_write(Archive *a, const char *json, size_t len, const ArchiveSummary *summary, ArchiveMakeRoom make_room,
+                  void *userdata, char **ret_id) {
         _cleanup_free_ uint8_t *frame = NULL;
         _cleanup_free_ char *id = NULL;
         uint64_t timestamp_usec;
@@ -742,13 +741,13 @@ int archive_write(Archive *a, const char *json, size_t len, const ArchiveSummary
         if (r == -ENOSPC) {
                 int k = 0;
 
-                if (limits) {
+                if (make_room) {
                         /* The newest snapshot is the one that matters: make room for it at the cost of the oldest,
                          * whatever the limits say. The header's bytes are bounded, not yet known. */
                         uint64_t need = (uint64_t) frame_size + FRAME_HEADER_SIZE + ARCHIVE_HEADER_MAX +
                                         ARCHIVE_ENOSPC_SLACK;
 
-                        k = archive_vacuum_make_room(a, limits, need, now_usec(CLOCK_REALTIME));
+                        k = make_room(a, need, userdata);
                 }
                 log_warning_errno(r, "No room in the archive for a snapshot of pid %d (%m); removed %d old "
                                 "snapshot(s)%s, retrying.",

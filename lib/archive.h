@@ -60,14 +60,18 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Archive *, archive_free);
 /* The archive directory's O_DIRECTORY fd, owned by the archive (for archive-vacuum.c). */
 int archive_dir_fd(const Archive *a);
 
+/* What archive_write() calls when the file system is full: free at least NEED bytes of old snapshots. Returns
+ * the number of snapshots deleted, or -errno. */
+typedef int (*ArchiveMakeRoom)(Archive *a, uint64_t need, void *userdata);
+
 /* Store the document JSON (LEN bytes) with the summary fields of SUMMARY; RET_ID (optional) gets the new id.
- * On ENOSPC with LIMITS set, the archive is vacuumed with LIMITS and the oldest snapshots make room for this one
- * (archive_vacuum_make_room()), then the write is retried once; with LIMITS NULL nothing is deleted and the retry
- * only helps if someone else freed space. A failed write leaves no file behind. Returns -ENOSPC when there is
- * still no room, -EINVAL for a bad pid or timestamp, -E2BIG when the summary does not fit ARCHIVE_HEADER_MAX,
- * -EFBIG beyond ARCHIVE_DOCUMENT_MAX. */
-int archive_write(Archive *a, const char *json, size_t len, const ArchiveSummary *summary,
-                  const ArchiveLimits *limits, char **ret_id);
+ * On ENOSPC, MAKE_ROOM (with USERDATA) is asked to free room for this one, then the write is retried once; with
+ * MAKE_ROOM NULL nothing is deleted and the retry only helps if someone else freed space (the rotating writer is
+ * archive_write_rotating() in archive-vacuum.h). A failed write leaves no file behind. Returns -ENOSPC when
+ * there is still no room, -EINVAL for a bad pid or timestamp, -E2BIG when the summary does not fit
+ * ARCHIVE_HEADER_MAX, -EFBIG beyond ARCHIVE_DOCUMENT_MAX. */
+int archive_write(Archive *a, const char *json, size_t len, const ArchiveSummary *summary, ArchiveMakeRoom make_room,
+                  void *userdata, char **ret_id);
 
 /* List the snapshots, oldest first, from their headers only. Names that are not ours are ignored; files named like
  * ours whose header is unreadable or corrupt are counted in RET_SKIPPED (optional), logged at debug, and left

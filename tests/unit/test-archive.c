@@ -132,7 +132,7 @@ static char *put(Archive *a, const char *doc, uint64_t ts, int pid) {
         ArchiveSummary s = summary_at(ts, pid);
         char *id = NULL;
 
-        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &s, NULL, &id), 0);
+        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &s, NULL, NULL, &id), 0);
         ck_assert_ptr_nonnull(id);
         return id;
 }
@@ -174,7 +174,7 @@ START_TEST(test_round_trip) {
 
         ck_assert_int_eq(archive_open(dir, &a), 0);
         in.comm = (char *) comm;
-        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &in, NULL, &id), 0);
+        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &in, NULL, NULL, &id), 0);
         ck_assert_str_eq(id, "20240102T030405.000006Z-4242");
 
         list(a, &s, &n, &skipped);
@@ -228,7 +228,7 @@ START_TEST(test_null_summary_fields) {
         size_t n = 0;
 
         ck_assert_int_eq(archive_open(dir, &a), 0);
-        ck_assert_int_eq(archive_write(a, "{}", 2, &in, NULL, &id), 0);
+        ck_assert_int_eq(archive_write(a, "{}", 2, &in, NULL, NULL, &id), 0);
         list(a, &s, &n, NULL);
         ck_assert_uint_eq(n, 1);
         ck_assert_ptr_null(s[0].comm);
@@ -721,7 +721,7 @@ START_TEST(test_no_proc_fallback) {
                 if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
                     mount("tmpfs", "/proc", "tmpfs", 0, "size=4k") < 0)
                         result = 's';
-                else if (archive_open(dir, &b) < 0 || archive_write(b, "{\"noproc\":1}", 12, &s, NULL, NULL) < 0)
+                else if (archive_open(dir, &b) < 0 || archive_write(b, "{\"noproc\":1}", 12, &s, NULL, NULL, NULL) < 0)
                         result = 'e';
                 else
                         result = b->no_tmpfile ? 'y' : 'n';
@@ -768,7 +768,7 @@ START_TEST(test_kill_during_writes) {
                                 for (uint64_t i = 0;; i++) {
                                         ArchiveSummary s = summary_at(T0 + i, 1000 + 10 * mode + round);
                                         char *id = NULL;
-                                        if (archive_write(a, doc, strlen(doc), &s, NULL, &id) < 0)
+                                        if (archive_write(a, doc, strlen(doc), &s, NULL, NULL, &id) < 0)
                                                 _exit(1);
                                         free(id);
                                 }
@@ -933,19 +933,19 @@ START_TEST(test_bad_args) {
         char *dir = tmpdir_new(), *id = NULL, *json = NULL;
 
         ck_assert_int_eq(archive_open(dir, &a), 0);
-        ck_assert_int_eq(archive_write(NULL, "{}", 2, &s, NULL, &id), -EINVAL);
-        ck_assert_int_eq(archive_write(a, NULL, 2, &s, NULL, &id), -EINVAL);
-        ck_assert_int_eq(archive_write(a, "{}", 0, &s, NULL, &id), -EINVAL);
-        ck_assert_int_eq(archive_write(a, "{}", 2, NULL, NULL, &id), -EINVAL);
+        ck_assert_int_eq(archive_write(NULL, "{}", 2, &s, NULL, NULL, &id), -EINVAL);
+        ck_assert_int_eq(archive_write(a, NULL, 2, &s, NULL, NULL, &id), -EINVAL);
+        ck_assert_int_eq(archive_write(a, "{}", 0, &s, NULL, NULL, &id), -EINVAL);
+        ck_assert_int_eq(archive_write(a, "{}", 2, NULL, NULL, NULL, &id), -EINVAL);
         s.pid = 0;
-        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, &id), -EINVAL);
+        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, NULL, &id), -EINVAL);
         s.pid = -5;
-        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, &id), -EINVAL);
+        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, NULL, &id), -EINVAL);
         s.pid = 4194305;
-        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, &id), -EINVAL);
+        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, NULL, &id), -EINVAL);
         s.pid = 1;
         s.timestamp_usec = UINT64_MAX; /* past year 9999 */
-        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, &id), -EINVAL);
+        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, NULL, &id), -EINVAL);
         s.timestamp_usec = T0;
         /* A summary that does not fit the header. */
         big = malloc(ARCHIVE_HEADER_MAX + 1);
@@ -953,12 +953,12 @@ START_TEST(test_bad_args) {
         memset(big, 'r', ARCHIVE_HEADER_MAX);
         big[ARCHIVE_HEADER_MAX] = '\0';
         s.rule = big;
-        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, &id), -E2BIG);
+        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, NULL, &id), -E2BIG);
         ck_assert_ptr_null(id);
         ck_assert_uint_eq(count_entries(dir, ""), 0);
         /* Timestamp 0 means now; the id shows this year, not 1970. */
         s = summary_at(0, 1);
-        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, NULL), 0);
+        ck_assert_int_eq(archive_write(a, "{}", 2, &s, NULL, NULL, NULL), 0);
         ck_assert_int_eq(archive_read(a, "latest", &json, NULL, &s), 0);
         ck_assert_uint_gt(s.timestamp_usec, T0);
         ck_assert(!startswith(s.id, "1970"));
@@ -998,7 +998,7 @@ static void enospc_run(const char *dir) {
         for (uint64_t i = 0;; i++) {
                 ck_assert_uint_lt(i, 1000);
                 sum = summary_at(T0 + i * SEC, 100);
-                r = archive_write(a, doc, strlen(doc), &sum, NULL, &id);
+                r = archive_write(a, doc, strlen(doc), &sum, NULL, NULL, &id);
                 if (r == -ENOSPC)
                         break;
                 ck_assert_int_eq(r, 0);
@@ -1019,14 +1019,14 @@ static void enospc_run(const char *dir) {
         /* 2. The named-temporary fallback cleans up after ENOSPC too. */
         a->no_tmpfile = true;
         sum = summary_at(T0 + 5000 * SEC, 100);
-        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &sum, NULL, &id), -ENOSPC);
+        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &sum, NULL, NULL, &id), -ENOSPC);
         ck_assert_uint_eq(count_entries(dir, ".tmp-"), 0);
         ck_assert_uint_eq(count_entries(dir, ""), written);
         a->no_tmpfile = false;
 
         /* 3. With limits (even all 0) the oldest make room for the newest, and the retry succeeds. */
         sum = summary_at(T0 + 6000 * SEC, 101);
-        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &sum, &none, &id), 0);
+        ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &none, &id), 0);
         ck_assert_str_eq(id, "20240102T044405.000006Z-101");
         ck_assert_int_eq(archive_read(a, id, &json, NULL, NULL), 0);
         ck_assert_str_eq(json, doc);
@@ -1046,7 +1046,7 @@ static void enospc_run(const char *dir) {
         ck_assert_int_gt(r, 0);
         ck_assert_uint_ge(free_bytes(dir), keep.keep_free);
         sum = summary_at(T0 + 7000 * SEC, 102);
-        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &sum, &keep, NULL), 0);
+        ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &keep, NULL), 0);
 
         /* 5. Full of someone else's data: vacuum deletes all of ours but the newest, making room takes that one
          * too, still no room, -ENOSPC, foreign data kept. */
@@ -1067,7 +1067,7 @@ static void enospc_run(const char *dir) {
         /* A last few bytes of room: the header fits, the document does not. */
         ck_assert_int_eq(ftruncate(filler, lseek(filler, 0, SEEK_CUR) - 4096), 0);
         sum = summary_at(T0 + 8000 * SEC, 103);
-        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &sum, &none, &id), -ENOSPC);
+        ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &none, &id), -ENOSPC);
         ck_assert_ptr_null(id);
         ck_assert_uint_eq(count_entries(dir, ""), 1);
         ck_assert(file_exists(dir, "filler"));
@@ -1077,7 +1077,7 @@ static void enospc_run(const char *dir) {
         /* 6. Two snapshots for the integration test to check with the zstd program. */
         for (int i = 0; i < 2; i++) {
                 sum = summary_at(T0 + (9000 + (uint64_t) i) * SEC, 104);
-                ck_assert_int_eq(archive_write(a, doc, strlen(doc), &sum, &keep, NULL), 0);
+                ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &keep, NULL), 0);
         }
         printf("archive-enospc: ok: %zu snapshot(s) fit before ENOSPC, %zu removed to make room, %" PRIu64
                " bytes free\n", written, made_room, free_bytes(dir));
