@@ -11,7 +11,7 @@
 #include "macro.h"
 #include "rules.h"
 #include "snapshot.h"
-#include "unwind.h"
+#include "unwind-kind.h"
 
 #define CONFIG_DEFAULT_PATH "/etc/stackwatch/stackwatch.yaml"
 #define CONFIG_DEFAULT_RULES_DIR "/etc/stackwatch/rules.d"

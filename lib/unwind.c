@@ -9,7 +9,6 @@
 #include "log.h"
 #include "macro.h"
 #include "proc-read.h"
-#include "string-table.h"
 #include "unwind-internal.h"
 
 /* Budgets of the last-resort fallbacks. */
@@ -18,20 +17,6 @@
 #define SCAN_BYTES_MAX (16 * 1024)
 #define MAPS_BYTES_MAX (64U * 1024 * 1024)
 
-static const char *const unwinder_kind_table[_UNWINDER_MAX] = {
-        [UNWINDER_LIBDW] = "libdw",
-        [UNWINDER_LIBUNWIND] = "libunwind",
-        [UNWINDER_FP] = "fp",
-};
-DEFINE_STRING_TABLE_LOOKUP(unwinder_kind, UnwinderKind);
-
-bool unwinder_kind_available(UnwinderKind k) {
-#ifdef HAVE_LIBUNWIND
-        return k >= 0 && k < _UNWINDER_MAX;
-#else
-        return k == UNWINDER_LIBDW || k == UNWINDER_FP;
-#endif
-}
 
 #define DELETED_SUFFIX " (deleted)"
 

@@ -11,6 +11,7 @@
 #include "macro.h"
 #include "proc-parse.h"
 #include "snapshot.h"
+#include "unwind-kind.h"
 
 /* x86_64 registers in DWARF numbering: rax rdx rcx rbx rsi rdi rbp rsp r8…r15, then the return address. */
 enum {
@@ -51,18 +52,6 @@ typedef struct UnwindStack {
         size_t len;
 } UnwindStack;
 
-typedef enum UnwinderKind {
-        UNWINDER_LIBDW,
-        UNWINDER_LIBUNWIND,
-        UNWINDER_FP,
-        _UNWINDER_MAX,
-        _UNWINDER_INVALID = -EINVAL,
-} UnwinderKind;
-
-const char *unwinder_kind_to_string(UnwinderKind k);
-UnwinderKind unwinder_kind_from_string(const char *s);
-/* Whether this build has the backend (libunwind is optional). */
-bool unwinder_kind_available(UnwinderKind k);
 
 typedef struct UnwindFrame {
         uint64_t pc;
