@@ -9,7 +9,6 @@
 #include "parse-util.h"
 #include "snapshot-json.h"
 #include "strv.h"
-#include "wait-chain.h"
 
 /* ---- writing ---- */
 
@@ -126,7 +125,7 @@ static json_object *pid_comm(const Snapshot *root, pid_t pid, pid_t tid) {
         o = json_object_new_object();
         ADD(o, "pid", json_object_new_int(pid));
         ADD(o, "tid", tid > 0 ? json_object_new_int(tid) : NULL);
-        ADD(o, "comm", jstr(wait_chain_comm(root, pid)));
+        ADD(o, "comm", jstr(snapshot_comm_of(root, pid)));
         return o;
 }
 

@@ -246,3 +246,12 @@ const char *thread_state_to_string(char state) {
         default: return "unknown";
         }
 }
+
+const char *snapshot_comm_of(const Snapshot *root, pid_t pid) {
+        if (root->pid == pid)
+                return root->comm;
+        for (size_t i = 0; i < root->n_peers; i++)
+                if (root->peers[i]->pid == pid)
+                        return root->peers[i]->comm;
+        return NULL;
+}

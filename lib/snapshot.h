@@ -202,6 +202,9 @@ typedef struct Snapshot {
         size_t n_peers;
 } Snapshot;
 
+/* The comm of PID as the snapshot ROOT and its peers know it; NULL when none of them is PID. */
+const char *snapshot_comm_of(const Snapshot *root, pid_t pid);
+
 Snapshot *snapshot_new(void);
 Snapshot *snapshot_free(Snapshot *s);
 void snapshot_freep(Snapshot **s);

@@ -278,12 +278,3 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
         root->wait_chain = TAKE_PTR(c);
         return 0;
 }
-
-const char *wait_chain_comm(const Snapshot *root, pid_t pid) {
-        if (root->pid == pid)
-                return root->comm;
-        for (size_t i = 0; i < root->n_peers; i++)
-                if (root->peers[i]->pid == pid)
-                        return root->peers[i]->comm;
-        return NULL;
-}

@@ -38,6 +38,3 @@ int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, Wait
  * options O, into ROOT->wait_chain and ROOT->peers. A peer that exits or that we may not read is an error in the
  * chain, never a failure of the whole capture. */
 int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureOptions *o, Symbolizer *sym);
-
-/* The comm of PID as the snapshot and its peers know it; NULL when none of them is PID. */
-const char *wait_chain_comm(const Snapshot *root, pid_t pid);
