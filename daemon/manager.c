@@ -12,6 +12,7 @@
 #include "journal.h"
 #include "log.h"
 #include "macro.h"
+#include "config-load.h"
 #include "archive-vacuum.h"
 #include "escape.h"
 #include "manager.h"

@@ -9,7 +9,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "config.h"
+#include "config-load.h"
 #include "journal.h"
 #include "log.h"
 #include "macro.h"

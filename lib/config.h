@@ -1,4 +1,4 @@
-/* config.h: the daemon's configuration: the model, its compiled defaults and ranges, errors, and loading. */
+/* config.h: the daemon's configuration: the model, its compiled defaults and ranges (loading: config-load.h). */
 #pragma once
 
 #include <stdbool.h>
@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "config-value.h"
 #include "macro.h"
 #include "rules.h"
 #include "snapshot.h"
@@ -16,12 +17,6 @@
 #define CONFIG_DEFAULT_PATH "/etc/stackwatch/stackwatch.yaml"
 #define CONFIG_DEFAULT_RULES_DIR "/etc/stackwatch/rules.d"
 
-#define CONFIG_USEC_PER_MINUTE (60 * USEC_PER_SEC)
-#define CONFIG_USEC_PER_HOUR (60 * CONFIG_USEC_PER_MINUTE)
-#define CONFIG_USEC_PER_DAY (24 * CONFIG_USEC_PER_HOUR)
-#define CONFIG_KIB 1024ULL
-#define CONFIG_MIB (1024 * CONFIG_KIB)
-#define CONFIG_GIB (1024 * CONFIG_MIB)
 
 /* Compiled defaults: what the daemon runs with when no file says otherwise (conf/stackwatch.yaml repeats them). */
 #define CONFIG_DEFAULT_ARCHIVE_DIR "/var/lib/stackwatch"
@@ -97,29 +92,6 @@
 #define CONFIG_RULES_MAX 1024
 /* Files larger than this are refused rather than parsed: a configuration is a page or two. */
 #define CONFIG_FILE_SIZE_MAX CONFIG_MIB
-/* After this many errors the rest are summarized in one line. */
-#define CONFIG_ERRORS_MAX 100
-
-typedef struct ConfigError {
-        char *file;
-        unsigned line, column;          /* 1-based; 0 when the error concerns the whole file */
-        char *message;
-} ConfigError;
-
-typedef struct ConfigErrors {
-        ConfigError *errors;
-        size_t n;
-        size_t n_dropped;               /* errors beyond CONFIG_ERRORS_MAX, counted but not kept */
-} ConfigErrors;
-
-/* Free the errors and reset E to empty. */
-void config_errors_done(ConfigErrors *e);
-/* Append an error (MESSAGE formatted from FMT); -ENOMEM. Beyond CONFIG_ERRORS_MAX errors only count. */
-int config_errors_add(ConfigErrors *e, const char *file, unsigned line, unsigned column, const char *fmt, ...)
-        _printf_(5, 6);
-/* Print "FILE:LINE:COLUMN: MESSAGE" per error into F, one per line ("FILE: MESSAGE" when LINE is 0). */
-void config_errors_print(const ConfigErrors *e, FILE *f);
-
 typedef struct Config {
         uint64_t poll_interval_usec;    /* resolved: auto already applied */
         bool poll_interval_auto;
@@ -161,37 +133,12 @@ typedef struct Config {
 Config *config_free(Config *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Config *, config_free);
 
+/* The compiled defaults without any rules: the starting point of a load. */
+int config_new_empty(Config **ret);
 /* The compiled defaults, built-in rules included: what the daemon runs with and no file at all. */
 int config_new_default(Config **ret);
-
-/* Load MAIN_PATH (a missing file means the defaults), then the *.yaml files in DROPIN_DIR in name order (a
- * missing directory means none; NULL skips drop-ins). If the main file has a rules: key its rules replace the built-in
- * ones; drop-in rules are appended either way. On any error returns -EINVAL with every error found in ERRS and
- * *RET untouched; -ENOMEM on OOM. */
-int config_load(const char *main_path, const char *dropin_dir, Config **ret, ConfigErrors *errs);
 
 /* Append copies of the built-in rules (hung-task, busy-loop, syscall-spin) to C; -ENOMEM. */
 int config_add_builtin_rules(Config *c);
 /* The poll interval "auto" stands for: shortest for: / 10, within 250 ms..10 s; 10 s with no rules. */
 uint64_t config_poll_interval_auto(const Config *c);
-
-/* The value parsers behind the file format; each takes the whole string, -EINVAL for malformed input and
- * -ERANGE on overflow, and leaves *ret untouched on failure.
- * Durations: an integer or decimal with a unit us, ms, s, m, h or d ("1.5s", "100ms"); a bare number is seconds.
- * Sizes: an integer with an optional K, M, G or T suffix, powers of 1024. Fractions of a microsecond or a byte
- * are an error, not a rounding. */
-int config_parse_duration(const char *s, uint64_t *ret_usec);
-int config_parse_size(const char *s, uint64_t *ret_bytes);
-/* A TCP listen address: "PORT" (loopback), "ADDR:PORT" (IPv4) or "[ADDR]:PORT" (IPv6); port 0 lets the kernel
- * pick one. RET (optional) gets the socket address and RET_LEN its length. -EINVAL when malformed. */
-int config_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len);
-/* A file mode in octal, like 0660 or 660, at most 0777. */
-int config_parse_mode(const char *s, unsigned *ret);
-/* true/false, yes/no, on/off. */
-int config_parse_bool(const char *s, bool *ret);
-/* A non-negative decimal number like 50 or 12.5 (no exponent, no sign). */
-int config_parse_decimal(const char *s, double *ret);
-/* Short text for a duration or size ("1.5s", "10m", "512M") into BUF of SIZE bytes; returns BUF. */
-char *config_format_duration(char *buf, size_t size, uint64_t usec);
-char *config_format_size(char *buf, size_t size, uint64_t bytes);
-#define CONFIG_FORMAT_MAX 32

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config-load.h"
 #include "strv.h"
 
 #define SEC USEC_PER_SEC
