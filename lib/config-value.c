@@ -229,7 +229,7 @@ int config_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *
 
                 if (!end || end[1] != ':' || (size_t) (end - s - 1) >= sizeof host)
                         return -EINVAL;
-                memcpy(host, s + 1, end - s - 1);
+                memcpy(host, s + 1, (size_t) (end - s - 1));
                 host[end - s - 1] = 0;
                 if (inet_pton(AF_INET6, host, &in6->sin6_addr) != 1)
                         return -EINVAL;
@@ -247,7 +247,7 @@ int config_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *
                 } else {
                         if ((size_t) (colon - s) >= sizeof host)
                                 return -EINVAL;
-                        memcpy(host, s, colon - s);
+                        memcpy(host, s, (size_t) (colon - s));
                         host[colon - s] = 0;
                         if (inet_pton(AF_INET, host, &in->sin_addr) != 1)
                                 return -EINVAL;
