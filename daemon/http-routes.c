@@ -14,7 +14,6 @@
 #include "archive.h"
 #include "http.h"
 #include "log.h"
-#include "manager.h"
 #include "parse-util.h"
 #include "snapshot-json.h"
 #include "snapshot-text.h"
@@ -163,7 +162,7 @@ enum MHD_Result http_routes_resumed(Http *h, struct MHD_Connection *c, HttpPendi
         (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         r = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
-        metrics_count_http(&h->manager->metrics, MHD_HTTP_OK);
+        metrics_count_http(h->daemon.metrics, MHD_HTTP_OK);
         return r;
 }
 
@@ -203,15 +202,15 @@ static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const cha
                 free(p);
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "memfd_create: %s", strerror(-r));
         }
-        r = manager_capture_live(h->manager, pid, tid, peers, p->fd, format, on_live_done, p, &retry);
+        r = h->daemon.capture_live(h->daemon.userdata, pid, tid, peers, p->fd, format, on_live_done, p, &retry);
         if (r < 0) {
                 safe_close(p->fd);
                 free(p);
                 if (r == -EAGAIN)
                         return http_reply_retry(h, c, retry, "capture budget spent (%u per minute)",
-                                                h->manager->config->max_per_minute);
+                                                http_view(h).config->max_per_minute);
                 if (r == -EBUSY)
-                        return http_reply_retry(h, c, retry, "too many captures in flight (%d)", MANAGER_JOBS_MAX);
+                        return http_reply_retry(h, c, retry, "too many captures in flight (%u)", h->daemon.captures_max);
                 if (r == -ESHUTDOWN)
                         return http_reply_error(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, "stackwatchd is stopping");
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to start the capture: %s",
@@ -244,7 +243,7 @@ static void add_double(json_object *o, const char *key, double d) {
                 json_object_object_add(o, key, json_object_new_double(d));
 }
 
-static json_object *scan_json(Manager *m, bool by_class) {
+static json_object *scan_json(const DaemonView *m, bool by_class) {
         const ScanStats *st = &m->scanner->stats;
         json_object *o = json_object_new_object();
 
@@ -296,7 +295,7 @@ static json_object *thread_json(const ThreadEntry *t, uint64_t now) {
 }
 
 static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
-        Manager *m = h->manager;
+        DaemonView view = http_view(h), *m = &view;
         Scanner *s = m->scanner;
         const char *v, *unit = query(c, API_Q_UNIT), *comm = query(c, API_Q_COMM);
         bool all = parse_flag(query(c, API_Q_ALL));
@@ -424,7 +423,7 @@ static enum MHD_Result route_snapshots(Http *h, struct MHD_Connection *c, const 
         if ((v = query(c, API_Q_LIMIT)) && (safe_atou64(v, &limit) < 0 || limit == 0))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed limit \"%s\" (expected 1 or more)",
                                         clip(v, q, sizeof q));
-        r = archive_list(h->manager->archive, &list, &n, &skipped);
+        r = archive_list(http_view(h).archive, &list, &n, &skipped);
         if (r < 0)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to list the archive: %s",
                                         strerror(-r));
@@ -504,7 +503,7 @@ static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const c
         if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                         "unknown format \"%s\" (expected json, text or folded)", clip(v, q, sizeof q));
-        r = archive_read(h->manager->archive, arg, &json, &len, NULL);
+        r = archive_read(http_view(h).archive, arg, &json, &len, NULL);
         if (r == -ENOENT)
                 return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no snapshot %s", arg);
         if (r < 0)
@@ -533,7 +532,7 @@ static const char *action_name(int i) {
 }
 
 static enum MHD_Result route_rules(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
-        Manager *m = h->manager;
+        DaemonView view = http_view(h), *m = &view;
         json_object *o = json_object_new_object(), *arr = json_object_new_array(), *b = json_object_new_object();
 
         if (!o || !arr || !b) {
@@ -544,7 +543,7 @@ static enum MHD_Result route_rules(Http *h, struct MHD_Connection *c, const char
         }
         for (size_t i = 0; i < m->config->n_rules; i++) {
                 const Rule *r = &m->config->rules[i];
-                const RuleStats *st = trigger_rule_stats(&m->trigger, r->name);
+                const RuleStats *st = trigger_rule_stats(m->trigger, r->name);
                 json_object *e = json_object_new_object();
 
                 if (!e)
@@ -566,7 +565,7 @@ static enum MHD_Result route_rules(Http *h, struct MHD_Connection *c, const char
         json_object_object_add(o, API_K_RULES, arr);
         json_object_object_add(b, API_K_MAX_PER_MINUTE, json_object_new_int((int) m->config->max_per_minute));
         json_object_object_add(b, API_K_USED,
-                               json_object_new_int((int) trigger_budget_used(&m->trigger, now_usec(CLOCK_MONOTONIC))));
+                               json_object_new_int((int) trigger_budget_used(m->trigger, now_usec(CLOCK_MONOTONIC))));
         json_object_object_add(o, API_K_BUDGET, b);
         return http_reply_json(h, c, MHD_HTTP_OK, o);
 }
@@ -575,13 +574,15 @@ static enum MHD_Result route_metrics(Http *h, struct MHD_Connection *c, const ch
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
 
-        if (metrics_render(h->manager, &buf, &len) < 0)
+        DaemonView v = http_view(h);
+
+        if (metrics_render(h->daemon.metrics, &v, &buf, &len) < 0)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
         return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_METRICS, buf, len);
 }
 
 static enum MHD_Result route_healthz(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
-        Manager *m = h->manager;
+        DaemonView view = http_view(h), *m = &view;
         const ScanStats *st = &m->scanner->stats;
         uint64_t now = now_usec(CLOCK_MONOTONIC), age = st->scans ? now - st->last_scan_usec : now - m->start_usec;
         /* Stalled: no scan for API_STALLED_POLLS intervals (plus a scan's own time, at least a second). */
@@ -601,7 +602,7 @@ static enum MHD_Result route_healthz(Http *h, struct MHD_Connection *c, const ch
         json_object_object_add(o, API_K_SCAN, scan_json(m, true));
         json_object_object_add(o, API_K_SNAPSHOTS_WRITTEN, json_object_new_uint64(m->snapshots_written));
         json_object_object_add(o, API_K_CAPTURE_FAILURES, json_object_new_uint64(m->capture_failures));
-        json_object_object_add(o, API_K_CAPTURES_RUNNING, json_object_new_uint64(m->n_jobs));
+        json_object_object_add(o, API_K_CAPTURES_RUNNING, json_object_new_uint64(m->captures_running));
         json_object_object_add(a, API_K_DIRECTORY, json_object_new_string(m->config->archive_dir));
         json_object_object_add(a, API_K_SNAPSHOTS, json_object_new_uint64(m->archive_snapshots));
         json_object_object_add(a, API_K_BYTES, json_object_new_uint64(m->archive_bytes));

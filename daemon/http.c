@@ -20,7 +20,6 @@
 #include "api.h"
 #include "http.h"
 #include "log.h"
-#include "manager.h"
 #include "time-util.h"
 #include "token-file.h"
 
@@ -110,7 +109,7 @@ enum MHD_Result http_reply(Http *h, struct MHD_Connection *c, unsigned status, c
                 (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
         r = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
-        metrics_count_http(&h->manager->metrics, status);
+        metrics_count_http(h->daemon.metrics, status);
         return r;
 }
 
@@ -181,7 +180,7 @@ enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t ret
         (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, secs);
         r = MHD_queue_response(c, MHD_HTTP_TOO_MANY_REQUESTS, resp);
         MHD_destroy_response(resp);
-        metrics_count_http(&h->manager->metrics, MHD_HTTP_TOO_MANY_REQUESTS);
+        metrics_count_http(h->daemon.metrics, MHD_HTTP_TOO_MANY_REQUESTS);
         return r;
 }
 
@@ -263,11 +262,22 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         log_debug("libmicrohttpd: %s", msg);
 }
 
+DaemonView http_view(Http *h) {
+        DaemonView v;
+
+        h->daemon.view(h->daemon.userdata, &v);
+        return v;
+}
+
+static const Config *http_config(Http *h) {
+        return http_view(h).config;
+}
+
 /* ---- listeners ---- */
 
 static int listener_add(Http *h, int fd, bool tcp, const char *name) {
         _cleanup_close_ int sfd = fd;
-        const Config *c = h->manager->config;
+        const Config *c = http_config(h);
         HttpListener *l, **nl;
         const union MHD_DaemonInfo *info;
         int r;
@@ -303,9 +313,9 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
         info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
         if (!info)
                 return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "libmicrohttpd has no epoll fd for %s", name);
-        r = sd_event_add_io(h->manager->event, &l->io, info->epoll_fd, EPOLLIN, on_io, l);
+        r = sd_event_add_io(h->daemon.event, &l->io, info->epoll_fd, EPOLLIN, on_io, l);
         if (r >= 0)
-                r = sd_event_add_time(h->manager->event, &l->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_timer, l);
+                r = sd_event_add_time(h->daemon.event, &l->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_timer, l);
         if (r >= 0)
                 r = sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
         if (r < 0)
@@ -335,7 +345,7 @@ static int mkdir_parents(const char *path, mode_t mode) {
 }
 
 static int listen_unix(Http *h) {
-        const Config *c = h->manager->config;
+        const Config *c = http_config(h);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
@@ -394,7 +404,7 @@ static void format_inet(const struct sockaddr_storage *ss, char *buf, size_t siz
 }
 
 static int listen_tcp(Http *h) {
-        const Config *c = h->manager->config;
+        const Config *c = http_config(h);
         struct sockaddr_storage ss;
         socklen_t len;
         _cleanup_close_ int fd = -EBADF;
@@ -435,15 +445,16 @@ static int read_token(const char *path, char **ret) {
         return 0;
 }
 
-int http_new(Manager *m, Http **ret) {
+int http_new(const HttpDaemon *d, Http **ret) {
         _cleanup_(http_freep) Http *h = NULL;
-        const Config *c = m->config;
+        const Config *c;
         int n, r;
 
         h = calloc(1, sizeof *h);
         if (!h)
                 return log_oom();
-        h->manager = m;
+        h->daemon = *d;
+        c = http_config(h);
         if (c->http_token_file) {
                 r = read_token(c->http_token_file, &h->token);
                 if (r < 0)

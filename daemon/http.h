@@ -8,11 +8,15 @@
 
 #include <json-c/json.h>
 #include <microhttpd.h>
+#include <sys/types.h>
 
-#include "config.h"
+#include <systemd/sd-event.h>
+
+#include "capture-job.h"
+#include "daemon-view.h"
 #include "macro.h"
+#include "metrics.h"
 
-typedef struct Manager Manager;
 typedef struct Http Http;
 typedef struct HttpListener HttpListener;
 
@@ -21,8 +25,25 @@ typedef struct HttpListener HttpListener;
 /* Connections at once from one TCP address. */
 #define HTTP_PER_IP_CONNECTIONS 16U
 
-/* Open the listeners the configuration asks for (or the sockets systemd passed) and hook them into M's loop. */
-int http_new(Manager *m, Http **ret);
+/* What the API reads of the daemon and the one thing it asks of it, handed over by the manager at http_new(). */
+typedef struct HttpDaemon {
+        sd_event *event;
+        Metrics *metrics;               /* every reply is counted here */
+        void *userdata;                 /* for the two functions below */
+        /* The daemon's state now (valid until the event loop runs again). */
+        void (*view)(void *userdata, DaemonView *ret);
+        /* A live capture for a request: PID (TID only, when > 0; with its wait chain PEERS hops deep, and the
+         * peers' stacks, when PEERS > 0) rendered in FORMAT into OUTPUT_FD, not archived, through the same budget
+         * as the rules. DONE runs when it ended. -EAGAIN: the per-minute budget is spent (*RET_RETRY_USEC says for
+         * how long); -EBUSY: too many captures in flight; -ESHUTDOWN: stopping. */
+        int (*capture_live)(void *userdata, pid_t pid, pid_t tid, unsigned peers, int output_fd,
+                            CaptureJobFormat format, CaptureJobDone done, void *done_userdata,
+                            uint64_t *ret_retry_usec);
+        unsigned captures_max;          /* in flight at once, for the 429 message */
+} HttpDaemon;
+
+/* Open the listeners the configuration asks for (or the sockets systemd passed) and hook them into D's loop. */
+int http_new(const HttpDaemon *d, Http **ret);
 /* Close the listeners (answering any request still waiting for a capture with 503) and free; NULL-safe. */
 Http *http_free(Http *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Http *, http_free);
@@ -42,7 +63,7 @@ typedef struct HttpCachedBody {
 } HttpCachedBody;
 
 struct Http {
-        Manager *manager;
+        HttpDaemon daemon;
         HttpListener **listeners;
         size_t n_listeners;
         char *token;                    /* for TCP listeners; NULL: none configured */
@@ -62,6 +83,9 @@ enum MHD_Result http_reply_error(Http *h, struct MHD_Connection *c, unsigned sta
 /* 429 with Retry-After (whole seconds, rounded up). */
 enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t retry_usec, const char *fmt, ...)
         _printf_(4, 5);
+
+/* The daemon's state now, from HttpDaemon.view. */
+DaemonView http_view(Http *h);
 
 /* The value of MHD's per-request pointer for a request that holds no state of a route. */
 extern int http_request_seen;

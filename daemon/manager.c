@@ -207,8 +207,11 @@ static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char 
         return 0;
 }
 
-int manager_capture_live(Manager *m, pid_t pid, pid_t tid, unsigned peers, int output_fd, CaptureJobFormat format,
-                         CaptureJobDone done, void *userdata, uint64_t *ret_retry_usec) {
+/* HttpDaemon.capture_live: a capture for GET /stacks/PID, through the same budget as the rules. */
+static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, unsigned peers, int output_fd,
+                                CaptureJobFormat format, CaptureJobDone done, void *userdata,
+                                uint64_t *ret_retry_usec) {
+        Manager *m = userdata_manager;
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         CaptureJobSpec spec = {
                 .pid = pid,
@@ -234,6 +237,25 @@ int manager_capture_live(Manager *m, pid_t pid, pid_t tid, unsigned peers, int o
         manager_capture_options(m, &spec.options);
         spec.options.tid = tid;
         return manager_start_job(m, &spec, NULL, NULL, done, userdata);
+}
+
+/* HttpDaemon.view: what the routes and /metrics read. */
+static void manager_view(void *userdata, DaemonView *ret) {
+        Manager *m = userdata;
+
+        *ret = (DaemonView) {
+                .config = m->config,
+                .scanner = m->scanner,
+                .trigger = &m->trigger,
+                .archive = m->archive,
+                .hooks = m->hooks,
+                .start_usec = m->start_usec,
+                .snapshots_written = m->snapshots_written,
+                .capture_failures = m->capture_failures,
+                .captures_running = m->n_jobs,
+                .archive_snapshots = m->archive_snapshots,
+                .archive_bytes = m->archive_bytes,
+        };
 }
 
 /* The hook's view of a firing: the event, a one-line summary, the command (rule's own, else hooks.command). */
@@ -492,7 +514,15 @@ int manager_new(const char *config_path, const char *rules_dir, Config *config, 
         if (r < 0)
                 return log_error_errno(r, "Failed to set up hooks: %m");
         hooks_set_limits(m->hooks, m->config->hook_timeout_usec, m->config->hook_max_running);
-        r = http_new(m, &m->http);
+        r = http_new(&(HttpDaemon) {
+                             .event = m->event,
+                             .metrics = &m->metrics,
+                             .userdata = m,
+                             .view = manager_view,
+                             .capture_live = manager_capture_live,
+                             .captures_max = MANAGER_JOBS_MAX,
+                     },
+                     &m->http);
         if (r < 0)
                 return r;
         r = sd_event_add_time_relative(m->event, &m->poll_source, CLOCK_MONOTONIC, 0, 0, on_poll, m);

@@ -60,11 +60,3 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 int manager_run(Manager *m);
 /* Load the configuration again; on errors keep the running one and say why. */
 int manager_reload(Manager *m);
-
-/* A live capture for an HTTP request: PID (TID only, when > 0; with its wait chain PEERS hops deep, and the peers'
- * stacks, when PEERS > 0) rendered in FORMAT into OUTPUT_FD, not archived,
- * through the same budget as the rules. DONE runs when it ended (not when the manager is freed first).
- * -EAGAIN: the per-minute budget is spent (*RET_RETRY_USEC says for how long); -EBUSY: too many captures in flight;
- * -ESHUTDOWN: stopping. */
-int manager_capture_live(Manager *m, pid_t pid, pid_t tid, unsigned peers, int output_fd, CaptureJobFormat format,
-                         CaptureJobDone done, void *userdata, uint64_t *ret_retry_usec);

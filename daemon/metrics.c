@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "macro.h"
-#include "manager.h"
 #include "metrics.h"
 #include "string-table.h"
 #include "time-util.h"
@@ -97,10 +96,9 @@ static void header(FILE *f, const char *name, const char *type, const char *help
 }
 
 /* Rule names are [A-Za-z0-9_.-] (checked at load), so they need no escaping as label values. */
-int metrics_render(Manager *m, char **ret, size_t *ret_len) {
+int metrics_render(const Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len) {
         _cleanup_free_ char *buf = NULL;
         const ScanStats *st = &m->scanner->stats;
-        const Metrics *mt = &m->metrics;
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         size_t len = 0;
         FILE *f;
@@ -131,7 +129,7 @@ int metrics_render(Manager *m, char **ret, size_t *ret_len) {
 
         header(f, "stackwatch_rule_firings_total", "counter", "Times each rule fired.");
         for (size_t i = 0; i < m->config->n_rules; i++) {
-                const RuleStats *rs = trigger_rule_stats(&m->trigger, m->config->rules[i].name);
+                const RuleStats *rs = trigger_rule_stats(m->trigger, m->config->rules[i].name);
                 fprintf(f, "stackwatch_rule_firings_total{rule=\"%s\"} %llu\n", m->config->rules[i].name,
                         (unsigned long long) (rs ? rs->fired : 0));
         }
@@ -144,14 +142,14 @@ int metrics_render(Manager *m, char **ret, size_t *ret_len) {
         header(f, "stackwatch_captures_refused_total", "counter",
                "Captures not started: the per-minute budget was spent or too many were in flight.");
         fprintf(f, "stackwatch_captures_refused_total %llu\n",
-                (unsigned long long) (mt->captures_refused + m->trigger.budget_skipped));
+                (unsigned long long) (mt->captures_refused + m->trigger->budget_skipped));
         header(f, "stackwatch_deadlock_walks_total", "counter",
                "Wait-chain walks done for rules with deadlock: true");
-        fprintf(f, "stackwatch_deadlock_walks_total %llu\n", (unsigned long long) m->trigger.deadlock_walks);
+        fprintf(f, "stackwatch_deadlock_walks_total %llu\n", (unsigned long long) m->trigger->deadlock_walks);
         header(f, "stackwatch_deadlock_walk_seconds_total", "counter", "Time the event loop spent in those walks");
-        fprintf(f, "stackwatch_deadlock_walk_seconds_total %.6f\n", (double) m->trigger.deadlock_walk_usec / 1e6);
+        fprintf(f, "stackwatch_deadlock_walk_seconds_total %.6f\n", (double) m->trigger->deadlock_walk_usec / 1e6);
         header(f, "stackwatch_captures_running", "gauge", "Captures in flight.");
-        fprintf(f, "stackwatch_captures_running %zu\n", m->n_jobs);
+        fprintf(f, "stackwatch_captures_running %zu\n", m->captures_running);
         header(f, "stackwatch_capture_pause_seconds", "summary",
                "The longest time a thread of the target was held stopped, per successful capture.");
         fprintf(f, "stackwatch_capture_pause_seconds_sum %.6f\n", mt->pause_seconds_sum);

@@ -5,7 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct Manager Manager;
+#include "daemon-view.h"
+
 
 /* How a capture ended, one counter per rule and outcome. */
 typedef enum CaptureOutcome {
@@ -57,5 +58,5 @@ void metrics_count_capture(Metrics *m, const char *rule, CaptureOutcome o, doubl
 void metrics_count_http(Metrics *m, unsigned code);
 void metrics_count_scan(Metrics *m, uint64_t duration_usec);
 
-/* The whole exposition (text format 0.0.4) for the daemon's current state; -ENOMEM. */
-int metrics_render(Manager *m, char **ret, size_t *ret_len);
+/* The whole exposition (text format 0.0.4): the counters of MT and the daemon's state V; -ENOMEM. */
+int metrics_render(const Metrics *mt, const DaemonView *v, char **ret, size_t *ret_len);

@@ -1,0 +1,26 @@
+/* daemon-view.h: the daemon's state as the HTTP routes and /metrics read it; the manager fills it in, so that
+ * neither of them needs to know the Manager. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "archive.h"
+#include "config.h"
+#include "hooks.h"
+#include "scan.h"
+#include "trigger.h"
+
+typedef struct DaemonView {
+        const Config *config;           /* the one in force (a reload replaces it) */
+        Scanner *scanner;
+        Trigger *trigger;
+        Archive *archive;
+        const Hooks *hooks;             /* NULL: none */
+        uint64_t start_usec;            /* CLOCK_MONOTONIC */
+        uint64_t snapshots_written;
+        uint64_t capture_failures;
+        size_t captures_running;
+        uint64_t archive_snapshots;     /* after the latest rotation */
+        uint64_t archive_bytes;
+} DaemonView;
