@@ -1,0 +1,165 @@
+/* test-trigger.c: rules over synthetic classified threads: for:, states, cooldowns, the per-minute budget, stats. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+
+#include "config.h"
+#include "macro.h"
+#include "../../daemon/trigger.h"
+
+#define SEC USEC_PER_SEC
+#define T0 (1000 * SEC)
+
+typedef struct Firings {
+        unsigned n, captured;
+        pid_t pid[32];
+        char rule[32][32];
+} Firings;
+
+static void on_fire(const Rule *rule, ThreadEntry *t, unsigned peers, bool capture, void *userdata) {
+        Firings *f = userdata;
+
+        ck_assert_uint_lt(f->n, ELEMENTSOF(f->pid));
+        f->pid[f->n] = t->pid;
+        snprintf(f->rule[f->n], sizeof f->rule[0], "%s", rule->name);
+        f->n++;
+        f->captured += capture;
+}
+
+/* A Scanner holding synthetic processes of one thread each, as a scan would have classified them. */
+typedef struct World {
+        Scanner s;
+        ProcessEntry p[16];
+        ThreadEntry t[16];
+        unsigned n;
+} World;
+
+static ThreadEntry *world_add(World *w, pid_t pid, ThreadClass class, char state, uint64_t since) {
+        ProcessEntry *p = &w->p[w->n];
+        ThreadEntry *t = &w->t[w->n];
+
+        ck_assert_uint_lt(w->n, ELEMENTSOF(w->p));
+        *p = (ProcessEntry) { .pid = pid, .starttime = 100 + (uint64_t) pid, .threads = t, .n_threads = 1,
+                              .identity_loaded = true };
+        snprintf(p->comm, sizeof p->comm, "proc%d", (int) pid);
+        *t = (ThreadEntry) { .pid = pid, .tid = pid, .process = p, .stat_fd = -EBADF, .have_sample = true };
+        memcpy(t->comm, p->comm, sizeof t->comm);
+        t->sample.state = state;
+        t->cls.class = class;
+        t->cls.since_usec = since;
+        ck_assert_int_eq(intmap_put(&w->s.processes, pid, p), 0);
+        ck_assert_int_eq(intmap_put(&w->s.threads, pid, t), 0);
+        w->n++;
+        return t;
+}
+
+static void world_done(World *w) {
+        intmap_done(&w->s.threads);
+        intmap_done(&w->s.processes);
+}
+
+START_TEST(test_for_duration_and_cooldown) {
+        _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_(trigger_done) Trigger t = {};
+        World w = {};
+        Firings f = {};
+
+        ck_assert_int_eq(config_new_default(&c), 0);
+        /* A busy loop since T0: the built-in busy-loop rule wants 60 s of it. */
+        world_add(&w, 4242, THREAD_CLASS_BUSY_LOOP, 'R', T0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 59 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 0);
+        ck_assert_ptr_null(trigger_rule_stats(&t, "busy-loop"));
+
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 1);
+        ck_assert_int_eq(f.pid[0], 4242);
+        ck_assert_str_eq(f.rule[0], "busy-loop");
+        ck_assert_uint_eq(f.captured, 1);
+        ck_assert_uint_eq(trigger_rule_stats(&t, "busy-loop")->fired, 1);
+
+        /* Still looping a poll later, and nine minutes later: the cooldown (10 min) keeps it to one firing. */
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 61 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 9 * 60 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 1);
+        /* After the cooldown it fires again. */
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC + RULE_DEFAULT_COOLDOWN_USEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 2);
+        ck_assert_uint_eq(trigger_rule_stats(&t, "busy-loop")->fired, 2);
+        world_done(&w);
+}
+END_TEST
+
+START_TEST(test_states_and_classes) {
+        _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_(trigger_done) Trigger t = {};
+        World w = {};
+        Firings f = {};
+
+        ck_assert_int_eq(config_new_default(&c), 0);
+        /* hung-task is blocked *in D*: a thread blocked in S for hours is not a hung task by default. */
+        world_add(&w, 100, THREAD_CLASS_BLOCKED, 'S', T0);
+        world_add(&w, 101, THREAD_CLASS_BLOCKED, 'D', T0);
+        /* Waiting and running threads never match the built-in rules, however long. */
+        world_add(&w, 102, THREAD_CLASS_WAITING, 'S', T0);
+        world_add(&w, 103, THREAD_CLASS_RUNNING, 'R', T0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 119 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 3600 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 1);
+        ck_assert_int_eq(f.pid[0], 101);
+        ck_assert_str_eq(f.rule[0], "hung-task");
+        world_done(&w);
+}
+END_TEST
+
+START_TEST(test_budget) {
+        _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_(trigger_done) Trigger t = {};
+        World w = {};
+        Firings f = {};
+
+        ck_assert_int_eq(config_new_default(&c), 0);
+        c->max_per_minute = 3;
+        for (pid_t pid = 200; pid < 205; pid++)
+                world_add(&w, pid, THREAD_CLASS_SYSCALL_SPIN, 'R', T0);
+        /* Five spinning processes, a budget of three: three snapshots; the other two wait for it, with no cooldown
+         * and no firing counted. */
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 3);
+        ck_assert_uint_eq(f.captured, 3);
+        ck_assert_uint_eq(t.budget_skipped, 2);
+        ck_assert_uint_eq(trigger_budget_used(&t, T0 + 60 * SEC), 3);
+        ck_assert_uint_eq(trigger_budget_wait_usec(&t, c, T0 + 70 * SEC), 50 * SEC);
+        ck_assert(!trigger_budget_take(&t, c, T0 + 70 * SEC));
+        /* A minute later the budget is back and the two that waited fire, once each. */
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 121 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 5);
+        ck_assert_uint_eq(trigger_rule_stats(&t, "syscall-spin")->fired, 5);
+        for (unsigned i = 0; i < f.n; i++)
+                for (unsigned k = i + 1; k < f.n; k++)
+                        ck_assert_int_ne(f.pid[i], f.pid[k]);
+        world_done(&w);
+}
+END_TEST
+
+START_TEST(test_rules_need_sleepers) {
+        _cleanup_(config_freep) Config *c = NULL;
+
+        ck_assert_int_eq(config_new_default(&c), 0);
+        /* The built-in rules only care about D, busy and spinning threads: quiet sleepers get no deep reads. */
+        ck_assert(!trigger_rules_need_sleepers(c));
+        /* hung-task asks for state D: even with waiting added, a sleeper (S) can never match it. */
+        ck_assert_str_eq(c->rules[0].states, "D");
+        c->rules[0].classes |= 1U << THREAD_CLASS_WAITING;
+        ck_assert(!trigger_rules_need_sleepers(c));
+        /* A rule on waiting threads in any state does want them. */
+        ck_assert_ptr_null(c->rules[1].states);
+        c->rules[1].classes |= 1U << THREAD_CLASS_WAITING;
+        ck_assert(trigger_rules_need_sleepers(c));
+}
+END_TEST
+
+UNIT_TEST_MAIN("trigger", test_for_duration_and_cooldown, test_states_and_classes, test_budget,
+               test_rules_need_sleepers)
