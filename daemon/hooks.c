@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "alloc-util.h"
 #include "config.h"
 #include "escape.h"
 #include "hooks.h"
@@ -445,15 +446,8 @@ static int on_hook_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 static int hooks_start_one(Hooks *h, HookRun *run) {
         int fds[2], r;
 
-        if (h->n_running >= h->n_running_allocated) {
-                size_t n = MAX(h->n_running_allocated * 2, 4U);
-                HookRun **a = realloc(h->running, n * sizeof *a);
-
-                if (!a)
-                        return log_oom();
-                h->running = a;
-                h->n_running_allocated = n;
-        }
+        if (!GREEDY_REALLOC(h->running, h->n_running_allocated, h->n_running + 1))
+                return log_oom();
         if (pipe2(fds, O_CLOEXEC) < 0)
                 return log_error_errno(errno, "Failed to create the output pipe of hook '%s' for rule \"%s\": %m",
                                        run->argv[0], run->rule);

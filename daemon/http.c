@@ -17,6 +17,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include "alloc-util.h"
 #include "api.h"
 #include "http.h"
 #include "log.h"
@@ -278,16 +279,14 @@ static const Config *http_config(Http *h) {
 static int listener_add(Http *h, int fd, bool tcp, const char *name) {
         _cleanup_close_ int sfd = fd;
         const Config *c = http_config(h);
-        HttpListener *l, **nl;
+        HttpListener *l;
         const union MHD_DaemonInfo *info;
         int r;
 
         if (fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) | O_NONBLOCK) < 0)
                 return log_error_errno(errno, "Failed to make %s non-blocking: %m", name);
-        nl = realloc(h->listeners, (h->n_listeners + 1) * sizeof *nl);
-        if (!nl)
+        if (!GREEDY_REALLOC(h->listeners, h->n_listeners_allocated, h->n_listeners + 1))
                 return log_oom();
-        h->listeners = nl;
         l = calloc(1, sizeof *l);
         if (!l)
                 return log_oom();

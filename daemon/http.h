@@ -65,7 +65,7 @@ typedef struct HttpCachedBody {
 struct Http {
         HttpDaemon daemon;
         HttpListener **listeners;
-        size_t n_listeners;
+        size_t n_listeners, n_listeners_allocated;
         char *token;                    /* for TCP listeners; NULL: none configured */
         char *socket_path;              /* the unix socket we bound, removed at exit */
         HttpPending *pending;           /* suspended requests, a list */

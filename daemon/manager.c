@@ -8,6 +8,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "alloc-util.h"
 #include "http.h"
 #include "journal.h"
 #include "log.h"
@@ -177,15 +178,13 @@ static void manager_capture_options(const Manager *m, CaptureOptions *o) {
 /* Start SPEC as a tracked job; the caller has checked the budget. */
 static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char *rule, ManagerHook *hook,
                              CaptureJobDone done, void *userdata) {
-        ManagerJob *j, **nj;
+        ManagerJob *j;
         int r;
 
         if (m->n_jobs >= MANAGER_JOBS_MAX)
                 return -EBUSY;
-        nj = realloc(m->jobs, (m->n_jobs + 1) * sizeof *nj);
-        if (!nj)
+        if (!GREEDY_REALLOC(m->jobs, m->n_jobs_allocated, m->n_jobs + 1))
                 return -ENOMEM;
-        m->jobs = nj;
         j = calloc(1, sizeof *j);
         if (!j)
                 return -ENOMEM;

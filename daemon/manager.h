@@ -34,7 +34,7 @@ struct Manager {
         Archive *archive;
 
         ManagerJob **jobs;
-        size_t n_jobs;
+        size_t n_jobs, n_jobs_allocated;
 
         Http *http;
         Hooks *hooks;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc-util.h"
 #include "macro.h"
 #include "metrics.h"
 #include "string-table.h"
@@ -46,10 +47,8 @@ static MetricsRule *metrics_rule(Metrics *m, const char *rule) {
         for (size_t i = 0; i < m->n_rules; i++)
                 if (streq(m->rules[i].rule, rule))
                         return &m->rules[i];
-        n = realloc(m->rules, (m->n_rules + 1) * sizeof *n);
-        if (!n)
+        if (!GREEDY_REALLOC(m->rules, m->n_rules_allocated, m->n_rules + 1))
                 return NULL;
-        m->rules = n;
         n = &m->rules[m->n_rules];
         *n = (MetricsRule) { .rule = strdup(rule) };
         if (!n->rule)
@@ -73,17 +72,13 @@ void metrics_count_capture(Metrics *m, const char *rule, CaptureOutcome o, doubl
 }
 
 void metrics_count_http(Metrics *m, unsigned code) {
-        MetricsHttp *n;
-
         for (size_t i = 0; i < m->n_http; i++)
                 if (m->http[i].code == code) {
                         m->http[i].count++;
                         return;
                 }
-        n = realloc(m->http, (m->n_http + 1) * sizeof *n);
-        if (!n)
+        if (!GREEDY_REALLOC(m->http, m->n_http_allocated, m->n_http + 1))
                 return;
-        m->http = n;
         m->http[m->n_http++] = (MetricsHttp) { .code = code, .count = 1 };
 }
 

@@ -39,7 +39,7 @@ typedef struct MetricsHttp {
 
 typedef struct Metrics {
         MetricsRule *rules;
-        size_t n_rules;
+        size_t n_rules, n_rules_allocated;
         double pause_seconds_sum;       /* the longest pause of each successful capture, summed */
         double pause_seconds_max;
         uint64_t pause_count;
@@ -48,7 +48,7 @@ typedef struct Metrics {
         uint64_t captures_refused;      /* budget spent or too many in flight (rules and HTTP) */
         double scan_seconds_sum;
         MetricsHttp *http;
-        size_t n_http;
+        size_t n_http, n_http_allocated;
 } Metrics;
 
 void metrics_done(Metrics *m);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc-util.h"
 #include "log.h"
 #include "macro.h"
 #include "rules.h"
@@ -54,13 +55,11 @@ static void cooldowns_expire(Trigger *t, uint64_t now) {
 }
 
 static int cooldown_set(Trigger *t, const Rule *r, const ProcessEntry *p, uint64_t now) {
-        Cooldown *c = cooldown_find(t, r->name, p), *nc;
+        Cooldown *c = cooldown_find(t, r->name, p);
 
         if (!c) {
-                nc = realloc(t->cooldowns, (t->n_cooldowns + 1) * sizeof *nc);
-                if (!nc)
+                if (!GREEDY_REALLOC(t->cooldowns, t->n_cooldowns_allocated, t->n_cooldowns + 1))
                         return -ENOMEM;
-                t->cooldowns = nc;
                 c = &t->cooldowns[t->n_cooldowns];
                 *c = (Cooldown) { .rule = strdup(r->name), .pid = p->pid, .starttime = p->starttime };
                 if (!c->rule)
@@ -97,15 +96,11 @@ uint64_t trigger_budget_wait_usec(Trigger *t, const Config *c, uint64_t now) {
 }
 
 bool trigger_budget_take(Trigger *t, const Config *c, uint64_t now) {
-        uint64_t *n;
-
         budget_expire(t, now);
         if (t->n_captures >= c->max_per_minute)
                 return false;
-        n = realloc(t->captures, (t->n_captures + 1) * sizeof *n);
-        if (!n)
+        if (!GREEDY_REALLOC(t->captures, t->n_captures_allocated, t->n_captures + 1))
                 return false;
-        t->captures = n;
         t->captures[t->n_captures++] = now;
         return true;
 }
@@ -123,10 +118,8 @@ static RuleStats *stats_for(Trigger *t, const char *rule) {
         for (size_t i = 0; i < t->n_stats; i++)
                 if (streq(t->stats[i].rule, rule))
                         return &t->stats[i];
-        n = realloc(t->stats, (t->n_stats + 1) * sizeof *n);
-        if (!n)
+        if (!GREEDY_REALLOC(t->stats, t->n_stats_allocated, t->n_stats + 1))
                 return NULL;
-        t->stats = n;
         n = &t->stats[t->n_stats];
         *n = (RuleStats) { .rule = strdup(rule) };
         if (!n->rule)
@@ -143,14 +136,12 @@ static DeadlockCheck *check_find(Trigger *t, pid_t pid, uint64_t starttime) {
 }
 
 static DeadlockCheck *check_get(Trigger *t, pid_t pid, uint64_t starttime) {
-        DeadlockCheck *c = check_find(t, pid, starttime), *n;
+        DeadlockCheck *c = check_find(t, pid, starttime);
 
         if (c)
                 return c;
-        n = realloc(t->checks, (t->n_checks + 1) * sizeof *n);
-        if (!n)
+        if (!GREEDY_REALLOC(t->checks, t->n_checks_allocated, t->n_checks + 1))
                 return NULL;
-        t->checks = n;
         c = &t->checks[t->n_checks++];
         *c = (DeadlockCheck) { .pid = pid, .starttime = starttime };
         return c;

@@ -43,15 +43,15 @@ typedef struct DeadlockCheck {
 
 typedef struct Trigger {
         Cooldown *cooldowns;
-        size_t n_cooldowns;
+        size_t n_cooldowns, n_cooldowns_allocated;
         uint64_t *captures;             /* CLOCK_MONOTONIC times of captures in the budget window */
-        size_t n_captures;
+        size_t n_captures, n_captures_allocated;
         uint64_t budget_logged_usec;
         uint64_t budget_skipped;
         RuleStats *stats;
-        size_t n_stats;
+        size_t n_stats, n_stats_allocated;
         DeadlockCheck *checks;
-        size_t n_checks;
+        size_t n_checks, n_checks_allocated;
         uint64_t deadlock_walks;        /* wait-chain walks done for deadlock rules, ever */
         uint64_t deadlock_walk_usec;    /* and the time they took */
 } Trigger;

@@ -15,6 +15,8 @@
 #include <zstd_errors.h>
 
 #include "archive.h"
+#include "alloc-util.h"
+#include "io-util.h"
 #include "log.h"
 #include "macro.h"
 #include "time-util.h"
@@ -378,24 +380,6 @@ static int archive_header_parse(const char *p, size_t n, const char *id, Archive
         return 0;
 }
 
-/* pread() until SIZE bytes or EOF; returns the bytes read. */
-static ssize_t pread_full(int fd, void *buf, size_t size, off_t offset) {
-        size_t have = 0;
-
-        while (have < size) {
-                ssize_t n = pread(fd, (uint8_t *) buf + have, size - have, offset + (off_t) have);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (n == 0)
-                        break;
-                have += (size_t) n;
-        }
-        return (ssize_t) have;
-}
-
 /* Open the snapshot file NAME for reading: a regular file only, never through a symlink, never a device. */
 static int archive_open_file(int dir_fd, const char *name, int *ret_fd) {
         struct stat st;
@@ -428,7 +412,7 @@ static int archive_header_read(int fd, const char *id, ArchiveSummary *ret, size
                 return negative_errno();
         if (!S_ISREG(st.st_mode))
                 return -EBADMSG;
-        n = pread_full(fd, buf, sizeof buf, 0);
+        n = loop_pread(fd, buf, sizeof buf, 0);
         if (n < 0)
                 return (int) n;
         if ((size_t) n < FRAME_HEADER_SIZE || get_le32(buf) != ARCHIVE_HEADER_MAGIC)
@@ -518,22 +502,6 @@ int archive_dir_fd(const Archive *a) {
 
 /* ---- write ---- */
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (k == 0)
-                        return -EIO;
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
 /* The bytes of one snapshot file: the header frame (which names the id) and the compressed document. */
 typedef struct ArchiveFile {
         const uint8_t *header;
@@ -546,10 +514,10 @@ typedef struct ArchiveFile {
 static int archive_file_write(int fd, const ArchiveFile *f) {
         int r;
 
-        r = write_all(fd, f->header, f->header_size);
+        r = loop_write(fd, f->header, f->header_size);
         if (r < 0)
                 return r;
-        r = write_all(fd, f->frame, f->frame_size);
+        r = loop_write(fd, f->frame, f->frame_size);
         if (r < 0)
                 return r;
         if (fsync(fd) < 0)
@@ -811,14 +779,8 @@ int archive_list(Archive *a, ArchiveSummary **ret, size_t *ret_n, size_t *ret_sk
                 /* Names that are not ours (README, core, editor backups) are not ours to read or report. */
                 if (!archive_name_to_id(de->d_name, id))
                         continue;
-                if (list.n == list.alloc) {
-                        size_t alloc = MAX(list.alloc * 2, 16U);
-                        ArchiveSummary *items = reallocarray(list.items, alloc, sizeof *items);
-                        if (!items)
-                                return -ENOMEM;
-                        list.items = items;
-                        list.alloc = alloc;
-                }
+                if (!GREEDY_REALLOC(list.items, list.alloc, list.n + 1))
+                        return -ENOMEM;
                 r = archive_open_file(a->dir_fd, de->d_name, &file_fd);
                 if (r >= 0)
                         r = archive_header_read(file_fd, id, &list.items[list.n], NULL);
@@ -902,7 +864,7 @@ int archive_read(Archive *a, const char *id, char **ret_json, size_t *ret_len, A
         buf = malloc(MAX(n, 1U));
         if (!buf)
                 return -ENOMEM;
-        k = pread_full(fd, buf, n, (off_t) header_size);
+        k = loop_pread(fd, buf, n, (off_t) header_size);
         if (k < 0)
                 return (int) k;
         if ((size_t) k != n)

@@ -11,6 +11,7 @@
 
 #include "config-load.h"
 #include "config-yaml.h"
+#include "io-util.h"
 #include "macro.h"
 #include "strv.h"
 
@@ -47,29 +48,20 @@ static int config_read_file(const char *path, char **ret_data, size_t *ret_size,
                 return r < 0 ? r : -EINVAL;
         }
 
-        /* One more byte than allowed, so that a file that grew past its fstat() size is still caught. */
-        data = malloc(CONFIG_FILE_SIZE_MAX + 2);
-        if (!data)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t n = read(fd, data + size, CONFIG_FILE_SIZE_MAX + 1 - size);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = config_errors_add(errs, path, 0, 0, "cannot read: %s", strerror(errno));
-                        return r < 0 ? r : -EINVAL;
-                }
-                if (n == 0)
-                        break;
-                size += (size_t) n;
-                if (size > CONFIG_FILE_SIZE_MAX) {
-                        char b[CONFIG_FORMAT_MAX];
-                        r = config_errors_add(errs, path, 0, 0, "file is too large (the limit is %s)",
-                                              config_format_size(b, sizeof b, CONFIG_FILE_SIZE_MAX));
-                        return r < 0 ? r : -EINVAL;
-                }
+        /* Read to the end rather than trusting fstat(): a file that grew past the limit is still caught. */
+        r = read_full_fd(fd, CONFIG_FILE_SIZE_MAX, &data, &size);
+        if (r == -ENOMEM)
+                return r;
+        if (r == -EFBIG) {
+                char b[CONFIG_FORMAT_MAX];
+                r = config_errors_add(errs, path, 0, 0, "file is too large (the limit is %s)",
+                                      config_format_size(b, sizeof b, CONFIG_FILE_SIZE_MAX));
+                return r < 0 ? r : -EINVAL;
         }
-        data[size] = 0;
+        if (r < 0) {
+                r = config_errors_add(errs, path, 0, 0, "cannot read: %s", strerror(-r));
+                return r < 0 ? r : -EINVAL;
+        }
         *ret_data = TAKE_PTR(data);
         *ret_size = size;
         return 0;
@@ -115,8 +107,6 @@ static int config_list_dropins(const char *dir, char ***ret, ConfigErrors *errs)
                 return r < 0 ? r : -EINVAL;
         }
         for (;;) {
-                char **nn;
-
                 errno = 0;
                 de = readdir(d);
                 if (!de) {
@@ -129,13 +119,7 @@ static int config_list_dropins(const char *dir, char ***ret, ConfigErrors *errs)
                 }
                 if (!is_dropin_name(de->d_name))
                         continue;
-                nn = realloc(names, (n + 2) * sizeof *nn);
-                if (!nn)
-                        return -ENOMEM;
-                names = nn;
-                names[n] = strdup(de->d_name);
-                names[n + 1] = NULL;
-                if (!names[n])
+                if (strv_extend(&names, de->d_name) < 0)
                         return -ENOMEM;
                 n++;
         }

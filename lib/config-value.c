@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "alloc-util.h"
 #include "config-value.h"
 #include "macro.h"
 #include "parse-util.h"
@@ -26,7 +27,6 @@ void config_errors_done(ConfigErrors *e) {
 
 int config_errors_add(ConfigErrors *e, const char *file, unsigned line, unsigned column, const char *fmt, ...) {
         _cleanup_free_ char *f = NULL, *m = NULL;
-        ConfigError *n;
         va_list ap;
         int r;
 
@@ -44,10 +44,8 @@ int config_errors_add(ConfigErrors *e, const char *file, unsigned line, unsigned
         f = strdup(file ?: "<unknown>");
         if (!f)
                 return -ENOMEM;
-        n = realloc(e->errors, (e->n + 1) * sizeof *n);
-        if (!n)
+        if (!GREEDY_REALLOC(e->errors, e->n_allocated, e->n + 1))
                 return -ENOMEM;
-        e->errors = n;
         e->errors[e->n++] = (ConfigError) {
                 .file = TAKE_PTR(f),
                 .line = line,
@@ -103,29 +101,13 @@ void config_errors_sort(ConfigErrors *e, size_t from) {
 
 /* ---- value parsers ---- */
 
-static int digits_u64(const char **p, uint64_t *ret) {
-        const char *s = *p;
-        uint64_t v = 0;
-
-        if (*s < '0' || *s > '9')
-                return -EINVAL;
-        for (; *s >= '0' && *s <= '9'; s++) {
-                if (v > (UINT64_MAX - (uint64_t) (*s - '0')) / 10)
-                        return -ERANGE;
-                v = v * 10 + (uint64_t) (*s - '0');
-        }
-        *p = s;
-        *ret = v;
-        return 0;
-}
-
 /* "123" or "123.456": the integer part, and the fraction as FRAC / SCALE (SCALE a power of ten ≤ 10^18). */
 static int parse_decimal_parts(const char **p, uint64_t *ret_int, uint64_t *ret_frac, uint64_t *ret_scale) {
         uint64_t i, frac = 0, scale = 1;
         const char *s = *p;
         int r;
 
-        r = digits_u64(&s, &i);
+        r = scan_digits(&s, s + strlen(s), 10, &i);
         if (r < 0)
                 return r;
         if (*s == '.') {
@@ -199,7 +181,7 @@ int config_parse_size(const char *s, uint64_t *ret_bytes) {
 
         if (!s)
                 return -EINVAL;
-        r = digits_u64(&s, &v);
+        r = scan_digits(&s, s + strlen(s), 10, &v);
         if (r < 0)
                 return r;
         if (*s != 0) {

@@ -27,7 +27,7 @@ typedef struct ConfigError {
 
 typedef struct ConfigErrors {
         ConfigError *errors;
-        size_t n;
+        size_t n, n_allocated;
         size_t n_dropped;               /* errors beyond CONFIG_ERRORS_MAX, counted but not kept */
 } ConfigErrors;
 

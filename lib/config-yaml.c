@@ -11,6 +11,7 @@
 
 #include <yaml.h>
 
+#include "alloc-util.h"
 #include "config-yaml.h"
 #include "escape.h"
 #include "parse-util.h"
@@ -586,18 +587,11 @@ static int parse_rule_states(ConfigParser *p, const ConfigKey *k, yaml_node_t *n
 }
 
 static int glob_item(ConfigParser *p, const ConfigKey *k, const yaml_node_t *item, const char *v, void *userdata) {
-        char ***globs = FIELD(userdata, k, char **), **n;
-        size_t len = strv_length(*globs);
+        char ***globs = FIELD(userdata, k, char **);
 
         if (v[0] == 0)
                 return parser_expected(p, item, "a glob pattern");
-        n = realloc(*globs, (len + 2) * sizeof *n);
-        if (!n)
-                return -ENOMEM;
-        *globs = n;
-        n[len] = strdup(v);
-        n[len + 1] = NULL;
-        return n[len] ? 0 : -ENOMEM;
+        return strv_extend(globs, v);
 }
 
 static int parse_globs(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
@@ -669,7 +663,7 @@ static int64_t syscall_from_name(const char *name) {
 static int syscall_item(ConfigParser *p, _unused_ const ConfigKey *k, const yaml_node_t *item, const char *v,
                         void *userdata) {
         Rule *rule = userdata;
-        int64_t nr = syscall_from_name(v), *n;
+        int64_t nr = syscall_from_name(v);
 
         if (nr < 0) {
                 _cleanup_free_ char *q = quote(v, strlen(v));
@@ -677,10 +671,8 @@ static int syscall_item(ConfigParser *p, _unused_ const ConfigKey *k, const yaml
                                                  "futex)", q)
                          : -ENOMEM;
         }
-        n = realloc(rule->syscalls, (rule->n_syscalls + 1) * sizeof *n);
-        if (!n)
+        if (!GREEDY_REALLOC(rule->syscalls, rule->n_syscalls_allocated, rule->n_syscalls + 1))
                 return -ENOMEM;
-        rule->syscalls = n;
         rule->syscalls[rule->n_syscalls++] = nr;
         return 0;
 }
@@ -791,7 +783,7 @@ static int parse_listen(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, 
 }
 
 static int argv_item(ConfigParser *p, const ConfigKey *k, const yaml_node_t *item, const char *v, void *userdata) {
-        char ***argv = FIELD(userdata, k, char **), **n;
+        char ***argv = FIELD(userdata, k, char **);
         size_t len = strv_length(*argv);
         int r = 0;
 
@@ -800,13 +792,7 @@ static int argv_item(ConfigParser *p, const ConfigKey *k, const yaml_node_t *ite
         if (len == 0 && v[0] != '/')
                 r = parser_expected(p, item, "an absolute path to the program (hooks run without a shell or $PATH)");
         /* Kept even when bad, so that the arguments after it are not taken for the program. */
-        n = realloc(*argv, (len + 2) * sizeof *n);
-        if (!n)
-                return -ENOMEM;
-        *argv = n;
-        n[len] = strdup(v);
-        n[len + 1] = NULL;
-        return n[len] ? r : -ENOMEM;
+        return strv_extend(argv, v) < 0 ? -ENOMEM : r;
 }
 
 /* A command: the program's absolute path alone, or a list of it and its arguments (argv, never a shell line). */
@@ -939,7 +925,6 @@ assert_cc(ELEMENTSOF(hooks_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 static int parse_rule(ConfigParser *p, Config *c, yaml_node_t *node) {
         _cleanup_(rule_done) Rule rule = RULE_DEFAULTS;
         uint32_t seen = 0;
-        Rule *n;
         int r;
 
         r = walk_mapping(p, &rule_table, node, &rule, &seen);
@@ -963,10 +948,8 @@ static int parse_rule(ConfigParser *p, Config *c, yaml_node_t *node) {
         rule.file = strdup(p->path);
         if (!rule.file)
                 return -ENOMEM;
-        n = realloc(c->rules, (c->n_rules + 1) * sizeof *n);
-        if (!n)
+        if (!GREEDY_REALLOC(c->rules, c->n_rules_allocated, c->n_rules + 1))
                 return -ENOMEM;
-        c->rules = n;
         c->rules[c->n_rules++] = rule;
         rule = (Rule) {};
         return r;

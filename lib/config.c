@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc-util.h"
 #include "config.h"
 #include "macro.h"
 #include "strv.h"
@@ -52,12 +53,8 @@ static const struct {
 };
 
 int config_add_builtin_rules(Config *c) {
-        Rule *n;
-
-        n = realloc(c->rules, (c->n_rules + ELEMENTSOF(builtin_rules)) * sizeof *n);
-        if (!n)
+        if (!GREEDY_REALLOC(c->rules, c->n_rules_allocated, c->n_rules + ELEMENTSOF(builtin_rules)))
                 return -ENOMEM;
-        c->rules = n;
         for (size_t i = 0; i < ELEMENTSOF(builtin_rules); i++) {
                 Rule *r = &c->rules[c->n_rules];
 

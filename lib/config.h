@@ -126,7 +126,7 @@ typedef struct Config {
         unsigned hook_max_running;
 
         Rule *rules;
-        size_t n_rules;
+        size_t n_rules, n_rules_allocated;
 } Config;
 
 /* NULL-safe; frees a half-built Config too; returns NULL. */

@@ -23,8 +23,7 @@ static int digit_value(char c, unsigned base) {
         return v < base ? (int) v : -1;
 }
 
-/* Parse digits in [*p, end); at least one digit required. */
-static int parse_digits(const char **p, const char *end, unsigned base, uint64_t *ret) {
+int scan_digits(const char **p, const char *end, unsigned base, uint64_t *ret) {
         const char *s = *p;
         uint64_t v = 0;
         int d;
@@ -59,7 +58,7 @@ int safe_atou64_base(const char *s, unsigned base, uint64_t *ret) {
                 } else
                         base = 10;
         }
-        r = parse_digits(&s, end, base, &v);
+        r = scan_digits(&s, end, base, &v);
         if (r < 0)
                 return r;
         if (s != end)
@@ -130,7 +129,7 @@ int scan_u64(const char **p, const char *end, uint64_t *ret) {
 
         skip_spaces(p, end);
         s = *p;
-        r = parse_digits(&s, end, 10, ret);
+        r = scan_digits(&s, end, 10, ret);
         if (r < 0)
                 return r;
         r = token_end_ok(s, end);
@@ -152,7 +151,7 @@ int scan_i64(const char **p, const char *end, int64_t *ret) {
                 neg = true;
                 s++;
         }
-        r = parse_digits(&s, end, 10, &v);
+        r = scan_digits(&s, end, 10, &v);
         if (r < 0)
                 return r;
         r = token_end_ok(s, end);
@@ -173,7 +172,7 @@ int scan_hex_u64(const char **p, const char *end, uint64_t *ret) {
         s = *p;
         if (end - s > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
                 s += 2;
-        r = parse_digits(&s, end, 16, ret);
+        r = scan_digits(&s, end, 16, ret);
         if (r < 0)
                 return r;
         r = token_end_ok(s, end);

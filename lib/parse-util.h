@@ -12,6 +12,10 @@ int safe_atoi(const char *s, int *ret);
 /* A pid or tid: 1 … 2^22 (PID_MAX_LIMIT); anything else is -EINVAL/-ERANGE. */
 int parse_pid(const char *s, int *ret);
 
+/* The one number scanner under all the others: digits of BASE (2..16) in [*p, end), at least one, no sign, no
+ * spaces skipped; advances *p past them. -EINVAL when there is no digit, -ERANGE past UINT64_MAX. */
+int scan_digits(const char **p, const char *end, unsigned base, uint64_t *ret);
+
 /* Cursor parsers for one pass over a buffer: each skips leading spaces, parses one token, advances *p.
  * They never read past END and fail with -EINVAL on a missing or malformed token, -ERANGE on overflow. */
 int scan_u64(const char **p, const char *end, uint64_t *ret);

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "alloc-util.h"
 #include "log.h"
 #include "macro.h"
 #include "parse-util.h"
@@ -134,14 +135,8 @@ static FdKind fd_link_parse(const char *link, uint64_t *ret_inode) {
 /* ---- the pass over every process's fds ---- */
 
 static int owners_add(PeerResolver *r, size_t *allocated, const FdOwner *o) {
-        if (r->n_owners == *allocated) {
-                size_t na = MAX(*allocated * 2, 1024U);
-                FdOwner *no = realloc(r->owners, na * sizeof *no);
-                if (!no)
-                        return -ENOMEM;
-                r->owners = no;
-                *allocated = na;
-        }
+        if (!GREEDY_REALLOC(r->owners, *allocated, r->n_owners + 1))
+                return -ENOMEM;
         r->owners[r->n_owners++] = *o;
         return 0;
 }
@@ -324,14 +319,8 @@ static int locks_load(PeerResolver *r) {
                 if (field < 5 || l.inode == 0)
                         continue;
                 l.pid = (pid_t) pid;
-                if (r->n_locks == allocated) {
-                        size_t na = MAX(allocated * 2, 64U);
-                        LockLine *nl = realloc(r->locks, na * sizeof *nl);
-                        if (!nl)
-                                return -ENOMEM;
-                        r->locks = nl;
-                        allocated = na;
-                }
+                if (!GREEDY_REALLOC(r->locks, allocated, r->n_locks + 1))
+                        return -ENOMEM;
                 r->locks[r->n_locks++] = l;
         }
         r->have_locks = true;

@@ -45,7 +45,7 @@ typedef struct Rule {
         bool has_user;
         uid_t user;
         int64_t *syscalls;              /* NULL = any, else the syscall numbers one of which must be in progress */
-        size_t n_syscalls;
+        size_t n_syscalls, n_syscalls_allocated;
         double cpu_min;                 /* < 0: not set; else minimum CPU percent of one core */
         bool deadlock;                  /* only threads whose process is in a cross-process deadlock (wait-chain.h) */
 

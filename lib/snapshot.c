@@ -174,20 +174,11 @@ static char *partial_message(Snapshot *s, const char *fmt, va_list ap) {
 
 /* Append a formatted message to the NULL-terminated vector *V. */
 static int strv_push_vprintf(char ***v, const char *fmt, va_list ap) {
-        size_t n = strv_length(*v);
-        char *msg, **nv;
+        char *msg;
 
         if (vasprintf(&msg, fmt, ap) < 0)
                 return -ENOMEM;
-        nv = realloc(*v, (n + 2) * sizeof *nv);
-        if (!nv) {
-                free(msg);
-                return -ENOMEM;
-        }
-        nv[n] = msg;
-        nv[n + 1] = NULL;
-        *v = nv;
-        return 0;
+        return strv_consume(v, msg);
 }
 
 int snapshot_add_error(Snapshot *s, const char *fmt, ...) {

@@ -36,6 +36,30 @@ static inline char **strv_copy(char *const *v) {
         return c;
 }
 
+/* Append S to the NULL-terminated vector *V, taking it over (freed on failure). Vectors here are short (globs,
+ * argv, error lists), so they grow by one; use GREEDY_REALLOC for long arrays. 0 or -ENOMEM. */
+static inline int strv_consume(char ***v, char *s) {
+        size_t n = strv_length(*v);
+        char **nv;
+
+        if (!s)
+                return -ENOMEM;
+        nv = realloc(*v, (n + 2) * sizeof *nv);
+        if (!nv) {
+                free(s);
+                return -ENOMEM;
+        }
+        nv[n] = s;
+        nv[n + 1] = NULL;
+        *v = nv;
+        return 0;
+}
+
+/* Append a copy of S to *V; 0 or -ENOMEM. */
+static inline int strv_extend(char ***v, const char *s) {
+        return strv_consume(v, strdup(s));
+}
+
 static inline void strv_freep(char ***v) {
         strv_free(*v);
 }

@@ -14,7 +14,7 @@ struct UnwindProcess {
         Elf *arch_elf;
         char *maps_buf;
         char **aliases;                 /* pairs: /proc/PID/map_files/… path, original " (deleted)" name */
-        size_t n_aliases;
+        size_t n_aliases, n_aliases_allocated;
         ProcMap *maps;
         size_t n_maps;
 

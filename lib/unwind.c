@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc-util.h"
 #include "log.h"
 #include "macro.h"
 #include "proc-read.h"
@@ -22,11 +23,11 @@
 
 /* Remember that libdwfl knows the module shown as NAME under ALIAS. */
 static int add_alias(UnwindProcess *p, const char *alias, const char *name) {
-        char **na = realloc(p->aliases, (p->n_aliases + 1) * 2 * sizeof *na);
+        char **na;
 
-        if (!na)
+        if (!GREEDY_REALLOC(p->aliases, p->n_aliases_allocated, 2 * (p->n_aliases + 1)))
                 return -ENOMEM;
-        p->aliases = na;
+        na = p->aliases;
         na[2 * p->n_aliases] = strdup(alias);
         na[2 * p->n_aliases + 1] = strdup(name);
         if (!na[2 * p->n_aliases] || !na[2 * p->n_aliases + 1]) {
@@ -75,13 +76,8 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
                         }
                         /* Emit the line up to the path, then the alias. */
                         size_t head = (size_t) (path - l), need = olen + head + strlen(alias) + 2;
-                        if (need > oalloc) {
-                                char *no = realloc(out, need * 2);
-                                if (!no)
-                                        return -ENOMEM;
-                                out = no;
-                                oalloc = need * 2;
-                        }
+                        if (!GREEDY_REALLOC(out, oalloc, need))
+                                return -ENOMEM;
                         memcpy(out + olen, l, head);
                         olen += head;
                         memcpy(out + olen, alias, strlen(alias));
@@ -91,13 +87,8 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
                         continue;
                 }
         plain:
-                if (olen + elen + 2 > oalloc) {
-                        char *no = realloc(out, (olen + elen + 2) * 2);
-                        if (!no)
-                                return -ENOMEM;
-                        out = no;
-                        oalloc = (olen + elen + 2) * 2;
-                }
+                if (!GREEDY_REALLOC(out, oalloc, olen + elen + 2))
+                        return -ENOMEM;
                 memcpy(out + olen, emit, elen);
                 olen += elen;
                 out[olen++] = '\n';

@@ -78,7 +78,7 @@ static size_t file_get(const char *path, uint8_t **ret) {
         ck_assert_int_eq(fstat(fd, &st), 0);
         buf = malloc((size_t) st.st_size + 1);
         ck_assert_ptr_nonnull(buf);
-        ck_assert_int_eq(pread_full(fd, buf, (size_t) st.st_size, 0), st.st_size);
+        ck_assert_int_eq(loop_pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
         *ret = buf;
         return (size_t) st.st_size;
 }

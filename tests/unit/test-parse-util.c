@@ -83,4 +83,46 @@ START_TEST(test_scanners) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("parse-util", test_safe_atou64, test_base0_and_pid, test_scanners)
+START_TEST(test_scan_digits) {
+        static const struct {
+                const char *in;
+                size_t len;             /* of IN that END allows */
+                unsigned base;
+                int r;
+                uint64_t v;
+                size_t used;
+        } cases[] = {
+                { "0", 1, 10, 0, 0, 1 },
+                { "18446744073709551615", 20, 10, 0, UINT64_MAX, 20 },
+                { "18446744073709551616", 20, 10, -ERANGE, 0, 0 },      /* 2^64 */
+                { "99999999999999999999", 20, 10, -ERANGE, 0, 0 },
+                { "ffffffffffffffff", 16, 16, 0, UINT64_MAX, 16 },
+                { "10000000000000000", 17, 16, -ERANGE, 0, 0 },         /* 2^64 in hex */
+                { "12345", 3, 10, 0, 123, 3 },                          /* stops at END */
+                { "12x", 3, 10, 0, 12, 2 },                             /* stops at a non-digit */
+                { "7f", 2, 10, 0, 7, 1 },
+                { "-1", 2, 10, -EINVAL, 0, 0 },                         /* no sign */
+                { " 1", 2, 10, -EINVAL, 0, 0 },                         /* no spaces skipped */
+                { "", 0, 10, -EINVAL, 0, 0 },
+                { "5", 0, 10, -EINVAL, 0, 0 },                          /* END before the digit */
+        };
+
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                const char *p = cases[i].in;
+                uint64_t v = 42;
+                int r = scan_digits(&p, cases[i].in + cases[i].len, cases[i].base, &v);
+
+                ck_assert_msg(r == cases[i].r, "case %zu (%s): %d", i, cases[i].in, r);
+                if (r == 0) {
+                        ck_assert_uint_eq(v, cases[i].v);
+                        ck_assert_uint_eq((size_t) (p - cases[i].in), cases[i].used);
+                } else {
+                        /* A failure moves nothing and writes nothing. */
+                        ck_assert_ptr_eq(p, cases[i].in);
+                        ck_assert_uint_eq(v, 42);
+                }
+        }
+}
+END_TEST
+
+UNIT_TEST_MAIN("parse-util", test_safe_atou64, test_base0_and_pid, test_scanners, test_scan_digits)
