@@ -172,40 +172,6 @@ int dump_via_daemon(pid_t pid) {
         return daemon_print_body(&resp);
 }
 
-static json_object *member(json_object *o, const char *key, json_type type) {
-        json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, type))
-                return NULL;
-        return v;
-}
-
-uint64_t json_get_u64(json_object *o, const char *key) {
-        json_object *v = member(o, key, json_type_int);
-
-        return v ? json_object_get_uint64(v) : 0;
-}
-
-double json_get_double(json_object *o, const char *key) {
-        json_object *v = member(o, key, json_type_double) ?: member(o, key, json_type_int);
-
-        return v ? json_object_get_double(v) : 0.0;
-}
-
-const char *json_get_string(json_object *o, const char *key) {
-        json_object *v = member(o, key, json_type_string);
-
-        return v ? json_object_get_string(v) : NULL;
-}
-
-json_object *json_get_object(json_object *o, const char *key) {
-        return member(o, key, json_type_object);
-}
-
-json_object *json_get_array(json_object *o, const char *key) {
-        return member(o, key, json_type_array);
-}
-
 char *json_join_strings(json_object *array) {
         _cleanup_free_ char *joined = NULL;
         size_t n = array ? json_object_array_length(array) : 0, len = 0;

@@ -7,6 +7,7 @@
 #include <json-c/json.h>
 
 #include "capture.h"
+#include "json-util.h"
 #include "stackctl-http.h"
 
 /* Exit codes a script can use. */
@@ -76,8 +77,6 @@ int dump_via_daemon(pid_t pid);
 #define DAEMON_TIMEOUT_USEC (10 * USEC_PER_SEC)
 #define DAEMON_CAPTURE_TIMEOUT_USEC (60 * USEC_PER_SEC)
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-
 /* GET PATH_AND_QUERY from the daemon the options name. Returns EXIT_OK with RET filled in for a 2xx reply and
  * for status ALSO_OK (0: none); anything else is reported here and returned as the EXIT_* code a script sees:
  * no daemon 6, permission or token 4, not found 3, the rest 1. */
@@ -89,11 +88,5 @@ int daemon_get_json(const char *path_and_query, long also_ok, HttpResponse *ret,
 /* Write a reply's body to stdout as it came, ending with a newline. EXIT_OK or EXIT_FAIL. */
 int daemon_print_body(const HttpResponse *r);
 
-/* Members of a reply, with a default when missing or of another type. */
-uint64_t json_get_u64(json_object *o, const char *key);
-double json_get_double(json_object *o, const char *key);
-const char *json_get_string(json_object *o, const char *key); /* NULL when missing */
-json_object *json_get_object(json_object *o, const char *key);
-json_object *json_get_array(json_object *o, const char *key);
 /* An array of strings joined with ",", escaped for a terminal; "-" when empty. NULL on OOM. */
 char *json_join_strings(json_object *array);

@@ -19,6 +19,7 @@
 #include "escape.h"
 #include "hooks.h"
 #include "journal.h"
+#include "json-util.h"
 #include "log.h"
 #include "macro.h"
 #include "strv.h"
@@ -109,28 +110,9 @@ static void run_event(const HookRun *run, int level, const char *message_id, con
 
 /* ---- the event as data: environment and JSON ---- */
 
-static int json_add_string(json_object *o, const char *key, const char *value) {
-        json_object *v = NULL;
-
-        if (value && !(v = json_object_new_string(value)))
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
+/* VALUE, or null when it is not KNOWN. */
 static int json_add_int(json_object *o, const char *key, int64_t value, bool known) {
-        json_object *v = NULL;
-
-        if (known && !(v = json_object_new_int64(value)))
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
+        return known ? json_add_int64(o, key, value) : json_add(o, key, NULL);
 }
 
 json_object *hooks_event_to_json(const HookEvent *ev) {

@@ -17,6 +17,7 @@
 #include "archive.h"
 #include "alloc-util.h"
 #include "io-util.h"
+#include "json-util.h"
 #include "log.h"
 #include "macro.h"
 #include "time-util.h"
@@ -58,7 +59,6 @@ struct Archive {
         bool no_tmpfile;
 };
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_tokener *, json_tokener_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ZSTD_CCtx *, ZSTD_freeCCtx);
 
@@ -250,27 +250,6 @@ void archive_summaries_free(ArchiveSummary *s, size_t n) {
         free(s);
 }
 
-/* Add V under KEY; V NULL is JSON null when S (the value V was made from) was NULL, and OOM otherwise. */
-static int json_add(json_object *o, const char *key, json_object *v, bool oom) {
-        if (oom)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int json_add_string(json_object *o, const char *key, const char *s) {
-        json_object *v = s ? json_object_new_string(s) : NULL;
-        return json_add(o, key, v, s && !v);
-}
-
-static int json_add_u64(json_object *o, const char *key, uint64_t u) {
-        json_object *v = json_object_new_uint64(u);
-        return json_add(o, key, v, !v);
-}
-
 /* Build the skippable frame (frame header and JSON payload) that leads the file of snapshot ID. */
 static int archive_header_build(const char *id, uint64_t timestamp_usec, const ArchiveSummary *summary,
                                 uint64_t size, uint8_t **ret, size_t *ret_size) {
@@ -308,32 +287,6 @@ static int archive_header_build(const char *id, uint64_t timestamp_usec, const A
         return 0;
 }
 
-static int json_get_u64(json_object *o, const char *key, uint64_t *ret) {
-        json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int) ||
-            json_object_get_int64(v) < 0)
-                return -EBADMSG;
-        *ret = json_object_get_uint64(v);
-        return 0;
-}
-
-/* A string field; missing or null reads as NULL. */
-static int json_get_string(json_object *o, const char *key, char **ret) {
-        json_object *v = NULL;
-        char *s = NULL;
-
-        if (json_object_object_get_ex(o, key, &v) && v) {
-                if (!json_object_is_type(v, json_type_string))
-                        return -EBADMSG;
-                s = strdup(json_object_get_string(v));
-                if (!s)
-                        return -ENOMEM;
-        }
-        *ret = s;
-        return 0;
-}
-
 /* Parse the header payload P (N bytes) of the file named for ID. Anything unexpected is -EBADMSG: the header must
  * be ours, of our schema, and agree with the name (time, pid, id). */
 static int archive_header_parse(const char *p, size_t n, const char *id, ArchiveSummary *ret) {
@@ -359,8 +312,8 @@ static int archive_header_parse(const char *p, size_t n, const char *id, Archive
         if (!json_object_object_get_ex(o, "id", &v) || !json_object_is_type(v, json_type_string) ||
             !streq(json_object_get_string(v), id))
                 return -EBADMSG;
-        if (json_get_u64(o, "timestamp_usec", &s.timestamp_usec) < 0 || json_get_u64(o, "pid", &pid) < 0 ||
-            json_get_u64(o, "size", &s.size) < 0 || pid == 0 || pid > ARCHIVE_PID_MAX)
+        if (json_require_u64(o, "timestamp_usec", &s.timestamp_usec) < 0 || json_require_u64(o, "pid", &pid) < 0 ||
+            json_require_u64(o, "size", &s.size) < 0 || pid == 0 || pid > ARCHIVE_PID_MAX)
                 return -EBADMSG;
         s.pid = (int) pid;
         /* The id was made from the time and pid: a header copied under another name does not pass. */
@@ -369,8 +322,8 @@ static int archive_header_parse(const char *p, size_t n, const char *id, Archive
         k = strlen(expect);
         if (strncmp(id, expect, k) != 0 || (id[k] != '\0' && id[k] != '-'))
                 return -EBADMSG;
-        if ((r = json_get_string(o, "comm", &s.comm)) < 0 || (r = json_get_string(o, "rule", &s.rule)) < 0 ||
-            (r = json_get_string(o, "class", &s.klass)) < 0)
+        if ((r = json_require_string(o, "comm", &s.comm)) < 0 || (r = json_require_string(o, "rule", &s.rule)) < 0 ||
+            (r = json_require_string(o, "class", &s.klass)) < 0)
                 return r;
         s.id = strdup(id);
         if (!s.id)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json-util.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "snapshot-json.h"
@@ -16,10 +17,6 @@ static json_object *jhex(uint64_t v) {
         char buf[24];
         snprintf(buf, sizeof buf, "0x%" PRIx64, v);
         return json_object_new_string(buf);
-}
-
-static json_object *jstr(const char *s) {
-        return s ? json_object_new_string(s) : NULL;
 }
 
 static json_object *jchar(char c) {
@@ -51,7 +48,7 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
         if (!o)
                 return NULL;
         ADD(o, "tid", json_object_new_int(t->tid));
-        ADD(o, "comm", jstr(t->comm));
+        ADD(o, "comm", json_new_string_or_null(t->comm));
         ADD(o, "state", jchar(t->state));
         ADD(o, "tracer_pid", json_object_new_int(t->tracer_pid));
         ADD(o, "utime", json_object_new_uint64(t->utime));
@@ -64,7 +61,7 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
         if (t->syscall.kind == PROC_SYSCALL_BLOCKED) {
                 json_object *args = json_object_new_array();
                 ADD(sc, "nr", json_object_new_int64(t->syscall.nr));
-                ADD(sc, "name", jstr(syscall_name(t->syscall.nr)));
+                ADD(sc, "name", json_new_string_or_null(syscall_name(t->syscall.nr)));
                 for (size_t i = 0; i < ELEMENTSOF(t->syscall.args); i++)
                         json_object_array_add(args, jhex(t->syscall.args[i]));
                 ADD(sc, "args", args);
@@ -74,25 +71,25 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
                 ADD(sc, "pc", jhex(t->syscall.pc));
         }
         ADD(o, "syscall", sc);
-        ADD(o, "wchan", jstr(t->wchan));
+        ADD(o, "wchan", json_new_string_or_null(t->wchan));
 
         cap = json_object_new_object();
         ADD(cap, "method", json_object_new_string(capture_method_to_string(t->method) ?: "none"));
         ADD(cap, "pause_us", json_object_new_double(t->pause_us));
         ADD(cap, "stack_bytes", json_object_new_uint64(t->stack_bytes));
-        ADD(cap, "unwind_end", jstr(t->unwind_end));
+        ADD(cap, "unwind_end", json_new_string_or_null(t->unwind_end));
         ADD(cap, "truncated", json_object_new_boolean(t->truncated));
-        ADD(cap, "error", jstr(t->error));
+        ADD(cap, "error", json_new_string_or_null(t->error));
         ADD(o, "capture", cap);
 
         ks = json_object_new_array();
         for (size_t i = 0; i < t->n_kframes; i++) {
                 json_object *k = json_object_new_object();
-                ADD(k, "function", jstr(t->kframes[i].function));
+                ADD(k, "function", json_new_string_or_null(t->kframes[i].function));
                 ADD(k, "offset", json_object_new_uint64(t->kframes[i].offset));
                 ADD(k, "size", json_object_new_uint64(t->kframes[i].size));
                 if (t->kframes[i].module)
-                        ADD(k, "module", jstr(t->kframes[i].module));
+                        ADD(k, "module", json_new_string_or_null(t->kframes[i].module));
                 json_object_array_add(ks, k);
         }
         ADD(o, "kernel_stack", ks);
@@ -102,10 +99,10 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
                 const UserFrame *f = &t->frames[i];
                 json_object *k = json_object_new_object();
                 ADD(k, "pc", jhex(f->pc));
-                ADD(k, "function", jstr(f->function));
+                ADD(k, "function", json_new_string_or_null(f->function));
                 ADD(k, "offset", json_object_new_uint64(f->function_offset));
                 ADD(k, "module", f->module >= 0 ? json_object_new_int(f->module) : NULL);
-                ADD(k, "file", jstr(f->file));
+                ADD(k, "file", json_new_string_or_null(f->file));
                 ADD(k, "line", f->line ? json_object_new_int((int) f->line) : NULL);
                 ADD(k, "column", f->column ? json_object_new_int((int) f->column) : NULL);
                 ADD(k, "inlined", json_object_new_boolean(f->inlined));
@@ -125,7 +122,7 @@ static json_object *pid_comm(const Snapshot *root, pid_t pid, pid_t tid) {
         o = json_object_new_object();
         ADD(o, "pid", json_object_new_int(pid));
         ADD(o, "tid", tid > 0 ? json_object_new_int(tid) : NULL);
-        ADD(o, "comm", jstr(snapshot_comm_of(root, pid)));
+        ADD(o, "comm", json_new_string_or_null(snapshot_comm_of(root, pid)));
         return o;
 }
 
@@ -146,15 +143,15 @@ static json_object *wait_chain_to_json(const Snapshot *root, const WaitChain *c)
                 json_object *j = json_object_new_object();
 
                 ADD(j, "from", pid_comm(root, e->pid, e->tid));
-                ADD(j, "syscall", jstr(e->syscall));
+                ADD(j, "syscall", json_new_string_or_null(e->syscall));
                 ADD(j, "kind", json_object_new_string(wait_kind_to_string(e->kind) ?: "other"));
                 ADD(j, "fd", e->fd >= 0 ? json_object_new_int(e->fd) : NULL);
                 ADD(j, "inode", e->inode ? json_object_new_uint64(e->inode) : NULL);
-                ADD(j, "object", jstr(e->object));
+                ADD(j, "object", json_new_string_or_null(e->object));
                 ADD(j, "multiplexed", json_object_new_boolean(e->multiplexed));
                 ADD(j, "to", pid_comm(root, e->peer_pid, e->peer_tid));
                 ADD(j, "peer_fd", e->peer_fd >= 0 ? json_object_new_int(e->peer_fd) : NULL);
-                ADD(j, "reason", jstr(e->reason));
+                ADD(j, "reason", json_new_string_or_null(e->reason));
                 json_object_array_add(edges, j);
         }
         ADD(o, "edges", edges);
@@ -168,7 +165,7 @@ json_object *snapshot_to_json(const Snapshot *s) {
                 return NULL;
         ADD(o, "schema", json_object_new_string(SNAPSHOT_SCHEMA));
         ADD(o, "timestamp_usec", json_object_new_uint64(s->timestamp_usec));
-        ADD(o, "host", jstr(s->hostname));
+        ADD(o, "host", json_new_string_or_null(s->hostname));
 
         p = json_object_new_object();
         ADD(p, "pid", json_object_new_int(s->pid));
@@ -176,16 +173,16 @@ json_object *snapshot_to_json(const Snapshot *s) {
         ADD(p, "uid", json_object_new_int64(s->uid));
         ADD(p, "state", jchar(s->state));
         ADD(p, "kernel_thread", json_object_new_boolean(s->kernel_thread));
-        ADD(p, "comm", jstr(s->comm));
-        ADD(p, "exe", jstr(s->exe));
+        ADD(p, "comm", json_new_string_or_null(s->comm));
+        ADD(p, "exe", json_new_string_or_null(s->exe));
         ADD(p, "cmdline", jstrv(s->cmdline));
-        ADD(p, "cgroup", jstr(s->cgroup));
-        ADD(p, "unit", jstr(s->unit));
+        ADD(p, "cgroup", json_new_string_or_null(s->cgroup));
+        ADD(p, "unit", json_new_string_or_null(s->unit));
         ADD(o, "process", p);
 
         cap = json_object_new_object();
         ADD(cap, "method", json_object_new_string(capture_method_to_string(s->method_requested) ?: "auto"));
-        ADD(cap, "unwinder", jstr(s->unwinder));
+        ADD(cap, "unwinder", json_new_string_or_null(s->unwinder));
         ADD(cap, "duration_us", json_object_new_uint64(s->duration_usec));
         ADD(cap, "max_pause_us", json_object_new_double(s->max_pause_us));
         ADD(cap, "threads_total", json_object_new_uint64(s->threads_total));
@@ -202,15 +199,15 @@ json_object *snapshot_to_json(const Snapshot *s) {
         if (s->trigger) {
                 const SnapshotTrigger *t = s->trigger;
                 json_object *tr = json_object_new_object();
-                ADD(tr, "rule", jstr(t->rule));
-                ADD(tr, "class", jstr(t->klass));
+                ADD(tr, "rule", json_new_string_or_null(t->rule));
+                ADD(tr, "class", json_new_string_or_null(t->klass));
                 ADD(tr, "tid", json_object_new_int(t->tid));
                 ADD(tr, "state", jchar(t->state));
                 ADD(tr, "duration_us", json_object_new_uint64(t->duration_usec));
                 ADD(tr, "cpu_percent", json_object_new_double(t->cpu_percent));
-                ADD(tr, "syscall", t->syscall_nr >= 0 ? jstr(syscall_name(t->syscall_nr)) : NULL);
+                ADD(tr, "syscall", t->syscall_nr >= 0 ? json_new_string_or_null(syscall_name(t->syscall_nr)) : NULL);
                 ADD(tr, "syscall_nr", t->syscall_nr >= 0 ? json_object_new_int64(t->syscall_nr) : NULL);
-                ADD(tr, "wchan", jstr(t->wchan));
+                ADD(tr, "wchan", json_new_string_or_null(t->wchan));
                 ADD(tr, "syscalls_per_sec", json_object_new_double(t->syscalls_per_sec));
                 ADD(tr, "bytes_per_sec", json_object_new_double(t->bytes_per_sec));
                 if (t->probe_window_usec > 0) {
@@ -218,11 +215,11 @@ json_object *snapshot_to_json(const Snapshot *s) {
                         bool have = t->probe_nr >= 0;
                         ADD(pr, "window_us", json_object_new_uint64(t->probe_window_usec));
                         ADD(pr, "syscalls", json_object_new_int64(t->probe_syscalls));
-                        ADD(pr, "syscall", have ? jstr(syscall_name(t->probe_nr)) : NULL);
+                        ADD(pr, "syscall", have ? json_new_string_or_null(syscall_name(t->probe_nr)) : NULL);
                         ADD(pr, "syscall_nr", have ? json_object_new_int64(t->probe_nr) : NULL);
                         ADD(pr, "result", have ? json_object_new_int64(t->probe_result) : NULL);
                         ADD(pr, "error", have && t->probe_result < 0 && t->probe_result > -4096
-                                                 ? jstr(strerrorname_np((int) -t->probe_result))
+                                                 ? json_new_string_or_null(strerrorname_np((int) -t->probe_result))
                                                  : NULL);
                         ADD(pr, "count", json_object_new_int64(t->probe_count));
                         ADD(tr, "probe", pr);
@@ -236,8 +233,8 @@ json_object *snapshot_to_json(const Snapshot *s) {
         for (size_t i = 0; i < s->n_modules; i++) {
                 const ModuleInfo *m = &s->modules[i];
                 json_object *k = json_object_new_object();
-                ADD(k, "path", jstr(m->path));
-                ADD(k, "build_id", jstr(m->build_id));
+                ADD(k, "path", json_new_string_or_null(m->path));
+                ADD(k, "build_id", json_new_string_or_null(m->build_id));
                 ADD(k, "start", jhex(m->start));
                 ADD(k, "end", jhex(m->end));
                 ADD(k, "bias", jhex(m->bias));
@@ -258,59 +255,29 @@ json_object *snapshot_to_json(const Snapshot *s) {
 
 /* ---- reading ---- */
 
-static json_object *get(json_object *o, const char *key, json_type type) {
-        json_object *v;
-
-        if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, type))
-                return NULL;
-        return v;
-}
-
-static int get_strdup(json_object *o, const char *key, char **ret) {
-        json_object *v = get(o, key, json_type_string);
-
-        *ret = NULL;
-        if (!v)
-                return 0;
-        *ret = strdup(json_object_get_string(v));
-        return *ret ? 0 : -ENOMEM;
-}
-
 static uint64_t get_u64(json_object *o, const char *key) {
         json_object *v;
         uint64_t u = 0;
 
-        if ((v = get(o, key, json_type_string)))
+        if ((v = json_member(o, key, json_type_string)))
                 (void) safe_atou64_base(json_object_get_string(v), 0, &u);
-        else if ((v = get(o, key, json_type_int)))
+        else if ((v = json_member(o, key, json_type_int)))
                 u = json_object_get_uint64(v);
         return u;
 }
 
 static int64_t get_i64(json_object *o, const char *key, int64_t def) {
-        json_object *v = get(o, key, json_type_int);
+        json_object *v = json_member(o, key, json_type_int);
         return v ? json_object_get_int64(v) : def;
 }
 
-static bool get_bool(json_object *o, const char *key) {
-        json_object *v = get(o, key, json_type_boolean);
-        return v && json_object_get_boolean(v);
-}
-
-static double get_double(json_object *o, const char *key) {
-        json_object *v;
-        if ((v = get(o, key, json_type_double)) || (v = get(o, key, json_type_int)))
-                return json_object_get_double(v);
-        return 0;
-}
-
 static char get_char(json_object *o, const char *key) {
-        json_object *v = get(o, key, json_type_string);
+        json_object *v = json_member(o, key, json_type_string);
         return v && json_object_get_string_len(v) == 1 ? json_object_get_string(v)[0] : '?';
 }
 
 static int get_strv(json_object *o, const char *key, char ***ret) {
-        json_object *a = get(o, key, json_type_array);
+        json_object *a = json_member(o, key, json_type_array);
         size_t n;
         char **v;
 
@@ -350,11 +317,11 @@ static int thread_from_json(json_object *o, Snapshot *s) {
         t->stime = get_u64(o, "stime");
         t->voluntary_ctxt_switches = get_u64(o, "voluntary_ctxt_switches");
         t->nonvoluntary_ctxt_switches = get_u64(o, "nonvoluntary_ctxt_switches");
-        if ((r = get_strdup(o, "comm", &t->comm)) < 0 || (r = get_strdup(o, "wchan", &t->wchan)) < 0)
+        if ((r = json_dup_string(o, "comm", &t->comm)) < 0 || (r = json_dup_string(o, "wchan", &t->wchan)) < 0)
                 return r;
 
-        sc = get(o, "syscall", json_type_object);
-        kind = sc && get(sc, "state", json_type_string) ? json_object_get_string(get(sc, "state", json_type_string))
+        sc = json_member(o, "syscall", json_type_object);
+        kind = sc && json_member(sc, "state", json_type_string) ? json_object_get_string(json_member(sc, "state", json_type_string))
                                                         : "running";
         t->syscall.kind = streq(kind, "blocked") ? PROC_SYSCALL_BLOCKED
                         : streq(kind, "none")    ? PROC_SYSCALL_NONE
@@ -362,27 +329,27 @@ static int thread_from_json(json_object *o, Snapshot *s) {
         t->syscall.nr = get_i64(sc, "nr", -1);
         t->syscall.sp = get_u64(sc, "sp");
         t->syscall.pc = get_u64(sc, "pc");
-        if ((a = get(sc, "args", json_type_array)))
+        if ((a = json_member(sc, "args", json_type_array)))
                 for (size_t i = 0; i < ELEMENTSOF(t->syscall.args) && i < json_object_array_length(a); i++) {
                         json_object *e = json_object_array_get_idx(a, i);
                         if (json_object_is_type(e, json_type_string))
                                 (void) safe_atou64_base(json_object_get_string(e), 0, &t->syscall.args[i]);
                 }
 
-        cap = get(o, "capture", json_type_object);
+        cap = json_member(o, "capture", json_type_object);
         if (cap) {
-                json_object *m = get(cap, "method", json_type_string);
+                json_object *m = json_member(cap, "method", json_type_string);
                 CaptureMethod cm = m ? capture_method_from_string(json_object_get_string(m)) : CAPTURE_METHOD_NONE;
                 t->method = cm < 0 ? CAPTURE_METHOD_NONE : cm;
-                t->pause_us = get_double(cap, "pause_us");
+                t->pause_us = json_get_double(cap, "pause_us");
                 t->stack_bytes = get_u64(cap, "stack_bytes");
-                t->truncated = get_bool(cap, "truncated");
-                if ((r = get_strdup(cap, "unwind_end", &t->unwind_end)) < 0 ||
-                    (r = get_strdup(cap, "error", &t->error)) < 0)
+                t->truncated = json_get_bool(cap, "truncated");
+                if ((r = json_dup_string(cap, "unwind_end", &t->unwind_end)) < 0 ||
+                    (r = json_dup_string(cap, "error", &t->error)) < 0)
                         return r;
         }
 
-        if ((a = get(o, "kernel_stack", json_type_array)))
+        if ((a = json_member(o, "kernel_stack", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *e = json_object_array_get_idx(a, i);
                         KernelFrame *k = thread_add_kframe(t);
@@ -390,11 +357,11 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                                 return -ENOMEM;
                         k->offset = get_u64(e, "offset");
                         k->size = get_u64(e, "size");
-                        if ((r = get_strdup(e, "function", &k->function)) < 0 ||
-                            (r = get_strdup(e, "module", &k->module)) < 0)
+                        if ((r = json_dup_string(e, "function", &k->function)) < 0 ||
+                            (r = json_dup_string(e, "module", &k->module)) < 0)
                                 return r;
                 }
-        if ((a = get(o, "frames", json_type_array)))
+        if ((a = json_member(o, "frames", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *e = json_object_array_get_idx(a, i), *m;
                         UserFrame *f = thread_add_frame(t);
@@ -408,13 +375,13 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                                 f->module = -1;
                         f->line = (unsigned) get_i64(e, "line", 0);
                         f->column = (unsigned) get_i64(e, "column", 0);
-                        f->inlined = get_bool(e, "inlined");
-                        f->activation = get_bool(e, "activation");
-                        m = get(e, "method", json_type_string);
+                        f->inlined = json_get_bool(e, "inlined");
+                        f->activation = json_get_bool(e, "activation");
+                        m = json_member(e, "method", json_type_string);
                         fm = m ? frame_method_from_string(json_object_get_string(m)) : FRAME_METHOD_CFI;
                         f->method = fm < 0 ? FRAME_METHOD_CFI : fm;
-                        if ((r = get_strdup(e, "function", &f->function)) < 0 ||
-                            (r = get_strdup(e, "file", &f->file)) < 0)
+                        if ((r = json_dup_string(e, "function", &f->function)) < 0 ||
+                            (r = json_dup_string(e, "file", &f->file)) < 0)
                                 return r;
                 }
         return 0;
@@ -429,14 +396,14 @@ static int wait_chain_from_json(json_object *o, WaitChain **ret) {
                 return -ENOMEM;
         c->tid = (pid_t) get_i64(o, "tid", 0);
         c->depth = (unsigned) get_i64(o, "depth", 0);
-        c->deadlock = get_bool(o, "deadlock");
-        c->truncated = get_bool(o, "truncated");
+        c->deadlock = json_get_bool(o, "deadlock");
+        c->truncated = json_get_bool(o, "truncated");
         c->resolve_usec = get_u64(o, "resolve_us");
         if ((r = get_strv(o, "errors", &c->errors)) < 0)
                 return r;
         if (c->errors && !c->errors[0])
                 c->errors = strv_free(c->errors);
-        if ((a = get(o, "cycle", json_type_array)) && json_object_array_length(a) > 0) {
+        if ((a = json_member(o, "cycle", json_type_array)) && json_object_array_length(a) > 0) {
                 size_t n = json_object_array_length(a);
                 c->cycle = calloc(n, sizeof *c->cycle);
                 if (!c->cycle)
@@ -444,7 +411,7 @@ static int wait_chain_from_json(json_object *o, WaitChain **ret) {
                 for (size_t i = 0; i < n; i++)
                         c->cycle[c->n_cycle++] = (pid_t) json_object_get_int(json_object_array_get_idx(a, i));
         }
-        if ((a = get(o, "edges", json_type_array)))
+        if ((a = json_member(o, "edges", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *e = json_object_array_get_idx(a, i), *from, *to, *k;
                         WaitEdge *w;
@@ -454,24 +421,24 @@ static int wait_chain_from_json(json_object *o, WaitChain **ret) {
                         w = wait_chain_add_edge(c);
                         if (!w)
                                 return -ENOMEM;
-                        if ((from = get(e, "from", json_type_object))) {
+                        if ((from = json_member(e, "from", json_type_object))) {
                                 w->pid = (pid_t) get_i64(from, "pid", 0);
                                 w->tid = (pid_t) get_i64(from, "tid", 0);
                         }
-                        if ((to = get(e, "to", json_type_object))) {
+                        if ((to = json_member(e, "to", json_type_object))) {
                                 w->peer_pid = (pid_t) get_i64(to, "pid", 0);
                                 w->peer_tid = (pid_t) get_i64(to, "tid", 0);
                         }
-                        k = get(e, "kind", json_type_string);
+                        k = json_member(e, "kind", json_type_string);
                         w->kind = k ? wait_kind_from_string(json_object_get_string(k)) : WAIT_KIND_OTHER;
                         if (w->kind < 0)
                                 w->kind = WAIT_KIND_OTHER;
                         w->fd = (int) get_i64(e, "fd", -1);
                         w->peer_fd = (int) get_i64(e, "peer_fd", -1);
                         w->inode = get_u64(e, "inode");
-                        w->multiplexed = get_bool(e, "multiplexed");
-                        if ((r = get_strdup(e, "syscall", &w->syscall)) < 0 || (r = get_strdup(e, "object", &w->object)) < 0 ||
-                            (r = get_strdup(e, "reason", &w->reason)) < 0)
+                        w->multiplexed = json_get_bool(e, "multiplexed");
+                        if ((r = json_dup_string(e, "syscall", &w->syscall)) < 0 || (r = json_dup_string(e, "object", &w->object)) < 0 ||
+                            (r = json_dup_string(e, "reason", &w->reason)) < 0)
                                 return r;
                 }
         *ret = TAKE_PTR(c);
@@ -498,7 +465,7 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
         }
         if (!ret_error)
                 ret_error = &dummy;
-        schema = get(j, "schema", json_type_string);
+        schema = json_member(j, "schema", json_type_string);
         if (!schema) {
                 *ret_error = "not a stackwatch snapshot (no \"schema\")";
                 return -EINVAL;
@@ -507,8 +474,8 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 *ret_error = "unsupported snapshot schema";
                 return -EINVAL;
         }
-        p = get(j, "process", json_type_object);
-        if (!p || !get(p, "pid", json_type_int)) {
+        p = json_member(j, "process", json_type_object);
+        if (!p || !json_member(p, "pid", json_type_int)) {
                 *ret_error = "snapshot has no process.pid";
                 return -EINVAL;
         }
@@ -516,35 +483,35 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
         if (!s)
                 return -ENOMEM;
         s->timestamp_usec = get_u64(j, "timestamp_usec");
-        if ((r = get_strdup(j, "host", &s->hostname)) < 0)
+        if ((r = json_dup_string(j, "host", &s->hostname)) < 0)
                 return r;
         s->pid = (pid_t) get_i64(p, "pid", 0);
         s->ppid = (pid_t) get_i64(p, "ppid", 0);
         s->uid = (uid_t) get_i64(p, "uid", 0);
         s->state = get_char(p, "state");
-        s->kernel_thread = get_bool(p, "kernel_thread");
-        if ((r = get_strdup(p, "comm", &s->comm)) < 0 || (r = get_strdup(p, "exe", &s->exe)) < 0 ||
-            (r = get_strv(p, "cmdline", &s->cmdline)) < 0 || (r = get_strdup(p, "cgroup", &s->cgroup)) < 0 ||
-            (r = get_strdup(p, "unit", &s->unit)) < 0)
+        s->kernel_thread = json_get_bool(p, "kernel_thread");
+        if ((r = json_dup_string(p, "comm", &s->comm)) < 0 || (r = json_dup_string(p, "exe", &s->exe)) < 0 ||
+            (r = get_strv(p, "cmdline", &s->cmdline)) < 0 || (r = json_dup_string(p, "cgroup", &s->cgroup)) < 0 ||
+            (r = json_dup_string(p, "unit", &s->unit)) < 0)
                 return r;
 
-        cap = get(j, "capture", json_type_object);
+        cap = json_member(j, "capture", json_type_object);
         if (cap) {
-                json_object *m = get(cap, "method", json_type_string);
+                json_object *m = json_member(cap, "method", json_type_string);
                 CaptureMethod cm = m ? capture_method_from_string(json_object_get_string(m)) : CAPTURE_METHOD_AUTO;
                 s->method_requested = cm < 0 ? CAPTURE_METHOD_AUTO : cm;
                 s->duration_usec = get_u64(cap, "duration_us");
-                s->max_pause_us = get_double(cap, "max_pause_us");
+                s->max_pause_us = json_get_double(cap, "max_pause_us");
                 s->threads_total = get_u64(cap, "threads_total");
-                s->truncated = get_bool(cap, "truncated");
-                s->partial = get_bool(cap, "partial");
-                if ((r = get_strdup(cap, "unwinder", &s->unwinder)) < 0 || (r = get_strv(cap, "errors", &s->errors)) < 0)
+                s->truncated = json_get_bool(cap, "truncated");
+                s->partial = json_get_bool(cap, "partial");
+                if ((r = json_dup_string(cap, "unwinder", &s->unwinder)) < 0 || (r = get_strv(cap, "errors", &s->errors)) < 0)
                         return r;
                 if (s->errors && !s->errors[0])
                         s->errors = strv_free(s->errors);
         }
 
-        if ((a = get(j, "threads", json_type_array)))
+        if ((a = json_member(j, "threads", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *e = json_object_array_get_idx(a, i);
                         if (!json_object_is_type(e, json_type_object))
@@ -552,7 +519,7 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                         if ((r = thread_from_json(e, s)) < 0)
                                 return r;
                 }
-        if ((a = get(j, "modules", json_type_array)))
+        if ((a = json_member(j, "modules", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *e = json_object_array_get_idx(a, i);
                         ModuleInfo *m = snapshot_add_module(s);
@@ -561,11 +528,11 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                         m->start = get_u64(e, "start");
                         m->end = get_u64(e, "end");
                         m->bias = get_u64(e, "bias");
-                        m->debuginfo = get_bool(e, "debuginfo");
-                        if ((r = get_strdup(e, "path", &m->path)) < 0 || (r = get_strdup(e, "build_id", &m->build_id)) < 0)
+                        m->debuginfo = json_get_bool(e, "debuginfo");
+                        if ((r = json_dup_string(e, "path", &m->path)) < 0 || (r = json_dup_string(e, "build_id", &m->build_id)) < 0)
                                 return r;
                 }
-        json_object *tr = get(j, "trigger", json_type_object);
+        json_object *tr = json_member(j, "trigger", json_type_object);
         if (tr) {
                 SnapshotTrigger *t = calloc(1, sizeof *t);
                 if (!t)
@@ -574,12 +541,12 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 t->tid = (pid_t) get_i64(tr, "tid", 0);
                 t->state = get_char(tr, "state");
                 t->duration_usec = get_u64(tr, "duration_us");
-                t->cpu_percent = get_double(tr, "cpu_percent");
+                t->cpu_percent = json_get_double(tr, "cpu_percent");
                 t->syscall_nr = get_i64(tr, "syscall_nr", -1);
-                t->syscalls_per_sec = get_double(tr, "syscalls_per_sec");
-                t->bytes_per_sec = get_double(tr, "bytes_per_sec");
+                t->syscalls_per_sec = json_get_double(tr, "syscalls_per_sec");
+                t->bytes_per_sec = json_get_double(tr, "bytes_per_sec");
                 t->probe_nr = -1;
-                json_object *pr = get(tr, "probe", json_type_object);
+                json_object *pr = json_member(tr, "probe", json_type_object);
                 if (pr) {
                         t->probe_window_usec = get_u64(pr, "window_us");
                         t->probe_syscalls = (unsigned) get_i64(pr, "syscalls", 0);
@@ -587,15 +554,15 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                         t->probe_result = get_i64(pr, "result", 0);
                         t->probe_count = (unsigned) get_i64(pr, "count", 0);
                 }
-                if ((r = get_strdup(tr, "rule", &t->rule)) < 0 || (r = get_strdup(tr, "class", &t->klass)) < 0 ||
-                    (r = get_strdup(tr, "wchan", &t->wchan)) < 0)
+                if ((r = json_dup_string(tr, "rule", &t->rule)) < 0 || (r = json_dup_string(tr, "class", &t->klass)) < 0 ||
+                    (r = json_dup_string(tr, "wchan", &t->wchan)) < 0)
                         return r;
         }
-        json_object *wc = top ? get(j, "wait_chain", json_type_object) : NULL;
+        json_object *wc = top ? json_member(j, "wait_chain", json_type_object) : NULL;
         if (wc) {
                 if ((r = wait_chain_from_json(wc, &s->wait_chain)) < 0)
                         return r;
-                if ((a = get(j, "peers", json_type_array)) && json_object_array_length(a) > 0) {
+                if ((a = json_member(j, "peers", json_type_array)) && json_object_array_length(a) > 0) {
                         s->peers = calloc(json_object_array_length(a), sizeof *s->peers);
                         if (!s->peers)
                                 return -ENOMEM;

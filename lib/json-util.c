@@ -1,0 +1,112 @@
+/* json-util.c: typed members, adders and cleanup over json-c. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+
+json_object *json_member(json_object *o, const char *key, json_type type) {
+        json_object *v;
+
+        if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, type))
+                return NULL;
+        return v;
+}
+
+uint64_t json_get_u64(json_object *o, const char *key) {
+        json_object *v = json_member(o, key, json_type_int);
+
+        return v ? json_object_get_uint64(v) : 0;
+}
+
+double json_get_double(json_object *o, const char *key) {
+        json_object *v = json_member(o, key, json_type_double) ?: json_member(o, key, json_type_int);
+
+        return v ? json_object_get_double(v) : 0.0;
+}
+
+bool json_get_bool(json_object *o, const char *key) {
+        json_object *v = json_member(o, key, json_type_boolean);
+
+        return v && json_object_get_boolean(v);
+}
+
+const char *json_get_string(json_object *o, const char *key) {
+        json_object *v = json_member(o, key, json_type_string);
+
+        return v ? json_object_get_string(v) : NULL;
+}
+
+json_object *json_get_object(json_object *o, const char *key) {
+        return json_member(o, key, json_type_object);
+}
+
+json_object *json_get_array(json_object *o, const char *key) {
+        return json_member(o, key, json_type_array);
+}
+
+int json_dup_string(json_object *o, const char *key, char **ret) {
+        const char *s = json_get_string(o, key);
+
+        *ret = NULL;
+        if (!s)
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int json_require_u64(json_object *o, const char *key, uint64_t *ret) {
+        json_object *v = json_member(o, key, json_type_int);
+
+        if (!v || json_object_get_int64(v) < 0)
+                return -EBADMSG;
+        *ret = json_object_get_uint64(v);
+        return 0;
+}
+
+int json_require_string(json_object *o, const char *key, char **ret) {
+        json_object *v = NULL;
+        char *s = NULL;
+
+        if (o && json_object_object_get_ex(o, key, &v) && v) {
+                if (!json_object_is_type(v, json_type_string))
+                        return -EBADMSG;
+                s = strdup(json_object_get_string(v));
+                if (!s)
+                        return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+int json_add(json_object *o, const char *key, json_object *v) {
+        if (json_object_object_add(o, key, v) < 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int json_add_string(json_object *o, const char *key, const char *s) {
+        json_object *v = json_new_string_or_null(s);
+
+        if (s && !v)
+                return -ENOMEM;
+        return json_add(o, key, v);
+}
+
+int json_add_u64(json_object *o, const char *key, uint64_t u) {
+        json_object *v = json_object_new_uint64(u);
+
+        return v ? json_add(o, key, v) : -ENOMEM;
+}
+
+int json_add_int64(json_object *o, const char *key, int64_t i) {
+        json_object *v = json_object_new_int64(i);
+
+        return v ? json_add(o, key, v) : -ENOMEM;
+}
+
+json_object *json_new_string_or_null(const char *s) {
+        return s ? json_object_new_string(s) : NULL;
+}

@@ -1,0 +1,38 @@
+/* json-util.h: the small json-c helpers every module used to write again: typed members, adders, cleanup. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "macro.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
+
+/* Member KEY of O when it has TYPE; NULL when O is NULL, KEY is missing, or of another type. */
+json_object *json_member(json_object *o, const char *key, json_type type);
+
+/* Lenient readers, for documents that may come from another version: a default when missing or of another
+ * type (0, 0.0, false, NULL). */
+uint64_t json_get_u64(json_object *o, const char *key);
+double json_get_double(json_object *o, const char *key);   /* a double or an integer */
+bool json_get_bool(json_object *o, const char *key);
+const char *json_get_string(json_object *o, const char *key);
+json_object *json_get_object(json_object *o, const char *key);
+json_object *json_get_array(json_object *o, const char *key);
+/* A copy of string member KEY into *RET (NULL when missing or of another type); -ENOMEM. */
+int json_dup_string(json_object *o, const char *key, char **ret);
+
+/* Strict readers, for headers we wrote ourselves: -EBADMSG when missing or of another type. */
+int json_require_u64(json_object *o, const char *key, uint64_t *ret);          /* a non-negative integer */
+int json_require_string(json_object *o, const char *key, char **ret);          /* missing or null: NULL */
+
+/* Add V under KEY, taking V over (freed on failure); a NULL V is JSON null. -ENOMEM. */
+int json_add(json_object *o, const char *key, json_object *v);
+/* Add S as a string, or null when S is NULL; -ENOMEM. */
+int json_add_string(json_object *o, const char *key, const char *s);
+int json_add_u64(json_object *o, const char *key, uint64_t v);
+int json_add_int64(json_object *o, const char *key, int64_t v);
+/* A new string, or NULL (JSON null when added) for a NULL S. */
+json_object *json_new_string_or_null(const char *s);
