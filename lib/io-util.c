@@ -8,11 +8,13 @@
 #include "io-util.h"
 #include "macro.h"
 
-ssize_t loop_read(int fd, void *buf, size_t size) {
+/* read() (OFFSET < 0) or pread() from OFFSET until SIZE bytes or end of file. */
+static ssize_t loop_read_at(int fd, void *buf, size_t size, off_t offset) {
         size_t have = 0;
 
         while (have < size) {
-                ssize_t n = read(fd, (uint8_t *) buf + have, size - have);
+                ssize_t n = offset < 0 ? read(fd, (uint8_t *) buf + have, size - have)
+                                       : pread(fd, (uint8_t *) buf + have, size - have, offset + (off_t) have);
 
                 if (n < 0) {
                         if (errno == EINTR)
@@ -26,22 +28,12 @@ ssize_t loop_read(int fd, void *buf, size_t size) {
         return (ssize_t) have;
 }
 
+ssize_t loop_read(int fd, void *buf, size_t size) {
+        return loop_read_at(fd, buf, size, -1);
+}
+
 ssize_t loop_pread(int fd, void *buf, size_t size, off_t offset) {
-        size_t have = 0;
-
-        while (have < size) {
-                ssize_t n = pread(fd, (uint8_t *) buf + have, size - have, offset + (off_t) have);
-
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (n == 0)
-                        break;
-                have += (size_t) n;
-        }
-        return (ssize_t) have;
+        return offset < 0 ? -EINVAL : loop_read_at(fd, buf, size, offset);
 }
 
 int loop_write(int fd, const void *buf, size_t size) {
