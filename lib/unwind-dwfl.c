@@ -138,8 +138,8 @@ static bool cfi_marks_outermost(UnwindProcess *p, Dwarf_Addr pc) {
         return outermost;
 }
 
-int unwind_dwfl_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
-                       size_t *n, UnwindRegs *last, UnwindResult *res) {
+static int dwfl_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
+                              size_t *n, UnwindRegs *last, UnwindResult *res) {
         DwflUnwind u = { .frames = frames, .max = max, .n = n, .last = last, .res = res };
         int r;
 
@@ -182,3 +182,7 @@ int unwind_dwfl_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, Unwi
         p->cur_regs = NULL;
         return 0;
 }
+
+const UnwindBackend unwind_backend_dwfl = {
+        .unwind_thread = dwfl_unwind_thread,
+};

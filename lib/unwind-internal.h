@@ -23,10 +23,21 @@ struct UnwindProcess {
         pid_t cur_tid;
         const UnwindRegs *cur_regs;
 
-        /* libunwind backend state (unwind-libunwind.c), created on first use. */
-        void *lu_as;
+        /* Each backend's own per-process state, created on its first use (libunwind: its address space). */
+        void *backend_state[_UNWINDER_MAX];
 };
 
+/* One unwinder backend. unwind_thread() fills FRAMES from index *N on and sets END/CLEAN in RES; on an unclean
+ * end it leaves in LAST the registers of the last frame it trusts, for the frame-pointer and scan fallbacks that
+ * unwind.c runs after it. process_done() (NULL: no state) frees P->backend_state[kind]. The core reaches the
+ * backends only through these tables; the backends use the core's memory reader and module list. */
+typedef struct UnwindBackend {
+        int (*unwind_thread)(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
+                             size_t *n, UnwindRegs *last, UnwindResult *res);
+        void (*process_done)(UnwindProcess *p);
+} UnwindBackend;
+
+extern const UnwindBackend unwind_backend_dwfl;         /* unwind-dwfl.c */
 #ifdef HAVE_LIBUNWIND
-void unwind_libunwind_done(UnwindProcess *p);
+extern const UnwindBackend unwind_backend_libunwind;    /* unwind-libunwind.c */
 #endif

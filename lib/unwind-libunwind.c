@@ -152,25 +152,25 @@ static unw_accessors_t lu_accessors = {
         .get_proc_name = lu_get_proc_name,
 };
 
-void unwind_libunwind_done(UnwindProcess *p) {
-        if (p->lu_as)
-                unw_destroy_addr_space(p->lu_as);
-        p->lu_as = NULL;
+static void lu_process_done(UnwindProcess *p) {
+        if (p->backend_state[UNWINDER_LIBUNWIND])
+                unw_destroy_addr_space(p->backend_state[UNWINDER_LIBUNWIND]);
+        p->backend_state[UNWINDER_LIBUNWIND] = NULL;
 }
 
-int unwind_libunwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
+static int lu_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
                             size_t *n, UnwindRegs *last, UnwindResult *res) {
         LuContext ctx = { .p = p, .regs = regs };
         unw_cursor_t cursor;
         bool next_is_activation = true;
         int r;
 
-        if (!p->lu_as) {
-                p->lu_as = unw_create_addr_space(&lu_accessors, 0);
-                if (!p->lu_as)
+        if (!p->backend_state[UNWINDER_LIBUNWIND]) {
+                p->backend_state[UNWINDER_LIBUNWIND] = unw_create_addr_space(&lu_accessors, 0);
+                if (!p->backend_state[UNWINDER_LIBUNWIND])
                         return -ENOMEM;
         }
-        r = unw_init_remote(&cursor, p->lu_as, &ctx);
+        r = unw_init_remote(&cursor, p->backend_state[UNWINDER_LIBUNWIND], &ctx);
         if (r < 0) {
                 snprintf(res->end, sizeof res->end, "libunwind: %s", unw_strerror(r));
                 return 0;
@@ -213,3 +213,8 @@ int unwind_libunwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs,
                 }
         }
 }
+
+const UnwindBackend unwind_backend_libunwind = {
+        .unwind_thread = lu_unwind_thread,
+        .process_done = lu_process_done,
+};

@@ -184,12 +184,22 @@ int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **re
         return 0;
 }
 
+/* The backends by kind (the FP one is defined below); NULL where this build has none. */
+static const UnwindBackend unwind_backend_fp;
+static const UnwindBackend *const unwind_backends[_UNWINDER_MAX] = {
+        [UNWINDER_LIBDW] = &unwind_backend_dwfl,
+#ifdef HAVE_LIBUNWIND
+        [UNWINDER_LIBUNWIND] = &unwind_backend_libunwind,
+#endif
+        [UNWINDER_FP] = &unwind_backend_fp,
+};
+
 UnwindProcess *unwind_process_free(UnwindProcess *p) {
         if (!p)
                 return NULL;
-#ifdef HAVE_LIBUNWIND
-        unwind_libunwind_done(p);
-#endif
+        for (UnwinderKind k = 0; k < _UNWINDER_MAX; k++)
+                if (unwind_backends[k] && unwind_backends[k]->process_done)
+                        unwind_backends[k]->process_done(p);
         if (p->dwfl)
                 dwfl_end(p->dwfl);
         if (p->arch_elf)
@@ -321,6 +331,19 @@ static void unwind_scan(UnwindProcess *p, uint64_t sp, UnwindFrame *frames, size
         }
 }
 
+/* The frame-pointer "backend": just the initial frame; the fallbacks below walk the chain from it. */
+static int fp_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
+                            size_t *n, UnwindRegs *last, UnwindResult *res) {
+        frames[(*n)++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_RIP], .activation = true,
+                                         .method = FRAME_METHOD_INITIAL };
+        snprintf(res->end, sizeof res->end, "no frame pointer");
+        return 0;
+}
+
+static const UnwindBackend unwind_backend_fp = {
+        .unwind_thread = fp_unwind_thread,
+};
+
 int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRegs *regs, const UnwindStack *stack,
                   UnwindFrame *frames, size_t max, UnwindResult *ret) {
         UnwindResult res = {};
@@ -332,25 +355,12 @@ int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRe
                 return -EINVAL;
         p->stack = stack;
 
-        switch (kind) {
-        case UNWINDER_LIBDW:
-                r = unwind_dwfl_thread(p, tid, regs, frames, max, &n, &last, &res);
-                break;
-        case UNWINDER_LIBUNWIND:
-#ifdef HAVE_LIBUNWIND
-                r = unwind_libunwind_thread(p, tid, regs, frames, max, &n, &last, &res);
-#else
-                r = -EOPNOTSUPP;
-#endif
-                break;
-        case UNWINDER_FP:
-                frames[n++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_RIP], .activation = true,
-                                              .method = FRAME_METHOD_INITIAL };
-                snprintf(res.end, sizeof res.end, "no frame pointer");
-                break;
-        default:
+        if (kind < 0 || kind >= _UNWINDER_MAX)
                 r = -EINVAL;
-        }
+        else if (!unwind_backends[kind])
+                r = -EOPNOTSUPP; /* not built (libunwind is optional) */
+        else
+                r = unwind_backends[kind]->unwind_thread(p, tid, regs, frames, max, &n, &last, &res);
         if (r < 0) {
                 p->stack = NULL;
                 return r;

@@ -93,12 +93,6 @@ int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRe
 /* Read one word of target memory: from the current stack copy where it covers ADDR, else from the process. */
 bool unwind_process_read_word(UnwindProcess *p, uint64_t addr, uint64_t *ret);
 
-/* Backends (unwind-dwfl.c, unwind-libunwind.c). They fill FRAMES from index *N on and set END/CLEAN; on an
- * unclean end they leave in LAST the registers of the last frame they trust, for the fallbacks. */
-int unwind_dwfl_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
-                       size_t *n, UnwindRegs *last, UnwindResult *res);
-int unwind_libunwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
-                            size_t *n, UnwindRegs *last, UnwindResult *res);
 /* Whether ADDR lies in an executable mapping of the process. */
 bool unwind_process_is_text(UnwindProcess *p, uint64_t addr);
 pid_t unwind_process_pid(UnwindProcess *p);
