@@ -405,33 +405,36 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
         return symbolize_thread(c, sym, root, t, frames, res.n_frames);
 }
 
-static void raw_free(RawThread *raw, size_t n) {
-        for (size_t i = 0; raw && i < n; i++)
-                free(raw[i].stack.data);
-        free(raw);
+/* The raw copies of one capture: a thread's registers and stack bytes, by snapshot thread index. */
+typedef struct RawSet {
+        RawThread *raw;
+        size_t n;
+} RawSet;
+
+static void raw_set_done(RawSet *rs) {
+        for (size_t i = 0; rs->raw && i < rs->n; i++)
+                free(rs->raw[i].stack.data);
+        rs->raw = mfree(rs->raw);
+        rs->n = 0;
 }
 
-int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapshot **ret) {
-        _cleanup_snapshot_free_ Snapshot *s = NULL;
-        _cleanup_(unwind_process_freep) UnwindProcess *up = NULL;
-        _cleanup_close_ int dirfd = -EBADF;
-        _cleanup_free_ int *tids = NULL;
-        _cleanup_free_ UnwindFrame *frames = NULL;
-        RawThread *raw = NULL;
-        char root[64], host[256];
-        size_t n_tids = 0, n_raw = 0;
+static void capture_done(Capture *c) {
+        c->symmods = mfree(c->symmods);
+        c->symmod_done = mfree(c->symmod_done);
+}
+
+/* A new snapshot of C->pid with what needs no thread: identity, the address space (C->up stays NULL where it
+ * cannot be read, which the snapshot then says). Returns 1 for a kernel thread, 0 otherwise. */
+static int capture_begin(Capture *c, int *ret_dirfd, UnwindProcess **ret_up) {
+        Snapshot *s = c->s;
+        char host[256];
         bool kthread;
-        Capture c;
         int r;
 
-        s = snapshot_new();
-        if (!s)
-                return -ENOMEM;
-        c = (Capture) { .pid = pid, .o = o, .s = s, .start_usec = now_usec(CLOCK_MONOTONIC) };
-        s->pid = pid;
+        s->pid = c->pid;
         s->timestamp_usec = now_usec(CLOCK_REALTIME);
-        s->method_requested = o->method;
-        s->unwinder = strdup(unwinder_kind_to_string(o->unwinder));
+        s->method_requested = c->o->method;
+        s->unwinder = strdup(unwinder_kind_to_string(c->o->unwinder));
         if (gethostname(host, sizeof host) == 0) {
                 host[sizeof host - 1] = '\0';
                 s->hostname = strdup(host);
@@ -439,132 +442,151 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
         if (!s->unwinder)
                 return -ENOMEM;
 
-        r = proc_open_dir(pid, 0, &dirfd);
+        r = proc_open_dir(c->pid, 0, ret_dirfd);
         if (r < 0)
                 return r;
-        c.dirfd = dirfd;
-        r = read_process_identity(&c);
+        c->dirfd = *ret_dirfd;
+        r = read_process_identity(c);
         if (r < 0)
                 return r;
         kthread = r > 0;
-        snprintf(root, sizeof root, "/proc/%d/root", (int) pid);
-
         s->kernel_thread = kthread;
         if (!kthread && s->state != 'Z') {
-                r = unwind_process_new(pid, o->debuginfo_path, &up);
+                r = unwind_process_new(c->pid, c->o->debuginfo_path, ret_up);
                 /* Without the address space there is no user stack to show: say so rather than half a dump. */
                 if (r == -ESRCH || r == -EACCES || r == -EPERM)
                         return r;
                 if (r < 0)
                         snapshot_add_error(s, "cannot read the address space: %s", strerror(-r));
         }
-        c.up = up;
+        c->up = *ret_up;
+        return kthread;
+}
 
-        r = proc_list_numeric(dirfd, "task", &tids, &n_tids);
+/* The threads to capture: all of them, or just o->tid; at most o->max_threads (the cut is recorded). */
+static int capture_list_threads(Capture *c, int **ret_tids, size_t *ret_n) {
+        size_t n = 0;
+        int r;
+
+        r = proc_list_numeric(c->dirfd, "task", ret_tids, &n);
         if (r < 0)
                 return r;
-        if (o->tid > 0) {
+        if (c->o->tid > 0) {
                 size_t k = 0;
-                for (size_t i = 0; i < n_tids; i++)
-                        if (tids[i] == o->tid)
-                                tids[k++] = tids[i];
-                n_tids = k;
-                if (n_tids == 0)
+                for (size_t i = 0; i < n; i++)
+                        if ((*ret_tids)[i] == c->o->tid)
+                                (*ret_tids)[k++] = (*ret_tids)[i];
+                n = k;
+                if (n == 0)
                         return -ESRCH;
         }
-        s->threads_total = n_tids;
-        if (n_tids > o->max_threads) {
-                snapshot_add_error(s, "thread budget: captured %u of %zu threads", o->max_threads, n_tids);
-                s->truncated = true;
-                n_tids = o->max_threads;
+        c->s->threads_total = n;
+        if (n > c->o->max_threads) {
+                snapshot_add_error(c->s, "thread budget: captured %u of %zu threads", c->o->max_threads, n);
+                c->s->truncated = true;
+                n = c->o->max_threads;
         }
+        *ret_n = n;
+        return 0;
+}
 
-        raw = calloc(n_tids ?: 1, sizeof *raw);
-        frames = calloc(o->max_frames ?: 1, sizeof *frames);
-        if (!raw || !frames) {
-                free(raw);
+/* Pass 1, the raw capture: per thread its facts, registers and a copy of its stack, as short as possible per
+ * thread and nothing slow while one is held (a ptrace stop ends inside capture_thread_regs()). */
+static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, bool kthread, RawSet *rs) {
+        Snapshot *s = c->s;
+        int r;
+
+        rs->raw = calloc(n_tids ?: 1, sizeof *rs->raw);
+        if (!rs->raw)
                 return -ENOMEM;
-        }
-
-        /* Pass 1, the raw capture: as short as possible per thread, nothing slow while a thread is held. */
         for (size_t i = 0; i < n_tids; i++) {
                 _cleanup_close_ int taskfd = -EBADF;
                 ThreadSnapshot *t;
 
                 t = snapshot_add_thread(s);
-                if (!t) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
+                if (!t)
+                        return -ENOMEM;
                 t->tid = tids[i];
-                raw[n_raw++].index = s->n_threads - 1;
-                if (over_budget(&c)) {
+                rs->raw[rs->n++].index = s->n_threads - 1;
+                if (over_budget(c)) {
                         s->truncated = t->truncated = true;
                         t->method = CAPTURE_METHOD_NONE;
                         thread_set_error(s, t, "skipped: capture time budget (%llu ms) exhausted",
-                                         (unsigned long long) (o->time_budget_usec / USEC_PER_MSEC));
+                                         (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC));
                         continue;
                 }
-                r = proc_open_task(dirfd, t->tid, &taskfd);
+                r = proc_open_task(c->dirfd, t->tid, &taskfd);
                 if (r == 0)
-                        r = read_thread_facts(&c, taskfd, t);
+                        r = read_thread_facts(c, taskfd, t);
                 if (r == -ENOMEM)
-                        goto finish;
+                        return r;
                 if (r < 0) {
                         t->method = CAPTURE_METHOD_NONE;
                         thread_set_error(s, t, r == -ESRCH ? "thread exited during capture" : "cannot read thread: %s",
                                          strerror(-r));
                         continue;
                 }
-                if (kthread || !up) {
+                if (kthread || !c->up) {
                         t->method = CAPTURE_METHOD_NONE;
                         continue;
                 }
-                r = capture_thread_regs(&c, taskfd, t, &raw[n_raw - 1]);
+                r = capture_thread_regs(c, taskfd, t, &rs->raw[rs->n - 1]);
                 if (r == -ENOMEM)
-                        goto finish;
+                        return r;
         }
+        return 0;
+}
 
-        /* Pass 2, with every thread running again: unwind and symbolize. */
-        if (up) {
-                dwfl_getmodules(unwind_process_dwfl(up), module_index_cb, &c, 0);
-                c.n_symmods = s->n_modules;
-                c.symmods = calloc(s->n_modules ?: 1, sizeof *c.symmods);
-                c.symmod_done = calloc(s->n_modules ?: 1, sizeof *c.symmod_done);
-                if (!c.symmods || !c.symmod_done) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
-        }
-        for (size_t i = 0; i < n_raw; i++) {
-                ThreadSnapshot *t = &s->threads[raw[i].index];
+/* Pass 2, with every thread running again: unwind and symbolize from the copies. A sleeping thread whose passive
+ * unwind fell short gets one brief ptrace capture in auto mode. */
+static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
+        _cleanup_free_ UnwindFrame *frames = NULL;
+        Snapshot *s = c->s;
+        char root[64];
+        int r;
+
+        if (!c->up)
+                return 0;
+        snprintf(root, sizeof root, "/proc/%d/root", (int) c->pid);
+        frames = calloc(c->o->max_frames ?: 1, sizeof *frames);
+        if (!frames)
+                return -ENOMEM;
+        dwfl_getmodules(unwind_process_dwfl(c->up), module_index_cb, c, 0);
+        c->n_symmods = s->n_modules;
+        c->symmods = calloc(s->n_modules ?: 1, sizeof *c->symmods);
+        c->symmod_done = calloc(s->n_modules ?: 1, sizeof *c->symmod_done);
+        if (!c->symmods || !c->symmod_done)
+                return -ENOMEM;
+        for (size_t i = 0; i < rs->n; i++) {
+                RawThread *raw = &rs->raw[i];
+                ThreadSnapshot *t = &s->threads[raw->index];
                 bool clean = false;
 
-                if (!raw[i].have_regs)
+                if (!raw->have_regs)
                         continue;
-                if (over_budget(&c)) {
+                if (over_budget(c)) {
                         s->truncated = t->truncated = true;
                         thread_set_error(s, t, "not unwound: capture time budget exhausted");
                         continue;
                 }
-                r = unwind_one(&c, sym, root, t, &raw[i], frames, &clean);
+                r = unwind_one(c, sym, root, t, raw, frames, &clean);
                 if (r < 0)
-                        goto finish;
+                        return r;
                 /* Auto mode: a sleeping thread whose passive unwind did not reach the outermost frame (a register
                  * its CFI needs was not in the syscall record) gets a brief ptrace capture instead. */
-                if (!clean && !t->truncated && o->method == CAPTURE_METHOD_AUTO &&
+                if (!clean && !t->truncated && c->o->method == CAPTURE_METHOD_AUTO &&
                     t->method == CAPTURE_METHOD_PASSIVE && t->state != 'D' &&
                     (t->tracer_pid == 0 || t->tracer_pid == getpid())) {
-                        RawThread again = { .index = raw[i].index };
+                        RawThread again = { .index = raw->index };
                         ThreadSnapshot backup = *t;
 
-                        if (capture_ptrace(&c, t, &again) == 0) {
+                        if (capture_ptrace(c, t, &again) == 0) {
                                 bool clean2 = false;
-                                free(raw[i].stack.data);
-                                raw[i] = again;
-                                r = unwind_one(&c, sym, root, t, &raw[i], frames, &clean2);
+                                free(raw->stack.data);
+                                *raw = again;
+                                r = unwind_one(c, sym, root, t, raw, frames, &clean2);
                                 if (r < 0)
-                                        goto finish;
+                                        return r;
                         } else {
                                 t->method = backup.method;
                                 t->pause_us = backup.pause_us;
@@ -573,15 +595,39 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
                 if (t->truncated)
                         s->truncated = true;
         }
-        for (size_t i = 0; i < c.n_symmods; i++)
-                s->modules[i].debuginfo = sym_module_has_debuginfo(c.symmods[i]);
-        r = 0;
-finish:
-        free(c.symmods);
-        free(c.symmod_done);
-        raw_free(raw, n_raw);
+        for (size_t i = 0; i < c->n_symmods; i++)
+                s->modules[i].debuginfo = sym_module_has_debuginfo(c->symmods[i]);
+        return 0;
+}
+
+int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapshot **ret) {
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+        _cleanup_(unwind_process_freep) UnwindProcess *up = NULL;
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ int *tids = NULL;
+        _cleanup_(raw_set_done) RawSet raw = {};
+        _cleanup_(capture_done) Capture c = {};
+        size_t n_tids = 0;
+        int r, kthread;
+
+        s = snapshot_new();
+        if (!s)
+                return -ENOMEM;
+        c = (Capture) { .pid = pid, .o = o, .s = s, .dirfd = -EBADF, .start_usec = now_usec(CLOCK_MONOTONIC) };
+
+        kthread = capture_begin(&c, &dirfd, &up);
+        if (kthread < 0)
+                return kthread;
+        r = capture_list_threads(&c, &tids, &n_tids);
         if (r < 0)
                 return r;
+        r = capture_raw_pass(&c, tids, n_tids, kthread > 0, &raw);
+        if (r < 0)
+                return r;
+        r = capture_unwind_pass(&c, sym, &raw);
+        if (r < 0)
+                return r;
+
         s->duration_usec = now_usec(CLOCK_MONOTONIC) - c.start_usec;
         *ret = TAKE_PTR(s);
         return 0;
