@@ -9,20 +9,13 @@
 #include <sys/types.h>
 
 #include "macro.h"
+#include "peers-tables.h"
 #include "proc-parse.h"
 #include "snapshot.h"
 
 /* Budgets: fds looked at in one poll/select/epoll wait, holders listed for one object. */
 #define PEERS_WAIT_FDS_MAX 32U
 #define PEERS_HOLDERS_MAX 8U
-
-/* The tables a resolution needs (socket tables, every process's fds, /proc/locks), each read once on first use
- * and kept: one resolver serves one capture or one poll, then is freed, so nothing it knows gets old. */
-typedef struct PeerResolver PeerResolver;
-
-int peer_resolver_new(PeerResolver **ret);
-PeerResolver *peer_resolver_free(PeerResolver *r);
-DEFINE_TRIVIAL_CLEANUP_FUNC(PeerResolver *, peer_resolver_free);
 
 /* One thread, as /proc shows it: what the resolution starts from. */
 typedef struct ThreadWait {
@@ -48,12 +41,3 @@ int peers_syscall_fd(const ProcSyscall *sc);
 /* Whether syscall NR is one peers_thread_edges() can follow to another process (fd, lock and child waits); futex,
  * nanosleep and the like are not. Cheap: the daemon asks it before paying for a walk. */
 bool peers_syscall_follows(int64_t nr);
-
-/* Statistics of what a resolver read, for benchmarks and debug logs. */
-typedef struct PeerResolverStats {
-        size_t fds;             /* fd links read in the pass over /proc/PID/fd */
-        size_t processes;       /* processes in that pass */
-        size_t unix_socks, tcp_socks, udp_socks;
-} PeerResolverStats;
-
-void peer_resolver_get_stats(const PeerResolver *r, PeerResolverStats *ret);
