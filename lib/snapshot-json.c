@@ -38,6 +38,156 @@ static json_object *jstrv(char **v) {
 /* json_object_object_add takes ownership; a NULL value is stored as JSON null. */
 #define ADD(o, k, v) json_object_object_add((o), (k), (v))
 
+/* ---- field tables: each key of an object written and read from one row ---- */
+
+typedef enum JsonFieldType {
+        JF_INT,                 /* int (pid_t) */
+        JF_U64,                 /* uint64_t as a number */
+        JF_HEX,                 /* uint64_t as "0x…" (addresses: JSON numbers lose bits past 2^53) */
+        JF_STRING,              /* char *, null when NULL */
+        JF_BOOL,
+        JF_DOUBLE,
+        JF_CHAR,                /* a one-letter string; '?' for none */
+        JF_UINT_OR_NULL,        /* unsigned, null when 0 (line, column: unknown) */
+        JF_INDEX,               /* int, null when negative (no module) */
+} JsonFieldType;
+
+typedef struct JsonField {
+        const char *key;
+        JsonFieldType type;
+        size_t offset;
+        bool omit_null;         /* JF_STRING: leave the key out rather than write null */
+} JsonField;
+
+#define FIELD_AT(base, f, type) ((type *) ((uint8_t *) (base) + (f)->offset))
+#define FIELD_CAT(base, f, type) ((const type *) ((const uint8_t *) (base) + (f)->offset))
+
+static void fields_to_json(json_object *o, const JsonField *fields, size_t n, const void *base) {
+        for (const JsonField *f = fields; f < fields + n; f++) {
+                json_object *v = NULL;
+
+                switch (f->type) {
+                case JF_INT:
+                        v = json_object_new_int(*FIELD_CAT(base, f, int));
+                        break;
+                case JF_U64:
+                        v = json_object_new_uint64(*FIELD_CAT(base, f, uint64_t));
+                        break;
+                case JF_HEX:
+                        v = jhex(*FIELD_CAT(base, f, uint64_t));
+                        break;
+                case JF_STRING:
+                        if (!*FIELD_CAT(base, f, char *) && f->omit_null)
+                                continue;
+                        v = json_new_string_or_null(*FIELD_CAT(base, f, char *));
+                        break;
+                case JF_BOOL:
+                        v = json_object_new_boolean(*FIELD_CAT(base, f, bool));
+                        break;
+                case JF_DOUBLE:
+                        v = json_object_new_double(*FIELD_CAT(base, f, double));
+                        break;
+                case JF_CHAR:
+                        v = jchar(*FIELD_CAT(base, f, char));
+                        break;
+                case JF_UINT_OR_NULL:
+                        v = *FIELD_CAT(base, f, unsigned) ? json_object_new_int((int) *FIELD_CAT(base, f, unsigned))
+                                                          : NULL;
+                        break;
+                case JF_INDEX:
+                        v = *FIELD_CAT(base, f, int) >= 0 ? json_object_new_int(*FIELD_CAT(base, f, int)) : NULL;
+                        break;
+                }
+                ADD(o, f->key, v);
+        }
+}
+
+static uint64_t get_u64(json_object *o, const char *key);
+static int64_t get_i64(json_object *o, const char *key, int64_t def);
+static char get_char(json_object *o, const char *key);
+
+static int fields_from_json(json_object *o, const JsonField *fields, size_t n, void *base) {
+        for (const JsonField *f = fields; f < fields + n; f++) {
+                int64_t i;
+
+                switch (f->type) {
+                case JF_INT:
+                        *FIELD_AT(base, f, int) = (int) get_i64(o, f->key, 0);
+                        break;
+                case JF_U64:
+                case JF_HEX:
+                        *FIELD_AT(base, f, uint64_t) = get_u64(o, f->key);
+                        break;
+                case JF_STRING: {
+                        int r = json_dup_string(o, f->key, FIELD_AT(base, f, char *));
+                        if (r < 0)
+                                return r;
+                        break;
+                }
+                case JF_BOOL:
+                        *FIELD_AT(base, f, bool) = json_get_bool(o, f->key);
+                        break;
+                case JF_DOUBLE:
+                        *FIELD_AT(base, f, double) = json_get_double(o, f->key);
+                        break;
+                case JF_CHAR:
+                        *FIELD_AT(base, f, char) = get_char(o, f->key);
+                        break;
+                case JF_UINT_OR_NULL:
+                        *FIELD_AT(base, f, unsigned) = (unsigned) get_i64(o, f->key, 0);
+                        break;
+                case JF_INDEX:
+                        i = get_i64(o, f->key, -1);
+                        *FIELD_AT(base, f, int) = i < -1 || i >= INT32_MAX ? -1 : (int) i;
+                        break;
+                }
+        }
+        return 0;
+}
+
+#define ROW(k, t, s, m, ...) { .key = (k), .type = (t), .offset = offsetof(s, m), __VA_ARGS__ }
+
+/* A thread's scalars before "syscall", and after it. */
+static const JsonField thread_head_fields[] = {
+        ROW("tid", JF_INT, ThreadSnapshot, tid),
+        ROW("comm", JF_STRING, ThreadSnapshot, comm),
+        ROW("state", JF_CHAR, ThreadSnapshot, state),
+        ROW("tracer_pid", JF_INT, ThreadSnapshot, tracer_pid),
+        ROW("utime", JF_U64, ThreadSnapshot, utime),
+        ROW("stime", JF_U64, ThreadSnapshot, stime),
+        ROW("voluntary_ctxt_switches", JF_U64, ThreadSnapshot, voluntary_ctxt_switches),
+        ROW("nonvoluntary_ctxt_switches", JF_U64, ThreadSnapshot, nonvoluntary_ctxt_switches),
+};
+static const JsonField thread_tail_fields[] = {
+        ROW("wchan", JF_STRING, ThreadSnapshot, wchan),
+};
+/* "capture": after its "method". */
+static const JsonField capture_fields[] = {
+        ROW("pause_us", JF_DOUBLE, ThreadSnapshot, pause_us),
+        ROW("stack_bytes", JF_U64, ThreadSnapshot, stack_bytes),
+        ROW("unwind_end", JF_STRING, ThreadSnapshot, unwind_end),
+        ROW("truncated", JF_BOOL, ThreadSnapshot, truncated),
+        ROW("error", JF_STRING, ThreadSnapshot, error),
+};
+static const JsonField kframe_fields[] = {
+        ROW("function", JF_STRING, KernelFrame, function),
+        ROW("offset", JF_U64, KernelFrame, offset),
+        ROW("size", JF_U64, KernelFrame, size),
+        ROW("module", JF_STRING, KernelFrame, module, .omit_null = true), /* vmlinux: no key */
+};
+/* A user frame: before its "method". */
+static const JsonField frame_fields[] = {
+        ROW("pc", JF_HEX, UserFrame, pc),
+        ROW("function", JF_STRING, UserFrame, function),
+        ROW("offset", JF_U64, UserFrame, function_offset),
+        ROW("module", JF_INDEX, UserFrame, module),
+        ROW("file", JF_STRING, UserFrame, file),
+        ROW("line", JF_UINT_OR_NULL, UserFrame, line),
+        ROW("column", JF_UINT_OR_NULL, UserFrame, column),
+        ROW("inlined", JF_BOOL, UserFrame, inlined),
+        ROW("activation", JF_BOOL, UserFrame, activation),
+};
+
 static const char *syscall_kind_str(ProcSyscallKind k) {
         return k == PROC_SYSCALL_BLOCKED ? "blocked" : k == PROC_SYSCALL_NONE ? "none" : "running";
 }
@@ -47,14 +197,7 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
 
         if (!o)
                 return NULL;
-        ADD(o, "tid", json_object_new_int(t->tid));
-        ADD(o, "comm", json_new_string_or_null(t->comm));
-        ADD(o, "state", jchar(t->state));
-        ADD(o, "tracer_pid", json_object_new_int(t->tracer_pid));
-        ADD(o, "utime", json_object_new_uint64(t->utime));
-        ADD(o, "stime", json_object_new_uint64(t->stime));
-        ADD(o, "voluntary_ctxt_switches", json_object_new_uint64(t->voluntary_ctxt_switches));
-        ADD(o, "nonvoluntary_ctxt_switches", json_object_new_uint64(t->nonvoluntary_ctxt_switches));
+        fields_to_json(o, thread_head_fields, ELEMENTSOF(thread_head_fields), t);
 
         sc = json_object_new_object();
         ADD(sc, "state", json_object_new_string(syscall_kind_str(t->syscall.kind)));
@@ -71,25 +214,17 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
                 ADD(sc, "pc", jhex(t->syscall.pc));
         }
         ADD(o, "syscall", sc);
-        ADD(o, "wchan", json_new_string_or_null(t->wchan));
+        fields_to_json(o, thread_tail_fields, ELEMENTSOF(thread_tail_fields), t);
 
         cap = json_object_new_object();
         ADD(cap, "method", json_object_new_string(capture_method_to_string(t->method) ?: "none"));
-        ADD(cap, "pause_us", json_object_new_double(t->pause_us));
-        ADD(cap, "stack_bytes", json_object_new_uint64(t->stack_bytes));
-        ADD(cap, "unwind_end", json_new_string_or_null(t->unwind_end));
-        ADD(cap, "truncated", json_object_new_boolean(t->truncated));
-        ADD(cap, "error", json_new_string_or_null(t->error));
+        fields_to_json(cap, capture_fields, ELEMENTSOF(capture_fields), t);
         ADD(o, "capture", cap);
 
         ks = json_object_new_array();
         for (size_t i = 0; i < t->n_kframes; i++) {
                 json_object *k = json_object_new_object();
-                ADD(k, "function", json_new_string_or_null(t->kframes[i].function));
-                ADD(k, "offset", json_object_new_uint64(t->kframes[i].offset));
-                ADD(k, "size", json_object_new_uint64(t->kframes[i].size));
-                if (t->kframes[i].module)
-                        ADD(k, "module", json_new_string_or_null(t->kframes[i].module));
+                fields_to_json(k, kframe_fields, ELEMENTSOF(kframe_fields), &t->kframes[i]);
                 json_object_array_add(ks, k);
         }
         ADD(o, "kernel_stack", ks);
@@ -98,15 +233,7 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
         for (size_t i = 0; i < t->n_frames; i++) {
                 const UserFrame *f = &t->frames[i];
                 json_object *k = json_object_new_object();
-                ADD(k, "pc", jhex(f->pc));
-                ADD(k, "function", json_new_string_or_null(f->function));
-                ADD(k, "offset", json_object_new_uint64(f->function_offset));
-                ADD(k, "module", f->module >= 0 ? json_object_new_int(f->module) : NULL);
-                ADD(k, "file", json_new_string_or_null(f->file));
-                ADD(k, "line", f->line ? json_object_new_int((int) f->line) : NULL);
-                ADD(k, "column", f->column ? json_object_new_int((int) f->column) : NULL);
-                ADD(k, "inlined", json_object_new_boolean(f->inlined));
-                ADD(k, "activation", json_object_new_boolean(f->activation));
+                fields_to_json(k, frame_fields, ELEMENTSOF(frame_fields), f);
                 ADD(k, "method", json_object_new_string(frame_method_to_string(f->method) ?: "cfi"));
                 json_object_array_add(fr, k);
         }
@@ -310,14 +437,8 @@ static int thread_from_json(json_object *o, Snapshot *s) {
 
         if (!t)
                 return -ENOMEM;
-        t->tid = (pid_t) get_i64(o, "tid", 0);
-        t->state = get_char(o, "state");
-        t->tracer_pid = (pid_t) get_i64(o, "tracer_pid", 0);
-        t->utime = get_u64(o, "utime");
-        t->stime = get_u64(o, "stime");
-        t->voluntary_ctxt_switches = get_u64(o, "voluntary_ctxt_switches");
-        t->nonvoluntary_ctxt_switches = get_u64(o, "nonvoluntary_ctxt_switches");
-        if ((r = json_dup_string(o, "comm", &t->comm)) < 0 || (r = json_dup_string(o, "wchan", &t->wchan)) < 0)
+        if ((r = fields_from_json(o, thread_head_fields, ELEMENTSOF(thread_head_fields), t)) < 0 ||
+            (r = fields_from_json(o, thread_tail_fields, ELEMENTSOF(thread_tail_fields), t)) < 0)
                 return r;
 
         sc = json_member(o, "syscall", json_type_object);
@@ -341,11 +462,7 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                 json_object *m = json_member(cap, "method", json_type_string);
                 CaptureMethod cm = m ? capture_method_from_string(json_object_get_string(m)) : CAPTURE_METHOD_NONE;
                 t->method = cm < 0 ? CAPTURE_METHOD_NONE : cm;
-                t->pause_us = json_get_double(cap, "pause_us");
-                t->stack_bytes = get_u64(cap, "stack_bytes");
-                t->truncated = json_get_bool(cap, "truncated");
-                if ((r = json_dup_string(cap, "unwind_end", &t->unwind_end)) < 0 ||
-                    (r = json_dup_string(cap, "error", &t->error)) < 0)
+                if ((r = fields_from_json(cap, capture_fields, ELEMENTSOF(capture_fields), t)) < 0)
                         return r;
         }
 
@@ -355,10 +472,7 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                         KernelFrame *k = thread_add_kframe(t);
                         if (!k)
                                 return -ENOMEM;
-                        k->offset = get_u64(e, "offset");
-                        k->size = get_u64(e, "size");
-                        if ((r = json_dup_string(e, "function", &k->function)) < 0 ||
-                            (r = json_dup_string(e, "module", &k->module)) < 0)
+                        if ((r = fields_from_json(e, kframe_fields, ELEMENTSOF(kframe_fields), k)) < 0)
                                 return r;
                 }
         if ((a = json_member(o, "frames", json_type_array)))
@@ -368,21 +482,11 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                         FrameMethod fm;
                         if (!f)
                                 return -ENOMEM;
-                        f->pc = get_u64(e, "pc");
-                        f->function_offset = get_u64(e, "offset");
-                        f->module = (int) get_i64(e, "module", -1);
-                        if (f->module < -1 || f->module >= INT32_MAX)
-                                f->module = -1;
-                        f->line = (unsigned) get_i64(e, "line", 0);
-                        f->column = (unsigned) get_i64(e, "column", 0);
-                        f->inlined = json_get_bool(e, "inlined");
-                        f->activation = json_get_bool(e, "activation");
+                        if ((r = fields_from_json(e, frame_fields, ELEMENTSOF(frame_fields), f)) < 0)
+                                return r;
                         m = json_member(e, "method", json_type_string);
                         fm = m ? frame_method_from_string(json_object_get_string(m)) : FRAME_METHOD_CFI;
                         f->method = fm < 0 ? FRAME_METHOD_CFI : fm;
-                        if ((r = json_dup_string(e, "function", &f->function)) < 0 ||
-                            (r = json_dup_string(e, "file", &f->file)) < 0)
-                                return r;
                 }
         return 0;
 }
