@@ -24,13 +24,13 @@ static json_object *jchar(char c) {
         return json_object_new_string(buf);
 }
 
-static json_object *jstrv(char **v) {
+static json_object *jstrv(char *const *v) {
         json_object *a;
 
         if (!v)
                 return NULL;
         a = json_object_new_array();
-        for (char **s = v; a && *s; s++)
+        for (char *const *s = v; a && *s; s++)
                 json_object_array_add(a, json_object_new_string(*s));
         return a;
 }
@@ -50,6 +50,8 @@ typedef enum JsonFieldType {
         JF_CHAR,                /* a one-letter string; '?' for none */
         JF_UINT_OR_NULL,        /* unsigned, null when 0 (line, column: unknown) */
         JF_INDEX,               /* int, null when negative (no module) */
+        JF_UID,                 /* uid_t */
+        JF_STRV,                /* char **, an array of strings; null when NULL */
 } JsonFieldType;
 
 typedef struct JsonField {
@@ -60,7 +62,7 @@ typedef struct JsonField {
 } JsonField;
 
 #define FIELD_AT(base, f, type) ((type *) ((uint8_t *) (base) + (f)->offset))
-#define FIELD_CAT(base, f, type) ((const type *) ((const uint8_t *) (base) + (f)->offset))
+#define FIELD_CAT(base, f, type) ((const __typeof__(type) *) ((const uint8_t *) (base) + (f)->offset))
 
 static void fields_to_json(json_object *o, const JsonField *fields, size_t n, const void *base) {
         for (const JsonField *f = fields; f < fields + n; f++) {
@@ -97,6 +99,12 @@ static void fields_to_json(json_object *o, const JsonField *fields, size_t n, co
                 case JF_INDEX:
                         v = *FIELD_CAT(base, f, int) >= 0 ? json_object_new_int(*FIELD_CAT(base, f, int)) : NULL;
                         break;
+                case JF_UID:
+                        v = json_object_new_int64(*FIELD_CAT(base, f, uid_t));
+                        break;
+                case JF_STRV:
+                        v = jstrv(*FIELD_CAT(base, f, char **));
+                        break;
                 }
                 ADD(o, f->key, v);
         }
@@ -105,6 +113,7 @@ static void fields_to_json(json_object *o, const JsonField *fields, size_t n, co
 static uint64_t get_u64(json_object *o, const char *key);
 static int64_t get_i64(json_object *o, const char *key, int64_t def);
 static char get_char(json_object *o, const char *key);
+static int get_strv(json_object *o, const char *key, char ***ret);
 
 static int fields_from_json(json_object *o, const JsonField *fields, size_t n, void *base) {
         for (const JsonField *f = fields; f < fields + n; f++) {
@@ -140,6 +149,15 @@ static int fields_from_json(json_object *o, const JsonField *fields, size_t n, v
                         i = get_i64(o, f->key, -1);
                         *FIELD_AT(base, f, int) = i < -1 || i >= INT32_MAX ? -1 : (int) i;
                         break;
+                case JF_UID:
+                        *FIELD_AT(base, f, uid_t) = (uid_t) get_i64(o, f->key, 0);
+                        break;
+                case JF_STRV: {
+                        int r = get_strv(o, f->key, FIELD_AT(base, f, char **));
+                        if (r < 0)
+                                return r;
+                        break;
+                }
                 }
         }
         return 0;
@@ -147,6 +165,26 @@ static int fields_from_json(json_object *o, const JsonField *fields, size_t n, v
 
 #define ROW(k, t, s, m, ...) { .key = (k), .type = (t), .offset = offsetof(s, m), __VA_ARGS__ }
 
+static const JsonField process_fields[] = {
+        ROW("pid", JF_INT, Snapshot, pid),
+        ROW("ppid", JF_INT, Snapshot, ppid),
+        ROW("uid", JF_UID, Snapshot, uid),
+        ROW("state", JF_CHAR, Snapshot, state),
+        ROW("kernel_thread", JF_BOOL, Snapshot, kernel_thread),
+        ROW("comm", JF_STRING, Snapshot, comm),
+        ROW("exe", JF_STRING, Snapshot, exe),
+        ROW("cmdline", JF_STRV, Snapshot, cmdline),
+        ROW("cgroup", JF_STRING, Snapshot, cgroup),
+        ROW("unit", JF_STRING, Snapshot, unit),
+};
+static const JsonField module_fields[] = {
+        ROW("path", JF_STRING, ModuleInfo, path),
+        ROW("build_id", JF_STRING, ModuleInfo, build_id),
+        ROW("start", JF_HEX, ModuleInfo, start),
+        ROW("end", JF_HEX, ModuleInfo, end),
+        ROW("bias", JF_HEX, ModuleInfo, bias),
+        ROW("debuginfo", JF_BOOL, ModuleInfo, debuginfo),
+};
 /* A thread's scalars before "syscall", and after it. */
 static const JsonField thread_head_fields[] = {
         ROW("tid", JF_INT, ThreadSnapshot, tid),
@@ -295,16 +333,7 @@ json_object *snapshot_to_json(const Snapshot *s) {
         ADD(o, "host", json_new_string_or_null(s->hostname));
 
         p = json_object_new_object();
-        ADD(p, "pid", json_object_new_int(s->pid));
-        ADD(p, "ppid", json_object_new_int(s->ppid));
-        ADD(p, "uid", json_object_new_int64(s->uid));
-        ADD(p, "state", jchar(s->state));
-        ADD(p, "kernel_thread", json_object_new_boolean(s->kernel_thread));
-        ADD(p, "comm", json_new_string_or_null(s->comm));
-        ADD(p, "exe", json_new_string_or_null(s->exe));
-        ADD(p, "cmdline", jstrv(s->cmdline));
-        ADD(p, "cgroup", json_new_string_or_null(s->cgroup));
-        ADD(p, "unit", json_new_string_or_null(s->unit));
+        fields_to_json(p, process_fields, ELEMENTSOF(process_fields), s);
         ADD(o, "process", p);
 
         cap = json_object_new_object();
@@ -360,12 +389,7 @@ json_object *snapshot_to_json(const Snapshot *s) {
         for (size_t i = 0; i < s->n_modules; i++) {
                 const ModuleInfo *m = &s->modules[i];
                 json_object *k = json_object_new_object();
-                ADD(k, "path", json_new_string_or_null(m->path));
-                ADD(k, "build_id", json_new_string_or_null(m->build_id));
-                ADD(k, "start", jhex(m->start));
-                ADD(k, "end", jhex(m->end));
-                ADD(k, "bias", jhex(m->bias));
-                ADD(k, "debuginfo", json_object_new_boolean(m->debuginfo));
+                fields_to_json(k, module_fields, ELEMENTSOF(module_fields), m);
                 json_object_array_add(mods, k);
         }
         ADD(o, "modules", mods);
@@ -589,14 +613,7 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
         s->timestamp_usec = get_u64(j, "timestamp_usec");
         if ((r = json_dup_string(j, "host", &s->hostname)) < 0)
                 return r;
-        s->pid = (pid_t) get_i64(p, "pid", 0);
-        s->ppid = (pid_t) get_i64(p, "ppid", 0);
-        s->uid = (uid_t) get_i64(p, "uid", 0);
-        s->state = get_char(p, "state");
-        s->kernel_thread = json_get_bool(p, "kernel_thread");
-        if ((r = json_dup_string(p, "comm", &s->comm)) < 0 || (r = json_dup_string(p, "exe", &s->exe)) < 0 ||
-            (r = get_strv(p, "cmdline", &s->cmdline)) < 0 || (r = json_dup_string(p, "cgroup", &s->cgroup)) < 0 ||
-            (r = json_dup_string(p, "unit", &s->unit)) < 0)
+        if ((r = fields_from_json(p, process_fields, ELEMENTSOF(process_fields), s)) < 0)
                 return r;
 
         cap = json_member(j, "capture", json_type_object);
@@ -629,11 +646,7 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                         ModuleInfo *m = snapshot_add_module(s);
                         if (!m)
                                 return -ENOMEM;
-                        m->start = get_u64(e, "start");
-                        m->end = get_u64(e, "end");
-                        m->bias = get_u64(e, "bias");
-                        m->debuginfo = json_get_bool(e, "debuginfo");
-                        if ((r = json_dup_string(e, "path", &m->path)) < 0 || (r = json_dup_string(e, "build_id", &m->build_id)) < 0)
+                        if ((r = fields_from_json(e, module_fields, ELEMENTSOF(module_fields), m)) < 0)
                                 return r;
                 }
         json_object *tr = json_member(j, "trigger", json_type_object);

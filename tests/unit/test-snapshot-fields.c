@@ -16,6 +16,8 @@ static const struct {
         { "capture", capture_fields, ELEMENTSOF(capture_fields), sizeof(ThreadSnapshot) },
         { "kernel frame", kframe_fields, ELEMENTSOF(kframe_fields), sizeof(KernelFrame) },
         { "frame", frame_fields, ELEMENTSOF(frame_fields), sizeof(UserFrame) },
+        { "process", process_fields, ELEMENTSOF(process_fields), sizeof(Snapshot) },
+        { "module", module_fields, ELEMENTSOF(module_fields), sizeof(ModuleInfo) },
 };
 
 /* A value for row I of a table that no other row shares, and that survives its type's JSON form. */
@@ -46,6 +48,17 @@ static void fill(const JsonField *f, size_t i, void *base) {
         case JF_UINT_OR_NULL:
                 *FIELD_AT(base, f, unsigned) = 7 + (unsigned) i;
                 break;
+        case JF_UID:
+                *FIELD_AT(base, f, uid_t) = 4000000000U - (uid_t) i; /* past INT32_MAX */
+                break;
+        case JF_STRV: {
+                char **v = calloc(3, sizeof *v);
+                ck_assert_ptr_nonnull(v);
+                v[0] = strdup(f->key);
+                v[1] = strdup("a\nb");
+                *FIELD_AT(base, f, char **) = v;
+                break;
+        }
         }
 }
 
@@ -74,6 +87,16 @@ static void same(const JsonField *f, const void *a, const void *b) {
         case JF_UINT_OR_NULL:
                 ck_assert_uint_eq(*FIELD_CAT(a, f, unsigned), *FIELD_CAT(b, f, unsigned));
                 break;
+        case JF_UID:
+                ck_assert_uint_eq(*FIELD_CAT(a, f, uid_t), *FIELD_CAT(b, f, uid_t));
+                break;
+        case JF_STRV: {
+                char *const *x = *FIELD_CAT(a, f, char **), *const *y = *FIELD_CAT(b, f, char **);
+                ck_assert_uint_eq(strv_length(x), strv_length(y));
+                for (size_t k = 0; x[k]; k++)
+                        ck_assert_str_eq(x[k], y[k]);
+                break;
+        }
         }
 }
 
@@ -81,6 +104,8 @@ static void free_strings(const JsonField *fields, size_t n, void *base) {
         for (size_t i = 0; i < n; i++)
                 if (fields[i].type == JF_STRING)
                         free(*FIELD_AT(base, &fields[i], char *));
+                else if (fields[i].type == JF_STRV)
+                        strv_free(*FIELD_AT(base, &fields[i], char **));
 }
 
 START_TEST(test_tables_round_trip) {
