@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc-util.h"
 #include "api.h"
 #include "escape.h"
 #include "log.h"
@@ -174,17 +175,15 @@ int dump_via_daemon(pid_t pid) {
 
 char *json_join_strings(json_object *array) {
         _cleanup_free_ char *joined = NULL;
-        size_t n = array ? json_object_array_length(array) : 0, len = 0;
+        size_t n = array ? json_object_array_length(array) : 0, len = 0, allocated = 0;
 
         for (size_t i = 0; i < n; i++) {
                 json_object *e = json_object_array_get_idx(array, i);
                 const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : "?";
                 size_t l = strlen(s);
-                char *p = realloc(joined, len + l + 2);
 
-                if (!p)
+                if (!GREEDY_REALLOC(joined, allocated, len + l + 2))
                         return NULL;
-                joined = p;
                 if (len > 0)
                         joined[len++] = ',';
                 memcpy(joined + len, s, l + 1);
