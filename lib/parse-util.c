@@ -123,20 +123,25 @@ static int token_end_ok(const char *p, const char *end) {
         return p >= end || is_space(*p) ? 0 : -EINVAL;
 }
 
-int scan_u64(const char **p, const char *end, uint64_t *ret) {
-        const char *s;
+/* One unsigned token of BASE at *S (already past spaces and any prefix) ending at a space or END; commits *P. */
+static int scan_unsigned_token(const char **p, const char *s, const char *end, unsigned base, uint64_t *ret) {
+        uint64_t v;
         int r;
 
-        skip_spaces(p, end);
-        s = *p;
-        r = scan_digits(&s, end, 10, ret);
+        r = scan_digits(&s, end, base, &v);
         if (r < 0)
                 return r;
         r = token_end_ok(s, end);
         if (r < 0)
                 return r;
+        *ret = v;
         *p = s;
         return 0;
+}
+
+int scan_u64(const char **p, const char *end, uint64_t *ret) {
+        skip_spaces(p, end);
+        return scan_unsigned_token(p, *p, end, 10, ret);
 }
 
 int scan_i64(const char **p, const char *end, int64_t *ret) {
@@ -166,20 +171,12 @@ int scan_i64(const char **p, const char *end, int64_t *ret) {
 
 int scan_hex_u64(const char **p, const char *end, uint64_t *ret) {
         const char *s;
-        int r;
 
         skip_spaces(p, end);
         s = *p;
         if (end - s > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
                 s += 2;
-        r = scan_digits(&s, end, 16, ret);
-        if (r < 0)
-                return r;
-        r = token_end_ok(s, end);
-        if (r < 0)
-                return r;
-        *p = s;
-        return 0;
+        return scan_unsigned_token(p, s, end, 16, ret);
 }
 
 int scan_char(const char **p, const char *end, char *ret) {
