@@ -283,12 +283,18 @@ static int manager_hook_prepare(Manager *m, const Rule *r, const ThreadEntry *t,
         return 0;
 }
 
-static void on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, void *userdata) {
+static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, void *userdata) {
         Manager *m = userdata;
         const char *klass = thread_class_to_string(t->cls.class);
         double secs = (double) (now_usec(CLOCK_MONOTONIC) - t->cls.since_usec) / 1e6;
         ManagerHook hook = {};
         int err;
+
+        /* Every capture slot busy: not a firing yet. The trigger tries again next poll, with no cooldown. */
+        if (capture && m->n_jobs >= MANAGER_JOBS_MAX) {
+                log_debug("Too many captures in flight; rule \"%s\" on pid %d waits for a slot", r->name, (int) t->pid);
+                return -EBUSY;
+        }
 
         if (r->actions & RULE_ACTION_LOG)
                 journal_event(LOG_WARNING,
@@ -303,7 +309,7 @@ static void on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture,
                                  r->actions & RULE_ACTION_SNAPSHOT ? "the capture budget is spent"
                                                                    : "the rule takes no snapshot");
                 manager_hook_done(&hook);
-                return;
+                return 0;
         }
         CaptureJobSpec spec = {
                 .pid = t->pid,
@@ -342,6 +348,7 @@ static void on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture,
                 manager_run_hook(m, r->name, t->pid, &hook, NULL,
                                  err == -EBUSY ? "too many captures in flight" : "the capture could not start");
         manager_hook_done(&hook);
+        return 0;
 }
 
 static void manager_update_status(Manager *m) {

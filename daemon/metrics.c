@@ -138,6 +138,9 @@ int metrics_render(const Metrics *mt, const DaemonView *m, char **ret, size_t *r
                "Captures not started: the per-minute budget was spent or too many were in flight.");
         fprintf(f, "stackwatch_captures_refused_total %llu\n",
                 (unsigned long long) (mt->captures_refused + m->trigger->budget_skipped));
+        header(f, "stackwatch_firings_deferred_total", "counter",
+               "Firings put off to the next poll because every capture slot was busy (no cooldown started).");
+        fprintf(f, "stackwatch_firings_deferred_total %llu\n", (unsigned long long) m->trigger->deferred);
         header(f, "stackwatch_deadlock_walks_total", "counter",
                "Wait-chain walks done for rules with deadlock: true");
         fprintf(f, "stackwatch_deadlock_walks_total %llu\n", (unsigned long long) m->trigger->deadlock_walks);

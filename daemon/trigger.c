@@ -286,6 +286,14 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                                 }
                                 continue;
                         }
+                        if (fire(r, th, peers, capture, userdata) == -EBUSY) {
+                                /* No slot for the capture: give the budget back and try again next poll, without
+                                 * a cooldown that would lose the evidence for the whole cooldown. */
+                                if (capture)
+                                        t->n_captures--;
+                                t->deferred++;
+                                continue;
+                        }
                         if (cooldown_set(t, r, p, now) < 0)
                                 return log_oom();
                         /* One deadlock, one firing: the other processes of the cycle go quiet for this rule too. */
@@ -301,7 +309,6 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                                 st->fired++;
                                 st->last_fired_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
                         }
-                        fire(r, th, peers, capture, userdata);
                 }
         }
         return 0;

@@ -48,6 +48,7 @@ typedef struct Trigger {
         size_t n_captures, n_captures_allocated;
         uint64_t budget_logged_usec;
         uint64_t budget_skipped;
+        uint64_t deferred;              /* firings put off to the next poll: no capture slot was free */
         RuleStats *stats;
         size_t n_stats, n_stats_allocated;
         DeadlockCheck *checks;
@@ -59,8 +60,10 @@ typedef struct Trigger {
 /* Called for every (rule, process) that matched, outside its cooldown. CAPTURE says whether the budget allows a
  * snapshot now (when it does not, the firing still logs, and the rule may fire again once budget frees up). PEERS
  * is how deep the snapshot follows the wait chain: the rule's peers, or for a deadlock at least the cycle's length,
- * so that the snapshot shows the whole cycle. */
-typedef void (*TriggerFire)(const Rule *rule, ThreadEntry *t, unsigned peers, bool capture, void *userdata);
+ * so that the snapshot shows the whole cycle. Returns 0 when it fired, or -EBUSY when a capture was due but no
+ * capture slot is free: then the firing is deferred, as if it had not matched (no cooldown, no budget taken, not
+ * counted as fired), and it is tried again on the next poll. */
+typedef int (*TriggerFire)(const Rule *rule, ThreadEntry *t, unsigned peers, bool capture, void *userdata);
 
 void trigger_done(Trigger *t);
 /* Whether any rule may match a sleeping (S) thread as blocked or waiting: then quiet sleepers get deep reads. */

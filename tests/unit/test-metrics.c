@@ -39,6 +39,7 @@ START_TEST(test_render) {
         tr.n_stats = 1;
         tr.budget_skipped = 4;
         tr.deadlock_walks = 5;
+        tr.deferred = 6;
         v = (DaemonView) { .config = c, .scanner = &sc, .trigger = &tr, .captures_running = 2,
                            .archive_snapshots = 11, .archive_bytes = 123456 };
 
@@ -66,6 +67,7 @@ START_TEST(test_render) {
         /* Refused by the trigger's budget and by the capture slots, together. */
         ck_assert(has_line(text, "stackwatch_captures_refused_total 5"));
         ck_assert(has_line(text, "stackwatch_deadlock_walks_total 5"));
+        ck_assert(has_line(text, "stackwatch_firings_deferred_total 6"));
         ck_assert(has_line(text, "stackwatch_captures_running 2"));
         ck_assert(has_line(text, "stackwatch_capture_pause_seconds_sum 0.001000"));
         ck_assert(has_line(text, "stackwatch_capture_pause_seconds_count 2"));

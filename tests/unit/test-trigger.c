@@ -1,4 +1,5 @@
 /* test-trigger.c: rules over synthetic classified threads: for:, states, cooldowns, the per-minute budget, stats. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,19 +13,28 @@
 #define T0 (1000 * SEC)
 
 typedef struct Firings {
+        unsigned busy;                  /* refuse this many more firings with -EBUSY: no capture slot */
+        unsigned refused;
         unsigned n, captured;
         pid_t pid[32];
         char rule[32][32];
 } Firings;
 
-static void on_fire(const Rule *rule, ThreadEntry *t, unsigned peers, bool capture, void *userdata) {
+static int on_fire(const Rule *rule, ThreadEntry *t, unsigned peers, bool capture, void *userdata) {
         Firings *f = userdata;
+
+        if (capture && f->busy > 0) {
+                f->busy--;
+                f->refused++;
+                return -EBUSY;
+        }
 
         ck_assert_uint_lt(f->n, ELEMENTSOF(f->pid));
         f->pid[f->n] = t->pid;
         snprintf(f->rule[f->n], sizeof f->rule[0], "%s", rule->name);
         f->n++;
         f->captured += capture;
+        return 0;
 }
 
 /* A Scanner holding synthetic processes of one thread each, as a scan would have classified them. */
@@ -144,6 +154,36 @@ START_TEST(test_budget) {
 }
 END_TEST
 
+START_TEST(test_no_slot_defers) {
+        _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_(trigger_done) Trigger t = {};
+        World w = {};
+        Firings f = { .busy = 2 };
+
+        ck_assert_int_eq(config_new_default(&c), 0);
+        world_add(&w, 300, THREAD_CLASS_BUSY_LOOP, 'R', T0);
+        world_add(&w, 301, THREAD_CLASS_BUSY_LOOP, 'R', T0);
+        /* Every capture slot busy: both firings are refused. They must not take budget, start a cooldown (which
+         * would lose the snapshot for ten minutes) or count as fired. */
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.refused, 2);
+        ck_assert_uint_eq(f.n, 0);
+        ck_assert_uint_eq(t.deferred, 2);
+        ck_assert_uint_eq(trigger_budget_used(&t, T0 + 60 * SEC), 0);
+        ck_assert_ptr_null(trigger_rule_stats(&t, "busy-loop"));
+        /* The next poll, with slots free again, fires both. */
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 61 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 2);
+        ck_assert_uint_eq(f.captured, 2);
+        ck_assert_uint_eq(trigger_budget_used(&t, T0 + 61 * SEC), 2);
+        ck_assert_uint_eq(trigger_rule_stats(&t, "busy-loop")->fired, 2);
+        /* And then their cooldowns hold. */
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 62 * SEC, on_fire, &f), 0);
+        ck_assert_uint_eq(f.n, 2);
+        world_done(&w);
+}
+END_TEST
+
 START_TEST(test_rules_need_sleepers) {
         _cleanup_(config_freep) Config *c = NULL;
 
@@ -161,5 +201,5 @@ START_TEST(test_rules_need_sleepers) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("trigger", test_for_duration_and_cooldown, test_states_and_classes, test_budget,
+UNIT_TEST_MAIN("trigger", test_for_duration_and_cooldown, test_states_and_classes, test_budget, test_no_slot_defers,
                test_rules_need_sleepers)
