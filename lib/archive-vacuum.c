@@ -1,6 +1,7 @@
 /* archive-vacuum.c: delete the oldest snapshots until the archive is within its limits. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -58,6 +59,21 @@ int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t m
                 return r;
         for (i = 0; i < n; i++)
                 total += s[i].file_size;
+
+        /* Room that even an empty archive would not have is not worth the evidence we hold: keep it all. The
+         * bound counts the blocks reserved for root (the daemon's), so it errs towards trying. */
+        if (make_room > 0) {
+                struct statvfs sv;
+
+                if (fstatvfs(dir_fd, &sv) == 0 &&
+                    (uint64_t) sv.f_bfree * sv.f_frsize + total < make_room) {
+                        log_debug("A new snapshot needs %" PRIu64 " bytes; the file system has %" PRIu64
+                                  " free and our %zu snapshot(s) hold %" PRIu64 ": keeping them.",
+                                  make_room, (uint64_t) sv.f_bfree * sv.f_frsize, n, total);
+                        archive_summaries_free(s, n);
+                        return -EFBIG;
+                }
+        }
 
         /* A plain vacuum never deletes the newest snapshot, whatever the limits say: a keep_free the file system
          * cannot satisfy would otherwise empty the archive right after every write. Making room for a new one may

@@ -14,7 +14,9 @@ int archive_vacuum(Archive *a, const ArchiveLimits *limits, uint64_t now_usec);
 
 /* archive_vacuum(), and on top of LIMITS delete the oldest snapshots until their files add up to at least
  * MAKE_ROOM bytes: what archive_write() does on ENOSPC. Counting freed bytes rather than asking statvfs() keeps
- * this from emptying the archive on a file system whose root-reserved blocks hide the space from f_bavail. */
+ * this from emptying the archive on a file system whose root-reserved blocks hide the space from f_bavail.
+ * When MAKE_ROOM exceeds the free blocks plus all our snapshots (the write cannot fit even in an empty archive),
+ * nothing is deleted and -EFBIG is returned. */
 int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t make_room, uint64_t now_usec);
 
 /* archive_write() that rotates: on ENOSPC with LIMITS set, the archive is vacuumed with LIMITS and the oldest

@@ -61,7 +61,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Archive *, archive_free);
 int archive_dir_fd(const Archive *a);
 
 /* What archive_write() calls when the file system is full: free at least NEED bytes of old snapshots. Returns
- * the number of snapshots deleted, or -errno. */
+ * the number of snapshots deleted, or -errno; -EFBIG when no deletion could make the room (then nothing is
+ * deleted and the write gives up at once). */
 typedef int (*ArchiveMakeRoom)(Archive *a, uint64_t need, void *userdata);
 
 /* Store the document JSON (LEN bytes) with the summary fields of SUMMARY; RET_ID (optional) gets the new id.

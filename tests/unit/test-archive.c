@@ -1079,6 +1079,30 @@ static void enospc_run(const char *dir) {
                 sum = summary_at(T0 + (9000 + (uint64_t) i) * SEC, 104);
                 ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &keep, NULL), 0);
         }
+        /* 7. A snapshot larger than the whole file system: deleting every old one could not make room for it, so
+         * none is deleted (they are the evidence we have) and the write fails at once. */
+        {
+                size_t big_len = 512 * 1024, kept = count_entries(dir, "");
+                char *big = malloc(big_len + 16);
+                uint64_t x = 88172645463325252ULL;
+
+                ck_assert_ptr_nonnull(big);
+                /* Incompressible: xorshift letters, so zstd cannot shrink it below the 256 KiB file system. */
+                memcpy(big, "{\"x\":\"", 6);
+                for (size_t i = 6; i < big_len; i++) {
+                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                        big[i] = (char) ('a' + x % 26);
+                }
+                memcpy(big + big_len, "\"}", 3);
+                ck_assert_uint_ge(kept, 2);
+                sum = summary_at(T0 + 9500 * SEC, 105);
+                ck_assert_int_eq(archive_write_rotating(a, big, strlen(big), &sum, &none, &id), -ENOSPC);
+                ck_assert_ptr_null(id);
+                ck_assert_uint_eq(count_entries(dir, ""), kept);
+                ck_assert_uint_eq(count_entries(dir, ".tmp-"), 0);
+                free(big);
+        }
+
         printf("archive-enospc: ok: %zu snapshot(s) fit before ENOSPC, %zu removed to make room, %" PRIu64
                " bytes free\n", written, made_room, free_bytes(dir));
         fflush(stdout);
