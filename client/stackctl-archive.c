@@ -76,12 +76,13 @@ int verb_list(int argc, char **argv) {
                         json_object_object_add(o, "size", json_object_new_uint64(s->size));
                         json_object_array_add(arr, o);
                 } else {
-                        _cleanup_free_ char *comm = escape_string(s->comm ?: "-"), *rule = escape_string(s->rule ?: "-");
+                        _cleanup_free_ char *comm = escape_string(s->comm ?: "-"), *rule = escape_string(s->rule ?: "-"),
+                                            *klass = escape_string(s->klass ?: "-");
                         char when[FORMAT_TIMESTAMP_MAX];
 
                         format_timestamp(when, sizeof when, s->timestamp_usec);
                         printf("%-19s %7d %-16s %-16s %-12s %s\n", when, s->pid, comm ?: "?", rule ?: "?",
-                               s->klass ?: "-", s->id);
+                               klass ?: "?", s->id);
                 }
         }
         if (arr) {
@@ -123,12 +124,20 @@ int verb_show(int argc, char **argv) {
                 log_error_errno(r, "Failed to read snapshot '%s': %m", id);
                 return EXIT_FAIL;
         }
+        j = json_tokener_parse(json);
         if (arg.format == OUTPUT_JSON) {
-                fwrite(json, 1, len, stdout);
-                putchar('\n');
+                /* A stored document is untrusted input: written out again by json-c, so what reaches the terminal
+                 * is JSON with every control character escaped, whatever the file held. */
+                r = j ? 0 : -EINVAL;
+                if (r == 0)
+                        puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+                json_object_put(j);
+                if (r < 0) {
+                        log_error("Snapshot '%s' is not valid JSON.", id);
+                        return EXIT_FAIL;
+                }
                 return EXIT_OK;
         }
-        j = json_tokener_parse(json);
         r = j ? snapshot_from_json(j, &s, &err) : -EINVAL;
         json_object_put(j);
         if (r < 0) {

@@ -13,6 +13,14 @@ static void put_escaped(FILE *f, const char *s) {
         fputs(e ?: "?", f);
 }
 
+/* A state letter from a stored snapshot is untrusted like any string: a letter as is, anything else escaped. */
+static void put_state(FILE *f, char c) {
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))
+                fputc(c, f);
+        else
+                fprintf(f, "\\x%02x", (unsigned) (unsigned char) c);
+}
+
 static const char *module_path(const Snapshot *s, int idx) {
         return idx >= 0 && (size_t) idx < s->n_modules ? s->modules[idx].path : NULL;
 }
@@ -48,7 +56,9 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 put_escaped(f, t->comm);
                 fputc('"', f);
         }
-        fprintf(f, " %c (%s)", t->state, thread_state_to_string(t->state));
+        fputc(' ', f);
+        put_state(f, t->state);
+        fprintf(f, " (%s)", thread_state_to_string(t->state));
         print_syscall(f, t);
         if (t->wchan) {
                 fputs(" wchan ", f);
@@ -192,7 +202,9 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
 int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
         fprintf(f, "PID %d - ", (int) s->pid);
         put_escaped(f, s->comm);
-        fprintf(f, " (%c %s)", s->state, thread_state_to_string(s->state));
+        fputs(" (", f);
+        put_state(f, s->state);
+        fprintf(f, " %s)", thread_state_to_string(s->state));
         if (s->kernel_thread)
                 fputs(" kernel thread", f);
         if (s->unit) {
@@ -209,8 +221,11 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 const SnapshotTrigger *t = s->trigger;
                 fputs("  trigger: rule ", f);
                 put_escaped(f, t->rule);
-                fprintf(f, ", thread %d %s for %.1f s (state %c, cpu %.0f%%", (int) t->tid, strna(t->klass),
-                        (double) t->duration_usec / 1e6, t->state, t->cpu_percent);
+                fprintf(f, ", thread %d ", (int) t->tid);
+                put_escaped(f, t->klass ?: "n/a");
+                fprintf(f, " for %.1f s (state ", (double) t->duration_usec / 1e6);
+                put_state(f, t->state);
+                fprintf(f, ", cpu %.0f%%", t->cpu_percent);
                 if (t->syscall_nr >= 0)
                         fprintf(f, ", in %s", syscall_name(t->syscall_nr) ?: "?");
                 if (t->wchan) {

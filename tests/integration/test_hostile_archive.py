@@ -1,0 +1,91 @@
+"""A stored snapshot is untrusted input: a file in the archive with control characters in its class, state and
+strings must come out escaped from stackctl list, show (text and folded) and show --json, and as valid JSON."""
+import json
+import os
+import struct
+import subprocess
+
+from conftest import stackctl, wait_until
+
+RULES = """
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+rules:
+  - name: busy-fixtures
+    class: busy-loop
+    for: 1s
+    comm: [busy-loop]
+    cooldown: 1h
+"""
+HEADER_MAGIC = 0x184D2A50
+FORGED = "busy-loop\n2099-01-01 00:00:00   4242 forged\x1b[2J"
+
+
+def rewrite(path, edit_doc, edit_header):
+    """Decompress the snapshot file at PATH, let the callbacks change its document and header, write it back."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    magic, n = struct.unpack_from("<II", raw)
+    assert magic == HEADER_MAGIC
+    header = json.loads(raw[8:8 + n])
+    doc = json.loads(subprocess.run(["zstd", "-dcq", path], check=True, capture_output=True).stdout)
+    edit_doc(doc)
+    edit_header(header)
+    text = json.dumps(doc).encode()
+    tmp = path + ".plain"
+    with open(tmp, "wb") as f:
+        f.write(text)
+    frame = subprocess.run(["zstd", "-q", "-c", "--content-size", tmp], check=True, capture_output=True).stdout
+    os.unlink(tmp)
+    header["size"] = len(text)
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<II", HEADER_MAGIC, len(h)) + h + frame)
+
+
+def no_raw_controls(text):
+    return not any(ord(c) < 32 and c not in "\n\t" for c in text) and "\x7f" not in text
+
+
+def test_forged_fields_are_escaped_everywhere(daemon, fixture):
+    d = daemon(RULES)
+    busy = fixture("busy-loop")
+    wait_until(lambda: d.snapshots("--pid", str(busy.pid)), timeout=30, what="the busy loop's snapshot")
+    snap = d.snapshots("--pid", str(busy.pid))[0]
+    path = os.path.join(d.archive, snap["id"] + ".json.zst")
+
+    def edit_doc(doc):
+        doc["trigger"]["class"] = FORGED
+        doc["trigger"]["state"] = "\n"
+        doc["process"]["state"] = "\x1b"
+        doc["threads"][0]["state"] = "\r"
+        doc["threads"][0]["comm"] = "a\x1b]0;title\x07b"
+
+    def edit_header(h):
+        h["class"] = FORGED
+
+    rewrite(path, edit_doc, edit_header)
+
+    # list: one line per snapshot, the class escaped (a newline in it would forge a second line).
+    out = stackctl("--archive", d.archive, "list").stdout.decode()
+    lines = [ln for ln in out.splitlines() if snap["id"] in ln]
+    assert len(lines) == 1, out
+    assert "forged" in lines[0] and "\\n" in lines[0] and "\\e" in lines[0], lines[0]
+    assert "2099-01-01" not in out.replace(lines[0], ""), out
+    assert no_raw_controls(out)
+
+    # show as text and folded: the class, the state letters and the comm escaped.
+    for fmt in ([], ["--folded"]):
+        text = stackctl("--archive", d.archive, "show", snap["id"], *fmt).stdout.decode()
+        assert no_raw_controls(text), repr(text[:400])
+    text = stackctl("--archive", d.archive, "show", snap["id"]).stdout.decode()
+    assert "(state \\x0a," in text, text[:400]
+    assert "\\x1b" in text.splitlines()[0], text.splitlines()[0]
+
+    # show --json: valid JSON whose strings carry the control characters escaped, never raw.
+    raw = stackctl("--archive", d.archive, "show", "--json", snap["id"]).stdout.decode()
+    assert no_raw_controls(raw.rstrip("\n")), repr(raw[:400])
+    doc = json.loads(raw)
+    assert doc["trigger"]["class"] == FORGED
+    assert doc["threads"][0]["comm"] == "a\x1b]0;title\x07b"
