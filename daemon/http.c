@@ -200,6 +200,42 @@ static bool token_matches(const char *expected, const char *given) {
         return diff == 0;
 }
 
+/* A header name no client can send (a control character): set on a connection whose path or query decoded
+ * to a NUL byte, so that the request is refused instead of being served as what comes before the NUL. */
+#define HTTP_NUL_MARK "\001nul"
+
+/* MHD_OPTION_UNESCAPE_CALLBACK: MHD's own %XX decoding, and a mark when the result holds a NUL. */
+static size_t on_unescape(void *cls, struct MHD_Connection *c, char *s) {
+        size_t n = MHD_http_unescape(s);
+
+        if (memchr(s, 0, n))
+                (void) MHD_set_connection_value(c, MHD_HEADER_KIND, HTTP_NUL_MARK, "1");
+        return n;
+}
+
+static enum MHD_Result find_nul(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                const char *value, size_t value_size) {
+        bool *found = cls;
+
+        if ((key && memchr(key, 0, key_size)) || (value && memchr(value, 0, value_size))) {
+                *found = true;
+                return MHD_NO;
+        }
+        return MHD_YES;
+}
+
+/* Whether the request's path, query or headers hold a NUL byte: C strings would see only what precedes it
+ * ("/stacks/1%00" as "/stacks/1"), so such a request is refused whole. A raw NUL inside a header line is cut
+ * by libmicrohttpd 0.9.75 itself before any of this sees it (the value ends there, its size too). */
+static bool request_has_nul(struct MHD_Connection *c) {
+        bool found = false;
+
+        if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, HTTP_NUL_MARK))
+                return true;
+        (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND, find_nul, &found);
+        return found;
+}
+
 static bool authorized(const HttpListener *l, struct MHD_Connection *c) {
         const char *v;
 
@@ -236,6 +272,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         if (strlen(url) > API_URL_MAX)
                 return http_reply_error(h, c, MHD_HTTP_URI_TOO_LONG, "request URL longer than %d bytes", API_URL_MAX);
+        if (request_has_nul(c))
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "a NUL byte in the request's path, query or headers");
         if (!authorized(l, c))
                 return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
                                         l->http->token ? "missing or wrong bearer token"
@@ -305,6 +343,7 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) HTTP_CONNECTION_MEMORY,
                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, tcp ? HTTP_PER_IP_CONNECTIONS : 0U,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
+                MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
                 MHD_OPTION_END);
         if (!l->mhd)
                 return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "Failed to start the HTTP server on %s", name);

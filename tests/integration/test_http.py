@@ -432,3 +432,22 @@ def _healthz_ok(d):
         return d.get("/healthz", timeout=2)[0] == 200
     except OSError:
         return False
+
+
+def test_nul_bytes_are_a_400(daemon, fixture):
+    """A %00 in the path or the query is refused whole, never served as what precedes it."""
+    d = daemon(RULES)
+    fx = fixture("block-read").wait_wchan("pipe_read")
+    pid = fx.pid
+    # The same requests without the NUL are served: the 400 is about the NUL, nothing else.
+    assert status_of(raw_request(d.socket, f"GET /stacks/{pid} HTTP/1.0\r\n\r\n".encode())) == 200
+    assert status_of(raw_request(d.socket, b"GET /processes?comm=block HTTP/1.0\r\n\r\n")) == 200
+    for req in (f"GET /stacks/{pid}%00 HTTP/1.0\r\n\r\n".encode(),
+                f"GET /stacks/{pid}%00/../1 HTTP/1.0\r\n\r\n".encode(),
+                b"GET /processes?comm=block%00x HTTP/1.0\r\n\r\n",
+                b"GET /processes?co%00mm=block HTTP/1.0\r\n\r\n"):
+        reply = raw_request(d.socket, req)
+        assert status_of(reply) == 400, (req, reply[:200])
+        assert b"NUL byte" in reply, reply
+    # The daemon is still serving.
+    assert d.get("/healthz")[0] == 200
