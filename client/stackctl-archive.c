@@ -124,21 +124,24 @@ int verb_show(int argc, char **argv) {
                 log_error_errno(r, "Failed to read snapshot '%s': %m", id);
                 return EXIT_FAIL;
         }
-        j = json_tokener_parse(json);
+        /* A stored document is untrusted input: its structure is bounded before json-c builds a tree of it. */
+        r = json_parse_bounded(json, len, &j, &err);
+        if (r == -ENOMEM)
+                return log_oom(), EXIT_FAIL;
         if (arg.format == OUTPUT_JSON) {
-                /* A stored document is untrusted input: written out again by json-c, so what reaches the terminal
-                 * is JSON with every control character escaped, whatever the file held. */
-                r = j ? 0 : -EINVAL;
+                /* Written out again by json-c: what reaches the terminal is JSON with every control character
+                 * escaped, whatever the file held. */
                 if (r == 0)
                         puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
                 json_object_put(j);
                 if (r < 0) {
-                        log_error("Snapshot '%s' is not valid JSON.", id);
+                        log_error("Snapshot '%s' is not a readable stackwatch snapshot: %s", id, err);
                         return EXIT_FAIL;
                 }
                 return EXIT_OK;
         }
-        r = j ? snapshot_from_json(j, &s, &err) : -EINVAL;
+        if (r == 0)
+                r = snapshot_from_json(j, &s, &err);
         json_object_put(j);
         if (r < 0) {
                 log_error("Snapshot '%s' is not a readable stackwatch snapshot: %s", id, err ?: "bad JSON");

@@ -13,6 +13,7 @@
 #include "api.h"
 #include "archive.h"
 #include "http.h"
+#include "json-util.h"
 #include "log.h"
 #include "parse-util.h"
 #include "snapshot-json.h"
@@ -469,8 +470,9 @@ static enum MHD_Result reply_rendered(Http *h, struct MHD_Connection *c, const c
 
         if (format == CAPTURE_JOB_FORMAT_JSON)
                 return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_JSON, json, len);
-        j = json_tokener_parse(json);
-        r = j ? snapshot_from_json(j, &s, &why) : -EINVAL;
+        r = json_parse_bounded(json, len, &j, &why);
+        if (r == 0)
+                r = snapshot_from_json(j, &s, &why);
         json_object_put(j);
         if (r < 0)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "stored snapshot unreadable: %s",

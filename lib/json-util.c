@@ -5,6 +5,9 @@
 
 #include "json-util.h"
 
+#define JSON_STR(x) #x
+#define JSON_XSTR(x) JSON_STR(x)
+
 json_object *json_member(json_object *o, const char *key, json_type type) {
         json_object *v;
 
@@ -109,4 +112,75 @@ int json_add_int64(json_object *o, const char *key, int64_t i) {
 
 json_object *json_new_string_or_null(const char *s) {
         return s ? json_object_new_string(s) : NULL;
+}
+
+int json_parse_bounded(const char *text, size_t len, json_object **ret, const char **ret_error) {
+        size_t containers = 0, elements = 0, depth = 0;
+        bool in_string = false;
+        json_tokener *tok;
+        json_object *j;
+
+        *ret_error = NULL;
+        for (size_t i = 0; i < len; i++) {
+                char c = text[i];
+
+                if (in_string) {
+                        if (c == '\\')
+                                i++;
+                        else if (c == '"')
+                                in_string = false;
+                        continue;
+                }
+                switch (c) {
+                case '"':
+                        in_string = true;
+                        break;
+                case '{':
+                case '[':
+                        if (++depth > JSON_DEPTH_MAX) {
+                                *ret_error = "nested deeper than " JSON_XSTR(JSON_DEPTH_MAX) " levels";
+                                return -EINVAL;
+                        }
+                        containers++;
+                        elements++;
+                        break;
+                case '}':
+                case ']':
+                        if (depth > 0)
+                                depth--;
+                        break;
+                case ',':
+                        elements++;
+                        break;
+                default:
+                        break;
+                }
+        }
+        if (containers > JSON_CONTAINERS_MAX || containers > len / 16 + 1024) {
+                *ret_error = "too many objects and arrays for its size (a decompression bomb?)";
+                return -EINVAL;
+        }
+        if (elements > JSON_ELEMENTS_MAX || elements > len / 4 + 4096) {
+                *ret_error = "too many elements for its size (a decompression bomb?)";
+                return -EINVAL;
+        }
+        if (len > INT32_MAX) {
+                *ret_error = "larger than 2 GiB";
+                return -EINVAL;
+        }
+        tok = json_tokener_new_ex(JSON_DEPTH_MAX + 1);
+        if (!tok)
+                return -ENOMEM;
+        j = json_tokener_parse_ex(tok, text, (int) len);
+        if (!j || json_tokener_get_error(tok) != json_tokener_success) {
+                enum json_tokener_error e = json_tokener_get_error(tok);
+
+                *ret_error = e == json_tokener_continue ? "truncated" : json_tokener_error_desc(e);
+                json_object_put(j);
+                json_tokener_free(tok);
+                return -EINVAL;
+        }
+        json_tokener_free(tok);
+        *ret = j;
+        return 0;
 }

@@ -34,5 +34,18 @@ int json_add(json_object *o, const char *key, json_object *v);
 int json_add_string(json_object *o, const char *key, const char *s);
 int json_add_u64(json_object *o, const char *key, uint64_t v);
 int json_add_int64(json_object *o, const char *key, int64_t v);
+/* Bounds on a document from outside (a stored snapshot, a reply): json-c builds an object of a few hundred bytes
+ * per "{}" and tens per "0", so a few kilobytes of zstd can become gigabytes of tree. Real snapshots hold one
+ * container per ~170 bytes and one element per ~18 (2,000 threads × 64 frames: 154k and 1.5M in 25.7 MB). */
+#define JSON_DEPTH_MAX 64
+#define JSON_CONTAINERS_MAX (1024U * 1024U)
+#define JSON_ELEMENTS_MAX (8U * 1024U * 1024U)
+
+/* Parse LEN bytes of TEXT into *RET after a linear pre-scan that refuses, before json-c allocates anything,
+ * more nesting than JSON_DEPTH_MAX, more containers than JSON_CONTAINERS_MAX or one per 16 bytes (plus 1024),
+ * and more elements than JSON_ELEMENTS_MAX or one per 4 bytes (plus 4096). -EINVAL with *RET_ERROR saying why
+ * (a static string), -ENOMEM. */
+int json_parse_bounded(const char *text, size_t len, json_object **ret, const char **ret_error);
+
 /* A new string, or NULL (JSON null when added) for a NULL S. */
 json_object *json_new_string_or_null(const char *s);

@@ -89,3 +89,29 @@ def test_forged_fields_are_escaped_everywhere(daemon, fixture):
     doc = json.loads(raw)
     assert doc["trigger"]["class"] == FORGED
     assert doc["threads"][0]["comm"] == "a\x1b]0;title\x07b"
+
+
+def test_decompression_bomb_fails_fast(tmp_path):
+    """5 KB of zstd that expand to 60 MB of "{}," (20M objects, ~11 GB as a json-c tree): refused in a blink."""
+    import resource
+
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    doc = b'{"schema":"stackwatch.snapshot/1","process":{"pid":1},"x":[' + b"{}," * 20_000_000 + b"{}]}"
+    plain = tmp_path / "plain"
+    plain.write_bytes(doc)
+    frame = subprocess.run(["zstd", "-q", "-19", "-c", "--content-size", str(plain)], check=True,
+                           capture_output=True).stdout
+    plain.unlink()
+    sid = "20260101T000000.000000Z-1"
+    header = json.dumps({"schema": "stackwatch.archive/1", "id": sid, "timestamp_usec": 1767225600000000, "pid": 1,
+                         "comm": "x", "rule": "r", "class": "blocked", "size": len(doc)}).encode()
+    (archive / f"{sid}.json.zst").write_bytes(struct.pack("<II", HEADER_MAGIC, len(header)) + header + frame)
+    assert len(frame) < 16 * 1024
+
+    for fmt in ([], ["--json"], ["--folded"]):
+        r = stackctl("--archive", archive, "show", *fmt, "latest", timeout=20)
+        assert r.returncode == 1, r
+        assert b"too many objects and arrays for its size" in r.stderr, r.stderr
+    # Every stackctl this test process ran stayed far from the gigabytes the tree would take.
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1024 * 1024, "KiB"
