@@ -292,9 +292,14 @@ def test_socket_activation(tmp_path):
     p = subprocess.Popen(["systemd-socket-activate", "-l", str(sock), STACKWATCHD, "--config", str(cfg),
                           "--rules-dir", "/nonexistent"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: sock.exists(), what="the activation socket")
+        def healthz():
+            try:
+                return http_get(str(sock), "/healthz", timeout=30)
+            except (FileNotFoundError, ConnectionRefusedError):
+                return None  # bound, not listening yet: the file appears before listen() is called
+
         # The first connection starts the daemon, which then answers it on the passed socket.
-        code, _, body = http_get(str(sock), "/healthz", timeout=30)
+        code, _, body = wait_until(healthz, timeout=30, what="the activation socket to listen")
         assert code == 200 and json.loads(body)["status"] == "ok"
         assert not (tmp_path / "not-this-one.sock").exists()
     finally:
