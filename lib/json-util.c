@@ -175,6 +175,12 @@ int json_parse_bounded(const char *text, size_t len, json_object **ret, const ch
         if (!j || json_tokener_get_error(tok) != json_tokener_success) {
                 enum json_tokener_error e = json_tokener_get_error(tok);
 
+                /* json-c says "success" and returns nothing when an allocation failed. */
+                if (e == json_tokener_success) {
+                        json_object_put(j);
+                        json_tokener_free(tok);
+                        return -ENOMEM;
+                }
                 *ret_error = e == json_tokener_continue ? "truncated" : json_tokener_error_desc(e);
                 json_object_put(j);
                 json_tokener_free(tok);
