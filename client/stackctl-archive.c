@@ -101,10 +101,8 @@ int verb_list(int argc, char **argv) {
 
 int verb_show(int argc, char **argv) {
         _cleanup_(archive_freep) Archive *a = NULL;
-        _cleanup_snapshot_free_ Snapshot *s = NULL;
         _cleanup_free_ char *json = NULL;
         const char *id = argc > 1 ? argv[1] : "latest", *err = NULL;
-        json_object *j;
         size_t len = 0;
         int r;
 
@@ -124,33 +122,26 @@ int verb_show(int argc, char **argv) {
                 log_error_errno(r, "Failed to read snapshot '%s': %m", id);
                 return EXIT_FAIL;
         }
-        /* A stored document is untrusted input: its structure is bounded before json-c builds a tree of it. */
-        r = json_parse_bounded(json, len, &j, &err);
+        /* A stored document is untrusted input: snapshot_render_stored() bounds its structure before json-c builds
+         * a tree of it, and writes JSON out again through json-c, every control character escaped. */
+        r = snapshot_render_stored(json, len,
+                                   arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
+                                   : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
+                                                                 : SNAPSHOT_RENDER_TEXT,
+                                   &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules }, stdout,
+                                   &err);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;
-        if (arg.format == OUTPUT_JSON) {
-                /* Written out again by json-c: what reaches the terminal is JSON with every control character
-                 * escaped, whatever the file held. */
-                if (r == 0)
-                        puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-                json_object_put(j);
-                if (r < 0) {
-                        log_error("Snapshot '%s' is not a readable stackwatch snapshot: %s", id, err);
-                        return EXIT_FAIL;
-                }
-                return EXIT_OK;
-        }
-        if (r == 0)
-                r = snapshot_from_json(j, &s, &err);
-        json_object_put(j);
-        if (r < 0) {
-                log_error("Snapshot '%s' is not a readable stackwatch snapshot: %s", id, err ?: "bad JSON");
+        if (r == -EBADMSG) {
+                log_error("Snapshot '%s' is not a readable stackwatch snapshot: %s", id, err);
                 return EXIT_FAIL;
         }
-        if (arg.format == OUTPUT_FOLDED)
-                snapshot_print_folded(s, arg.capture.kernel, stdout);
-        else
-                snapshot_print_text(s, &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules }, stdout);
+        if (r < 0) {
+                log_error_errno(r, "Failed to write snapshot '%s': %m", id);
+                return EXIT_FAIL;
+        }
+        if (arg.format == OUTPUT_JSON)
+                putchar('\n');
         return EXIT_OK;
 }
 

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "escape.h"
+#include "json-util.h"
 #include "macro.h"
+#include "snapshot-json.h"
 #include "snapshot-text.h"
 
 static void put_escaped(FILE *f, const char *s) {
@@ -312,4 +314,30 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
         for (size_t i = 0; i < s->n_peers; i++)
                 snapshot_print_folded(s->peers[i], kernel, f);
         return ferror(f) ? -EIO : 0;
+}
+
+int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, const TextOptions *o, FILE *f,
+                           const char **ret_why) {
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+        const char *why = NULL;
+        json_object *j = NULL;
+        int r;
+
+        r = json_parse_bounded(json, len, &j, &why);
+        if (r >= 0 && how == SNAPSHOT_RENDER_JSON)
+                r = fputs(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+                          f) < 0 ? -EIO : 0;
+        else if (r >= 0)
+                r = snapshot_from_json(j, &s, &why);
+        json_object_put(j);
+        if (r == -EINVAL) {
+                if (ret_why)
+                        *ret_why = why ?: "not a stackwatch snapshot";
+                return -EBADMSG;
+        }
+        if (r < 0 || how == SNAPSHOT_RENDER_JSON)
+                return r;
+        if (how == SNAPSHOT_RENDER_FOLDED)
+                return snapshot_print_folded(s, o && o->kernel, f);
+        return snapshot_print_text(s, o ?: &(TextOptions) {}, f);
 }

@@ -15,3 +15,16 @@ typedef struct TextOptions {
 int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f);
 /* One line per thread: "comm;outermost;…;innermost;kernel_outer_[k];…;kernel_inner_[k] 1". */
 int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f);
+
+/* How snapshot_render_stored() writes a document out. */
+typedef enum SnapshotRender {
+        SNAPSHOT_RENDER_JSON,   /* the document, written out again by json-c */
+        SNAPSHOT_RENDER_TEXT,
+        SNAPSHOT_RENDER_FOLDED,
+} SnapshotRender;
+
+/* A stored document is untrusted input: parse it within json_parse_bounded()'s bounds and write it to F as HOW
+ * asks. JSON comes out of json-c, not as the file held it, so every control character is escaped. On a document
+ * that is not a snapshot: -EBADMSG with *RET_WHY (static) saying why; -ENOMEM; -EIO when F fails. */
+int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, const TextOptions *o, FILE *f,
+                           const char **ret_why);
