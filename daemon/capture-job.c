@@ -8,12 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <linux/close_range.h>
 #include <unistd.h>
 
 #include "archive-vacuum.h"
 #include "capture-job.h"
+#include "io-util.h"
 #include "log.h"
 #include "macro.h"
 #include "snapshot-json.h"
@@ -33,13 +35,20 @@ DEFINE_STRING_TABLE_LOOKUP(capture_job_format, CaptureJobFormat);
 struct CaptureJob {
         pid_t child;
         pid_t target;
-        char *rule;
+        char *rule;                     /* a render: the snapshot id */
+        bool render;
         int pipe_fd;                    /* the child reports "OK <id|-> <max pause µs> <duration µs> <threads>" here */
         bool timed_out;
         sd_event_source *child_source, *timeout_source;
         CaptureJobDone done;
         void *userdata;
 };
+
+static SnapshotRender job_render_how(CaptureJobFormat f) {
+        return f == CAPTURE_JOB_FORMAT_TEXT ? SNAPSHOT_RENDER_TEXT
+             : f == CAPTURE_JOB_FORMAT_FOLDED ? SNAPSHOT_RENDER_FOLDED
+                                                : SNAPSHOT_RENDER_JSON;
+}
 
 /* A live capture: the snapshot rendered into the caller's file. */
 static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
@@ -49,14 +58,14 @@ static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
         f = fdopen(spec->output_fd, "w");
         if (!f)
                 return negative_errno();
-        switch (spec->format) {
-        case CAPTURE_JOB_FORMAT_TEXT:
+        switch (job_render_how(spec->format)) {
+        case SNAPSHOT_RENDER_TEXT:
                 r = snapshot_print_text(s, &(TextOptions) { .kernel = spec->options.kernel }, f);
                 break;
-        case CAPTURE_JOB_FORMAT_FOLDED:
+        case SNAPSHOT_RENDER_FOLDED:
                 r = snapshot_print_folded(s, spec->options.kernel, f);
                 break;
-        default: {
+        case SNAPSHOT_RENDER_JSON: {
                 json_object *j = snapshot_to_json(s);
 
                 if (!j)
@@ -75,6 +84,57 @@ static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
         return 0;
 }
 
+/* Cap the address space at what it is now plus EXTRA: relative, so that a sanitizer's reserved shadow (already
+ * mapped) does not count against the budget. */
+static int limit_address_space(uint64_t extra) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/statm", "re");
+        unsigned long long pages;
+        struct rlimit rl;
+
+        if (!f)
+                return negative_errno();
+        if (fscanf(f, "%llu", &pages) != 1)
+                return -EIO;
+        rl.rlim_cur = rl.rlim_max = pages * (uint64_t) sysconf(_SC_PAGESIZE) + extra;
+        return setrlimit(RLIMIT_AS, &rl) < 0 ? negative_errno() : 0;
+}
+
+/* The child of a render: read a stored snapshot and render it. It is untrusted input, so this runs here, bounded in
+ * time (the job's timeout) and memory, and never on the daemon's loop. On a document that is not a snapshot, the
+ * reason replaces the output. */
+static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
+        _cleanup_(archive_freep) Archive *a = NULL;
+        _cleanup_free_ char *json = NULL;
+        _cleanup_fclose_ FILE *f = NULL;
+        const char *why = NULL;
+        size_t len = 0;
+        int r;
+
+        r = archive_open(spec->archive_dir, &a);
+        if (r >= 0)
+                r = archive_read(a, spec->render_id, &json, &len, NULL);
+        if (r < 0)
+                return -r;
+        /* The read is bounded by ARCHIVE_DOCUMENT_MAX; what json-c builds of it, from here on. */
+        r = limit_address_space(MIN(CAPTURE_JOB_RENDER_MEMORY_BASE + CAPTURE_JOB_RENDER_MEMORY_PER_BYTE * len,
+                                    CAPTURE_JOB_RENDER_MEMORY_MAX));
+        if (r < 0)
+                log_debug_errno(r, "Failed to limit the render's address space, rendering without: %m");
+        f = fdopen(spec->output_fd, "w");
+        if (!f)
+                return errno;
+        r = snapshot_render_stored(json, len, job_render_how(spec->format), &(TextOptions) { .kernel = true }, f,
+                                   &why);
+        if (fflush(f) != 0 && r >= 0)
+                r = negative_errno();
+        if (r == -EBADMSG && ftruncate(spec->output_fd, 0) >= 0 && lseek(spec->output_fd, 0, SEEK_SET) == 0)
+                (void) loop_write(spec->output_fd, why, strlen(why));
+        if (r < 0)
+                return -r;
+        dprintf(out_fd, "OK - 0 0 0\n");
+        return 0;
+}
+
 /* The child: capture, serialize, archive (or render), report. Exit status: 0, or an errno. */
 static int job_child(const CaptureJobSpec *spec, int out_fd) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
@@ -88,6 +148,9 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
 
         SyscallProbe probe = { .nr = -1 };
         bool probed = false;
+
+        if (spec->render_id)
+                return job_render_stored(spec, out_fd);
 
         /* The probe first: it watches the thread spin, and the capture afterwards sees the same loop. */
         if (spec->probe_usec > 0 && spec->trigger.tid > 0) {
@@ -212,7 +275,11 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         CaptureJob *j = userdata;
 
         /* The child source reports the kill; say why. */
-        log_warning("Capture of pid %d for rule \"%s\" timed out; killing it", (int) j->target, strna(j->rule));
+        if (j->render)
+                log_warning("Rendering stored snapshot %s timed out; killing it", strna(j->rule));
+        else
+                log_warning("Capture of pid %d for rule \"%s\" timed out; killing it", (int) j->target,
+                            strna(j->rule));
         j->timed_out = true;
         if (j->child > 0)
                 (void) kill(j->child, SIGKILL);
@@ -232,7 +299,8 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
         j->target = spec->pid;
         j->done = done;
         j->userdata = userdata;
-        j->rule = strdup(spec->trigger.rule ?: "");
+        j->render = spec->render_id != NULL;
+        j->rule = strdup(spec->render_id ?: spec->trigger.rule ?: "");
         if (!j->rule || pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
                 r = j->rule ? negative_errno() : -ENOMEM;
                 capture_job_free(j);

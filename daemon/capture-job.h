@@ -28,7 +28,8 @@ CaptureJobFormat capture_job_format_from_string(const char *s);
 
 /* What a job reports when it ends. */
 typedef struct CaptureJobResult {
-        int error;                      /* 0, or -errno (-ECHILD: the child crashed, -ETIME: killed at its timeout) */
+        int error;                      /* 0, or -errno (-ECHILD: the child crashed, -ETIME: killed at its timeout;
+                                         * a render: -ENOENT, -EBADMSG with the reason in OUTPUT_FD, -ENOMEM) */
         const char *id;                 /* the archived snapshot's id; NULL for live captures and on error */
         double max_pause_us;            /* the longest a thread was held stopped */
         uint64_t duration_usec;         /* of the capture, in the child */
@@ -52,7 +53,18 @@ typedef struct CaptureJobSpec {
         int output_fd;                  /* >= 0: a live capture, rendered into this file (a memfd) in FORMAT and not
                                          * archived; < 0: archived */
         CaptureJobFormat format;
+        const char *render_id;          /* set: no capture; the stored snapshot of this id (or "latest") in
+                                         * ARCHIVE_DIR is read and rendered into OUTPUT_FD in FORMAT, within
+                                         * the CAPTURE_JOB_RENDER_MEMORY_* budget */
 } CaptureJobSpec;
+
+/* Address space a render of a stored snapshot may add to the child's, once the document is read: BASE plus PER_BYTE
+ * for each of its bytes, at most MAX; past it, the render fails with -ENOMEM. json-c's tree of a real snapshot takes
+ * ~16.5 times the document (a 35 MB one, 4,000 threads × 64 frames: 578 MB resident), so MAX is reached at ~80 MB
+ * of JSON, three times the 2,000-thread worst case the capture writes. */
+#define CAPTURE_JOB_RENDER_MEMORY_BASE (64ULL << 20)
+#define CAPTURE_JOB_RENDER_MEMORY_PER_BYTE 24ULL
+#define CAPTURE_JOB_RENDER_MEMORY_MAX (2048ULL << 20)
 
 /* Fork a child that captures SPEC->pid, writes the snapshot to the archive (or renders it into SPEC->output_fd)
  * and exits. */

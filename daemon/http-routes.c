@@ -26,12 +26,22 @@
 /* Characters of a client-supplied string quoted back in an error message. */
 #define HTTP_QUOTE_MAX 64
 
+/* Stored snapshots rendered at once; more get a 429. Each is a child process of its own (capture-job.c). */
+#define HTTP_RENDERS_MAX 2U
+/* A render still running after this is killed. */
+#define HTTP_RENDER_TIMEOUT_USEC (20ULL * USEC_PER_SEC)
+
+/* A request waiting on a child: a live capture (GET /stacks/PID), or the render of a stored snapshot (GET
+ * /snapshots/ID): never parsed or rendered on the event loop, where a hostile or huge file would stall the scan
+ * and the watchdog ping. */
 struct HttpPending {
         HttpPending *next;
         Http *http;
         struct MHD_Connection *connection;
-        int fd;                         /* the memfd the capture child renders into */
-        pid_t pid;
+        int fd;                         /* the memfd the child renders into */
+        pid_t pid;                      /* a live capture's */
+        CaptureJob *render;             /* a render's job, until it ended */
+        char id[ARCHIVE_ID_MAX + 1];    /* a render's snapshot id (or "latest") */
         CaptureJobFormat format;
         bool done, cancelled;
         int error;
@@ -98,6 +108,7 @@ void http_pending_free(Http *h, HttpPending *p) {
                         *pp = p->next;
                         break;
                 }
+        capture_job_free(p->render);
         safe_close(p->fd);
         free(p);
 }
@@ -107,8 +118,35 @@ static void on_live_done(CaptureJob *job, const CaptureJobResult *res, void *use
 
         p->done = true;
         p->error = res->error;
+        p->render = capture_job_free(p->render); /* done with it; freeing from here is allowed */
         MHD_resume_connection(p->connection);
         http_kick(p->http);
+}
+
+/* A suspended request with a memfd for its child's output. */
+static HttpPending *pending_new(Http *h, struct MHD_Connection *c, CaptureJobFormat format, int *ret_error) {
+        HttpPending *p = calloc(1, sizeof *p);
+
+        if (!p) {
+                *ret_error = -ENOMEM;
+                return NULL;
+        }
+        *p = (HttpPending) { .http = h, .connection = c, .format = format };
+        p->fd = memfd_create("stackwatch-reply", MFD_CLOEXEC);
+        if (p->fd < 0) {
+                *ret_error = negative_errno();
+                free(p);
+                return NULL;
+        }
+        return p;
+}
+
+static enum MHD_Result pending_suspend(Http *h, struct MHD_Connection *c, HttpPending *p, void **con_cls) {
+        p->next = h->pending;
+        h->pending = p;
+        *con_cls = p;
+        MHD_suspend_connection(c);
+        return MHD_YES;
 }
 
 void http_routes_cancel_all(Http *h) {
@@ -123,16 +161,96 @@ static const char *format_content_type(CaptureJobFormat f) {
         return f == CAPTURE_JOB_FORMAT_JSON ? API_CONTENT_JSON : API_CONTENT_TEXT;
 }
 
-enum MHD_Result http_routes_resumed(Http *h, struct MHD_Connection *c, HttpPending *p) {
+typedef struct MappedReply {
+        void *addr;
+        size_t size;
+} MappedReply;
+
+static void mapped_reply_free(void *cls) {
+        MappedReply *m = cls;
+
+        (void) munmap(m->addr, m->size);
+        free(m);
+}
+
+/* The child's output, from the memfd, mapped: MHD sends a buffer with writes as large as the socket takes. (From
+ * an fd, libmicrohttpd 0.9.75 in epoll mode sends 4 KiB per wakeup and then waits for its timer: a 17 MB reply
+ * took 53 s.) */
+static enum MHD_Result reply_from_fd(Http *h, struct MHD_Connection *c, HttpPending *p) {
         struct MHD_Response *resp;
         enum MHD_Result r;
+        MappedReply *m;
         off_t size;
 
-        if (p->cancelled || !p->done)
-                return http_reply_error(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, "stackwatchd is stopping");
+        size = lseek(p->fd, 0, SEEK_END);
+        if (size < 0)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "reply lost: %s", strerror(errno));
+        if (size == 0)
+                return http_reply(h, c, MHD_HTTP_OK, format_content_type(p->format), "", 0);
+        m = calloc(1, sizeof *m);
+        if (!m)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        m->size = (size_t) size;
+        m->addr = mmap(NULL, m->size, PROT_READ, MAP_SHARED, p->fd, 0);
+        if (m->addr == MAP_FAILED) {
+                free(m);
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "reply lost: %s", strerror(errno));
+        }
+        resp = MHD_create_response_from_buffer_with_free_callback_cls(m->size, m->addr, mapped_reply_free, m);
+        if (!resp) {
+                mapped_reply_free(m);
+                return MHD_NO;
+        }
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, format_content_type(p->format));
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        r = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        metrics_count_http(h->daemon.metrics, MHD_HTTP_OK);
+        return r;
+}
+
+static enum MHD_Result render_resumed(Http *h, struct MHD_Connection *c, HttpPending *p) {
+        char why[256] = "";
+        ssize_t n;
+
         switch (p->error) {
         case 0:
-                break;
+                return reply_from_fd(h, c, p);
+        case -ENOENT:
+                return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no snapshot %s", p->id);
+        case -EBADMSG:
+                /* The child wrote why in place of the output. */
+                n = pread(p->fd, why, sizeof why - 1, 0);
+                why[MAX(n, 0)] = 0;
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "stored snapshot %s unreadable: %s",
+                                        p->id, why[0] ? why : "corrupt file");
+        case -ENOMEM:
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                        "rendering stored snapshot %s needs more memory than its budget (%llu "
+                                        "MiB and %llu bytes per byte of JSON, at most %llu MiB)",
+                                        p->id, CAPTURE_JOB_RENDER_MEMORY_BASE >> 20,
+                                        CAPTURE_JOB_RENDER_MEMORY_PER_BYTE, CAPTURE_JOB_RENDER_MEMORY_MAX >> 20);
+        case -ETIME:
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                        "rendering stored snapshot %s took longer than its %llu s", p->id,
+                                        HTTP_RENDER_TIMEOUT_USEC / USEC_PER_SEC);
+        case -ECHILD:
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                        "rendering stored snapshot %s crashed", p->id);
+        default:
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to read snapshot %s: %s", p->id,
+                                        strerror(-p->error));
+        }
+}
+
+enum MHD_Result http_routes_resumed(Http *h, struct MHD_Connection *c, HttpPending *p) {
+        if (p->cancelled || !p->done)
+                return http_reply_error(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, "stackwatchd is stopping");
+        if (p->id[0])
+                return render_resumed(h, c, p);
+        switch (p->error) {
+        case 0:
+                return reply_from_fd(h, c, p);
         case -ESRCH:
                 return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "process %d exited before it was captured",
                                         (int) p->pid);
@@ -150,21 +268,6 @@ enum MHD_Result http_routes_resumed(Http *h, struct MHD_Connection *c, HttpPendi
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "the capture of process %d failed: %s",
                                         (int) p->pid, strerror(-p->error));
         }
-        size = lseek(p->fd, 0, SEEK_END);
-        if (size < 0)
-                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "capture output lost: %s",
-                                        strerror(errno));
-        /* MHD sends straight from the memfd and closes it with the response. */
-        resp = MHD_create_response_from_fd_at_offset64((uint64_t) size, p->fd, 0);
-        if (!resp)
-                return MHD_NO;
-        p->fd = -EBADF;
-        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, format_content_type(p->format));
-        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-        r = MHD_queue_response(c, MHD_HTTP_OK, resp);
-        MHD_destroy_response(resp);
-        metrics_count_http(h->daemon.metrics, MHD_HTTP_OK);
-        return r;
 }
 
 static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
@@ -193,16 +296,10 @@ static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const cha
         if (tid > 0 && !proc_exists(pid, tid))
                 return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "process %d has no thread %d", (int) pid, (int) tid);
 
-        p = calloc(1, sizeof *p);
+        p = pending_new(h, c, format, &r);
         if (!p)
-                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-        *p = (HttpPending) { .http = h, .connection = c, .pid = pid, .format = format };
-        p->fd = memfd_create("stackwatch-live", MFD_CLOEXEC);
-        if (p->fd < 0) {
-                r = -errno;
-                free(p);
-                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "memfd_create: %s", strerror(-r));
-        }
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no reply buffer: %s", strerror(-r));
+        p->pid = pid;
         r = h->daemon.capture_live(h->daemon.userdata, pid, tid, peers, p->fd, format, on_live_done, p, &retry);
         if (r < 0) {
                 safe_close(p->fd);
@@ -217,11 +314,7 @@ static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const cha
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to start the capture: %s",
                                         strerror(-r));
         }
-        p->next = h->pending;
-        h->pending = p;
-        *con_cls = p;
-        MHD_suspend_connection(c);
-        return MHD_YES;
+        return pending_suspend(h, c, p, con_cls);
 }
 
 /* ---- /processes ---- */
@@ -458,43 +551,19 @@ static enum MHD_Result route_snapshots(Http *h, struct MHD_Connection *c, const 
         return http_reply_json(h, c, MHD_HTTP_OK, o);
 }
 
-static enum MHD_Result reply_rendered(Http *h, struct MHD_Connection *c, const char *json, size_t len,
-                                      CaptureJobFormat format) {
-        _cleanup_snapshot_free_ Snapshot *s = NULL;
-        _cleanup_free_ char *buf = NULL;
-        const char *why = NULL;
-        json_object *j;
-        size_t size = 0;
-        FILE *f;
-        int r;
+static unsigned renders_running(const Http *h) {
+        unsigned n = 0;
 
-        if (format == CAPTURE_JOB_FORMAT_JSON)
-                return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_JSON, json, len);
-        r = json_parse_bounded(json, len, &j, &why);
-        if (r == 0)
-                r = snapshot_from_json(j, &s, &why);
-        json_object_put(j);
-        if (r < 0)
-                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "stored snapshot unreadable: %s",
-                                        why ?: strerror(-r));
-        f = open_memstream(&buf, &size);
-        if (!f)
-                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-        if (format == CAPTURE_JOB_FORMAT_TEXT)
-                r = snapshot_print_text(s, &(TextOptions) { .kernel = true }, f);
-        else
-                r = snapshot_print_folded(s, true, f);
-        if (fclose(f) != 0 || r < 0)
-                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to render the snapshot");
-        return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_TEXT, buf, size);
+        for (const HttpPending *p = h->pending; p; p = p->next)
+                n += p->render != NULL;
+        return n;
 }
 
 static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
-        _cleanup_free_ char *json = NULL;
         CaptureJobFormat format = CAPTURE_JOB_FORMAT_JSON;
         char q[HTTP_QUOTE_MAX + 8];
         const char *v;
-        size_t len = 0;
+        HttpPending *p;
         int r;
 
         /* Checked before anything touches the file system: an id is never a path. */
@@ -505,13 +574,27 @@ static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const c
         if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                         "unknown format \"%s\" (expected json, text or folded)", clip(v, q, sizeof q));
-        r = archive_read(http_view(h).archive, arg, &json, &len, NULL);
-        if (r == -ENOENT)
-                return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no snapshot %s", arg);
-        if (r < 0)
+        if (renders_running(h) >= HTTP_RENDERS_MAX)
+                return http_reply_retry(h, c, USEC_PER_SEC, "too many stored snapshots being read (%u)",
+                                        HTTP_RENDERS_MAX);
+        p = pending_new(h, c, format, &r);
+        if (!p)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no reply buffer: %s", strerror(-r));
+        strncpy(p->id, arg, sizeof p->id - 1);
+        r = capture_job_start(h->daemon.event,
+                              &(CaptureJobSpec) { .archive_dir = http_view(h).config->archive_dir,
+                                                  .render_id = p->id,
+                                                  .output_fd = p->fd,
+                                                  .format = format,
+                                                  .timeout_usec = HTTP_RENDER_TIMEOUT_USEC },
+                              on_live_done, p, &p->render);
+        if (r < 0) {
+                safe_close(p->fd);
+                free(p);
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to read snapshot %s: %s", arg,
                                         strerror(-r));
-        return reply_rendered(h, c, json, len, format);
+        }
+        return pending_suspend(h, c, p, con_cls);
 }
 
 /* ---- /rules, /metrics, /healthz ---- */
