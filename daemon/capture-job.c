@@ -84,19 +84,20 @@ static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
         return 0;
 }
 
-/* Cap the address space at what it is now plus EXTRA: relative, so that a sanitizer's reserved shadow (already
- * mapped) does not count against the budget. */
-static int limit_address_space(uint64_t extra) {
+/* Cap the data segment (every private writable mapping: the heap, malloc's mmaps) at what it is now plus EXTRA.
+ * Relative, and RLIMIT_DATA rather than RLIMIT_AS: a sanitizer's shadow is already mapped, and its allocator maps
+ * user memory inside a region it reserved at start, which the address space never sees grow. */
+static int limit_data(uint64_t extra) {
         _cleanup_fclose_ FILE *f = fopen("/proc/self/statm", "re");
-        unsigned long long pages;
+        unsigned long long size, resident, shared, text, lib, data;
         struct rlimit rl;
 
         if (!f)
                 return negative_errno();
-        if (fscanf(f, "%llu", &pages) != 1)
+        if (fscanf(f, "%llu %llu %llu %llu %llu %llu", &size, &resident, &shared, &text, &lib, &data) != 6)
                 return -EIO;
-        rl.rlim_cur = rl.rlim_max = pages * (uint64_t) sysconf(_SC_PAGESIZE) + extra;
-        return setrlimit(RLIMIT_AS, &rl) < 0 ? negative_errno() : 0;
+        rl.rlim_cur = rl.rlim_max = data * (uint64_t) sysconf(_SC_PAGESIZE) + extra;
+        return setrlimit(RLIMIT_DATA, &rl) < 0 ? negative_errno() : 0;
 }
 
 /* The child of a render: read a stored snapshot and render it. It is untrusted input, so this runs here, bounded in
@@ -116,10 +117,10 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
         if (r < 0)
                 return -r;
         /* The read is bounded by ARCHIVE_DOCUMENT_MAX; what json-c builds of it, from here on. */
-        r = limit_address_space(MIN(CAPTURE_JOB_RENDER_MEMORY_BASE + CAPTURE_JOB_RENDER_MEMORY_PER_BYTE * len,
+        r = limit_data(MIN(CAPTURE_JOB_RENDER_MEMORY_BASE + CAPTURE_JOB_RENDER_MEMORY_PER_BYTE * len,
                                     CAPTURE_JOB_RENDER_MEMORY_MAX));
         if (r < 0)
-                log_debug_errno(r, "Failed to limit the render's address space, rendering without: %m");
+                log_debug_errno(r, "Failed to limit the render's memory, rendering without: %m");
         f = fdopen(spec->output_fd, "w");
         if (!f)
                 return errno;

@@ -58,7 +58,7 @@ typedef struct CaptureJobSpec {
                                          * the CAPTURE_JOB_RENDER_MEMORY_* budget */
 } CaptureJobSpec;
 
-/* Address space a render of a stored snapshot may add to the child's, once the document is read: BASE plus PER_BYTE
+/* Memory (RLIMIT_DATA) a render of a stored snapshot may add to the child's, once the document is read: BASE plus PER_BYTE
  * for each of its bytes, at most MAX; past it, the render fails with -ENOMEM. json-c's tree of a real snapshot takes
  * ~16.5 times the document (a 35 MB one, 4,000 threads × 64 frames: 578 MB resident), so MAX is reached at ~80 MB
  * of JSON, three times the 2,000-thread worst case the capture writes. */
