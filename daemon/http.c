@@ -19,6 +19,7 @@
 
 #include "alloc-util.h"
 #include "api.h"
+#include "http-admit.h"
 #include "http.h"
 #include "log.h"
 #include "time-util.h"
@@ -28,8 +29,10 @@ struct HttpListener {
         Http *http;
         struct MHD_Daemon *mhd;
         sd_event_source *io, *timer;
+        sd_event_source *reaper;        /* at the next request head's deadline */
         bool tcp;                       /* requires the bearer token */
-        unsigned max_connections;       /* MHD_OPTION_CONNECTION_LIMIT */
+        unsigned max_connections;       /* MHD_OPTION_CONNECTION_LIMIT: http.max_connections and the reserve */
+        HttpAdmit admit;
         char name[128];                 /* for the log: "/run/…/stackwatch.sock" or "http://127.0.0.1:9177" */
 };
 
@@ -38,8 +41,10 @@ static HttpListener *listener_free(HttpListener *l) {
                 return NULL;
         sd_event_source_disable_unref(l->io);
         sd_event_source_disable_unref(l->timer);
+        sd_event_source_disable_unref(l->reaper);
         if (l->mhd)
                 MHD_stop_daemon(l->mhd);
+        http_admit_done(&l->admit);
         free(l);
         return NULL;
 }
@@ -52,11 +57,29 @@ static unsigned listener_connections(HttpListener *l) {
         return info ? info->num_connections : 0;
 }
 
+/* Cut the connections whose request head is past its deadline, count the cuts, and wake up at the next deadline.
+ * A cut connection is shut down: MHD sees it hang up in this run or the next, which its epoll fd wakes. */
+static void listener_reap(HttpListener *l) {
+        Metrics *m = l->http->daemon.metrics;
+        uint64_t next = http_admit_reap(&l->admit, now_usec(CLOCK_MONOTONIC));
+
+        m->http_cut_head_deadline += l->admit.cut[HTTP_CUT_HEAD_DEADLINE];
+        m->http_cut_room += l->admit.cut[HTTP_CUT_ROOM];
+        memset(l->admit.cut, 0, sizeof l->admit.cut);
+        if (next == UINT64_MAX) {
+                (void) sd_event_source_set_enabled(l->reaper, SD_EVENT_OFF);
+                return;
+        }
+        (void) sd_event_source_set_time(l->reaper, next);
+        (void) sd_event_source_set_enabled(l->reaper, SD_EVENT_ONESHOT);
+}
+
 static void listener_run(HttpListener *l) {
         MHD_UNSIGNED_LONG_LONG ms;
         bool at_limit = listener_connections(l) >= l->max_connections;
 
         (void) MHD_run(l->mhd);
+        listener_reap(l);
         /* At the connection limit MHD takes its listening socket out of its epoll set, and puts it back only at the
          * start of a later run. When this run freed a slot, that run must come now: nothing else would wake us for
          * the clients waiting in the backlog (after a flood of 200 connections, the socket stayed deaf for good). */
@@ -79,6 +102,11 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
 
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         listener_run(userdata);
+        return 0;
+}
+
+static int on_reaper(sd_event_source *s, uint64_t usec, void *userdata) {
+        listener_run(userdata); /* reaps after its run */
         return 0;
 }
 
@@ -252,6 +280,54 @@ static bool authorized(const HttpListener *l, struct MHD_Connection *c) {
         return token_matches(l->http->token, v);
 }
 
+static HttpAdmitConn *connection_admit(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return info ? info->socket_context : NULL;
+}
+
+/* Who is at the other end of C: its IP address, or on the unix socket its uid. */
+static void connection_peer(const HttpListener *l, struct MHD_Connection *c, int fd, HttpPeer *ret) {
+        const union MHD_ConnectionInfo *info;
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+
+        *ret = (HttpPeer) { .family = AF_UNSPEC };
+        if (!l->tcp) {
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                        ret->family = AF_UNIX;
+                        memcpy(ret->addr, &cred.uid, sizeof cred.uid);
+                }
+                return;
+        }
+        info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (!info || !info->client_addr)
+                return;
+        ret->family = info->client_addr->sa_family;
+        if (ret->family == AF_INET)
+                memcpy(ret->addr, &((const struct sockaddr_in *) info->client_addr)->sin_addr, 4);
+        else if (ret->family == AF_INET6)
+                memcpy(ret->addr, &((const struct sockaddr_in6 *) info->client_addr)->sin6_addr, 16);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+        HttpListener *l = cls;
+        const union MHD_ConnectionInfo *info;
+        HttpPeer peer;
+
+        if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+                http_admit_remove(&l->admit, *socket_context);
+                *socket_context = NULL;
+                return;
+        }
+        info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!info)
+                return;
+        connection_peer(l, c, info->connect_fd, &peer);
+        *socket_context = http_admit_add(&l->admit, info->connect_fd, &peer, now_usec(CLOCK_MONOTONIC));
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -259,31 +335,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         Http *h = l->http;
 
         /* Answering on the first call makes MHD close the connection after the reply; the second call keeps it
-         * alive for the next request. */
+         * alive for the next request. A client without the token is answered, and let go, as soon as its head is
+         * in: it holds no connection while it sends a body. */
         if (!*con_cls) {
                 *con_cls = &http_request_seen;
+                if (!authorized(l, c))
+                        return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
+                                                l->http->token ? "missing or wrong bearer token"
+                                                               : "no token configured: this listener serves nothing");
                 return MHD_YES;
         }
         if (*con_cls != &http_request_seen)
                 return http_routes_resumed(h, c, *con_cls);
         if (*upload_data_size > 0) {
-                *upload_data_size = 0; /* a body is never read: every route is a GET */
+                *upload_data_size = 0; /* a body is never read (every route is a GET), but it counts against the
+                                        * head's deadline: the request is whole only once it is all in */
                 return MHD_YES;
         }
+        http_admit_head_done(connection_admit(c));
         if (strlen(url) > API_URL_MAX)
                 return http_reply_error(h, c, MHD_HTTP_URI_TOO_LONG, "request URL longer than %d bytes", API_URL_MAX);
         if (request_has_nul(c))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "a NUL byte in the request's path, query or headers");
-        if (!authorized(l, c))
-                return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
-                                        l->http->token ? "missing or wrong bearer token"
-                                                       : "no token configured: this listener serves nothing");
         return http_routes_dispatch(h, c, url, method, con_cls);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
         HttpListener *l = cls;
 
+        http_admit_waiting(connection_admit(c), now_usec(CLOCK_MONOTONIC));
         if (*con_cls && *con_cls != &http_request_seen) {
                 http_pending_free(l->http, *con_cls);
                 *con_cls = NULL;
@@ -330,7 +410,13 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
                 return log_oom();
         l->http = h;
         l->tcp = tcp;
-        l->max_connections = c->http_max_connections;
+        l->max_connections = c->http_max_connections + HTTP_RESERVE_CONNECTIONS;
+        http_admit_init(&l->admit, &(HttpAdmitLimits) {
+                .max_connections = c->http_max_connections,
+                .per_peer = HTTP_PER_PEER_CONNECTIONS,
+                .head_deadline_usec = MIN(HTTP_HEAD_DEADLINE_USEC, c->http_timeout_usec),
+                .min_age_usec = HTTP_CUT_MIN_AGE_USEC,
+        });
         snprintf(l->name, sizeof l->name, "%s", name);
         h->listeners[h->n_listeners++] = l;
 
@@ -338,10 +424,10 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, l,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                 MHD_OPTION_LISTEN_SOCKET, sfd,
-                MHD_OPTION_CONNECTION_LIMIT, c->http_max_connections,
+                MHD_OPTION_CONNECTION_LIMIT, l->max_connections,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) DIV_ROUND_UP(c->http_timeout_usec, USEC_PER_SEC),
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) HTTP_CONNECTION_MEMORY,
-                MHD_OPTION_PER_IP_CONNECTION_LIMIT, tcp ? HTTP_PER_IP_CONNECTIONS : 0U,
+                MHD_OPTION_NOTIFY_CONNECTION, on_connection, l,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
                 MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
                 MHD_OPTION_END);
@@ -356,6 +442,10 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
                 r = sd_event_add_time(h->daemon.event, &l->timer, CLOCK_MONOTONIC, UINT64_MAX, 0, on_timer, l);
         if (r >= 0)
                 r = sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+        if (r >= 0)
+                r = sd_event_add_time(h->daemon.event, &l->reaper, CLOCK_MONOTONIC, UINT64_MAX, 0, on_reaper, l);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(l->reaper, SD_EVENT_OFF);
         if (r < 0)
                 return log_error_errno(r, "Failed to add the HTTP server on %s to the event loop: %m", name);
         log_info("Listening on %s%s", name, tcp ? " (bearer token required)" : "");

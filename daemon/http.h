@@ -22,8 +22,16 @@ typedef struct HttpListener HttpListener;
 
 /* Bytes MHD may use per connection (request line and headers included): a longer request gets 414/431. */
 #define HTTP_CONNECTION_MEMORY (32U * 1024U)
-/* Connections at once from one TCP address. */
-#define HTTP_PER_IP_CONNECTIONS 16U
+/* Connections one peer keeps while it waits for heads: a TCP address, or a uid on the unix socket (http-admit.h). */
+#define HTTP_PER_PEER_CONNECTIONS 16U
+/* Connections libmicrohttpd may hold past http.max_connections: room for newcomers while the longest waits are
+ * cut, who would otherwise wait in the listen backlog. */
+#define HTTP_RESERVE_CONNECTIONS 8U
+/* The longest a request head may take, from the connection's start or its previous reply, whatever its pace
+ * (http.timeout, when shorter). A connection over a limit is cut once it waited HTTP_CUT_MIN_AGE_USEC for a head:
+ * a good client's head is in by then. */
+#define HTTP_HEAD_DEADLINE_USEC (5ULL * USEC_PER_SEC)
+#define HTTP_CUT_MIN_AGE_USEC (250ULL * USEC_PER_MSEC)
 
 /* What the API reads of the daemon and the one thing it asks of it, handed over by the manager at http_new(). */
 typedef struct HttpDaemon {

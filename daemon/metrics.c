@@ -183,6 +183,12 @@ int metrics_render(const Metrics *mt, const DaemonView *m, char **ret, size_t *r
         for (size_t i = 0; i < mt->n_http; i++)
                 fprintf(f, "stackwatch_http_requests_total{code=\"%u\"} %llu\n", mt->http[i].code,
                         (unsigned long long) mt->http[i].count);
+        header(f, "stackwatch_http_connections_cut_total", "counter",
+               "HTTP connections cut by the daemon: a request head past its deadline, or room made for a newcomer.");
+        fprintf(f, "stackwatch_http_connections_cut_total{reason=\"head_deadline\"} %llu\n",
+                (unsigned long long) mt->http_cut_head_deadline);
+        fprintf(f, "stackwatch_http_connections_cut_total{reason=\"room\"} %llu\n",
+                (unsigned long long) mt->http_cut_room);
 
         if (fclose(f) != 0)
                 return -ENOMEM;

@@ -49,6 +49,8 @@ typedef struct Metrics {
         double scan_seconds_sum;
         MetricsHttp *http;
         size_t n_http, n_http_allocated;
+        uint64_t http_cut_head_deadline; /* connections cut: a request head past its deadline */
+        uint64_t http_cut_room;         /* connections cut to make room (or refused) */
 } Metrics;
 
 void metrics_done(Metrics *m);
