@@ -12,6 +12,7 @@
 #include "alloc-util.h"
 #include "log.h"
 #include "symbolize.h"
+#include "time-util.h"
 
 #define SYMBOLIZER_MODULES_MAX 4096
 #define INLINE_DEPTH_MAX 32
@@ -28,6 +29,7 @@ typedef struct SymFrame {
 typedef struct SymEntry {
         uint64_t addr;          /* ELF address looked up; 0 marks an empty slot (no code lives at 0) */
         uint32_t first, count;  /* into SymModule.pool */
+        bool source;            /* resolved with file:line and inlines (not past the source deadline) */
 } SymEntry;
 
 struct SymModule {
@@ -46,6 +48,7 @@ struct SymModule {
 struct Symbolizer {
         char *debuginfo_path;
         bool source;
+        uint64_t source_deadline_usec;  /* CLOCK_MONOTONIC; 0: none */
         Dwfl_Callbacks callbacks;
         SymModule **modules;
         size_t n_modules, n_modules_allocated;
@@ -127,6 +130,28 @@ char *dwfl_module_build_id_hex(Dwfl_Module *mod) {
         return hex;
 }
 
+void symbolizer_set_source_deadline(Symbolizer *s, uint64_t usec) {
+        s->source_deadline_usec = usec;
+}
+
+/* Whether to resolve file:line and inlines now: asked for, and before the source deadline. */
+static bool want_source(Symbolizer *s) {
+        if (!s->source)
+                return false;
+        if (s->source_deadline_usec == 0 || now_usec(CLOCK_MONOTONIC) < s->source_deadline_usec)
+                return true;
+        s->stats.source_skipped++;
+        return false;
+}
+
+/* After a lookup with source: whether the module has DWARF is known now (libdw loaded it, or found none). */
+static void note_debuginfo(SymModule *m) {
+        Dwarf_Addr dwbias;
+
+        if (m->debuginfo < 0)
+                m->debuginfo = dwfl_module_getdwarf(m->mod, &dwbias) != NULL;
+}
+
 bool sym_module_has_debuginfo(const SymModule *sm) {
         return sm && sm->debuginfo > 0;
 }
@@ -161,7 +186,7 @@ static void sym_module_open(Symbolizer *s, SymModule *m, Dwfl_Module *mod, const
         if (!bid || !streq(bid, m->build_id))
                 goto fail;
         m->mod = om;
-        if (s->source)
+        if (want_source(s))
                 m->debuginfo = dwfl_module_getdwarf(om, &dwbias) != NULL;
         return;
 fail:
@@ -325,26 +350,36 @@ oom:
 static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFrame **ret, size_t *ret_n) {
         SymFrame tmp[INLINE_DEPTH_MAX + 1];
         SymEntry *e = memo_find(m, addr);
+        bool source;
         size_t n;
         int r;
 
-        if (e) {
+        /* A hit resolved without source (past an earlier capture's deadline) is resolved again when source is
+         * possible now. */
+        source = (!e || !e->source) && want_source(s);
+        if (e && !source) {
                 s->stats.addr_hits++;
                 *ret = &m->pool[e->first];
                 *ret_n = e->count;
                 return 0;
         }
         s->stats.addr_misses++;
-        r = resolve(m->mod, addr, s->source, tmp, ELEMENTSOF(tmp), &n);
+        r = resolve(m->mod, addr, source, tmp, ELEMENTSOF(tmp), &n);
         if (r < 0)
                 return r;
+        if (source)
+                note_debuginfo(m);
         if (!GREEDY_REALLOC(m->pool, m->pool_alloc, m->n_pool + n)) {
                 for (size_t i = 0; i < n; i++)
                         sym_frame_done(&tmp[i]);
                 return -ENOMEM;
         }
         memcpy(&m->pool[m->n_pool], tmp, n * sizeof *tmp);
-        r = memo_insert(m, (SymEntry) { .addr = addr, .first = (uint32_t) m->n_pool, .count = (uint32_t) n });
+        if (e)
+                *e = (SymEntry) { .addr = addr, .first = (uint32_t) m->n_pool, .count = (uint32_t) n, .source = source };
+        else
+                r = memo_insert(m, (SymEntry) { .addr = addr, .first = (uint32_t) m->n_pool, .count = (uint32_t) n,
+                                                .source = source });
         m->n_pool += n;
         if (r < 0)
                 return r;
@@ -390,7 +425,7 @@ int symbolizer_add_frames(Symbolizer *s, SymModule *sm, Dwfl_Module *mod, const 
                 return memo_resolve(s, sm, addr - pbias + sm->bias, &sf, &n) < 0 ? -ENOMEM
                                                                                : append_frames(t, tmpl, sf, n);
         /* Not cacheable (the vdso, a binary without build-id): resolve in the process's own module. */
-        r = resolve(mod, addr, s->source, tmp, ELEMENTSOF(tmp), &n);
+        r = resolve(mod, addr, want_source(s), tmp, ELEMENTSOF(tmp), &n);
         if (r < 0)
                 return r;
         r = append_frames(t, tmpl, tmp, n);

@@ -18,6 +18,10 @@ typedef struct SymModule SymModule;
  * first time); without it only symbols are resolved, as eu-stack does by default. */
 int symbolizer_new(const char *debuginfo_path, bool source, Symbolizer **ret);
 Symbolizer *symbolizer_free(Symbolizer *s);
+/* From USEC (CLOCK_MONOTONIC) on, resolve symbols only, as without SOURCE: loading a module's DWARF is the one step
+ * of a capture that cannot be cut short, and it costs seconds on a starved CPU. 0: no deadline. Frames resolved
+ * past it are counted in SymbolizerStats.source_skipped, and resolved again, with source, by a later capture. */
+void symbolizer_set_source_deadline(Symbolizer *s, uint64_t usec);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
 
 /* The cache entry for process module MOD, opened on first use from the file as the target sees it (ROOT is its
@@ -42,5 +46,6 @@ typedef struct SymbolizerStats {
         unsigned module_misses;
         unsigned addr_hits;
         unsigned addr_misses;
+        unsigned source_skipped;        /* frame lookups without file:line for the source deadline */
 } SymbolizerStats;
 void symbolizer_get_stats(const Symbolizer *s, SymbolizerStats *ret);
