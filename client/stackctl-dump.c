@@ -14,6 +14,7 @@
 #include "snapshot-text.h"
 #include "stackctl.h"
 #include "symbolize.h"
+#include "time-util.h"
 #include "wait-chain.h"
 
 static int print_snapshot(const Snapshot *s) {
@@ -44,9 +45,12 @@ static int print_snapshot(const Snapshot *s) {
  * (for --all, where processes come and go). */
 static int dump_one(Symbolizer *sym, pid_t pid, bool quiet_gone) {
         _cleanup_snapshot_free_ Snapshot *s = NULL;
+        CaptureOptions o = arg.capture;
         int r;
 
-        r = capture_process(pid, &arg.capture, sym, &s);
+        /* One budget for the process and the peers it waits on. */
+        o.deadline_usec = now_usec(CLOCK_MONOTONIC) + o.time_budget_usec;
+        r = capture_process(pid, &o, sym, &s);
         if (r == -ESRCH) {
                 if (quiet_gone)
                         return EXIT_OK;
@@ -68,7 +72,7 @@ static int dump_one(Symbolizer *sym, pid_t pid, bool quiet_gone) {
                 return EXIT_FAIL;
         }
         if (arg.peers > 0) {
-                r = wait_chain_capture(s, arg.capture.tid, arg.peers, &arg.capture, sym);
+                r = wait_chain_capture(s, o.tid, arg.peers, &o, sym);
                 if (r == -ENOMEM)
                         return log_oom(), EXIT_FAIL;
                 if (r < 0)

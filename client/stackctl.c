@@ -51,7 +51,7 @@ static const struct {
         { "   --no-kernel", "Leave out kernel stacks" },
         { "   --max-frames N", "At most N user frames per thread (default 256)" },
         { "   --stack-bytes N", "Copy at most N bytes of each thread's stack (default 262144)" },
-        { "   --time-budget MS", "Give up on a process after MS milliseconds (default 10000)" },
+        { "   --time-budget MS", "Stop capturing a process and its peers after MS milliseconds (default 10000)" },
         { "   --debuginfo-path P", "Where to look for separate debuginfo (default :.debug:/usr/lib/debug)" },
         { "   --no-source", "Symbols only: no file:line or inlined frames (skips loading DWARF)" },
         { "   --modules", "Also list the modules with their build-ids" },

@@ -22,6 +22,7 @@
 #include "snapshot-text.h"
 #include "string-table.h"
 #include "symbolize.h"
+#include "time-util.h"
 #include "syscall-probe.h"
 #include "wait-chain.h"
 
@@ -143,6 +144,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         _cleanup_(archive_freep) Archive *a = NULL;
         _cleanup_free_ char *id = NULL;
         ArchiveSummary summary;
+        CaptureOptions options;
         json_object *j;
         const char *json;
         int r;
@@ -162,14 +164,17 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                         log_warning_errno(r, "Syscall probe of thread %d failed, capturing without: %m",
                                           (int) spec->trigger.tid);
         }
-        r = symbolizer_new(spec->options.debuginfo_path, true, &sym);
+        /* One budget, from here, for the process and its peers: the probe above has its own. */
+        options = spec->options;
+        options.deadline_usec = now_usec(CLOCK_MONOTONIC) + options.time_budget_usec;
+        r = symbolizer_new(options.debuginfo_path, true, &sym);
         if (r < 0)
                 return -r;
-        r = capture_process(spec->pid, &spec->options, sym, &s);
+        r = capture_process(spec->pid, &options, sym, &s);
         if (r < 0)
                 return -r;
         if (spec->peers > 0) {
-                r = wait_chain_capture(s, spec->chain_tid, spec->peers, &spec->options, sym);
+                r = wait_chain_capture(s, spec->chain_tid, spec->peers, &options, sym);
                 if (r == -ENOMEM)
                         return ENOMEM;
                 if (r < 0)

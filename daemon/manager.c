@@ -159,10 +159,10 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                 (void) sd_event_exit(m->event, 0);
 }
 
-/* A job gets three times the capture budget plus 5 s, and as much again when it captures peers (they share one more
- * budget: see wait_chain_capture()); then the child is killed. */
-static uint64_t manager_job_timeout(const Manager *m, unsigned peers) {
-        return m->config->time_budget_usec * (peers > 0 ? 6 : 3) + 5 * USEC_PER_SEC;
+/* A job gets three times the capture budget plus 5 s (the budget bounds the capture and its peers together; the
+ * rest is for the probe, symbolizer and writing the result on a loaded machine); then the child is killed. */
+static uint64_t manager_job_timeout(const Manager *m) {
+        return m->config->time_budget_usec * 3 + 5 * USEC_PER_SEC;
 }
 
 static void manager_capture_options(const Manager *m, CaptureOptions *o) {
@@ -216,7 +216,7 @@ static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, un
                 .pid = pid,
                 .peers = peers,
                 .chain_tid = tid,
-                .timeout_usec = manager_job_timeout(m, peers),
+                .timeout_usec = manager_job_timeout(m),
                 .output_fd = output_fd,
                 .format = format,
         };
@@ -316,7 +316,7 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
                 .archive_dir = m->config->archive_dir,
                 .limits = manager_limits(m),
                 .comm = t->process->comm,
-                .timeout_usec = manager_job_timeout(m, peers) + r->probe_usec,
+                .timeout_usec = manager_job_timeout(m) + r->probe_usec,
                 .peers = peers,
                 .chain_tid = t->tid,
                 .probe_usec = t->cls.class == THREAD_CLASS_SYSCALL_SPIN ? r->probe_usec : 0,

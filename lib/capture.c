@@ -35,6 +35,9 @@ typedef struct Capture {
         int dirfd;
         UnwindProcess *up;      /* NULL when the address space cannot be read */
         uint64_t start_usec;
+        uint64_t deadline_usec;         /* the budget's end (CLOCK_MONOTONIC) */
+        uint64_t raw_deadline_usec;     /* the raw pass's share of it */
+        bool budget_noted;
         bool kernel_stack_missing_noted;
         SymModule **symmods;    /* per snapshot module, looked up lazily */
         bool *symmod_done;
@@ -54,8 +57,32 @@ void capture_options_init(CaptureOptions *o) {
         };
 }
 
-static bool over_budget(Capture *c) {
-        return now_usec(CLOCK_MONOTONIC) - c->start_usec > c->o->time_budget_usec;
+/* The budget is a wall-clock bound for the whole capture, checked between threads and before every wait: the raw
+ * pass may take three quarters of it, so that what it copied is also unwound, and the rest runs to the deadline. A
+ * capture cut short says so in the snapshot (truncated, with the count of threads it reached). */
+static uint64_t usec_left(uint64_t deadline) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+        return now < deadline ? deadline - now : 0;
+}
+
+static bool over_budget(const Capture *c) {
+        return usec_left(c->deadline_usec) == 0;
+}
+
+/* How long to wait for a ptrace stop: the configured timeout, or what is left of the budget when less (at least
+ * 1 ms: a stop that comes at once is still taken). */
+static uint64_t stop_timeout(const Capture *c) {
+        return MAX(MIN(c->o->stop_timeout_usec, usec_left(c->deadline_usec)), USEC_PER_MSEC);
+}
+
+static void note_budget_spent(Capture *c, const char *what, size_t done, size_t total) {
+        if (c->budget_noted)
+                return;
+        c->budget_noted = true;
+        c->s->truncated = true;
+        (void) snapshot_add_error(c->s, "time budget (%llu ms) spent: %s %zu of %zu threads",
+                                  (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC), what, done, total);
 }
 
 static int read_process_identity(Capture *c) {
@@ -228,7 +255,7 @@ static int capture_ptrace(Capture *c, ThreadSnapshot *t, RawThread *raw) {
         bool truncated = false;
         int r;
 
-        r = capture_ptrace_thread(c->pid, t->tid, maps, n_maps, c->o->stack_bytes, c->o->stop_timeout_usec,
+        r = capture_ptrace_thread(c->pid, t->tid, maps, n_maps, c->o->stack_bytes, stop_timeout(c),
                                   &raw->regs, &raw->stack, &truncated, &t->pause_us);
         if (r < 0)
                 return r;
@@ -508,7 +535,8 @@ static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, bool kth
                         return -ENOMEM;
                 t->tid = tids[i];
                 rs->raw[rs->n++].index = s->n_threads - 1;
-                if (over_budget(c)) {
+                if (usec_left(c->raw_deadline_usec) == 0) {
+                        note_budget_spent(c, "copied", i, n_tids);
                         s->truncated = t->truncated = true;
                         t->method = CAPTURE_METHOD_NONE;
                         thread_set_error(s, t, "skipped: capture time budget (%llu ms) exhausted",
@@ -542,6 +570,8 @@ static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, bool kth
 static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
         _cleanup_free_ UnwindFrame *frames = NULL;
         Snapshot *s = c->s;
+        SymbolizerStats stats;
+        unsigned skipped;
         char root[64];
         int r;
 
@@ -551,6 +581,11 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
         frames = calloc(c->o->max_frames ?: 1, sizeof *frames);
         if (!frames)
                 return -ENOMEM;
+        /* File:line only within the raw pass's share of the budget: the rest is kept for what is bounded
+         * (unwinding, symbols), so that one module's DWARF, loaded late on a starved CPU, cannot overrun it. */
+        symbolizer_get_stats(sym, &stats);
+        skipped = stats.source_skipped;
+        symbolizer_set_source_deadline(sym, c->raw_deadline_usec);
         dwfl_getmodules(unwind_process_dwfl(c->up), module_index_cb, c, 0);
         c->n_symmods = s->n_modules;
         c->symmods = calloc(s->n_modules ?: 1, sizeof *c->symmods);
@@ -565,6 +600,7 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
                 if (!raw->have_regs)
                         continue;
                 if (over_budget(c)) {
+                        note_budget_spent(c, "unwound", i, rs->n);
                         s->truncated = t->truncated = true;
                         thread_set_error(s, t, "not unwound: capture time budget exhausted");
                         continue;
@@ -595,6 +631,13 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
                 if (t->truncated)
                         s->truncated = true;
         }
+        symbolizer_set_source_deadline(sym, 0);
+        symbolizer_get_stats(sym, &stats);
+        if (stats.source_skipped > skipped)
+                (void) snapshot_add_error(s, "time budget (%llu ms): %u frames resolved without file:line, which "
+                                          "is resolved within the first three quarters of the budget",
+                                          (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC),
+                                          stats.source_skipped - skipped);
         for (size_t i = 0; i < c->n_symmods; i++)
                 s->modules[i].debuginfo = sym_module_has_debuginfo(c->symmods[i]);
         return 0;
@@ -614,6 +657,8 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
         if (!s)
                 return -ENOMEM;
         c = (Capture) { .pid = pid, .o = o, .s = s, .dirfd = -EBADF, .start_usec = now_usec(CLOCK_MONOTONIC) };
+        c.deadline_usec = o->deadline_usec ?: c.start_usec + o->time_budget_usec;
+        c.raw_deadline_usec = c.start_usec + usec_left(c.deadline_usec) / 4 * 3;
 
         kthread = capture_begin(&c, &dirfd, &up);
         if (kthread < 0)

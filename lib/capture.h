@@ -27,6 +27,8 @@ typedef struct CaptureOptions {
         size_t stack_bytes;             /* stack bytes copied per thread */
         unsigned max_threads;           /* threads per process */
         uint64_t time_budget_usec;      /* for the whole process */
+        uint64_t deadline_usec;         /* CLOCK_MONOTONIC: when the budget runs out, shared by a process and its
+                                         * peers (0: time_budget_usec from the capture's start) */
         uint64_t stop_timeout_usec;     /* how long to wait for a ptrace stop */
         pid_t tid;                      /* only this thread; 0 for all */
         const char *debuginfo_path;     /* libdwfl syntax; NULL for the default */

@@ -238,7 +238,6 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
         _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
         _cleanup_free_ pid_t *peers = NULL;
-        uint64_t start = now_usec(CLOCK_MONOTONIC);
         CaptureOptions po = *o;
         size_t n = 0;
         int k;
@@ -253,11 +252,14 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
         if (!root->peers)
                 return -ENOMEM;
         po.tid = 0;
+        /* The peers share the budget of the capture they are peers of: its deadline, or (for a caller that set
+         * none) one more budget from here. */
+        if (po.deadline_usec == 0)
+                po.deadline_usec = now_usec(CLOCK_MONOTONIC) + o->time_budget_usec;
         for (size_t i = 0; i < n; i++) {
                 Snapshot *s = NULL;
 
-                /* The peers share the first capture's time budget. */
-                if (now_usec(CLOCK_MONOTONIC) - start > o->time_budget_usec) {
+                if (now_usec(CLOCK_MONOTONIC) >= po.deadline_usec) {
                         c->truncated = true;
                         if (wait_chain_add_error(c, "peer %d and later ones not captured: time budget spent", (int) peers[i]) < 0)
                                 return -ENOMEM;

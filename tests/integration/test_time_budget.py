@@ -1,0 +1,88 @@
+"""--time-budget is a wall-clock bound on the whole capture: a big process on a saturated CPU, and the peers of a
+capture, stop at one deadline, what was reached is unwound, and the cut is recorded."""
+import os
+import time
+
+from conftest import dump_json
+
+# How far past its deadline a capture may end: one thread's step (a stop bounded by what is left, an unwind) on a
+# starved CPU.
+SLACK_US = 250_000
+
+
+def crowd(fixture, *args):
+    """thread-crowd, READY: every thread started (and with --peer, the child's too)."""
+    fx = fixture("thread-crowd", *args, ready=False)
+    if "--peer" in args:
+        fx.wait_line_prefix(b"PIDS ", timeout=60)
+    fx.wait_line(timeout=60)
+    return fx
+
+
+def parked_functions(doc):
+    return sum(1 for t in doc["threads"] if any(f["function"] == "crowd_park" for f in t.get("frames") or []))
+
+
+def test_a_big_process_on_a_saturated_cpu_stops_at_its_budget(fixture):
+    """4,000 parked threads and twice as many busy threads as CPUs: a 100 ms budget cannot copy them all (that
+    takes 20-100 us a thread). The capture ends within the budget (plus one step), and the threads it did copy are
+    unwound, not just listed."""
+    busy = 2 * (os.cpu_count() or 2)
+    fx = crowd(fixture, "4000", str(busy))
+    budget_ms = 100
+    t0 = time.monotonic()
+    [doc] = dump_json("--no-kernel", "--time-budget", budget_ms, fx.pid, check_rc=5, timeout=60)
+    wall = time.monotonic() - t0
+    cap = doc["capture"]
+    assert cap["truncated"] and cap["threads_total"] == 4001 + busy
+    assert cap["duration_us"] <= budget_ms * 1000 + SLACK_US, cap
+    # Part of the budget was kept for unwinding: the threads copied have their stacks.
+    assert parked_functions(doc) >= 10, cap
+    assert any("time budget (100 ms) spent" in e for e in cap["errors"]), cap["errors"]
+    skipped = [t for t in doc["threads"] if "time budget" in (t["capture"].get("error") or "")]
+    assert skipped and all(t["capture"]["truncated"] for t in skipped)
+    # The dump as a whole (start-up and output included) stays near the budget, where the old bound let a
+    # starved symbolizer run on for seconds.
+    assert wall < budget_ms / 1000 + 3, wall
+
+
+def test_peers_share_the_capture_s_deadline(fixture):
+    """The peers of a capture get what is left of its budget, not a budget of their own: a 4,000-thread process
+    spends (nearly) all of a 50 ms budget, and the process it waits on is captured only in what is left, or named
+    as not captured, never captured for another budget after the deadline."""
+    fx = crowd(fixture, "4000", "0", "--peer", "100")
+    budget_ms = 50
+    [doc] = dump_json("--no-kernel", "--peers", "1", "--time-budget", budget_ms, fx.pid, check_rc=5, timeout=60)
+    start = doc["timestamp_usec"]
+    chain = doc["wait_chain"]
+    assert doc["capture"]["truncated"] and doc["capture"]["duration_us"] <= budget_ms * 1000 + SLACK_US
+    # A peer is captured only while the budget lasts, and stops at the same deadline; one reached too late is
+    # named as not captured.
+    deadline = start + budget_ms * 1000
+    for p in doc.get("peers") or []:
+        begun, ended = p["timestamp_usec"], p["timestamp_usec"] + p["capture"]["duration_us"]
+        assert begun <= deadline, f"peer {p['process']['pid']} captured from {begun - start} us, past the deadline"
+        assert ended <= deadline + SLACK_US, (ended - start, p["capture"])
+    captured = {p["process"]["pid"] for p in doc.get("peers") or []}
+    peer_pids = {e["to"]["pid"] for e in chain["edges"] if e.get("to") and e["to"]["pid"] not in (None, fx.pid)}
+    assert len(peer_pids) == 1, chain
+    for pid in peer_pids - captured:
+        assert f"peer {pid} and later ones not captured: time budget spent" in chain["errors"], chain
+
+
+def test_a_later_process_gets_file_and_line_after_a_cut_one(fixture):
+    """File:line is skipped only for the capture whose budget ran short: the next process of the same dump (the
+    same binary, with a budget of its own) gets them again for the very frames the first one resolved without."""
+    big = crowd(fixture, "4000", "0")
+    small = crowd(fixture, "10", "0")
+    cut, whole = dump_json("--no-kernel", "--time-budget", 100, big.pid, small.pid, check_rc=5, timeout=60)
+    assert any("resolved without file:line" in e for e in cut["capture"]["errors"]), cut["capture"]
+    assert not any("without file:line" in e for e in whole["capture"]["errors"]), whole["capture"]
+
+    def park_frame(doc):
+        t = next(t for t in doc["threads"] if any(f["function"] == "crowd_park" for f in t.get("frames") or []))
+        return next(f for f in t["frames"] if f["function"] == "crowd_park")
+    before, after = park_frame(cut), park_frame(whole)
+    assert before["offset"] == after["offset"]
+    assert before["file"] is None
+    assert after["file"].endswith("thread-crowd.c") and after["line"] > 0, after
