@@ -253,8 +253,8 @@ static enum MHD_Result find_nul(void *cls, enum MHD_ValueKind kind, const char *
 }
 
 /* Whether the request's path, query or headers hold a NUL byte: C strings would see only what precedes it
- * ("/stacks/1%00" as "/stacks/1"), so such a request is refused whole. A raw NUL inside a header line is cut
- * by libmicrohttpd 0.9.75 itself before any of this sees it (the value ends there, its size too). */
+ * ("/stacks/1%00" as "/stacks/1"), so such a request is refused whole. A raw NUL inside the request line or a
+ * header line is cut by libmicrohttpd 0.9.75 itself before any of this sees it: head_is_whole() finds those. */
 static bool request_has_nul(struct MHD_Connection *c) {
         bool found = false;
 
@@ -280,10 +280,22 @@ static bool authorized(const HttpListener *l, struct MHD_Connection *c) {
         return token_matches(l->http->token, v);
 }
 
-static HttpAdmitConn *connection_admit(struct MHD_Connection *c) {
+/* What we keep per connection (MHD's socket context). */
+typedef struct HttpConn {
+        HttpAdmitConn *admit;
+        size_t uri_len;                 /* of the current request's raw URI, as MHD cut it (at a NUL, if any) */
+} HttpConn;
+
+static HttpConn *connection_get(struct MHD_Connection *c) {
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
         return info ? info->socket_context : NULL;
+}
+
+static HttpAdmitConn *connection_admit(struct MHD_Connection *c) {
+        HttpConn *hc = connection_get(c);
+
+        return hc ? hc->admit : NULL;
 }
 
 /* Who is at the other end of C: its IP address, or on the unix socket its uid. */
@@ -314,18 +326,60 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode code) {
         HttpListener *l = cls;
         const union MHD_ConnectionInfo *info;
+        HttpConn *hc = *socket_context;
         HttpPeer peer;
 
         if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-                http_admit_remove(&l->admit, *socket_context);
+                if (hc)
+                        http_admit_remove(&l->admit, hc->admit);
+                free(hc);
                 *socket_context = NULL;
                 return;
         }
         info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (!info)
+        hc = calloc(1, sizeof *hc);
+        if (!info || !hc) {
+                free(hc);
                 return;
+        }
         connection_peer(l, c, info->connect_fd, &peer);
-        *socket_context = http_admit_add(&l->admit, info->connect_fd, &peer, now_usec(CLOCK_MONOTONIC));
+        hc->admit = http_admit_add(&l->admit, info->connect_fd, &peer, now_usec(CLOCK_MONOTONIC));
+        *socket_context = hc;
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: the raw URI's length, for head_is_whole(). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+        HttpConn *hc = connection_get(c);
+
+        if (hc)
+                hc->uri_len = strlen(uri);
+        return NULL;
+}
+
+static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                       const char *value, size_t value_size) {
+        size_t *sum = cls;
+
+        if (!streq(key, HTTP_NUL_MARK))
+                *sum += key_size + 2 + value_size + 2; /* "Key: value\r\n" */
+        return MHD_YES;
+}
+
+/* Whether the head MHD parsed accounts for every byte it read. libmicrohttpd 0.9.75 cuts a request line or a
+ * header value at a raw NUL byte and carries on with what precedes it ("Bearer TOKEN\0x" as "Bearer TOKEN"); the
+ * bytes it dropped show as a head longer than "METHOD URI VERSION\r\n", "Key: value\r\n"... and "\r\n". Extra
+ * whitespace around a value shows the same way, and is refused with it: every client we serve (libcurl, Go,
+ * Python) writes one space. */
+static bool head_is_whole(struct MHD_Connection *c, const char *method, const char *version) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        HttpConn *hc = connection_get(c);
+        size_t sum;
+
+        if (!info || !hc)
+                return true; /* cannot tell */
+        sum = strlen(method) + 1 + hc->uri_len + 1 + strlen(version) + 2 + 2;
+        (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, add_header_size, &sum);
+        return info->header_size <= sum;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -339,6 +393,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
          * in: it holds no connection while it sends a body. */
         if (!*con_cls) {
                 *con_cls = &http_request_seen;
+                if (!head_is_whole(c, method, version))
+                        return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                                "a NUL byte (or whitespace other than one space after a colon) in "
+                                                "the request line or headers");
                 if (!authorized(l, c))
                         return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
                                                 l->http->token ? "missing or wrong bearer token"
@@ -428,6 +486,7 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) DIV_ROUND_UP(c->http_timeout_usec, USEC_PER_SEC),
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) HTTP_CONNECTION_MEMORY,
                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, l,
+                MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
                 MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,
                 MHD_OPTION_END);

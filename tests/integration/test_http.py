@@ -576,3 +576,40 @@ def test_nul_bytes_are_a_400(daemon, fixture):
         assert b"NUL byte" in reply, reply
     # The daemon is still serving.
     assert d.get("/healthz")[0] == 200
+
+
+def tcp_request(addr, data):
+    with socket.create_connection(addr, timeout=10) as s:
+        s.sendall(data)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+
+
+def test_raw_nul_bytes_in_the_head_are_a_400(daemon, fixture, tmp_path):
+    """A raw NUL in the request line or in a header value, which libmicrohttpd cuts the line at, is refused whole:
+    "Bearer TOKEN\\0x" is not the token, "/stacks/PID\\0junk" is not /stacks/PID."""
+    token = tmp_path / "token"
+    token.write_text("s3cr3t\n")
+    token.chmod(0o600)
+    d = daemon(RULES + f"http:\n  socket: @SOCKET@\n  listen: 127.0.0.1:0\n  token_file: {token}\n")
+    addr = d.tcp_address()
+    pid = fixture("block-read").wait_wchan("pipe_read").pid
+    good = b"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cr3t\r\nConnection: close\r\n\r\n"
+    assert status_of(tcp_request(addr, good)) == 200
+    for req in (good.replace(b"s3cr3t", b"s3cr3t\0x"),
+                good.replace(b"Host: x", b"Host: x\0y"),
+                good.replace(b"/healthz", f"/stacks/{pid}\0junk".encode())):
+        reply = tcp_request(addr, req)
+        assert status_of(reply) == 400 and b"NUL byte" in reply, (req, reply[:300])
+    for req in (f"GET /stacks/{pid}\0/../1 HTTP/1.0\r\n\r\n".encode(), b"GET /healthz HTTP/1.0\r\nX-A: b\0c\r\n\r\n"):
+        reply = raw_request(d.socket, req)
+        assert status_of(reply) == 400 and b"NUL byte" in reply, (req, reply[:300])
+    # What canonical clients send still passes: no space after the colon, several headers, keep-alive.
+    assert status_of(raw_request(d.socket, b"GET /healthz HTTP/1.0\r\nX-A:b\r\nX-B: c d\r\n\r\n")) == 200
+    two = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /rules HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    assert raw_request(d.socket, two).count(b"HTTP/1.1 200 OK") == 2
+    assert d.get("/healthz")[0] == 200
