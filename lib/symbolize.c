@@ -349,7 +349,7 @@ oom:
 
 static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFrame **ret, size_t *ret_n) {
         SymFrame tmp[INLINE_DEPTH_MAX + 1];
-        SymEntry *e = memo_find(m, addr);
+        SymEntry *e = memo_find(m, addr), entry;
         bool source;
         size_t n;
         int r;
@@ -375,11 +375,11 @@ static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFr
                 return -ENOMEM;
         }
         memcpy(&m->pool[m->n_pool], tmp, n * sizeof *tmp);
+        entry = (SymEntry) { .addr = addr, .first = (uint32_t) m->n_pool, .count = (uint32_t) n, .source = source };
         if (e)
-                *e = (SymEntry) { .addr = addr, .first = (uint32_t) m->n_pool, .count = (uint32_t) n, .source = source };
+                *e = entry;
         else
-                r = memo_insert(m, (SymEntry) { .addr = addr, .first = (uint32_t) m->n_pool, .count = (uint32_t) n,
-                                                .source = source });
+                r = memo_insert(m, entry);
         m->n_pool += n;
         if (r < 0)
                 return r;
