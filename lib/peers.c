@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/futex.h>
 #include <linux/sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -457,6 +458,116 @@ static int read_target(pid_t pid, uint64_t addr, void *buf, size_t count) {
         return (size_t) n == count ? 0 : -EFAULT;
 }
 
+/* glibc's pthread_mutex_t (x86-64, aarch64 and the other 64-bit ABIs alike for these fields): the futex word, a
+ * recursion count, the owner's TID, the number of users, the kind. */
+typedef struct GlibcMutex {
+        int32_t lock;
+        uint32_t count;
+        int32_t owner;
+        uint32_t nusers;
+        int32_t kind;
+} GlibcMutex;
+
+#define GLIBC_MUTEX_KIND_TYPE_MASK 3            /* normal, recursive, errorcheck, adaptive */
+#define GLIBC_MUTEX_ROBUST 16
+#define GLIBC_MUTEX_PI 32
+#define GLIBC_MUTEX_PP 64
+#define GLIBC_MUTEX_PSHARED 128
+#define GLIBC_MUTEX_ELISION 256                 /* lock elision flags, set by glibc on its own */
+#define GLIBC_MUTEX_NO_ELISION 512
+
+/* The process TID belongs to, 0 when there is no such thread. */
+static pid_t thread_group_of(pid_t tid) {
+        char path[64], buf[4096], *p;
+        ssize_t n;
+        int fd;
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int) tid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+                return 0;
+        buf[n] = '\0';
+        p = strstr(buf, "\nTgid:");
+        return p ? (pid_t) strtol(p + 7, NULL, 10) : 0;
+}
+
+/* An edge from a thread waiting for the mutex at ADDR, held by thread OWNER (the TID read from the lock): to the
+ * owner in this process, in another one (a process-shared mutex), or to nobody when the owner is gone. */
+static int edge_mutex(EdgeCtx *c, const char *what, uint64_t addr, pid_t owner, bool pshared) {
+        char object[64], reason[96];
+        pid_t tgid;
+
+        snprintf(object, sizeof object, "%s 0x%" PRIx64, what, addr);
+        tgid = owner > 0 ? thread_group_of(owner) : 0;
+        if (tgid == c->w->pid || (tgid > 0 && pshared)) {
+                WaitEdge *e;
+                int k = edge_add(c, WAIT_KIND_MUTEX, -1, 0, object, tgid, -1, NULL);
+
+                if (k < 0)
+                        return k;
+                e = &c->chain->edges[c->chain->n_edges - 1];
+                e->peer_tid = owner;
+                return 0;
+        }
+        if (owner <= 0)
+                snprintf(reason, sizeof reason, "owner unknown (the lock names none)");
+        else if (tgid == 0)
+                snprintf(reason, sizeof reason, "held by TID %d, which exited", (int) owner);
+        else
+                snprintf(reason, sizeof reason, "owner unknown (TID %d is a thread of process %d, and the mutex is not "
+                         "process-shared)", (int) owner, (int) tgid);
+        return edge_add(c, WAIT_KIND_MUTEX, -1, 0, object, 0, -1, reason);
+}
+
+/* A futex wait that is a glibc mutex lock, read from the target passively: the low-level lock wait
+ * (FUTEX_WAIT for the value 2 on a normal, recursive, errorcheck or adaptive mutex: the owner field), a robust
+ * mutex (the futex word holds the owner's TID) or a PI mutex (FUTEX_LOCK_PI: likewise). Any other futex wait (a
+ * condition variable, a semaphore, glibc's internal locks, another library's own) is not an edge: nothing in it
+ * names an owner, and we do not guess one. */
+static int edges_futex(EdgeCtx *c, const ProcSyscall *sc) {
+        uint64_t addr = sc->args[0];
+        uint64_t cmd = sc->args[1] & (uint64_t) (uint32_t) FUTEX_CMD_MASK;
+        bool private = sc->args[1] & FUTEX_PRIVATE_FLAG;
+        uint32_t tid_mask = FUTEX_TID_MASK;
+        GlibcMutex m;
+        int k;
+
+        if (addr == 0 || addr % 4 != 0)
+                return 0;
+        if (cmd == FUTEX_LOCK_PI || cmd == FUTEX_LOCK_PI2) {
+                uint32_t word;
+
+                k = read_target(c->w->pid, addr, &word, sizeof word);
+                if (k < 0)
+                        return k == -ESRCH ? k : 0;
+                return edge_mutex(c, "PI mutex", addr, (pid_t) (word & tid_mask), !private);
+        }
+        if (cmd != FUTEX_WAIT)                          /* FUTEX_WAIT_BITSET: condition variables, semaphores */
+                return 0;
+        k = read_target(c->w->pid, addr, &m, sizeof m);
+        if (k < 0)
+                return k == -ESRCH ? k : 0;
+        /* The layout says it is a mutex: a known kind, no flag that takes another path (PI, PP). */
+        if ((m.kind & ~(GLIBC_MUTEX_KIND_TYPE_MASK | GLIBC_MUTEX_ROBUST | GLIBC_MUTEX_PSHARED |
+                        GLIBC_MUTEX_ELISION | GLIBC_MUTEX_NO_ELISION)) != 0)
+                return 0;
+        if (m.kind & GLIBC_MUTEX_ROBUST) {
+                /* The word holds the owner's TID, with FUTEX_WAITERS; the waiter waits for that value. */
+                if ((uint32_t) m.lock == 0 || ((uint32_t) m.lock & tid_mask) != ((uint32_t) m.owner & tid_mask))
+                        return 0;
+                return edge_mutex(c, "robust mutex", addr, (pid_t) ((uint32_t) m.lock & tid_mask),
+                                  m.kind & GLIBC_MUTEX_PSHARED);
+        }
+        /* The low-level lock: it waits while the word is 2 (locked, with waiters). */
+        if (sc->args[2] != 2 || m.lock == 0 || m.owner <= 0 || m.nusers == 0)
+                return 0;
+        return edge_mutex(c, "mutex", addr, m.owner, m.kind & GLIBC_MUTEX_PSHARED);
+}
+
 static int edges_poll(EdgeCtx *c, uint64_t addr, uint64_t nfds) {
         struct pollfd fds[PEERS_WAIT_FDS_MAX];
         size_t n = MIN(nfds, (uint64_t) PEERS_WAIT_FDS_MAX);
@@ -614,6 +725,9 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
                 break;
         case __NR_vfork:
                 k = edges_children(&c, 0, "vfork child", true);
+                break;
+        case __NR_futex:
+                k = edges_futex(&c, sc);
                 break;
         case __NR_clone:
                 if (sc->args[0] & CLONE_VFORK)

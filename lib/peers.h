@@ -31,7 +31,8 @@ int thread_wait_read(pid_t pid, pid_t tid, ThreadWait *ret);
 /* Append to CHAIN one edge for everything thread W waits on: each fd of its syscall (several for poll, select and
  * epoll: then marked multiplexed) with the process(es) at the other end, the lock holder, the child, the tracer.
  * An fd that leads to no process still gets an edge (peer_pid 0, a reason), so that a reader sees what the thread
- * waits on. Returns the number of edges added (0: a wait that leads nowhere we can follow, e.g. futex or sleep). */
+ * waits on. A futex wait on a glibc mutex leads to the thread holding it (peer_tid). Returns the number of edges
+ * added (0: a wait that leads nowhere we can follow, e.g. a condition variable or a sleep). */
 int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain);
 
 /* The one fd a thread's syscall works on (read, write, recv, send, accept, connect, flock, fcntl …); -1 when the call

@@ -296,10 +296,20 @@ static json_object *wait_chain_to_json(const Snapshot *root, const WaitChain *c)
 
         ADD(o, "tid", c->tid > 0 ? json_object_new_int(c->tid) : NULL);
         ADD(o, "depth", json_object_new_int((int) c->depth));
-        ADD(o, "deadlock", json_object_new_boolean(c->deadlock));
+        ADD(o, "deadlock", json_object_new_boolean(c->deadlock || c->n_lock_cycle > 0));
         for (size_t i = 0; i < c->n_cycle; i++)
                 json_object_array_add(cycle, json_object_new_int(c->cycle[i]));
         ADD(o, "cycle", cycle);
+        if (c->lock_pid > 0 && c->n_lock_cycle > 0) {
+                json_object *l = json_object_new_object(), *threads = json_object_new_array();
+
+                ADD(l, "pid", json_object_new_int(c->lock_pid));
+                for (size_t i = 0; i < c->n_lock_cycle; i++)
+                        json_object_array_add(threads, json_object_new_int(c->lock_cycle[i]));
+                ADD(l, "threads", threads);
+                ADD(o, "lock_cycle", l);
+        } else
+                ADD(o, "lock_cycle", NULL);
         ADD(o, "truncated", json_object_new_boolean(c->truncated));
         ADD(o, "errors", c->errors ? jstrv(c->errors) : json_object_new_array());
         ADD(o, "resolve_us", json_object_new_uint64(c->resolve_usec));
@@ -517,7 +527,7 @@ static int thread_from_json(json_object *o, Snapshot *s) {
 
 static int wait_chain_from_json(json_object *o, WaitChain **ret) {
         _cleanup_(wait_chain_freep) WaitChain *c = calloc(1, sizeof *c);
-        json_object *a;
+        json_object *a, *l;
         int r;
 
         if (!c)
@@ -538,6 +548,16 @@ static int wait_chain_from_json(json_object *o, WaitChain **ret) {
                         return -ENOMEM;
                 for (size_t i = 0; i < n; i++)
                         c->cycle[c->n_cycle++] = (pid_t) json_object_get_int(json_object_array_get_idx(a, i));
+        }
+        if ((l = json_member(o, "lock_cycle", json_type_object)) && (a = json_member(l, "threads", json_type_array)) &&
+            json_object_array_length(a) > 0) {
+                size_t n = json_object_array_length(a);
+                c->lock_cycle = calloc(n, sizeof *c->lock_cycle);
+                if (!c->lock_cycle)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++)
+                        c->lock_cycle[c->n_lock_cycle++] = (pid_t) json_object_get_int(json_object_array_get_idx(a, i));
+                c->lock_pid = (pid_t) get_i64(l, "pid", 0);
         }
         if ((a = json_member(o, "edges", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {

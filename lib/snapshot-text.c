@@ -145,6 +145,11 @@ static void print_chain_process(const Snapshot *root, pid_t pid, pid_t tid, bool
         fputc(')', f);
         if (tid > 0 && tid != pid)
                 fprintf(f, " thread %d", (int) tid);
+        if (tid > 0 && tid != pid && t && p && !streq_ptr(t->comm, p->comm)) {
+                fputs(" (", f);
+                put_escaped(f, t->comm);
+                fputc(')', f);
+        }
         if (with_call && t && t->syscall.kind == PROC_SYSCALL_BLOCKED)
                 fprintf(f, " in %s", syscall_name(t->syscall.nr) ?: "?");
 }
@@ -182,7 +187,27 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                 }
                 fputc('\n', f);
         }
-        if (c->deadlock) {
+        if (c->lock_pid > 0 && c->n_lock_cycle > 0) {
+                const Snapshot *p = find_process(s, c->lock_pid);
+
+                fputs("    DEADLOCK in ", f);
+                print_chain_process(s, c->lock_pid, 0, false, f);
+                fputc(':', f);
+                for (size_t i = 0; i <= c->n_lock_cycle; i++) {
+                        pid_t tid = c->lock_cycle[i % c->n_lock_cycle];
+                        const ThreadSnapshot *t = p ? snapshot_find_thread((Snapshot *) p, tid) : NULL;
+
+                        fprintf(f, "%s thread %d", i ? " →" : "", (int) tid);
+                        if (t && t->comm) {
+                                fputs(" (", f);
+                                put_escaped(f, t->comm);
+                                fputc(')', f);
+                        }
+                }
+                fputs(c->n_lock_cycle == 1 ? " waits for a mutex it holds itself\n"
+                                           : ": each waits for a mutex the next one holds\n", f);
+        }
+        if (c->deadlock && c->n_cycle > 0) {
                 fputs("    DEADLOCK: ", f);
                 for (size_t i = 0; i <= c->n_cycle; i++) {
                         const Snapshot *p = find_process(s, c->cycle[i % c->n_cycle]);

@@ -38,6 +38,7 @@ static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_CHILD] = "child",
         [WAIT_KIND_TRACER] = "tracer",
         [WAIT_KIND_OTHER] = "other",
+        [WAIT_KIND_MUTEX] = "mutex",
 };
 DEFINE_STRING_TABLE_LOOKUP(wait_kind, WaitKind);
 
@@ -105,6 +106,7 @@ WaitChain *wait_chain_free(WaitChain *c) {
         }
         free(c->edges);
         free(c->cycle);
+        free(c->lock_cycle);
         strv_free(c->errors);
         free(c);
         return NULL;

@@ -120,6 +120,7 @@ typedef enum WaitKind {
         WAIT_KIND_CHILD,        /* wait4()/waitid() or a vfork(): the child */
         WAIT_KIND_TRACER,       /* a traced thread in a tracing stop: the tracer */
         WAIT_KIND_OTHER,        /* an fd we can name but that leads to no process (a listening socket, a timerfd …) */
+        WAIT_KIND_MUTEX,        /* a pthread mutex (futex): the thread holding it, by the TID the lock records */
         _WAIT_KIND_MAX,
         _WAIT_KIND_INVALID = -EINVAL,
 } WaitKind;
@@ -151,6 +152,9 @@ typedef struct WaitChain {
         bool deadlock;          /* a set of processes that wait only on each other (see wait-chain.h) */
         pid_t *cycle;           /* the processes of one cycle in it, in wait order; the first waits on the second … */
         size_t n_cycle;
+        pid_t lock_pid;         /* LOCK_CYCLE's process, 0 when there is none */
+        pid_t *lock_cycle;      /* threads of LOCK_PID each waiting for a mutex the next one holds: a deadlock */
+        size_t n_lock_cycle;
         bool truncated;         /* a budget cut it (edges, peers, time) */
         char **errors;          /* NULL-terminated, NULL when none */
         uint64_t resolve_usec;  /* spent finding the peers (not capturing their stacks) */

@@ -76,6 +76,56 @@ static void builder_mark_peer_tid(Builder *b, const ThreadWait *w) {
         }
 }
 
+/* Add the edges of thread W of process IDX (one more of the threads followed there), and queue what they reach. */
+static int builder_follow(Builder *b, size_t idx, const ThreadWait *w, unsigned depth, size_t *followed) {
+        size_t first = b->chain->n_edges;
+        int k;
+
+        if (*followed >= WAIT_CHAIN_THREADS_MAX || b->chain->n_edges >= WAIT_CHAIN_EDGES_MAX) {
+                b->chain->truncated = true;
+                return 0;
+        }
+        (*followed)++;
+        k = peers_thread_edges(b->r, w, b->chain);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0 && k != -ESRCH && wait_chain_add_error(b->chain, "thread %d of process %d: %s", (int) w->tid,
+                                                         (int) w->pid, strerror(-k)) < 0)
+                return -ENOMEM;
+        return builder_queue_peers(b, &b->procs[idx], first, depth);
+}
+
+static bool thread_followed(const WaitChain *c, pid_t pid, pid_t tid) {
+        for (size_t i = 0; i < c->n_edges; i++)
+                if (c->edges[i].pid == pid && c->edges[i].tid == tid)
+                        return true;
+        return false;
+}
+
+/* From thread ONLY_TID, the chain goes on through the threads holding the mutexes it (and they) wait for: the
+ * holder of a lock is where the wait continues, whatever its TID. */
+static int builder_follow_lock_holders(Builder *b, size_t idx, unsigned depth, size_t *followed) {
+        pid_t pid = b->procs[idx].pid;
+
+        for (size_t i = 0; i < b->chain->n_edges; i++) {
+                const WaitEdge *e = &b->chain->edges[i];
+                ThreadWait w;
+                int k;
+
+                if (e->kind != WAIT_KIND_MUTEX || e->pid != pid || e->peer_pid != pid || e->peer_tid <= 0 ||
+                    thread_followed(b->chain, pid, e->peer_tid))
+                        continue;
+                if (thread_wait_read(pid, e->peer_tid, &w) < 0)
+                        continue;
+                if (w.syscall.kind != PROC_SYSCALL_BLOCKED && w.state != 't')
+                        continue; /* the holder runs: the chain ends at it */
+                k = builder_follow(b, idx, &w, depth, followed);
+                if (k < 0)
+                        return k;
+        }
+        return 0;
+}
+
 static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth) {
         _cleanup_close_ int dirfd = -EBADF;
         _cleanup_free_ int *tids = NULL;
@@ -91,7 +141,6 @@ static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth
                                    k == -ESRCH ? "exited before its waits were read" : strerror(-k));
         for (size_t t = 0; t < n_tids; t++) {
                 ThreadWait w;
-                size_t first = b->chain->n_edges;
 
                 k = thread_wait_read(pid, tids[t], &w);
                 if (k < 0)
@@ -103,22 +152,11 @@ static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth
                         continue;
                 if (w.syscall.kind != PROC_SYSCALL_BLOCKED && w.state != 't')
                         continue;
-                if (followed >= WAIT_CHAIN_THREADS_MAX || b->chain->n_edges >= WAIT_CHAIN_EDGES_MAX) {
-                        b->chain->truncated = true;
-                        break;
-                }
-                followed++;
-                k = peers_thread_edges(b->r, &w, b->chain);
-                if (k == -ENOMEM)
-                        return k;
-                if (k < 0 && k != -ESRCH && wait_chain_add_error(b->chain, "thread %d of process %d: %s", (int) w.tid, (int) pid,
-                                                        strerror(-k)) < 0)
-                        return -ENOMEM;
-                k = builder_queue_peers(b, &b->procs[idx], first, depth);
+                k = builder_follow(b, idx, &w, depth, &followed);
                 if (k < 0)
                         return k;
         }
-        return 0;
+        return only_tid > 0 ? builder_follow_lock_holders(b, idx, depth, &followed) : 0;
 }
 
 /* Whether the run of edges [FIRST, END) (one thread's) leads only into the knot candidates. */
@@ -199,6 +237,52 @@ static int builder_find_deadlock(Builder *b) {
         }
 }
 
+/* The mutex that thread TID of PID waits for, with its holder known; NULL when none. */
+static const WaitEdge *mutex_edge_of(const WaitChain *c, pid_t pid, pid_t tid) {
+        for (size_t i = 0; i < c->n_edges; i++) {
+                const WaitEdge *e = &c->edges[i];
+                if (e->kind == WAIT_KIND_MUTEX && e->pid == pid && e->tid == tid && e->peer_pid == pid && e->peer_tid > 0)
+                        return e;
+        }
+        return NULL;
+}
+
+/* A deadlock on mutexes inside one process: threads each waiting for a mutex the next one holds (one thread
+ * waiting for a mutex it holds itself is the shortest). Unlike an fd, a mutex has one way out, its holder
+ * unlocking it: a cycle of them is a deadlock, with no knot to check. */
+static int builder_find_lock_cycle(Builder *b) {
+        WaitChain *c = b->chain;
+        pid_t order[WAIT_CHAIN_EDGES_MAX + 1];
+
+        for (size_t i = 0; i < c->n_edges; i++) {
+                const WaitEdge *e = &c->edges[i];
+                size_t n = 0;
+
+                if (!mutex_edge_of(c, e->pid, e->tid) || e->kind != WAIT_KIND_MUTEX)
+                        continue;
+                for (pid_t t = e->tid; n < ELEMENTSOF(order);) {
+                        const WaitEdge *m;
+
+                        for (size_t k = 0; k < n; k++)
+                                if (order[k] == t) {
+                                        c->n_lock_cycle = n - k;
+                                        c->lock_cycle = malloc(c->n_lock_cycle * sizeof *c->lock_cycle);
+                                        if (!c->lock_cycle)
+                                                return -ENOMEM;
+                                        memcpy(c->lock_cycle, order + k, c->n_lock_cycle * sizeof *c->lock_cycle);
+                                        c->lock_pid = e->pid;
+                                        return 0;
+                                }
+                        m = mutex_edge_of(c, e->pid, t);
+                        if (!m)
+                                break;
+                        order[n++] = t;
+                        t = m->peer_tid;
+                }
+        }
+        return 0;
+}
+
 int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
                      size_t *ret_n_peers) {
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
@@ -220,6 +304,8 @@ int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, Wait
                         return k;
         }
         k = builder_find_deadlock(&b);
+        if (k >= 0)
+                k = builder_find_lock_cycle(&b);
         if (k < 0)
                 return k;
         c->resolve_usec = now_usec(CLOCK_MONOTONIC) - start;

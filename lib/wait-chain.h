@@ -27,7 +27,8 @@
  * with a thread whose every wait edge (all fds of a poll, all holders of a pipe) leads to a process of the set. An
  * idle server in epoll_wait() on a listening socket and on its clients is therefore not deadlocked with a client
  * that waits on it (the listening socket leads outside), while two processes each reading from the other are.
- * Waits inside one process (a self-pipe, a futex) are not edges, so they never make a deadlock on their own. A
+ * Waits inside one process (a self-pipe, a mutex) never make a process deadlock on their own; mutex edges between
+ * threads of one process make a lock cycle instead (WaitChain.lock_cycle), a deadlock by themselves. A
  * poll, select or epoll wait also leads to every child (SIGCHLD would wake it). The chain's cycle is one loop in
  * the knot, found from PID: PID may be on it, or only wait on it (a parent in wait4() for a deadlocked child).
  */

@@ -178,4 +178,49 @@ START_TEST(test_text_escapes) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("snapshot-json", test_round_trip, test_reject_foreign, test_hostile_values, test_text_escapes)
+/* A mutex edge and an in-process lock cycle survive JSON and back, and print as a person would say them; a stored
+ * "deadlock" with no cycle at all (a hostile file) prints no cycle rather than dividing by zero. */
+START_TEST(test_lock_cycle) {
+        _cleanup_snapshot_free_ Snapshot *s = make_snapshot(), *back = NULL;
+        json_object *j, *j2;
+        const char *err = NULL;
+        WaitEdge *e;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f;
+
+        s->wait_chain = calloc(1, sizeof *s->wait_chain);
+        e = wait_chain_add_edge(s->wait_chain);
+        *e = (WaitEdge) { .pid = 4242, .tid = 4243, .kind = WAIT_KIND_MUTEX, .fd = -1, .peer_pid = 4242,
+                          .peer_tid = 4243, .peer_fd = -1, .syscall = strdup("futex"),
+                          .object = strdup("mutex 0x5555000010c0") };
+        s->wait_chain->lock_pid = 4242;
+        s->wait_chain->lock_cycle = calloc(1, sizeof(pid_t));
+        s->wait_chain->lock_cycle[0] = 4243;
+        s->wait_chain->n_lock_cycle = 1;
+        j = snapshot_to_json(s);
+        ck_assert_int_eq(snapshot_from_json(j, &back, &err), 0);
+        ck_assert_int_eq(back->wait_chain->edges[0].kind, WAIT_KIND_MUTEX);
+        ck_assert_int_eq(back->wait_chain->edges[0].peer_tid, 4243);
+        ck_assert_int_eq(back->wait_chain->lock_pid, 4242);
+        ck_assert_uint_eq(back->wait_chain->n_lock_cycle, 1);
+        j2 = snapshot_to_json(back);
+        ck_assert_str_eq(json_object_to_json_string(j), json_object_to_json_string(j2));
+        json_object_put(j);
+        json_object_put(j2);
+
+        back->wait_chain->deadlock = true; /* and no process cycle */
+        f = open_memstream(&buf, &len);
+        ck_assert_int_eq(snapshot_print_text(back, &(TextOptions) { .kernel = true }, f), 0);
+        fclose(f);
+        ck_assert_ptr_nonnull(strstr(buf, "4242 (\\e[2Jevil;name) thread 4243 (worker\\n1) futex → mutex 0x5555000010c0 → "
+                                          "4242 (\\e[2Jevil;name) thread 4243 (worker\\n1) in read\n"));
+        ck_assert_ptr_nonnull(strstr(buf, "DEADLOCK in 4242 (\\e[2Jevil;name): thread 4243 (worker\\n1) → thread 4243 "
+                                          "(worker\\n1) waits for a mutex it holds itself\n"));
+        ck_assert_ptr_null(strstr(buf, "wait only on each other"));
+        free(buf);
+}
+END_TEST
+
+UNIT_TEST_MAIN("snapshot-json", test_round_trip, test_reject_foreign, test_hostile_values, test_text_escapes,
+               test_lock_cycle)

@@ -1,0 +1,108 @@
+"""Who holds the lock: a thread in futex() on a pthread mutex leads to the thread holding it, read passively from
+the target's memory; the chain goes on from the holder (across processes), a cycle of mutexes is a DEADLOCK, and
+a holder that exited is named as such."""
+import os
+
+import pytest
+
+from conftest import dump_json, stackctl, thread_names, wait_until
+
+
+def names_to_tids(pid):
+    return {name: tid for tid, name in thread_names(pid).items()}
+
+
+FUTEX_NR = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
+
+
+def wchan(pid, tid):
+    try:
+        with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def in_futex(pid, tid):
+    """Asleep in futex(), whatever the kernel function it sleeps in (a PI lock sleeps in the rt_mutex code)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+            nr = f.read().split()[0]
+    except (OSError, IndexError):
+        return False
+    return nr == str(FUTEX_NR) and wchan(pid, tid) not in ("", "0")
+
+
+def start(fixture, *args, waiters):
+    """A lock fixture, READY, with each thread of WAITERS asleep in the kernel's futex wait."""
+    fx = fixture(*args)
+    wait_until(lambda: all(n in names_to_tids(fx.pid) for n in waiters), what=f"threads {waiters}")
+    tids = names_to_tids(fx.pid)
+    for n in waiters:
+        wait_until(lambda: in_futex(fx.pid, tids[n]), what=f"{n} in a futex wait")
+    return fx, tids
+
+
+def mutex_edges(doc):
+    return {e["from"]["tid"]: e for e in doc["wait_chain"]["edges"] if e["kind"] == "mutex"}
+
+
+def test_abba_deadlock_names_both_owners_and_the_cycle(fixture):
+    fx, tids = start(fixture, "deadlock-abba", waiters=("abba-a", "abba-b"))
+    a, b = tids["abba-a"], tids["abba-b"]
+    [doc] = dump_json("--peers", "1", fx.pid)
+    edges = mutex_edges(doc)
+    assert edges[a]["to"] == {"pid": fx.pid, "tid": b, "comm": "deadlock-abba"}, edges
+    assert edges[b]["to"]["tid"] == a and edges[a]["object"].startswith("mutex 0x")
+    # The main thread waits in pthread_join (a futex that is no mutex): no edge, no owner made up.
+    assert fx.pid not in edges
+    chain = doc["wait_chain"]
+    assert chain["deadlock"] and chain["lock_cycle"]["pid"] == fx.pid
+    assert sorted(chain["lock_cycle"]["threads"]) == sorted([a, b])
+    text = stackctl("dump", "--peers", "1", fx.pid, check_rc=0).stdout.decode()
+    assert f"thread {a} (abba-a) futex → mutex 0x" in text
+    assert f"→ {fx.pid} (deadlock-abba) thread {b} (abba-b) in futex" in text
+    assert f"DEADLOCK in {fx.pid} (deadlock-abba): thread " in text
+    assert "each waits for a mutex the next one holds" in text
+
+
+@pytest.mark.parametrize("mode,what", [("chain", "mutex"), ("pi", "PI mutex"), ("recursive", "mutex")])
+def test_a_lock_chain_leads_through_the_holders_to_another_process(fixture, mode, what):
+    """waiter → m2 held by middle → m1 held by holder → holder reads a pipe only a child can write: from the
+    waiter alone (--tid), the chain reaches the child, which is captured as a peer."""
+    fx, tids = start(fixture, "lock-holder", mode, waiters=("middle", "waiter"))
+    wait_until(lambda: "pipe" in wchan(fx.pid, tids["holder"]), what="holder in read()")
+    [doc] = dump_json("--peers", "1", "--tid", tids["waiter"], fx.pid)
+    edges = mutex_edges(doc)
+    assert edges[tids["waiter"]]["to"]["tid"] == tids["middle"], edges
+    assert edges[tids["middle"]]["to"]["tid"] == tids["holder"], edges
+    assert all(e["object"].startswith(what + " 0x") for e in edges.values())
+    pipe = [e for e in doc["wait_chain"]["edges"] if e["from"]["tid"] == tids["holder"]]
+    assert len(pipe) == 1 and pipe[0]["kind"] == "pipe", pipe
+    writer = pipe[0]["to"]["pid"]
+    assert writer and writer != fx.pid
+    assert [p["process"]["pid"] for p in doc["peers"]] == [writer]
+    assert doc["peers"][0]["process"]["comm"] == "silent-writer"
+    # A chain, not a deadlock: the holder can still be woken by the writer.
+    assert not doc["wait_chain"]["deadlock"] and doc["wait_chain"]["lock_cycle"] is None
+
+
+def test_a_mutex_whose_holder_exited(fixture):
+    fx, tids = start(fixture, "lock-holder", "orphan", waiters=("waiter",))
+    [doc] = dump_json("--peers", "1", fx.pid)
+    [edge] = mutex_edges(doc).values()
+    assert edge["from"]["tid"] == tids["waiter"] and edge["to"] is None, edge
+    owner = int(edge["reason"].split()[3].rstrip(","))
+    assert edge["reason"] == f"held by TID {owner}, which exited"
+    assert not os.path.exists(f"/proc/{fx.pid}/task/{owner}")
+
+
+def test_a_thread_waiting_for_a_mutex_it_holds(fixture):
+    fx, tids = start(fixture, "lock-holder", "self", waiters=("waiter",))
+    [doc] = dump_json("--peers", "1", fx.pid)
+    w = tids["waiter"]
+    assert mutex_edges(doc)[w]["to"]["tid"] == w
+    assert doc["wait_chain"]["lock_cycle"] == {"pid": fx.pid, "threads": [w]}
+    text = stackctl("dump", "--peers", "1", fx.pid, check_rc=0).stdout.decode()
+    assert f"DEADLOCK in {fx.pid} (lock-holder): thread {w} (waiter) → thread {w} (waiter) waits for a mutex it " \
+           "holds itself" in text
