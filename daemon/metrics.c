@@ -146,6 +146,12 @@ int metrics_render(const Metrics *mt, const DaemonView *m, char **ret, size_t *r
         fprintf(f, "stackwatch_deadlock_walks_total %llu\n", (unsigned long long) m->trigger->deadlock_walks);
         header(f, "stackwatch_deadlock_walk_seconds_total", "counter", "Time the event loop spent in those walks");
         fprintf(f, "stackwatch_deadlock_walk_seconds_total %.6f\n", (double) m->trigger->deadlock_walk_usec / 1e6);
+        header(f, "stackwatch_lock_edges_total", "counter",
+               "Mutex waits those walks met, by whether the holder was named (found) or not (gone, or no known lock)");
+        fprintf(f, "stackwatch_lock_edges_total{owner=\"found\"} %llu\n",
+                (unsigned long long) m->trigger->lock_edges_found);
+        fprintf(f, "stackwatch_lock_edges_total{owner=\"unknown\"} %llu\n",
+                (unsigned long long) m->trigger->lock_edges_unknown);
         header(f, "stackwatch_captures_running", "gauge", "Captures in flight.");
         fprintf(f, "stackwatch_captures_running %zu\n", m->captures_running);
         header(f, "stackwatch_capture_pause_seconds", "summary",

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
 
 #include "alloc-util.h"
 #include "log.h"
@@ -156,6 +157,14 @@ static void checks_expire(Trigger *t, uint64_t now) {
         t->n_checks = k;
 }
 
+/* A thread of PID waiting on a mutex whose holder exited, 0 when none. */
+static pid_t chain_orphaned_lock_waiter(const WaitChain *c, pid_t pid) {
+        for (size_t i = 0; i < c->n_edges; i++)
+                if (c->edges[i].pid == pid && c->edges[i].kind == WAIT_KIND_MUTEX && c->edges[i].owner_exited)
+                        return c->edges[i].tid;
+        return 0;
+}
+
 /* Whether P is in a deadlock: from a walk done less than a recheck interval ago (by P, or by a process of the same
  * cycle), or from a new walk while this poll has walks left. *RET_CHECK is the record, for the cycle. */
 static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, unsigned *walks, const ProcessEntry *p,
@@ -191,6 +200,20 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
         for (size_t i = 0; chain->deadlock && chain->n_cycle <= TRIGGER_DEADLOCK_CYCLE_MAX && i < chain->n_cycle; i++)
                 if (chain->cycle[i] == p->pid)
                         res.deadlock = true;
+        /* Inside P: threads waiting on each other's mutexes, or on a mutex whose holder exited. Neither needs
+         * another process, and P alone gets the firing. */
+        if (!res.deadlock) {
+                res.lock_tid = chain->lock_pid == p->pid ? chain->lock_cycle[0]
+                                                         : chain_orphaned_lock_waiter(chain, p->pid);
+                res.deadlock = res.lock_tid > 0;
+        }
+        for (size_t i = 0; i < chain->n_edges; i++)
+                if (chain->edges[i].kind == WAIT_KIND_MUTEX) {
+                        if (chain->edges[i].peer_tid > 0)
+                                t->lock_edges_found++;
+                        else
+                                t->lock_edges_unknown++;
+                }
         if (res.deadlock) {
                 memcpy(res.cycle, chain->cycle, chain->n_cycle * sizeof *res.cycle);
                 res.n_cycle = (unsigned) chain->n_cycle;
@@ -268,10 +291,15 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                         if (!rule_matches(r, &f))
                                 continue;
                         if (r->deadlock) {
-                                /* A thread in futex() or nanosleep() waits on nothing we can follow: no walk. */
+                                /* A thread in nanosleep() waits on nothing we can follow: no walk. One in futex()
+                                 * may wait on a mutex, whose holder the walk names. */
                                 if (!th->sample.have_syscall || th->sample.syscall.kind != PROC_SYSCALL_BLOCKED ||
-                                    !peers_syscall_follows(th->sample.syscall.nr) ||
+                                    !(peers_syscall_follows(th->sample.syscall.nr) ||
+                                      th->sample.syscall.nr == __NR_futex) ||
                                     !trigger_deadlock(t, s, &resolver, &walks, p, now, &dl))
+                                        continue;
+                                /* A deadlock inside the process fires from a thread in it, whose chain shows it. */
+                                if (dl->lock_tid > 0 && dl->lock_tid != th->tid)
                                         continue;
                                 peers = MAX(peers, dl->n_cycle);
                         }

@@ -39,6 +39,8 @@ typedef struct DeadlockCheck {
         bool deadlock;
         pid_t cycle[TRIGGER_DEADLOCK_CYCLE_MAX];
         unsigned n_cycle;
+        pid_t lock_tid;                 /* a deadlock inside the process: a thread of the lock cycle, or waiting
+                                         * on a mutex whose holder exited; the firing starts its chain there */
 } DeadlockCheck;
 
 typedef struct Trigger {
@@ -55,6 +57,8 @@ typedef struct Trigger {
         size_t n_checks, n_checks_allocated;
         uint64_t deadlock_walks;        /* wait-chain walks done for deadlock rules, ever */
         uint64_t deadlock_walk_usec;    /* and the time they took */
+        uint64_t lock_edges_found;      /* mutex waits those walks met whose holder they named */
+        uint64_t lock_edges_unknown;    /* and whose holder is gone or cannot be told */
 } Trigger;
 
 /* Called for every (rule, process) that matched, outside its cooldown. CAPTURE says whether the budget allows a

@@ -520,7 +520,10 @@ static int edge_mutex(EdgeCtx *c, const char *what, uint64_t addr, pid_t owner, 
         else
                 snprintf(reason, sizeof reason, "owner unknown (TID %d is a thread of process %d, and the mutex is not "
                          "process-shared)", (int) owner, (int) tgid);
-        return edge_add(c, WAIT_KIND_MUTEX, -1, 0, object, 0, -1, reason);
+        if (edge_add(c, WAIT_KIND_MUTEX, -1, 0, object, 0, -1, reason) < 0)
+                return -ENOMEM;
+        c->chain->edges[c->chain->n_edges - 1].owner_exited = owner > 0 && tgid == 0;
+        return 0;
 }
 
 /* A futex wait that is a glibc mutex lock, read from the target passively: the low-level lock wait

@@ -106,3 +106,52 @@ def test_a_thread_waiting_for_a_mutex_it_holds(fixture):
     text = stackctl("dump", "--peers", "1", fx.pid, check_rc=0).stdout.decode()
     assert f"DEADLOCK in {fx.pid} (lock-holder): thread {w} (waiter) → thread {w} (waiter) waits for a mutex it " \
            "holds itself" in text
+
+
+DAEMON_RULES = """
+poll_interval: 200ms
+archive:
+  directory: @ARCHIVE@
+http:
+  socket: @SOCKET@
+capture:
+  max_per_minute: 60
+rules:
+  - name: deadlocks
+    class: [blocked, waiting]
+    state: S
+    for: 1s
+    deadlock: true
+    cooldown: 1h
+"""
+
+
+def test_deadlock_rule_fires_once_for_lock_cycles_and_orphaned_locks_not_for_a_chain(daemon, fixture):
+    """An ABBA pair, a thread waiting for its own mutex and a mutex whose holder exited each fire a deadlock rule
+    once, with nobody else in the cycle; a lock chain that ends in a pipe (someone could still write) does not."""
+    abba, _ = start(fixture, "deadlock-abba", waiters=("abba-a", "abba-b"))
+    own, _ = start(fixture, "lock-holder", "self", waiters=("waiter",))
+    orphan, _ = start(fixture, "lock-holder", "orphan", waiters=("waiter",))
+    chain, _ = start(fixture, "lock-holder", "chain", waiters=("middle", "waiter"))
+    d = daemon(DAEMON_RULES)
+    mine = (abba.pid, own.pid, orphan.pid)
+    wait_until(lambda: {s["pid"] for s in d.snapshots("--rule", "deadlocks")} >= set(mine), timeout=30,
+               what="the deadlock rule firing for the three stuck processes")
+    d.wait_scans(30, timeout=30)
+    every = d.snapshots("--rule", "deadlocks")
+    assert not [s for s in every if s["pid"] == chain.pid], every
+    for pid in mine:
+        assert len([s for s in every if s["pid"] == pid]) == 1, (pid, every)
+    snap = next(s for s in every if s["pid"] == abba.pid)
+    doc = d.show(snap["id"])
+    assert doc["wait_chain"]["lock_cycle"]["pid"] == abba.pid
+    assert sorted(doc["wait_chain"]["lock_cycle"]["threads"]) == sorted(names_to_tids(abba.pid)[n]
+                                                                        for n in ("abba-a", "abba-b"))
+    snap = next(s for s in every if s["pid"] == orphan.pid)
+    assert any("which exited" in (e["reason"] or "") for e in d.show(snap["id"])["wait_chain"]["edges"])
+    metrics = d.get("/metrics")[2].decode()
+    found = int(float(next(ln.split()[1] for ln in metrics.splitlines()
+                           if ln.startswith('stackwatch_lock_edges_total{owner="found"}'))))
+    unknown = int(float(next(ln.split()[1] for ln in metrics.splitlines()
+                             if ln.startswith('stackwatch_lock_edges_total{owner="unknown"}'))))
+    assert found >= 3 and unknown >= 1, metrics
