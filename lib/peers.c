@@ -511,6 +511,7 @@ static int edge_mutex(EdgeCtx *c, const char *what, uint64_t addr, pid_t owner, 
                         return k;
                 e = &c->chain->edges[c->chain->n_edges - 1];
                 e->peer_tid = owner;
+                e->address = addr;
                 return 0;
         }
         if (owner <= 0)
@@ -523,6 +524,7 @@ static int edge_mutex(EdgeCtx *c, const char *what, uint64_t addr, pid_t owner, 
         if (edge_add(c, WAIT_KIND_MUTEX, -1, 0, object, 0, -1, reason) < 0)
                 return -ENOMEM;
         c->chain->edges[c->chain->n_edges - 1].owner_exited = owner > 0 && tgid == 0;
+        c->chain->edges[c->chain->n_edges - 1].address = addr;
         return 0;
 }
 

@@ -323,6 +323,7 @@ static json_object *wait_chain_to_json(const Snapshot *root, const WaitChain *c)
                 ADD(j, "fd", e->fd >= 0 ? json_object_new_int(e->fd) : NULL);
                 ADD(j, "inode", e->inode ? json_object_new_uint64(e->inode) : NULL);
                 ADD(j, "object", json_new_string_or_null(e->object));
+                ADD(j, "address", e->address ? jhex(e->address) : NULL);
                 ADD(j, "multiplexed", json_object_new_boolean(e->multiplexed));
                 ADD(j, "to", pid_comm(root, e->peer_pid, e->peer_tid));
                 ADD(j, "peer_fd", e->peer_fd >= 0 ? json_object_new_int(e->peer_fd) : NULL);
@@ -584,6 +585,7 @@ static int wait_chain_from_json(json_object *o, WaitChain **ret) {
                         w->fd = (int) get_i64(e, "fd", -1);
                         w->peer_fd = (int) get_i64(e, "peer_fd", -1);
                         w->inode = get_u64(e, "inode");
+                        w->address = get_u64(e, "address");
                         w->multiplexed = json_get_bool(e, "multiplexed");
                         if ((r = json_dup_string(e, "syscall", &w->syscall)) < 0 || (r = json_dup_string(e, "object", &w->object)) < 0 ||
                             (r = json_dup_string(e, "reason", &w->reason)) < 0)

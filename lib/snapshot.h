@@ -141,6 +141,7 @@ typedef struct WaitEdge {
         pid_t peer_tid;         /* the peer thread that waits on the other end itself, 0 when none stands out */
         int peer_fd;            /* the peer's fd for the other end, -1 when unknown */
         char *reason;           /* set when PEER_PID is 0, or when the peer was not followed (depth, budget) */
+        uint64_t address;       /* a mutex: the lock's address in the waiter's process; 0 for other kinds */
         bool owner_exited;      /* a mutex whose holder is gone: nobody will ever unlock it (not stored) */
 } WaitEdge;
 

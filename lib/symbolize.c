@@ -1,6 +1,7 @@
 /* symbolize.c: symbols, source lines and inline chains through libdw. Each binary is opened once, offline, keyed
  * by build-id, and every address resolved in it is memoized: threads and processes share most of their PCs. */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,8 +158,7 @@ bool sym_module_has_debuginfo(const SymModule *sm) {
 }
 
 /* Open the module's file as the target sees it (its mount namespace) and report it offline. */
-static void sym_module_open(Symbolizer *s, SymModule *m, Dwfl_Module *mod, const char *root) {
-        const char *name = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+static void sym_module_open(Symbolizer *s, SymModule *m, const char *name, const char *root) {
         _cleanup_free_ char *path = NULL, *bid = NULL;
         Dwarf_Addr dwbias;
         Dwfl_Module *om;
@@ -195,8 +195,8 @@ fail:
         m->dwfl = NULL;
 }
 
-SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *root) {
-        _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
+/* The cache entry for the module with build-id BID, opened on first use from NAME under ROOT. */
+static SymModule *get_module(Symbolizer *s, const char *bid, const char *name, const char *root) {
         SymModule *m;
 
         if (!bid)
@@ -214,11 +214,41 @@ SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *ro
         m = calloc(1, sizeof *m);
         if (!m)
                 return NULL;
-        m->build_id = TAKE_PTR(bid);
+        m->build_id = strdup(bid);
+        if (!m->build_id) {
+                free(m);
+                return NULL;
+        }
         m->debuginfo = -1;
         s->modules[s->n_modules++] = m;
-        sym_module_open(s, m, mod, root);
+        sym_module_open(s, m, name, root);
         return m->mod ? m : NULL;
+}
+
+SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *root) {
+        _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
+
+        return get_module(s, bid, dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL), root);
+}
+
+char *symbolizer_data_symbol(Symbolizer *s, const ModuleInfo *mi, const char *root, uint64_t addr) {
+        const char *name;
+        char *ret = NULL;
+        GElf_Off offset = 0;
+        GElf_Sym sym;
+        SymModule *m;
+
+        if (!mi->build_id || !mi->path || addr < mi->start || addr >= mi->end)
+                return NULL;
+        m = get_module(s, mi->build_id, mi->path, root);
+        if (!m)
+                return NULL;
+        name = dwfl_module_addrinfo(m->mod, addr - mi->bias + m->bias, &offset, &sym, NULL, NULL, NULL);
+        if (!name || GELF_ST_TYPE(sym.st_info) != STT_OBJECT || offset >= MAX(sym.st_size, 1U))
+                return NULL;
+        if (offset == 0)
+                return strdup(name);
+        return asprintf(&ret, "%s+0x%" PRIx64, name, (uint64_t) offset) < 0 ? NULL : ret;
 }
 
 static size_t hash_addr(uint64_t a) {

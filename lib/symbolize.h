@@ -30,6 +30,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
 SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *root);
 bool sym_module_has_debuginfo(const SymModule *sm);
 
+/* The data object (a global or static variable) at ADDR in the process module MI, as "name" or "name+0xOFF"; NULL
+ * when no object symbol covers it (the heap, the stack, a stripped binary) or the module cannot be opened. */
+char *symbolizer_data_symbol(Symbolizer *s, const ModuleInfo *mi, const char *root, uint64_t addr);
+
 /* Append to T the frames for the pc in FRAME_TEMPLATE (which carries pc/activation/method/module index): inlined
  * call sites first (each marked inlined), then the containing function. SM may be NULL (see above); MOD may be
  * NULL when no module covers the pc. Returns the number of frames appended. */

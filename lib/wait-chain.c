@@ -1,5 +1,6 @@
 /* wait-chain.c: wait chains across processes, knot (deadlock) detection, and the capture of the peers. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,6 +321,47 @@ int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, Wait
         return 0;
 }
 
+/* Name each mutex by the variable it is, where a symbol of the waiter's binaries covers its address:
+ * "mutex queue_lock (0x…) in libfoo.so". The modules are those the captures recorded for that process. */
+static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
+        for (size_t i = 0; i < c->n_edges; i++) {
+                WaitEdge *e = &c->edges[i];
+                const Snapshot *p = NULL;
+                char rootdir[64], *name = NULL, *object;
+                const char *kind, *base;
+
+                if (e->kind != WAIT_KIND_MUTEX || !e->address || !e->object)
+                        continue;
+                if (e->pid == root->pid)
+                        p = root;
+                for (size_t k = 0; !p && k < root->n_peers; k++)
+                        if (root->peers[k]->pid == e->pid)
+                                p = root->peers[k];
+                if (!p)
+                        continue;
+                snprintf(rootdir, sizeof rootdir, "/proc/%d/root", (int) e->pid);
+                for (size_t m = 0; m < p->n_modules && !name; m++)
+                        if (e->address >= p->modules[m].start && e->address < p->modules[m].end) {
+                                name = symbolizer_data_symbol(sym, &p->modules[m], rootdir, e->address);
+                                base = p->modules[m].path ? strrchr(p->modules[m].path, '/') : NULL;
+                                base = base ? base + 1 : p->modules[m].path ?: "?";
+                        }
+                if (!name)
+                        continue;
+                /* "mutex 0x…" becomes "mutex NAME (0x…) in MODULE". */
+                kind = startswith(e->object, "PI mutex") ? "PI mutex"
+                     : startswith(e->object, "robust mutex") ? "robust mutex" : "mutex";
+                if (asprintf(&object, "%s %s (0x%" PRIx64 ") in %s", kind, name, e->address, base) < 0) {
+                        free(name);
+                        return -ENOMEM;
+                }
+                free(name);
+                free(e->object);
+                e->object = object;
+        }
+        return 0;
+}
+
 int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureOptions *o, Symbolizer *sym) {
         _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
@@ -363,6 +405,9 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
                 }
                 root->peers[root->n_peers++] = s;
         }
+        k = name_mutexes(root, c, sym);
+        if (k < 0)
+                return k;
         root->wait_chain = TAKE_PTR(c);
         return 0;
 }

@@ -193,7 +193,7 @@ START_TEST(test_lock_cycle) {
         e = wait_chain_add_edge(s->wait_chain);
         *e = (WaitEdge) { .pid = 4242, .tid = 4243, .kind = WAIT_KIND_MUTEX, .fd = -1, .peer_pid = 4242,
                           .peer_tid = 4243, .peer_fd = -1, .syscall = strdup("futex"),
-                          .object = strdup("mutex 0x5555000010c0") };
+                          .object = strdup("mutex 0x5555000010c0"), .address = 0x5555000010c0ULL };
         s->wait_chain->lock_pid = 4242;
         s->wait_chain->lock_cycle = calloc(1, sizeof(pid_t));
         s->wait_chain->lock_cycle[0] = 4243;
@@ -202,6 +202,7 @@ START_TEST(test_lock_cycle) {
         ck_assert_int_eq(snapshot_from_json(j, &back, &err), 0);
         ck_assert_int_eq(back->wait_chain->edges[0].kind, WAIT_KIND_MUTEX);
         ck_assert_int_eq(back->wait_chain->edges[0].peer_tid, 4243);
+        ck_assert_uint_eq(back->wait_chain->edges[0].address, 0x5555000010c0ULL);
         ck_assert_int_eq(back->wait_chain->lock_pid, 4242);
         ck_assert_uint_eq(back->wait_chain->n_lock_cycle, 1);
         j2 = snapshot_to_json(back);
