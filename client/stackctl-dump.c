@@ -32,7 +32,8 @@ static int print_snapshot(const Snapshot *s) {
                 break;
         case OUTPUT_TEXT:
         default:
-                snapshot_print_text(s, &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules },
+                snapshot_print_text(s, &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
+                                                        .locks = arg.locks },
                                     stdout);
                 if (fflush(stdout) == EOF)
                         return -errno;
@@ -71,7 +72,7 @@ static int dump_one(Symbolizer *sym, pid_t pid, bool quiet_gone) {
                 log_error_errno(r, "Failed to capture process %d: %m", (int) pid);
                 return EXIT_FAIL;
         }
-        if (arg.peers > 0) {
+        if (arg.peers > 0 || arg.locks) {
                 r = wait_chain_capture(s, o.tid, arg.peers, &o, sym);
                 if (r == -ENOMEM)
                         return log_oom(), EXIT_FAIL;
@@ -141,8 +142,8 @@ int verb_dump(int argc, char **argv) {
                 log_error("Usage: stackctl dump PID… | --all");
                 return EXIT_USAGE;
         }
-        if (arg.all && arg.peers > 0) {
-                log_error("--peers follows the waits of the processes named: it does not go with --all.");
+        if (arg.all && (arg.peers > 0 || arg.locks)) {
+                log_error("--peers and --locks follow the waits of the processes named: they do not go with --all.");
                 return EXIT_USAGE;
         }
         for (int i = 1; i < argc; i++) {

@@ -46,6 +46,7 @@ static const struct {
         { "-a --all", "Dump every process on the machine" },
         { "-t --tid TID", "Only this thread" },
         { "   --peers N", "dump: also the processes it waits on, N hops deep, and the wait chain (default 0)" },
+        { "   --locks", "dump: the mutexes threads wait for, who holds each, and lock deadlocks" },
         { "-m --method M", "auto (default), passive, or ptrace" },
         { "-u --unwinder U", "libdw (default), libunwind, or fp" },
         { "   --no-kernel", "Leave out kernel stacks" },
@@ -117,6 +118,7 @@ enum {
         ARG_TOKEN_FILE,
         ARG_TIMEOUT,
         ARG_PEERS,
+        ARG_LOCKS,
 };
 
 static int parse_uint_arg(const char *name, const char *value, uint64_t min, uint64_t max, uint64_t *ret) {
@@ -225,6 +227,7 @@ static int parse_argv(int argc, char **argv) {
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
                 { "peers", required_argument, NULL, ARG_PEERS },
+                { "locks", no_argument, NULL, ARG_LOCKS },
                 {}
         };
         uint64_t v;
@@ -290,6 +293,9 @@ static int parse_argv(int argc, char **argv) {
                         if (parse_uint_arg("--peers", optarg, 0, WAIT_CHAIN_DEPTH_MAX, &v) < 0)
                                 return -EINVAL;
                         arg.peers = (unsigned) v;
+                        break;
+                case ARG_LOCKS:
+                        arg.locks = true;
                         break;
                 case ARG_MAX_FRAMES:
                         if (parse_uint_arg("--max-frames", optarg, 1, CAPTURE_FRAMES_MAX, &v) < 0)

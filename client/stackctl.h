@@ -36,6 +36,7 @@ typedef struct StackctlArgs {
         const char *debuginfo_path;
         CaptureOptions capture;
         unsigned peers;                 /* dump: wait-chain depth, 0 for none */
+        bool locks;                     /* dump: the lock table (and a wait chain of depth 0 without --peers) */
         const char *archive_dir;
         pid_t filter_pid;
         const char *filter_rule;

@@ -154,6 +154,53 @@ static void print_chain_process(const Snapshot *root, pid_t pid, pid_t tid, bool
                 fprintf(f, " in %s", syscall_name(t->syscall.nr) ?: "?");
 }
 
+static bool same_lock(const WaitEdge *a, const WaitEdge *b) {
+        return a->kind == WAIT_KIND_MUTEX && b->kind == WAIT_KIND_MUTEX && a->pid == b->pid && a->address == b->address;
+}
+
+/* The locks of the chain, one line each: the mutex, who holds it, who waits for it. */
+static void print_lock_table(const Snapshot *s, FILE *f) {
+        const WaitChain *c = s->wait_chain;
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n_edges; i++) {
+                bool seen = false;
+
+                for (size_t k = 0; k < i && !seen; k++)
+                        seen = same_lock(&c->edges[k], &c->edges[i]);
+                n += c->edges[i].kind == WAIT_KIND_MUTEX && !seen;
+        }
+        if (n == 0) {
+                fputs("  locks: no thread waits for a mutex\n", f);
+                return;
+        }
+        fprintf(f, "  locks (%zu waited for):\n", n);
+        for (size_t i = 0; i < c->n_edges; i++) {
+                const WaitEdge *e = &c->edges[i];
+                bool seen = false;
+
+                for (size_t k = 0; k < i && !seen; k++)
+                        seen = same_lock(&c->edges[k], e);
+                if (e->kind != WAIT_KIND_MUTEX || seen)
+                        continue;
+                fputs("    ", f);
+                put_escaped(f, e->object);
+                fputs(": ", f);
+                if (e->peer_pid > 0) {
+                        fputs("held by ", f);
+                        print_chain_process(s, e->peer_pid, e->peer_tid, true, f);
+                } else
+                        put_escaped(f, e->reason ?: "owner unknown");
+                fputs("; waiting:", f);
+                for (size_t k = i; k < c->n_edges; k++)
+                        if (same_lock(&c->edges[k], e)) {
+                                fputc(' ', f);
+                                print_chain_process(s, c->edges[k].pid, c->edges[k].tid, false, f);
+                        }
+                fputc('\n', f);
+        }
+}
+
 /* The chain first, the way a person would explain it: who waits in which call on what, held by whom. */
 static void print_wait_chain(const Snapshot *s, FILE *f) {
         const WaitChain *c = s->wait_chain;
@@ -280,6 +327,8 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
         }
         if (s->wait_chain)
                 print_wait_chain(s, f);
+        if (s->wait_chain && o->locks)
+                print_lock_table(s, f);
         for (size_t i = 0; i < s->n_threads; i++)
                 print_thread(s, &s->threads[i], o, f);
         if (o->modules)

@@ -9,6 +9,7 @@
 typedef struct TextOptions {
         bool kernel;            /* print kernel frames */
         bool modules;           /* print the module list (build-ids) at the end */
+        bool locks;             /* print the lock table: each mutex waited for, its holder and its waiters */
 } TextOptions;
 
 /* Every process-supplied string is escaped (control characters become \e, \n, \xNN). */
