@@ -214,7 +214,7 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
                         else
                                 t->lock_edges_unknown++;
                 }
-        if (res.deadlock) {
+        if (res.deadlock && res.lock_tid == 0 && chain->n_cycle > 0) {
                 memcpy(res.cycle, chain->cycle, chain->n_cycle * sizeof *res.cycle);
                 res.n_cycle = (unsigned) chain->n_cycle;
         }

@@ -528,12 +528,7 @@ static int edge_mutex(EdgeCtx *c, const char *what, uint64_t addr, pid_t owner, 
         return 0;
 }
 
-/* A futex wait that is a glibc mutex lock, read from the target passively: the low-level lock wait
- * (FUTEX_WAIT for the value 2 on a normal, recursive, errorcheck or adaptive mutex: the owner field), a robust
- * mutex (the futex word holds the owner's TID) or a PI mutex (FUTEX_LOCK_PI: likewise). Any other futex wait (a
- * condition variable, a semaphore, glibc's internal locks, another library's own) is not an edge: nothing in it
- * names an owner, and we do not guess one. */
-static int edges_futex(EdgeCtx *c, const ProcSyscall *sc) {
+int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret) {
         uint64_t addr = sc->args[0];
         uint64_t cmd = sc->args[1] & (uint64_t) (uint32_t) FUTEX_CMD_MASK;
         bool private = sc->args[1] & FUTEX_PRIVATE_FLAG;
@@ -541,36 +536,89 @@ static int edges_futex(EdgeCtx *c, const ProcSyscall *sc) {
         GlibcMutex m;
         int k;
 
-        if (addr == 0 || addr % 4 != 0)
+        if (sc->kind != PROC_SYSCALL_BLOCKED || sc->nr != __NR_futex || addr == 0 || addr % 4 != 0)
                 return 0;
+        *ret = (PeersMutex) { .address = addr };
         if (cmd == FUTEX_LOCK_PI || cmd == FUTEX_LOCK_PI2) {
                 uint32_t word;
 
-                k = read_target(c->w->pid, addr, &word, sizeof word);
+                k = read_target(pid, addr, &word, sizeof word);
                 if (k < 0)
                         return k == -ESRCH ? k : 0;
-                return edge_mutex(c, "PI mutex", addr, (pid_t) (word & tid_mask), !private);
+                ret->what = "PI mutex";
+                ret->owner = (pid_t) (word & tid_mask);
+                ret->pshared = !private;
+                return 1;
         }
         if (cmd != FUTEX_WAIT)                          /* FUTEX_WAIT_BITSET: condition variables, semaphores */
                 return 0;
-        k = read_target(c->w->pid, addr, &m, sizeof m);
+        k = read_target(pid, addr, &m, sizeof m);
         if (k < 0)
                 return k == -ESRCH ? k : 0;
         /* The layout says it is a mutex: a known kind, no flag that takes another path (PI, PP). */
         if ((m.kind & ~(GLIBC_MUTEX_KIND_TYPE_MASK | GLIBC_MUTEX_ROBUST | GLIBC_MUTEX_PSHARED |
                         GLIBC_MUTEX_ELISION | GLIBC_MUTEX_NO_ELISION)) != 0)
                 return 0;
+        ret->pshared = m.kind & GLIBC_MUTEX_PSHARED;
         if (m.kind & GLIBC_MUTEX_ROBUST) {
                 /* The word holds the owner's TID, with FUTEX_WAITERS; the waiter waits for that value. */
                 if ((uint32_t) m.lock == 0 || ((uint32_t) m.lock & tid_mask) != ((uint32_t) m.owner & tid_mask))
                         return 0;
-                return edge_mutex(c, "robust mutex", addr, (pid_t) ((uint32_t) m.lock & tid_mask),
-                                  m.kind & GLIBC_MUTEX_PSHARED);
+                ret->what = "robust mutex";
+                ret->owner = (pid_t) ((uint32_t) m.lock & tid_mask);
+                return 1;
         }
         /* The low-level lock: it waits while the word is 2 (locked, with waiters). */
         if (sc->args[2] != 2 || m.lock == 0 || m.owner <= 0 || m.nusers == 0)
                 return 0;
-        return edge_mutex(c, "mutex", addr, m.owner, m.kind & GLIBC_MUTEX_PSHARED);
+        ret->what = "mutex";
+        ret->owner = m.owner;
+        return 1;
+}
+
+bool peers_thread_timeslices(pid_t pid, pid_t tid, uint64_t *ret) {
+        char path[64], buf[128];
+        unsigned long long run, wait, slices;
+        FILE *f;
+        bool ok;
+
+        snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int) pid, (int) tid);
+        f = fopen(path, "re");
+        if (!f)
+                return false;
+        ok = fgets(buf, sizeof buf, f) && sscanf(buf, "%llu %llu %llu", &run, &wait, &slices) == 3;
+        fclose(f);
+        *ret = slices;
+        return ok;
+}
+
+/* A thread that seems to wait for a mutex it holds: its wait and the lock were read at two moments, and on a busy
+ * lock it may have got the lock in between. It does wait for itself only if it still does, read afresh, and did
+ * not run meanwhile. */
+static bool waits_for_itself(const ThreadWait *w, uint64_t address) {
+        ThreadWait again;
+        PeersMutex m;
+        uint64_t before, after;
+        bool counted = peers_thread_timeslices(w->pid, w->tid, &before);
+
+        if (thread_wait_read(w->pid, w->tid, &again) < 0 || peers_futex_mutex(w->pid, &again.syscall, &m) != 1 ||
+            m.address != address || m.owner != w->tid)
+                return false;
+        return !counted || (peers_thread_timeslices(w->pid, w->tid, &after) && after == before);
+}
+
+/* A futex wait on a glibc mutex is an edge to its holder (see peers_futex_mutex()). Any other futex wait (a
+ * condition variable, a semaphore, glibc's internal locks, another library's own) is not: nothing in it names an
+ * owner, and we do not guess one. */
+static int edges_futex(EdgeCtx *c, const ProcSyscall *sc) {
+        PeersMutex m;
+        int k = peers_futex_mutex(c->w->pid, sc, &m);
+
+        if (k <= 0)
+                return k;
+        if (m.owner == c->w->tid && !waits_for_itself(c->w, m.address))
+                return 0; /* it got the lock while we looked: no wait any more */
+        return edge_mutex(c, m.what, m.address, m.owner, m.pshared);
 }
 
 static int edges_poll(EdgeCtx *c, uint64_t addr, uint64_t nfds) {

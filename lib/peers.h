@@ -35,6 +35,23 @@ int thread_wait_read(pid_t pid, pid_t tid, ThreadWait *ret);
  * added (0: a wait that leads nowhere we can follow, e.g. a condition variable or a sleep). */
 int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain);
 
+/* The glibc mutex a futex wait is for, read from the target without stopping it. */
+typedef struct PeersMutex {
+        const char *what;       /* "mutex", "robust mutex", "PI mutex" */
+        uint64_t address;
+        pid_t owner;            /* the holder's TID as the lock records it; 0 when it names none */
+        bool pshared;           /* process-shared: the holder may be a thread of another process */
+} PeersMutex;
+
+/* For the futex wait SC of process PID: 1 and *RET when its layout says it is a glibc mutex (the low-level lock
+ * wait, FUTEX_WAIT for 2, on a normal, recursive, errorcheck or adaptive mutex: the owner field; a robust mutex, or
+ * FUTEX_LOCK_PI: the TID in the futex word); 0 when it is some other wait; -ESRCH when the process is gone. */
+int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret);
+
+/* How often thread TID of PID has been on a CPU (schedstat's third field); false when it cannot be read. A thread
+ * whose count does not move between two reads did not run in between: what was read of its wait still holds. */
+bool peers_thread_timeslices(pid_t pid, pid_t tid, uint64_t *ret);
+
 /* The one fd a thread's syscall works on (read, write, recv, send, accept, connect, flock, fcntl …); -1 when the call
  * has none or several. */
 int peers_syscall_fd(const ProcSyscall *sc);

@@ -248,6 +248,29 @@ static const WaitEdge *mutex_edge_of(const WaitChain *c, pid_t pid, pid_t tid) {
         return NULL;
 }
 
+/* The edges were read one thread after the other: on a busy lock, A waiting while B held it and, a moment later, B
+ * waiting while A held it looks like a cycle that never existed at once. A cycle counts only when it holds again,
+ * read afresh, and none of its threads ran meanwhile: a deadlocked thread never runs. */
+static bool lock_cycle_holds(pid_t pid, const pid_t *tids, size_t n) {
+        uint64_t before[WAIT_CHAIN_EDGES_MAX + 1], after;
+        bool counted[WAIT_CHAIN_EDGES_MAX + 1];
+
+        for (size_t i = 0; i < n; i++)
+                counted[i] = peers_thread_timeslices(pid, tids[i], &before[i]);
+        for (size_t i = 0; i < n; i++) {
+                ThreadWait w;
+                PeersMutex m;
+
+                if (thread_wait_read(pid, tids[i], &w) < 0 || peers_futex_mutex(pid, &w.syscall, &m) != 1 ||
+                    m.owner != tids[(i + 1) % n])
+                        return false;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (counted[i] && (!peers_thread_timeslices(pid, tids[i], &after) || after != before[i]))
+                        return false;
+        return true;
+}
+
 /* A deadlock on mutexes inside one process: threads each waiting for a mutex the next one holds (one thread
  * waiting for a mutex it holds itself is the shortest). Unlike an fd, a mutex has one way out, its holder
  * unlocking it: a cycle of them is a deadlock, with no knot to check. */
@@ -266,6 +289,8 @@ static int builder_find_lock_cycle(Builder *b) {
 
                         for (size_t k = 0; k < n; k++)
                                 if (order[k] == t) {
+                                        if (!lock_cycle_holds(e->pid, order + k, n - k))
+                                                return 0;
                                         c->n_lock_cycle = n - k;
                                         c->lock_cycle = malloc(c->n_lock_cycle * sizeof *c->lock_cycle);
                                         if (!c->lock_cycle)

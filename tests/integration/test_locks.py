@@ -182,3 +182,35 @@ def test_deadlock_rule_fires_once_for_lock_cycles_and_orphaned_locks_not_for_a_c
     unknown = int(float(next(ln.split()[1] for ln in metrics.splitlines()
                              if ln.startswith('stackwatch_lock_edges_total{owner="unknown"}'))))
     assert found >= 3 and unknown >= 1, metrics
+
+
+def test_locks_table_names_each_lock_its_holder_and_its_waiters(fixture):
+    fx, tids = start(fixture, "deadlock-abba", waiters=("abba-a", "abba-b"))
+    text = stackctl("dump", "--locks", fx.pid, check_rc=0).stdout.decode()
+    a, b = tids["abba-a"], tids["abba-b"]
+    assert "wait chain (0 hops" in text and "  locks (2 waited for):\n" in text
+    assert f"mutex g_m1 (0x" in text
+    lines = [ln for ln in text.splitlines() if ln.startswith("    mutex g_m")]
+    assert len(lines) == 2
+    for ln in lines:
+        holder, waiter = (b, a) if f"held by {fx.pid} (deadlock-abba) thread {b}" in ln else (a, b)
+        assert f"held by {fx.pid} (deadlock-abba) thread {holder} (" in ln
+        assert ln.endswith(f"; waiting: {fx.pid} (deadlock-abba) thread {waiter} (abba-{'a' if waiter == a else 'b'})")
+    orphan, _ = start(fixture, "lock-holder", "orphan", waiters=("waiter",))
+    text = stackctl("dump", "--locks", orphan.pid, check_rc=0).stdout.decode()
+    assert ": held by TID " in text and ", which exited; waiting: " in text
+    # Not with --all: it follows the processes named.
+    assert stackctl("dump", "--locks", "--all").returncode == 2
+
+
+def test_a_busy_healthy_lock_is_no_deadlock(fixture):
+    """8 threads taking one mutex in turn: whoever waits names a holder that is running or about to unlock; no
+    cycle, ever."""
+    fx = fixture("lock-holder", "busy")
+    wait_until(lambda: len([n for n in thread_names(fx.pid).values() if n == "taker"]) == 8, what="8 takers")
+    for _ in range(20):
+        [doc] = dump_json("--locks", fx.pid)
+        chain = doc["wait_chain"]
+        assert not chain["deadlock"] and chain["lock_cycle"] is None, chain
+        for e in chain["edges"]:
+            assert e["kind"] == "mutex" and e["to"]["tid"] != e["from"]["tid"], e
