@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,6 +529,55 @@ static int edge_mutex(EdgeCtx *c, const char *what, uint64_t addr, pid_t owner, 
         return 0;
 }
 
+/* glibc's pthread_rwlock_t (2.25 and later, 64-bit ABIs): the futex words, the TID of the writer holding it, whether
+ * it is process-shared, padding that stays 0, and its flags (the preference: 0 to 2). */
+typedef struct GlibcRwlock {
+        uint32_t readers;
+        uint32_t writers;
+        uint32_t wrphase_futex;
+        uint32_t writers_futex;
+        uint32_t pad3, pad4;
+        int32_t cur_writer;
+        int32_t shared;
+        int8_t rwelision;
+        uint8_t pad1[7];
+        uint64_t pad2;
+        uint32_t flags;
+} GlibcRwlock;
+
+#define GLIBC_RWLOCK_WRPHASE 1U
+#define GLIBC_RWLOCK_WRLOCKED 2U
+
+/* A FUTEX_WAIT_BITSET on one of a write-locked rwlock's futex words (readers and writers wait on __wrphase_futex,
+ * writers also on __writers_futex): the writer holding it, when every field agrees. Condition variables and
+ * semaphores wait with the same operation: a layout that is not exactly a write-locked rwlock is not taken. */
+static int futex_rwlock(pid_t pid, uint64_t addr, bool private, PeersMutex *ret) {
+        static const size_t offsets[] = { offsetof(GlibcRwlock, wrphase_futex), offsetof(GlibcRwlock, writers_futex) };
+
+        for (size_t i = 0; i < ELEMENTSOF(offsets); i++) {
+                GlibcRwlock rw;
+                uint64_t base = addr - offsets[i];
+                int k;
+
+                if (addr < offsets[i])
+                        continue;
+                k = read_target(pid, base, &rw, sizeof rw);
+                if (k == -ESRCH)
+                        return k;
+                if (k < 0)
+                        continue;
+                if ((rw.readers & (GLIBC_RWLOCK_WRPHASE | GLIBC_RWLOCK_WRLOCKED)) !=
+                            (GLIBC_RWLOCK_WRPHASE | GLIBC_RWLOCK_WRLOCKED) ||
+                    rw.cur_writer <= 0 || (rw.shared != 0 && rw.shared != 1) || rw.shared == private ||
+                    rw.pad3 != 0 || rw.pad4 != 0 || rw.pad2 != 0 || rw.flags > 2)
+                        continue;
+                *ret = (PeersMutex) { .what = "rwlock", .address = base, .owner = rw.cur_writer,
+                                      .pshared = rw.shared };
+                return 1;
+        }
+        return 0;
+}
+
 int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret) {
         uint64_t addr = sc->args[0];
         uint64_t cmd = sc->args[1] & (uint64_t) (uint32_t) FUTEX_CMD_MASK;
@@ -550,7 +600,9 @@ int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret) {
                 ret->pshared = !private;
                 return 1;
         }
-        if (cmd != FUTEX_WAIT)                          /* FUTEX_WAIT_BITSET: condition variables, semaphores */
+        if (cmd == FUTEX_WAIT_BITSET)                   /* rwlocks, and condition variables and semaphores */
+                return futex_rwlock(pid, addr, private, ret);
+        if (cmd != FUTEX_WAIT)
                 return 0;
         k = read_target(pid, addr, &m, sizeof m);
         if (k < 0)

@@ -39,6 +39,7 @@ static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_TRACER] = "tracer",
         [WAIT_KIND_OTHER] = "other",
         [WAIT_KIND_MUTEX] = "mutex",
+        [WAIT_KIND_CONDVAR] = "condvar",
 };
 DEFINE_STRING_TABLE_LOOKUP(wait_kind, WaitKind);
 

@@ -346,6 +346,47 @@ int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, Wait
         return 0;
 }
 
+static bool in_cond_wait(const ThreadSnapshot *t) {
+        for (size_t i = 0; i < t->n_frames && i < 8; i++) {
+                const char *f = t->frames[i].function;
+
+                if (f && (startswith(f, "pthread_cond_") || startswith(f, "__pthread_cond_") ||
+                          startswith(f, "___pthread_cond_")))
+                        return true;
+        }
+        return false;
+}
+
+/* A thread of ROOT in futex() that the chain has no edge for, and whose stack says pthread_cond_*wait: say so, with
+ * no owner, rather than say nothing (a condition variable has no holder to name; any thread may signal it). The
+ * lock layout cannot tell a condition variable from a semaphore; the frames can. */
+static int note_cond_waits(Snapshot *root, WaitChain *c) {
+        for (size_t i = 0; i < root->n_threads; i++) {
+                const ThreadSnapshot *t = &root->threads[i];
+                char object[64];
+                WaitEdge *e;
+                bool has_edge = false;
+
+                if ((c->tid > 0 && t->tid != c->tid) || t->syscall.kind != PROC_SYSCALL_BLOCKED ||
+                    !streq_ptr(syscall_name(t->syscall.nr), "futex") || !in_cond_wait(t))
+                        continue;
+                for (size_t k = 0; k < c->n_edges && !has_edge; k++)
+                        has_edge = c->edges[k].pid == root->pid && c->edges[k].tid == t->tid;
+                if (has_edge)
+                        continue;
+                e = wait_chain_add_edge(c);
+                if (!e)
+                        return -ENOMEM;
+                snprintf(object, sizeof object, "condition variable 0x%" PRIx64, t->syscall.args[0]);
+                *e = (WaitEdge) { .pid = root->pid, .tid = t->tid, .kind = WAIT_KIND_CONDVAR, .fd = -1, .peer_fd = -1,
+                                  .address = t->syscall.args[0], .syscall = strdup("futex"), .object = strdup(object),
+                                  .reason = strdup("no owner: any thread may signal it") };
+                if (!e->syscall || !e->object || !e->reason)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 /* Name each mutex by the variable it is, where a symbol of the waiter's binaries covers its address:
  * "mutex queue_lock (0x…) in libfoo.so". The modules are those the captures recorded for that process. */
 static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
@@ -353,9 +394,9 @@ static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
                 WaitEdge *e = &c->edges[i];
                 const Snapshot *p = NULL;
                 char rootdir[64], *name = NULL, *object;
-                const char *kind, *base;
+                const char *kind, *base = NULL;
 
-                if (e->kind != WAIT_KIND_MUTEX || !e->address || !e->object)
+                if ((e->kind != WAIT_KIND_MUTEX && e->kind != WAIT_KIND_CONDVAR) || !e->address || !e->object)
                         continue;
                 if (e->pid == root->pid)
                         p = root;
@@ -373,10 +414,10 @@ static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
                         }
                 if (!name)
                         continue;
-                /* "mutex 0x…" becomes "mutex NAME (0x…) in MODULE". */
-                kind = startswith(e->object, "PI mutex") ? "PI mutex"
-                     : startswith(e->object, "robust mutex") ? "robust mutex" : "mutex";
-                if (asprintf(&object, "%s %s (0x%" PRIx64 ") in %s", kind, name, e->address, base) < 0) {
+                /* "mutex 0x…" becomes "mutex NAME (0x…) in MODULE" (and "rwlock …", "PI mutex …" alike). */
+                kind = strstr(e->object, " 0x");
+                if (asprintf(&object, "%.*s %s (0x%" PRIx64 ") in %s", kind ? (int) (kind - e->object) : 5,
+                             kind ? e->object : "mutex", name, e->address, base) < 0) {
                         free(name);
                         return -ENOMEM;
                 }
@@ -430,7 +471,9 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
                 }
                 root->peers[root->n_peers++] = s;
         }
-        k = name_mutexes(root, c, sym);
+        k = note_cond_waits(root, c);
+        if (k >= 0)
+                k = name_mutexes(root, c, sym);
         if (k < 0)
                 return k;
         root->wait_chain = TAKE_PTR(c);

@@ -214,3 +214,69 @@ def test_a_busy_healthy_lock_is_no_deadlock(fixture):
         assert not chain["deadlock"] and chain["lock_cycle"] is None, chain
         for e in chain["edges"]:
             assert e["kind"] == "mutex" and e["to"]["tid"] != e["from"]["tid"], e
+
+
+def test_a_rwlock_held_for_writing_names_its_writer(fixture):
+    fx, tids = start(fixture, "lock-holder", "rwlock", waiters=("reader", "writer"))
+    [doc] = dump_json("--peers", "1", fx.pid)
+    edges = mutex_edges(doc)
+    for n in ("reader", "writer"):
+        e = edges[tids[n]]
+        assert e["to"]["tid"] == tids["holder"], e
+        assert e["object"].startswith("rwlock rw (0x") and e["object"].endswith(") in lock-holder"), e
+    # Both wait on the same lock, whichever of its futex words they sleep on.
+    assert edges[tids["reader"]]["address"] == edges[tids["writer"]]["address"]
+
+
+def test_a_condition_variable_has_no_owner_and_says_so(fixture):
+    fx, tids = start(fixture, "lock-holder", "condvar", waiters=("sleeper",))
+    [doc] = dump_json("--peers", "1", fx.pid)
+    [e] = [e for e in doc["wait_chain"]["edges"] if e["from"]["tid"] == tids["sleeper"]]
+    assert e["kind"] == "condvar" and e["to"] is None, e
+    assert e["reason"] == "no owner: any thread may signal it"
+    assert e["object"].startswith("condition variable cv+0x")
+    assert not mutex_edges(doc) and not doc["wait_chain"]["deadlock"]
+
+
+def test_a_process_shared_mutex_leads_to_the_other_process_and_closes_a_mixed_cycle(fixture):
+    """A mutex in shared memory held by a child that reads a pipe only the parent can write: the mutex edge goes
+    to the child's thread, the pipe edge back, and the two processes are a deadlock across both kinds of edge."""
+    fx, tids = start(fixture, "lock-holder", "pshared", waiters=("waiter",))
+    [doc] = dump_json("--peers", "1", fx.pid)
+    e = mutex_edges(doc)[tids["waiter"]]
+    child = e["to"]["pid"]
+    assert child != fx.pid and e["to"]["tid"] == child, e
+    assert thread_names(child)[child] == "pshared-holder"
+    chain = doc["wait_chain"]
+    back = [x for x in chain["edges"] if x["from"]["pid"] == child]
+    assert [x["kind"] for x in back] == ["pipe"] and back[0]["to"]["pid"] == fx.pid, back
+    assert chain["deadlock"] and sorted(chain["cycle"]) == sorted([fx.pid, child]), chain
+    assert [p["process"]["pid"] for p in doc["peers"]] == [child]
+
+
+def test_cxx_std_mutex_deadlock(tmp_path):
+    """std::mutex and std::recursive_mutex are pthread mutexes: g++ -O2, the same owners and the same cycle."""
+    import shutil
+    import subprocess
+    if not shutil.which("g++"):
+        pytest.skip("no g++")
+    src = os.path.join(os.environ["STACKWATCH_SRCDIR"], "tests/fixtures/lock-cxx.cc")
+    binary = tmp_path / "lock-cxx"
+    subprocess.run(["g++", "-std=c++17", "-O2", "-g", "-pthread", "-o", str(binary), src], check=True)
+    proc = subprocess.Popen([str(binary)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"READY\n"
+        wait_until(lambda: {"cxx-a", "cxx-b"} <= set(names_to_tids(proc.pid)), what="the two threads")
+        tids = names_to_tids(proc.pid)
+        for n in ("cxx-a", "cxx-b"):
+            wait_until(lambda: in_futex(proc.pid, tids[n]), what=f"{n} in a futex wait")
+        [doc] = dump_json("--peers", "1", proc.pid)
+        edges = mutex_edges(doc)
+        a, b = tids["cxx-a"], tids["cxx-b"]
+        assert edges[a]["to"]["tid"] == b and edges[b]["to"]["tid"] == a, edges
+        assert edges[a]["object"].startswith("mutex second_lock (0x") and edges[b]["object"].startswith(
+            "mutex first_lock (0x"), edges
+        assert sorted(doc["wait_chain"]["lock_cycle"]["threads"]) == sorted([a, b])
+    finally:
+        proc.kill()
+        proc.wait()
