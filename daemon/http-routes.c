@@ -643,6 +643,7 @@ static enum MHD_Result route_rules(Http *h, struct MHD_Connection *c, const char
                 json_object_object_add(e, API_K_COOLDOWN_MS, json_object_new_uint64(r->cooldown_usec / USEC_PER_MSEC));
                 json_object_object_add(e, API_K_PEERS, json_object_new_int((int) r->peers));
                 json_object_object_add(e, API_K_DEADLOCK, json_object_new_boolean(r->deadlock));
+                json_object_object_add(e, API_K_LOCK_HOLDER, json_object_new_boolean(r->lock_holder));
                 json_object_object_add(e, API_K_FIRED, json_object_new_uint64(st ? st->fired : 0));
                 json_object_object_add(e, API_K_LAST_FIRED_USEC, json_object_new_uint64(st ? st->last_fired_usec : 0));
                 json_object_array_add(arr, e);

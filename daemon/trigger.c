@@ -157,6 +157,33 @@ static void checks_expire(Trigger *t, uint64_t now) {
         t->n_checks = k;
 }
 
+/* The heads of PID's lock convoys into CHECK: threads holding a mutex another thread waits for, themselves waiting on
+ * no mutex (a lock chain's last holder: in read(), on a CPU, anywhere but behind another lock). */
+static void note_convoy_heads(DeadlockCheck *check, const WaitChain *c, pid_t pid) {
+        check->n_convoy_heads = 0;
+        for (size_t i = 0; i < c->n_edges; i++) {
+                const WaitEdge *e = &c->edges[i];
+                bool waits = false, known = false;
+
+                if (e->kind != WAIT_KIND_MUTEX || e->pid != pid || e->peer_pid != pid || e->peer_tid <= 0)
+                        continue;
+                for (size_t k = 0; k < c->n_edges && !waits; k++)
+                        waits = c->edges[k].kind == WAIT_KIND_MUTEX && c->edges[k].pid == pid &&
+                                c->edges[k].tid == e->peer_tid;
+                for (unsigned k = 0; k < check->n_convoy_heads && !known; k++)
+                        known = check->convoy_heads[k] == e->peer_tid;
+                if (!waits && !known && check->n_convoy_heads < TRIGGER_CONVOY_HEADS_MAX)
+                        check->convoy_heads[check->n_convoy_heads++] = e->peer_tid;
+        }
+}
+
+static bool heads_convoy(const DeadlockCheck *check, pid_t tid) {
+        for (unsigned k = 0; check && k < check->n_convoy_heads; k++)
+                if (check->convoy_heads[k] == tid)
+                        return true;
+        return false;
+}
+
 /* A thread of PID waiting on a mutex whose holder exited, 0 when none. */
 static pid_t chain_orphaned_lock_waiter(const WaitChain *c, pid_t pid) {
         for (size_t i = 0; i < c->n_edges; i++)
@@ -232,6 +259,7 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
         c = check_find(t, p->pid, p->starttime);
         if (!c)
                 return false;
+        note_convoy_heads(c, chain, p->pid);
         *ret_check = c;
         return c->deadlock;
 }
@@ -287,6 +315,7 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                                                       : -1,
                                 .cpu_percent = th->cls.cpu_percent,
                                 .deadlock = r->deadlock, /* decided last, below: a walk costs far more */
+                                .lock_holder = r->lock_holder, /* likewise */
                         };
                         if (!rule_matches(r, &f))
                                 continue;
@@ -302,6 +331,14 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                                 if (dl->lock_tid > 0 && dl->lock_tid != th->tid)
                                         continue;
                                 peers = MAX(peers, dl->n_cycle);
+                        }
+                        if (r->lock_holder) {
+                                /* The same walk, from any thread: the head of a convoy may wait anywhere. */
+                                const DeadlockCheck *hc = NULL;
+
+                                (void) trigger_deadlock(t, s, &resolver, &walks, p, now, &hc);
+                                if (!heads_convoy(hc, th->tid))
+                                        continue;
                         }
                         capture = (r->actions & RULE_ACTION_SNAPSHOT) && trigger_budget_take(t, c, now);
                         if ((r->actions & RULE_ACTION_SNAPSHOT) && !capture) {

@@ -30,6 +30,7 @@ typedef struct RuleStats {
 #define TRIGGER_DEADLOCK_RECHECK_USEC (5 * USEC_PER_SEC)
 #define TRIGGER_DEADLOCK_DEPTH 4U
 #define TRIGGER_DEADLOCK_CYCLE_MAX (WAIT_CHAIN_PEERS_MAX + 1U) /* a chain's processes */
+#define TRIGGER_CONVOY_HEADS_MAX 8U
 
 /* The last wait-chain walk from one process: whether it is in a deadlock, and with whom. */
 typedef struct DeadlockCheck {
@@ -41,6 +42,9 @@ typedef struct DeadlockCheck {
         unsigned n_cycle;
         pid_t lock_tid;                 /* a deadlock inside the process: a thread of the lock cycle, or waiting
                                          * on a mutex whose holder exited; the firing starts its chain there */
+        pid_t convoy_heads[TRIGGER_CONVOY_HEADS_MAX];   /* threads holding a mutex others wait for, themselves
+                                                         * waiting on none (lock_holder rules) */
+        unsigned n_convoy_heads;
 } DeadlockCheck;
 
 typedef struct Trigger {

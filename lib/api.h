@@ -88,6 +88,7 @@
 #define API_K_COOLDOWN_MS "cooldown_ms"
 #define API_K_PEERS "peers"
 #define API_K_DEADLOCK "deadlock"
+#define API_K_LOCK_HOLDER "lock_holder"
 #define API_K_FIRED "fired"
 #define API_K_LAST_FIRED_USEC "last_fired_usec"
 #define API_K_BUDGET "budget"

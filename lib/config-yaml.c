@@ -886,6 +886,7 @@ static const ConfigKey rule_keys[] = {
         KEY("wchan", CONFIG_NODE_SCALAR_OR_LIST, parse_globs, Rule, wchan),
         KEY("cpu_min", CONFIG_NODE_SCALAR, parse_rule_cpu_min, Rule, cpu_min),
         KEY("deadlock", CONFIG_NODE_SCALAR, parse_bool, Rule, deadlock),
+        KEY("lock_holder", CONFIG_NODE_SCALAR, parse_bool, Rule, lock_holder),
         KEY("actions", CONFIG_NODE_SCALAR_OR_LIST, parse_rule_actions, Rule, actions),
         KEY("peers", CONFIG_NODE_SCALAR, parse_unsigned, Rule, peers, .max = CONFIG_PEERS_MAX),
         KEY("cooldown", CONFIG_NODE_SCALAR, parse_duration, Rule, cooldown_usec, .max = CONFIG_RULE_DURATION_MAX_USEC),

@@ -90,6 +90,8 @@ bool rule_matches(const Rule *r, const ThreadFacts *f) {
                 return false;
         if (r->deadlock && !f->deadlock)
                 return false;
+        if (r->lock_holder && !f->lock_holder)
+                return false;
 
         return globs_match(r->comm, f->comm) && globs_match(r->wchan, f->wchan) && globs_match(r->exe, f->exe) &&
                globs_match(r->unit, f->unit) && globs_match(r->cgroup, f->cgroup);

@@ -48,6 +48,8 @@ typedef struct Rule {
         size_t n_syscalls, n_syscalls_allocated;
         double cpu_min;                 /* < 0: not set; else minimum CPU percent of one core */
         bool deadlock;                  /* only threads whose process is in a cross-process deadlock (wait-chain.h) */
+        bool lock_holder;               /* only a thread holding a mutex other threads wait for, itself waiting on
+                                         * no mutex: the head of a lock convoy */
 
         unsigned actions;               /* RuleAction bits */
         unsigned peers;                 /* wait-chain depth for snapshots */
@@ -84,6 +86,7 @@ typedef struct ThreadFacts {
         double cpu_percent;             /* NaN when unknown */
         bool deadlock;                  /* its process is in a deadlock; the caller decides it last and only for
                                          * rules that ask (it costs a wait-chain walk) */
+        bool lock_holder;               /* it heads a lock convoy; likewise decided last */
 } ThreadFacts;
 
 /* Whether rule R matches a thread with facts F: every filter the rule sets must hold. A fact that is unknown

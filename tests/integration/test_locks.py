@@ -280,3 +280,39 @@ def test_cxx_std_mutex_deadlock(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+CONVOY_RULES = """
+poll_interval: 200ms
+archive:
+  directory: @ARCHIVE@
+http:
+  socket: @SOCKET@
+capture:
+  max_per_minute: 60
+rules:
+  - name: convoy
+    class: [blocked, waiting]
+    for: 1s
+    comm: lock-holder
+    lock_holder: true
+    cooldown: 1h
+"""
+
+
+def test_lock_holder_rule_snapshots_the_head_of_a_convoy_once(daemon, fixture):
+    """waiter → middle → holder (in read()): the rule fires once, for holder, the thread the convoy waits behind,
+    not for the threads queued on it; a thread waiting on a condition variable holds nothing and fires nothing."""
+    fx, tids = start(fixture, "lock-holder", "chain", waiters=("middle", "waiter"))
+    quiet, _ = start(fixture, "lock-holder", "condvar", waiters=("sleeper",))
+    d = daemon(CONVOY_RULES)
+    [snap] = wait_until(lambda: [s for s in d.snapshots("--rule", "convoy") if s["pid"] == fx.pid], timeout=30,
+                        what="the convoy rule firing")
+    d.wait_scans(25, timeout=30)
+    every = d.snapshots("--rule", "convoy")
+    assert [s["pid"] for s in every] == [fx.pid], every
+    doc = d.show(snap["id"])
+    assert doc["trigger"]["tid"] == tids["holder"], doc["trigger"]
+    assert doc["wait_chain"]["tid"] == tids["holder"]
+    rules = {r["name"]: r for r in d.get_json("/rules")["rules"]}
+    assert rules["convoy"]["lock_holder"] is True and rules["convoy"]["fired"] == 1

@@ -724,7 +724,7 @@ START_TEST(test_multiple_errors_collected) {
                 { 8, 15, "expected a single value for \"max_frames\", got a list" },
                 { 10, 5, "rule \"a\" has no \"class\"" },
                 { 11, 5, "unknown key \"clss\" in a rule (expected one of: name, class, for, state, comm, exe, unit, "
-                         "cgroup, user, syscall, wchan, cpu_min, deadlock, actions, peers, cooldown, probe, hook)" },
+                         "cgroup, user, syscall, wchan, cpu_min, deadlock, lock_holder, actions, peers, cooldown, probe, hook)" },
                 { 14, 21, "unknown syscall \"reed\"" },
                 { 15, 11, "unknown user \"no-such-user-here\"" },
                 { 16, 5, "rule without a name" },
