@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "parse-util.h"
+#include "peers.h"
 #include "snapshot-json.h"
 #include "snapshot-text.h"
 #include "time-util.h"
@@ -362,6 +364,24 @@ static json_object *scan_json(const DaemonView *m, bool by_class) {
         return o;
 }
 
+/* A thread in futex() on a mutex: the lock and the TID holding it (null when the lock names none), read from the
+ * target now, without stopping it. */
+static void add_lock(json_object *o, const ThreadEntry *t) {
+        char object[64];
+        json_object *l;
+        PeersMutex m;
+
+        if (peers_futex_mutex(t->pid, &t->sample.syscall, &m) != 1)
+                return;
+        l = json_object_new_object();
+        if (!l)
+                return;
+        snprintf(object, sizeof object, "%s 0x%" PRIx64, m.what, m.address);
+        json_object_object_add(l, API_K_OBJECT, json_object_new_string(object));
+        json_object_object_add(l, API_K_OWNER, m.owner > 0 ? json_object_new_int(m.owner) : NULL);
+        json_object_object_add(o, API_K_LOCK, l);
+}
+
 static json_object *thread_json(const ThreadEntry *t, uint64_t now) {
         json_object *o = json_object_new_object();
 
@@ -383,6 +403,8 @@ static json_object *thread_json(const ThreadEntry *t, uint64_t now) {
                 json_object_object_add(o, API_K_SYSCALL, json_object_new_string(syscall_name(t->sample.syscall.nr)));
         if (t->wchan[0])
                 json_object_object_add(o, API_K_WCHAN, json_object_new_string(t->wchan));
+        if (t->sample.have_syscall)
+                add_lock(o, t);
         if (t->process->unit)
                 json_object_object_add(o, API_K_UNIT, json_object_new_string(t->process->unit));
         return o;

@@ -316,3 +316,15 @@ def test_lock_holder_rule_snapshots_the_head_of_a_convoy_once(daemon, fixture):
     assert doc["wait_chain"]["tid"] == tids["holder"]
     rules = {r["name"]: r for r in d.get_json("/rules")["rules"]}
     assert rules["convoy"]["lock_holder"] is True and rules["convoy"]["fired"] == 1
+
+
+def test_processes_names_the_holder_of_a_waited_mutex(daemon, fixture):
+    fx, tids = start(fixture, "lock-holder", "chain", waiters=("middle", "waiter"))
+    d = daemon(CONVOY_RULES.replace("comm: lock-holder\n    lock_holder: true", "comm: nothing-matches"))
+    d.wait_scans(2)
+    rows = {r["tid"]: r for r in d.get_json("/processes?all=1&comm=lock-holder")["threads"] if r["pid"] == fx.pid}
+    assert rows[tids["waiter"]]["lock"]["owner"] == tids["middle"], rows[tids["waiter"]]
+    assert rows[tids["middle"]]["lock"]["owner"] == tids["holder"]
+    assert rows[tids["waiter"]]["lock"]["object"].startswith("mutex 0x")
+    # The holder reads a pipe: no lock; the main thread sleeps in pause(): none either.
+    assert "lock" not in rows[tids["holder"]] and "lock" not in rows[fx.pid]
