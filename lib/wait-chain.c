@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -25,6 +26,7 @@ typedef struct Builder {
         WaitChain *chain;
         ChainProc procs[WAIT_CHAIN_PEERS_MAX + 1];
         size_t n_procs;
+        size_t n_lock_edges;
         pid_t self;
 } Builder;
 
@@ -77,22 +79,28 @@ static void builder_mark_peer_tid(Builder *b, const ThreadWait *w) {
         }
 }
 
-/* Add the edges of thread W of process IDX (one more of the threads followed there), and queue what they reach. */
+/* Add the edges of thread W of process IDX (one more of the threads followed there, unless it waits in futex():
+ * those cost one read of the lock, and a lock table wants every one), and queue what they reach. */
 static int builder_follow(Builder *b, size_t idx, const ThreadWait *w, unsigned depth, size_t *followed) {
+        bool futex = w->syscall.kind == PROC_SYSCALL_BLOCKED && w->syscall.nr == __NR_futex;
         size_t first = b->chain->n_edges;
         int k;
 
-        if (*followed >= WAIT_CHAIN_THREADS_MAX || b->chain->n_edges >= WAIT_CHAIN_EDGES_MAX) {
+        if (futex ? b->n_lock_edges >= WAIT_CHAIN_LOCK_EDGES_MAX
+                  : *followed >= WAIT_CHAIN_THREADS_MAX || first - b->n_lock_edges >= WAIT_CHAIN_EDGES_MAX) {
                 b->chain->truncated = true;
                 return 0;
         }
-        (*followed)++;
+        if (!futex)
+                (*followed)++;
         k = peers_thread_edges(b->r, w, b->chain);
         if (k == -ENOMEM)
                 return k;
         if (k < 0 && k != -ESRCH && wait_chain_add_error(b->chain, "thread %d of process %d: %s", (int) w->tid,
                                                          (int) w->pid, strerror(-k)) < 0)
                 return -ENOMEM;
+        if (futex)
+                b->n_lock_edges += b->chain->n_edges - first;
         return builder_queue_peers(b, &b->procs[idx], first, depth);
 }
 

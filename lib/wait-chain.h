@@ -14,8 +14,9 @@
 /* Budgets of one chain (each overrun marks it truncated). */
 #define WAIT_CHAIN_DEPTH_MAX 8U
 #define WAIT_CHAIN_PEERS_MAX 16U        /* processes reached besides the first */
-#define WAIT_CHAIN_EDGES_MAX 256U
-#define WAIT_CHAIN_THREADS_MAX 64U      /* threads of one process whose waits are followed */
+#define WAIT_CHAIN_EDGES_MAX 256U       /* edges other than mutex waits */
+#define WAIT_CHAIN_THREADS_MAX 64U      /* threads of one process whose waits are followed, futex() waits aside */
+#define WAIT_CHAIN_LOCK_EDGES_MAX 1024U /* mutex waits: one read of the lock each, so many more of them */
 
 /*
  * Build the wait chain of thread TID of PID (TID 0: every thread of PID that waits in a syscall), DEPTH hops deep:

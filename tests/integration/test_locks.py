@@ -328,3 +328,16 @@ def test_processes_names_the_holder_of_a_waited_mutex(daemon, fixture):
     assert rows[tids["waiter"]]["lock"]["object"].startswith("mutex 0x")
     # The holder reads a pipe: no lock; the main thread sleeps in pause(): none either.
     assert "lock" not in rows[tids["holder"]] and "lock" not in rows[fx.pid]
+
+
+def test_a_hundred_waiters_all_get_their_holder(fixture):
+    """Waits in futex() cost one read of the lock each: they are not cut at the 64 threads a chain follows per
+    process for other waits (the lock table would have named a third of them)."""
+    fx = fixture("lock-holder", "many")
+    wait_until(lambda: sum(in_futex(fx.pid, t) for t, n in thread_names(fx.pid).items() if n == "waiter") == 100,
+               what="100 waiters in futex()")
+    holder = names_to_tids(fx.pid)["holder"]
+    [doc] = dump_json("--locks", fx.pid)
+    edges = mutex_edges(doc)
+    assert len(edges) == 100 and {e["to"]["tid"] for e in edges.values()} == {holder}
+    assert not doc["wait_chain"]["truncated"]
