@@ -354,30 +354,41 @@ int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, Wait
         return 0;
 }
 
-static bool in_cond_wait(const ThreadSnapshot *t) {
+/* Whether one of T's innermost frames is a function named PREFIX… (or __PREFIX…, ___PREFIX…). */
+static bool in_function(const ThreadSnapshot *t, const char *prefix) {
         for (size_t i = 0; i < t->n_frames && i < 8; i++) {
                 const char *f = t->frames[i].function;
 
-                if (f && (startswith(f, "pthread_cond_") || startswith(f, "__pthread_cond_") ||
-                          startswith(f, "___pthread_cond_")))
+                while (f && *f == '_')
+                        f++;
+                if (f && startswith(f, prefix))
                         return true;
         }
         return false;
 }
 
-/* A thread of ROOT in futex() that the chain has no edge for, and whose stack says pthread_cond_*wait: say so, with
- * no owner, rather than say nothing (a condition variable has no holder to name; any thread may signal it). The
- * lock layout cannot tell a condition variable from a semaphore; the frames can. */
-static int note_cond_waits(Snapshot *root, WaitChain *c) {
+/* A thread of ROOT in futex() that the chain has no edge for (no lock layout named a holder): say what it waits on
+ * rather than nothing, without making an owner up. Its stack tells a condition variable (no owner: any thread may
+ * signal it) and a join; anything else is "owner unknown". A thread in a mutex or rwlock function whose holder was
+ * not read got the lock, or saw it change hands, while we looked: no edge. */
+static int note_futex_waits(Snapshot *root, WaitChain *c) {
         for (size_t i = 0; i < root->n_threads; i++) {
                 const ThreadSnapshot *t = &root->threads[i];
                 char object[64];
                 WaitEdge *e;
                 bool has_edge = false;
 
+                bool cond;
+
                 if ((c->tid > 0 && t->tid != c->tid) || t->syscall.kind != PROC_SYSCALL_BLOCKED ||
-                    !streq_ptr(syscall_name(t->syscall.nr), "futex") || !in_cond_wait(t))
+                    !streq_ptr(syscall_name(t->syscall.nr), "futex"))
                         continue;
+                /* In a lock function, yet no holder was read: the lock changed hands while we looked (a busy
+                 * lock), nothing to report. */
+                if (in_function(t, "lll_lock_wait") || in_function(t, "pthread_mutex_") ||
+                    in_function(t, "pthread_rwlock_") || in_function(t, "lll_robust"))
+                        continue;
+                cond = in_function(t, "pthread_cond_");
                 for (size_t k = 0; k < c->n_edges && !has_edge; k++)
                         has_edge = c->edges[k].pid == root->pid && c->edges[k].tid == t->tid;
                 if (has_edge)
@@ -385,10 +396,15 @@ static int note_cond_waits(Snapshot *root, WaitChain *c) {
                 e = wait_chain_add_edge(c);
                 if (!e)
                         return -ENOMEM;
-                snprintf(object, sizeof object, "condition variable 0x%" PRIx64, t->syscall.args[0]);
-                *e = (WaitEdge) { .pid = root->pid, .tid = t->tid, .kind = WAIT_KIND_CONDVAR, .fd = -1, .peer_fd = -1,
-                                  .address = t->syscall.args[0], .syscall = strdup("futex"), .object = strdup(object),
-                                  .reason = strdup("no owner: any thread may signal it") };
+                snprintf(object, sizeof object, "%s 0x%" PRIx64, cond ? "condition variable" : "futex",
+                         t->syscall.args[0]);
+                *e = (WaitEdge) { .pid = root->pid, .tid = t->tid, .kind = cond ? WAIT_KIND_CONDVAR : WAIT_KIND_OTHER,
+                                  .fd = -1, .peer_fd = -1, .address = t->syscall.args[0], .syscall = strdup("futex"),
+                                  .object = strdup(object),
+                                  .reason = strdup(cond ? "no owner: any thread may signal it"
+                                                   : in_function(t, "pthread_join") || in_function(t, "pthread_clockjoin")
+                                                   ? "owner unknown: it waits for a thread to exit (pthread_join)"
+                                                   : "owner unknown: no lock layout names one") };
                 if (!e->syscall || !e->object || !e->reason)
                         return -ENOMEM;
         }
@@ -404,7 +420,7 @@ static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
                 char rootdir[64], *name = NULL, *object;
                 const char *kind, *base = NULL;
 
-                if ((e->kind != WAIT_KIND_MUTEX && e->kind != WAIT_KIND_CONDVAR) || !e->address || !e->object)
+                if (!e->address || !e->object || strstr(e->object, " 0x") == NULL)
                         continue;
                 if (e->pid == root->pid)
                         p = root;
@@ -479,7 +495,7 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
                 }
                 root->peers[root->n_peers++] = s;
         }
-        k = note_cond_waits(root, c);
+        k = note_futex_waits(root, c);
         if (k >= 0)
                 k = name_mutexes(root, c, sym);
         if (k < 0)

@@ -57,8 +57,11 @@ def test_abba_deadlock_names_both_owners_and_the_cycle(fixture):
     assert edges[b]["to"]["tid"] == a
     assert {edges[a]["object"].split(" (")[0], edges[b]["object"].split(" (")[0]} == {"mutex g_m1", "mutex g_m2"}
     assert edges[a]["object"].endswith(") in deadlock-abba") and int(edges[a]["address"], 16) > 0
-    # The main thread waits in pthread_join (a futex that is no mutex): no edge, no owner made up.
+    # The main thread waits in pthread_join (a futex that is no mutex): said so, no owner made up.
     assert fx.pid not in edges
+    [join] = [e for e in doc["wait_chain"]["edges"] if e["from"]["tid"] == fx.pid]
+    assert join["kind"] == "other" and join["to"] is None and join["object"].startswith("futex 0x"), join
+    assert join["reason"] == "owner unknown: it waits for a thread to exit (pthread_join)"
     chain = doc["wait_chain"]
     assert chain["deadlock"] and chain["lock_cycle"]["pid"] == fx.pid
     assert sorted(chain["lock_cycle"]["threads"]) == sorted([a, b])
@@ -69,7 +72,8 @@ def test_abba_deadlock_names_both_owners_and_the_cycle(fixture):
     assert "each waits for a mutex the next one holds" in text
 
 
-@pytest.mark.parametrize("mode,what", [("chain", "mutex"), ("pi", "PI mutex"), ("recursive", "mutex")])
+@pytest.mark.parametrize("mode,what", [("chain", "mutex"), ("pi", "PI mutex"), ("recursive", "mutex"),
+                                       ("errorcheck", "mutex"), ("robust", "robust mutex")])
 def test_a_lock_chain_leads_through_the_holders_to_another_process(fixture, mode, what):
     """waiter → m2 held by middle → m1 held by holder → holder reads a pipe only a child can write: from the
     waiter alone (--tid), the chain reaches the child, which is captured as a peer."""
