@@ -28,7 +28,25 @@ typedef struct Builder {
         size_t n_procs;
         size_t n_lock_edges;
         pid_t self;
+        uint64_t deadline_usec;         /* CLOCK_MONOTONIC: the capture's time budget; 0 for none */
+        bool cut;                       /* the deadline passed: nothing more was read */
 } Builder;
+
+/* Whether the budget is spent; the first time, the chain says how far it got. */
+static bool builder_out_of_time(Builder *b, pid_t pid, size_t done, size_t total) {
+        if (b->cut)
+                return true;
+        if (b->deadline_usec == 0 || now_usec(CLOCK_MONOTONIC) < b->deadline_usec)
+                return false;
+        b->cut = b->chain->truncated = true;
+        if (total > 0)
+                (void) wait_chain_add_error(b->chain, "time budget spent: the waits of %zu of %zu threads of process "
+                                            "%d read", done, total, (int) pid);
+        else
+                (void) wait_chain_add_error(b->chain, "time budget spent before the waits of process %d were read",
+                                            (int) pid);
+        return true;
+}
 
 static ChainProc *builder_find(Builder *b, pid_t pid) {
         for (size_t i = 0; i < b->n_procs; i++)
@@ -151,6 +169,16 @@ static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth
         for (size_t t = 0; t < n_tids; t++) {
                 ThreadWait w;
 
+                if (builder_out_of_time(b, pid, t, n_tids)) {
+                        /* Not every thread was read: one of them may be on a CPU, so this process is in no knot. The
+                         * thread the chain starts from is still followed: it is the point of the chain. */
+                        b->procs[idx].running = true;
+                        if (only_tid > 0 && !thread_followed(b->chain, pid, only_tid) &&
+                            thread_wait_read(pid, only_tid, &w) >= 0 &&
+                            (w.syscall.kind == PROC_SYSCALL_BLOCKED || w.state == 't'))
+                                return builder_follow(b, idx, &w, depth, &followed);
+                        return 0;
+                }
                 k = thread_wait_read(pid, tids[t], &w);
                 if (k < 0)
                         continue; /* the thread exited meanwhile */
@@ -317,11 +345,11 @@ static int builder_find_lock_cycle(Builder *b) {
         return 0;
 }
 
-int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
-                     size_t *ret_n_peers) {
+static int chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, uint64_t deadline_usec, WaitChain **ret,
+                       pid_t **ret_peers, size_t *ret_n_peers) {
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
         uint64_t start = now_usec(CLOCK_MONOTONIC);
-        Builder b = { .r = r, .self = getpid() };
+        Builder b = { .r = r, .self = getpid(), .deadline_usec = deadline_usec };
         pid_t *peers;
         int k;
 
@@ -333,6 +361,10 @@ int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, Wait
         b.chain = c;
         b.procs[b.n_procs++] = (ChainProc) { .pid = pid };
         for (size_t i = 0; i < b.n_procs; i++) {
+                if (i > 0 && builder_out_of_time(&b, b.procs[i].pid, 0, 0)) {
+                        b.procs[i].running = true; /* not read: in no knot */
+                        continue;
+                }
                 k = builder_expand(&b, i, i == 0 ? tid : 0, depth);
                 if (k < 0)
                         return k;
@@ -352,6 +384,11 @@ int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, Wait
         *ret_peers = peers;
         *ret_n_peers = b.n_procs - 1;
         return 0;
+}
+
+int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
+                     size_t *ret_n_peers) {
+        return chain_build(r, pid, tid, depth, 0, ret, ret_peers, ret_n_peers);
 }
 
 /* Whether one of T's innermost frames is a function named PREFIX… (or __PREFIX…, ___PREFIX…). */
@@ -463,17 +500,17 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
         k = peer_resolver_new(&r);
         if (k < 0)
                 return k;
-        k = wait_chain_build(r, root->pid, tid, depth, &c, &peers, &n);
+        /* The peers share the budget of the capture they are peers of: its deadline, or (for a caller that set
+         * none) one more budget from here. Building the chain is part of it. */
+        if (po.deadline_usec == 0)
+                po.deadline_usec = now_usec(CLOCK_MONOTONIC) + o->time_budget_usec;
+        k = chain_build(r, root->pid, tid, depth, po.deadline_usec, &c, &peers, &n);
         if (k < 0)
                 return k;
         root->peers = calloc(MAX(n, 1U), sizeof *root->peers);
         if (!root->peers)
                 return -ENOMEM;
         po.tid = 0;
-        /* The peers share the budget of the capture they are peers of: its deadline, or (for a caller that set
-         * none) one more budget from here. */
-        if (po.deadline_usec == 0)
-                po.deadline_usec = now_usec(CLOCK_MONOTONIC) + o->time_budget_usec;
         for (size_t i = 0; i < n; i++) {
                 Snapshot *s = NULL;
 

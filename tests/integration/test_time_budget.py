@@ -55,15 +55,20 @@ def test_a_big_process_on_a_saturated_cpu_stops_at_its_budget(fixture):
 
 
 def test_peers_share_the_capture_s_deadline(fixture):
-    """The peers of a capture get what is left of its budget, not a budget of their own: a 4,000-thread process
-    spends (nearly) all of a 50 ms budget, and the process it waits on is captured only in what is left, or named
-    as not captured, never captured for another budget after the deadline."""
+    """The peers of a capture get what is left of its budget, not a budget of their own. From one thread of a
+    4,000-thread process (--tid, as the daemon does), building the chain reads every thread's wait (80 ms and
+    more): it stops at the 50 ms deadline, still follows the thread it starts from (the point of the chain), and
+    the process that thread waits on is named as not captured, never captured for another budget."""
     fx = crowd(fixture, "4000", "0", "--peer", "100")
+    parked = max(int(t) for t in os.listdir(f"/proc/{fx.pid}/task"))
     budget_ms = 50
-    [doc] = dump_json("--no-kernel", "--peers", "1", "--time-budget", budget_ms, fx.pid, check_rc=5, timeout=60)
+    [doc] = dump_json("--no-kernel", "--peers", "1", "--tid", parked, "--time-budget", budget_ms, fx.pid,
+                      check_rc=5, timeout=60)
     start = doc["timestamp_usec"]
     chain = doc["wait_chain"]
-    assert doc["capture"]["truncated"] and doc["capture"]["duration_us"] <= budget_ms * 1000 + SLACK_US
+    assert doc["capture"]["duration_us"] <= budget_ms * 1000 + SLACK_US
+    assert chain["resolve_us"] <= budget_ms * 1000 + SLACK_US, chain["resolve_us"]
+    assert chain["truncated"] and any(e.startswith("time budget spent: the waits of ") for e in chain["errors"])
     # A peer is captured only while the budget lasts, and stops at the same deadline; one reached too late is
     # named as not captured.
     deadline = start + budget_ms * 1000
