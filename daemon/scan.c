@@ -194,12 +194,7 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
                 n = read_task_file(s, t, "syscall", buf, sizeof buf);
                 cur->have_syscall = n > 0 && proc_parse_syscall(buf, (size_t) n, &cur->syscall) >= 0;
                 n = read_task_file(s, t, "schedstat", buf, sizeof buf);
-                if (n > 0) {
-                        const char *p = buf;
-                        uint64_t run, wait;
-                        cur->have_sched = scan_u64(&p, buf + n, &run) >= 0 && scan_u64(&p, buf + n, &wait) >= 0 &&
-                                          scan_u64(&p, buf + n, &cur->timeslices) >= 0;
-                }
+                cur->have_sched = n > 0 && proc_parse_schedstat(buf, (size_t) n, &cur->timeslices) >= 0;
         }
         if (wants & CLASSIFY_READ_WCHAN) {
                 n = read_task_file(s, t, "wchan", buf, sizeof buf);

@@ -479,21 +479,15 @@ typedef struct GlibcMutex {
 
 /* The process TID belongs to, 0 when there is no such thread. */
 static pid_t thread_group_of(pid_t tid) {
-        char path[64], buf[4096], *p;
+        _cleanup_close_ int dirfd = -EBADF;
+        ProcStatus status;
+        char buf[4096];
         ssize_t n;
-        int fd;
 
-        snprintf(path, sizeof path, "/proc/%d/status", (int) tid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        if (proc_open_dir(tid, 0, &dirfd) < 0)
                 return 0;
-        n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0)
-                return 0;
-        buf[n] = '\0';
-        p = strstr(buf, "\nTgid:");
-        return p ? (pid_t) strtol(p + 7, NULL, 10) : 0;
+        n = proc_read_small(dirfd, "status", buf, sizeof buf);
+        return n >= 0 && proc_parse_status(buf, (size_t) n, &status) >= 0 ? status.tgid : 0;
 }
 
 /* An edge from a thread waiting for the mutex at ADDR, held by thread OWNER (the TID read from the lock): to the
@@ -629,19 +623,14 @@ int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret) {
 }
 
 bool peers_thread_timeslices(pid_t pid, pid_t tid, uint64_t *ret) {
-        char path[64], buf[128];
-        unsigned long long run, wait, slices;
-        FILE *f;
-        bool ok;
+        _cleanup_close_ int dirfd = -EBADF;
+        char buf[128];
+        ssize_t n;
 
-        snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int) pid, (int) tid);
-        f = fopen(path, "re");
-        if (!f)
+        if (proc_open_dir(pid, tid, &dirfd) < 0)
                 return false;
-        ok = fgets(buf, sizeof buf, f) && sscanf(buf, "%llu %llu %llu", &run, &wait, &slices) == 3;
-        fclose(f);
-        *ret = slices;
-        return ok;
+        n = proc_read_small(dirfd, "schedstat", buf, sizeof buf);
+        return n >= 0 && proc_parse_schedstat(buf, (size_t) n, ret) >= 0;
 }
 
 /* A thread that seems to wait for a mutex it holds: its wait and the lock were read at two moments, and on a busy

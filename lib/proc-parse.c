@@ -108,6 +108,15 @@ static const char *status_field(const char *buf, const char *end, const char *ke
         return NULL;
 }
 
+int proc_parse_schedstat(const char *buf, size_t len, uint64_t *ret_timeslices) {
+        const char *p = buf, *end = buf + len;
+        uint64_t run, wait;
+
+        if (scan_u64(&p, end, &run) < 0 || scan_u64(&p, end, &wait) < 0 || scan_u64(&p, end, ret_timeslices) < 0)
+                return -EINVAL;
+        return 0;
+}
+
 int proc_parse_status(const char *buf, size_t len, ProcStatus *ret) {
         const char *end = buf + len, *p;
         ProcStatus st = {};

@@ -47,6 +47,9 @@ int proc_parse_syscall(const char *buf, size_t len, ProcSyscall *ret);
 /* Whether two syscall records show the thread at the same place (same syscall, SP and PC). */
 bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b);
 
+/* /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices"; *RET_TIMESLICES is how often the thread got a CPU. */
+int proc_parse_schedstat(const char *buf, size_t len, uint64_t *ret_timeslices);
+
 /* /proc/PID/status, the fields we use. */
 typedef struct ProcStatus {
         uid_t uid;              /* Uid: real */

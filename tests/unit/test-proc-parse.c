@@ -197,5 +197,16 @@ START_TEST(test_syscall_names) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("proc-parse", test_stat_hostile_comm, test_stat_broken, test_syscall, test_status, test_kstack, test_maps,
+START_TEST(test_schedstat) {
+        const char ok[] = "123456789 2000 42\n";
+        uint64_t n = 0;
+
+        ck_assert_int_eq(proc_parse_schedstat(ok, strlen(ok), &n), 0);
+        ck_assert_uint_eq(n, 42);
+        ck_assert_int_lt(proc_parse_schedstat("1 2\n", 4, &n), 0);
+        ck_assert_int_lt(proc_parse_schedstat("", 0, &n), 0);
+}
+END_TEST
+
+UNIT_TEST_MAIN("proc-parse", test_schedstat, test_stat_hostile_comm, test_stat_broken, test_syscall, test_status, test_kstack, test_maps,
                test_cmdline_cgroup_unit, test_syscall_names)
