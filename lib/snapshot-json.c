@@ -526,6 +526,20 @@ static int thread_from_json(json_object *o, Snapshot *s) {
         return 0;
 }
 
+/* A JSON array of pids or tids (absent or empty: *RET stays NULL). */
+static int get_pids(json_object *a, pid_t **ret, size_t *ret_n) {
+        size_t n = a ? json_object_array_length(a) : 0;
+
+        if (n == 0)
+                return 0;
+        *ret = calloc(n, sizeof **ret);
+        if (!*ret)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                (*ret)[(*ret_n)++] = (pid_t) json_object_get_int(json_object_array_get_idx(a, i));
+        return 0;
+}
+
 static int wait_chain_from_json(json_object *o, WaitChain **ret) {
         _cleanup_(wait_chain_freep) WaitChain *c = calloc(1, sizeof *c);
         json_object *a, *l;
@@ -542,23 +556,13 @@ static int wait_chain_from_json(json_object *o, WaitChain **ret) {
                 return r;
         if (c->errors && !c->errors[0])
                 c->errors = strv_free(c->errors);
-        if ((a = json_member(o, "cycle", json_type_array)) && json_object_array_length(a) > 0) {
-                size_t n = json_object_array_length(a);
-                c->cycle = calloc(n, sizeof *c->cycle);
-                if (!c->cycle)
-                        return -ENOMEM;
-                for (size_t i = 0; i < n; i++)
-                        c->cycle[c->n_cycle++] = (pid_t) json_object_get_int(json_object_array_get_idx(a, i));
-        }
-        if ((l = json_member(o, "lock_cycle", json_type_object)) && (a = json_member(l, "threads", json_type_array)) &&
-            json_object_array_length(a) > 0) {
-                size_t n = json_object_array_length(a);
-                c->lock_cycle = calloc(n, sizeof *c->lock_cycle);
-                if (!c->lock_cycle)
-                        return -ENOMEM;
-                for (size_t i = 0; i < n; i++)
-                        c->lock_cycle[c->n_lock_cycle++] = (pid_t) json_object_get_int(json_object_array_get_idx(a, i));
-                c->lock_pid = (pid_t) get_i64(l, "pid", 0);
+        if ((r = get_pids(json_member(o, "cycle", json_type_array), &c->cycle, &c->n_cycle)) < 0)
+                return r;
+        if ((l = json_member(o, "lock_cycle", json_type_object))) {
+                if ((r = get_pids(json_member(l, "threads", json_type_array), &c->lock_cycle, &c->n_lock_cycle)) < 0)
+                        return r;
+                if (c->n_lock_cycle > 0)
+                        c->lock_pid = (pid_t) get_i64(l, "pid", 0);
         }
         if ((a = json_member(o, "edges", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
