@@ -1,7 +1,10 @@
 """Who holds the lock: a thread in futex() on a pthread mutex leads to the thread holding it, read passively from
 the target's memory; the chain goes on from the holder (across processes), a cycle of mutexes is a DEADLOCK, and
 a holder that exited is named as such."""
+import contextlib
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -41,6 +44,24 @@ def start(fixture, *args, waiters):
     for n in waiters:
         wait_until(lambda: in_futex(fx.pid, tids[n]), what=f"{n} in a futex wait")
     return fx, tids
+
+
+@contextlib.contextmanager
+def unlisted(argv, waiters):
+    """A lock program that is not one of tests/fixtures/bin (a stripped copy, a g++ build): started, READY, each
+    thread of WAITERS asleep in futex(); yields (pid, tids); killed and reaped on the way out."""
+    proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
+                            env=dict(os.environ, FIXTURE_LIFETIME="120"))
+    try:
+        assert proc.stdout.readline() == b"READY\n"
+        wait_until(lambda: set(waiters) <= set(names_to_tids(proc.pid)), what=f"threads {waiters}")
+        tids = names_to_tids(proc.pid)
+        for n in waiters:
+            wait_until(lambda: in_futex(proc.pid, tids[n]), what=f"{n} in a futex wait")
+        yield proc.pid, tids
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def mutex_edges(doc):
@@ -97,25 +118,14 @@ def test_a_lock_chain_leads_through_the_holders_to_another_process(fixture, mode
 
 def test_a_stripped_binary_still_names_the_holder(tmp_path):
     """Without symbols the lock has no name, only its address; its holder is read from the lock all the same."""
-    import shutil
-    import subprocess
     binary = tmp_path / "lock-holder"
     shutil.copy(os.path.join(os.environ["STACKWATCH_BUILDDIR"], "tests/fixtures/bin/lock-holder"), binary)
     subprocess.run(["strip", "--strip-all", str(binary)], check=True)
-    proc = subprocess.Popen([str(binary), "chain"], stdout=subprocess.PIPE, env=dict(os.environ, FIXTURE_LIFETIME="120"))
-    try:
-        assert proc.stdout.readline() == b"READY\n"
-        wait_until(lambda: {"middle", "waiter"} <= set(names_to_tids(proc.pid)), what="the waiters")
-        tids = names_to_tids(proc.pid)
-        for n in ("middle", "waiter"):
-            wait_until(lambda: in_futex(proc.pid, tids[n]), what=f"{n} in a futex wait")
-        [doc] = dump_json("--peers", "1", proc.pid)
+    with unlisted([binary, "chain"], ("middle", "waiter")) as (pid, tids):
+        [doc] = dump_json("--peers", "1", pid)
         edges = mutex_edges(doc)
         assert edges[tids["waiter"]]["to"]["tid"] == tids["middle"]
         assert edges[tids["waiter"]]["object"] == f"mutex {edges[tids['waiter']]['address']}"
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_a_mutex_whose_holder_exited(fixture):
@@ -260,30 +270,19 @@ def test_a_process_shared_mutex_leads_to_the_other_process_and_closes_a_mixed_cy
 
 def test_cxx_std_mutex_deadlock(tmp_path):
     """std::mutex and std::recursive_mutex are pthread mutexes: g++ -O2, the same owners and the same cycle."""
-    import shutil
-    import subprocess
     if not shutil.which("g++"):
         pytest.skip("no g++")
     src = os.path.join(os.environ["STACKWATCH_SRCDIR"], "tests/fixtures/lock-cxx.cc")
     binary = tmp_path / "lock-cxx"
     subprocess.run(["g++", "-std=c++17", "-O2", "-g", "-pthread", "-o", str(binary), src], check=True)
-    proc = subprocess.Popen([str(binary)], stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout.readline() == b"READY\n"
-        wait_until(lambda: {"cxx-a", "cxx-b"} <= set(names_to_tids(proc.pid)), what="the two threads")
-        tids = names_to_tids(proc.pid)
-        for n in ("cxx-a", "cxx-b"):
-            wait_until(lambda: in_futex(proc.pid, tids[n]), what=f"{n} in a futex wait")
-        [doc] = dump_json("--peers", "1", proc.pid)
+    with unlisted([binary], ("cxx-a", "cxx-b")) as (pid, tids):
+        [doc] = dump_json("--peers", "1", pid)
         edges = mutex_edges(doc)
         a, b = tids["cxx-a"], tids["cxx-b"]
         assert edges[a]["to"]["tid"] == b and edges[b]["to"]["tid"] == a, edges
         assert edges[a]["object"].startswith("mutex second_lock (0x") and edges[b]["object"].startswith(
             "mutex first_lock (0x"), edges
         assert sorted(doc["wait_chain"]["lock_cycle"]["threads"]) == sorted([a, b])
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 CONVOY_RULES = """
