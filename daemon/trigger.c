@@ -163,16 +163,14 @@ static void note_convoy_heads(DeadlockCheck *check, const WaitChain *c, pid_t pi
         check->n_convoy_heads = 0;
         for (size_t i = 0; i < c->n_edges; i++) {
                 const WaitEdge *e = &c->edges[i];
-                bool waits = false, known = false;
+                bool known = false;
 
-                if (e->kind != WAIT_KIND_MUTEX || e->pid != pid || e->peer_pid != pid || e->peer_tid <= 0)
+                if (e->kind != WAIT_KIND_MUTEX || e->pid != pid || e->peer_pid != pid || e->peer_tid <= 0 ||
+                    wait_chain_mutex_wait(c, pid, e->peer_tid))
                         continue;
-                for (size_t k = 0; k < c->n_edges && !waits; k++)
-                        waits = c->edges[k].kind == WAIT_KIND_MUTEX && c->edges[k].pid == pid &&
-                                c->edges[k].tid == e->peer_tid;
                 for (unsigned k = 0; k < check->n_convoy_heads && !known; k++)
                         known = check->convoy_heads[k] == e->peer_tid;
-                if (!waits && !known && check->n_convoy_heads < TRIGGER_CONVOY_HEADS_MAX)
+                if (!known && check->n_convoy_heads < TRIGGER_CONVOY_HEADS_MAX)
                         check->convoy_heads[check->n_convoy_heads++] = e->peer_tid;
         }
 }

@@ -274,14 +274,20 @@ static int builder_find_deadlock(Builder *b) {
         }
 }
 
-/* The mutex that thread TID of PID waits for, with its holder known; NULL when none. */
-static const WaitEdge *mutex_edge_of(const WaitChain *c, pid_t pid, pid_t tid) {
+const WaitEdge *wait_chain_mutex_wait(const WaitChain *c, pid_t pid, pid_t tid) {
         for (size_t i = 0; i < c->n_edges; i++) {
                 const WaitEdge *e = &c->edges[i];
-                if (e->kind == WAIT_KIND_MUTEX && e->pid == pid && e->tid == tid && e->peer_pid == pid && e->peer_tid > 0)
+                if (e->kind == WAIT_KIND_MUTEX && e->pid == pid && e->tid == tid)
                         return e;
         }
         return NULL;
+}
+
+/* The mutex that thread TID of PID waits for, held by a thread of PID; NULL when none. */
+static const WaitEdge *mutex_held_in_process(const WaitChain *c, pid_t pid, pid_t tid) {
+        const WaitEdge *e = wait_chain_mutex_wait(c, pid, tid);
+
+        return e && e->peer_pid == pid && e->peer_tid > 0 ? e : NULL;
 }
 
 /* The edges were read one thread after the other: on a busy lock, A waiting while B held it and, a moment later, B
@@ -318,7 +324,7 @@ static int builder_find_lock_cycle(Builder *b) {
                 const WaitEdge *e = &c->edges[i];
                 size_t n = 0;
 
-                if (!mutex_edge_of(c, e->pid, e->tid) || e->kind != WAIT_KIND_MUTEX)
+                if (e->kind != WAIT_KIND_MUTEX || e->peer_pid != e->pid || e->peer_tid <= 0)
                         continue;
                 for (pid_t t = e->tid; n < ELEMENTSOF(order);) {
                         const WaitEdge *m;
@@ -335,7 +341,7 @@ static int builder_find_lock_cycle(Builder *b) {
                                         c->lock_pid = e->pid;
                                         return 0;
                                 }
-                        m = mutex_edge_of(c, e->pid, t);
+                        m = mutex_held_in_process(c, e->pid, t);
                         if (!m)
                                 break;
                         order[n++] = t;

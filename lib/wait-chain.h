@@ -36,6 +36,9 @@
 int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
                      size_t *ret_n_peers);
 
+/* The mutex edge of thread TID of PID in C (its holder known or not), NULL when the thread waits on no mutex. */
+const WaitEdge *wait_chain_mutex_wait(const WaitChain *c, pid_t pid, pid_t tid);
+
 /* Build the chain of ROOT (starting at TID, 0 for every waiting thread) and capture every process it reached with
  * options O, into ROOT->wait_chain and ROOT->peers. A peer that exits or that we may not read is an error in the
  * chain, never a failure of the whole capture. */
