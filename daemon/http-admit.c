@@ -110,7 +110,9 @@ static bool enforce_limits(HttpAdmit *a, uint64_t now) {
         bool over = false;
         HttpAdmitConn *victim;
 
-        for (HttpAdmitConn *c = a->conns; c; c = c->next) {
+        /* This runs after every libmicrohttpd run: with no more connections than one peer may hold, no peer is
+         * over its share, and the walk of every peer is skipped. */
+        for (HttpAdmitConn *c = a->n_live > a->limits.per_peer ? a->conns : NULL; c; c = c->next) {
                 if (c->cut)
                         continue;
                 for (unsigned n = live_of_peer(a, &c->peer); n > a->limits.per_peer; n--) {
