@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "json-util.h"
+#include "strv.h"
 
 #define JSON_STR(x) #x
 #define JSON_XSTR(x) JSON_STR(x)
@@ -188,5 +189,45 @@ int json_parse_bounded(const char *text, size_t len, json_object **ret, const ch
         }
         json_tokener_free(tok);
         *ret = j;
+        return 0;
+}
+
+json_object *json_new_strv(char *const *v) {
+        json_object *a;
+
+        if (!v)
+                return NULL;
+        a = json_object_new_array();
+        for (char *const *s = v; a && *s; s++)
+                if (json_object_array_add(a, json_object_new_string(*s)) < 0) {
+                        json_object_put(a);
+                        return NULL;
+                }
+        return a;
+}
+
+int json_dup_strv(json_object *o, const char *key, char ***ret) {
+        json_object *a = json_member(o, key, json_type_array);
+        size_t n;
+        char **v;
+
+        *ret = NULL;
+        if (!a)
+                return 0;
+        n = json_object_array_length(a);
+        v = calloc(n + 1, sizeof *v);
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0, k = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                if (!json_object_is_type(e, json_type_string))
+                        continue;
+                v[k] = strdup(json_object_get_string(e));
+                if (!v[k++]) {
+                        strv_free(v);
+                        return -ENOMEM;
+                }
+        }
+        *ret = v;
         return 0;
 }

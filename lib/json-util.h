@@ -23,6 +23,9 @@ json_object *json_get_object(json_object *o, const char *key);
 json_object *json_get_array(json_object *o, const char *key);
 /* A copy of string member KEY into *RET (NULL when missing or of another type); -ENOMEM. */
 int json_dup_string(json_object *o, const char *key, char **ret);
+/* A copy of the strings of array member KEY into a NULL-terminated *RET (NULL when KEY is missing or not an array;
+ * elements that are not strings are skipped); -ENOMEM. */
+int json_dup_strv(json_object *o, const char *key, char ***ret);
 
 /* Strict readers, for headers we wrote ourselves: -EBADMSG when missing or of another type. */
 int json_require_u64(json_object *o, const char *key, uint64_t *ret);          /* a non-negative integer */
@@ -47,5 +50,7 @@ int json_add_int64(json_object *o, const char *key, int64_t v);
  * (a static string), -ENOMEM. */
 int json_parse_bounded(const char *text, size_t len, json_object **ret, const char **ret_error);
 
+/* An array of the strings of V, or NULL (JSON null when added) for a NULL V or on OOM. */
+json_object *json_new_strv(char *const *v);
 /* A new string, or NULL (JSON null when added) for a NULL S. */
 json_object *json_new_string_or_null(const char *s);

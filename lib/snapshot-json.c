@@ -24,17 +24,6 @@ static json_object *jchar(char c) {
         return json_object_new_string(buf);
 }
 
-static json_object *jstrv(char *const *v) {
-        json_object *a;
-
-        if (!v)
-                return NULL;
-        a = json_object_new_array();
-        for (char *const *s = v; a && *s; s++)
-                json_object_array_add(a, json_object_new_string(*s));
-        return a;
-}
-
 /* json_object_object_add takes ownership; a NULL value is stored as JSON null. */
 #define ADD(o, k, v) json_object_object_add((o), (k), (v))
 
@@ -103,7 +92,7 @@ static void fields_to_json(json_object *o, const JsonField *fields, size_t n, co
                         v = json_object_new_int64(*FIELD_CAT(base, f, uid_t));
                         break;
                 case JF_STRV:
-                        v = jstrv(*FIELD_CAT(base, f, char **));
+                        v = json_new_strv(*FIELD_CAT(base, f, char **));
                         break;
                 }
                 ADD(o, f->key, v);
@@ -113,7 +102,6 @@ static void fields_to_json(json_object *o, const JsonField *fields, size_t n, co
 static uint64_t get_u64(json_object *o, const char *key);
 static int64_t get_i64(json_object *o, const char *key, int64_t def);
 static char get_char(json_object *o, const char *key);
-static int get_strv(json_object *o, const char *key, char ***ret);
 
 static int fields_from_json(json_object *o, const JsonField *fields, size_t n, void *base) {
         for (const JsonField *f = fields; f < fields + n; f++) {
@@ -153,7 +141,7 @@ static int fields_from_json(json_object *o, const JsonField *fields, size_t n, v
                         *FIELD_AT(base, f, uid_t) = (uid_t) get_i64(o, f->key, 0);
                         break;
                 case JF_STRV: {
-                        int r = get_strv(o, f->key, FIELD_AT(base, f, char **));
+                        int r = json_dup_strv(o, f->key, FIELD_AT(base, f, char **));
                         if (r < 0)
                                 return r;
                         break;
@@ -311,7 +299,7 @@ static json_object *wait_chain_to_json(const Snapshot *root, const WaitChain *c)
         } else
                 ADD(o, "lock_cycle", NULL);
         ADD(o, "truncated", json_object_new_boolean(c->truncated));
-        ADD(o, "errors", c->errors ? jstrv(c->errors) : json_object_new_array());
+        ADD(o, "errors", c->errors ? json_new_strv(c->errors) : json_object_new_array());
         ADD(o, "resolve_us", json_object_new_uint64(c->resolve_usec));
         for (size_t i = 0; i < c->n_edges; i++) {
                 const WaitEdge *e = &c->edges[i];
@@ -355,7 +343,7 @@ json_object *snapshot_to_json(const Snapshot *s) {
         ADD(cap, "threads_total", json_object_new_uint64(s->threads_total));
         ADD(cap, "truncated", json_object_new_boolean(s->truncated));
         ADD(cap, "partial", json_object_new_boolean(s->partial));
-        ADD(cap, "errors", s->errors ? jstrv(s->errors) : json_object_new_array());
+        ADD(cap, "errors", s->errors ? json_new_strv(s->errors) : json_object_new_array());
         ADD(o, "capture", cap);
 
         th = json_object_new_array();
@@ -436,32 +424,6 @@ static int64_t get_i64(json_object *o, const char *key, int64_t def) {
 static char get_char(json_object *o, const char *key) {
         json_object *v = json_member(o, key, json_type_string);
         return v && json_object_get_string_len(v) == 1 ? json_object_get_string(v)[0] : '?';
-}
-
-static int get_strv(json_object *o, const char *key, char ***ret) {
-        json_object *a = json_member(o, key, json_type_array);
-        size_t n;
-        char **v;
-
-        *ret = NULL;
-        if (!a)
-                return 0;
-        n = json_object_array_length(a);
-        v = calloc(n + 1, sizeof *v);
-        if (!v)
-                return -ENOMEM;
-        for (size_t i = 0, k = 0; i < n; i++) {
-                json_object *e = json_object_array_get_idx(a, i);
-                if (!json_object_is_type(e, json_type_string))
-                        continue;
-                v[k] = strdup(json_object_get_string(e));
-                if (!v[k++]) {
-                        strv_free(v);
-                        return -ENOMEM;
-                }
-        }
-        *ret = v;
-        return 0;
 }
 
 static int thread_from_json(json_object *o, Snapshot *s) {
@@ -552,7 +514,7 @@ static int wait_chain_from_json(json_object *o, WaitChain **ret) {
         c->deadlock = json_get_bool(o, "deadlock");
         c->truncated = json_get_bool(o, "truncated");
         c->resolve_usec = get_u64(o, "resolve_us");
-        if ((r = get_strv(o, "errors", &c->errors)) < 0)
+        if ((r = json_dup_strv(o, "errors", &c->errors)) < 0)
                 return r;
         if (c->errors && !c->errors[0])
                 c->errors = strv_free(c->errors);
@@ -652,7 +614,7 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 s->threads_total = get_u64(cap, "threads_total");
                 s->truncated = json_get_bool(cap, "truncated");
                 s->partial = json_get_bool(cap, "partial");
-                if ((r = json_dup_string(cap, "unwinder", &s->unwinder)) < 0 || (r = get_strv(cap, "errors", &s->errors)) < 0)
+                if ((r = json_dup_string(cap, "unwinder", &s->unwinder)) < 0 || (r = json_dup_strv(cap, "errors", &s->errors)) < 0)
                         return r;
                 if (s->errors && !s->errors[0])
                         s->errors = strv_free(s->errors);
