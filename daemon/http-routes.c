@@ -663,6 +663,7 @@ static enum MHD_Result route_rules(Http *h, struct MHD_Connection *c, const char
                 json_object_object_add(e, API_K_STATES, r->states ? json_object_new_string(r->states) : NULL);
                 json_object_object_add(e, API_K_ACTIONS, strings_json(r->actions, _RULE_ACTION_TYPE_MAX, action_name));
                 json_object_object_add(e, API_K_COOLDOWN_MS, json_object_new_uint64(r->cooldown_usec / USEC_PER_MSEC));
+                json_object_object_add(e, API_K_SEVERITY, json_object_new_string(rule_severity_to_string(r->severity)));
                 json_object_object_add(e, API_K_PEERS, json_object_new_int((int) r->peers));
                 json_object_object_add(e, API_K_DEADLOCK, json_object_new_boolean(r->deadlock));
                 json_object_object_add(e, API_K_LOCK_HOLDER, json_object_new_boolean(r->lock_holder));

@@ -76,7 +76,7 @@
 #define API_K_SIZE "size"
 #define API_K_FILE_SIZE "file_size"
 
-/* GET /rules → {"rules": [{name, file, line, classes, for_ms, states, actions, cooldown_ms, peers, fired,
+/* GET /rules → {"rules": [{name, file, line, classes, for_ms, states, actions, severity, cooldown_ms, peers, fired,
  * last_fired_usec}…], "budget": {"max_per_minute", "used"}}. last_fired_usec is CLOCK_REALTIME µs, 0 = never. */
 #define API_K_RULES "rules"
 #define API_K_NAME "name"
@@ -86,6 +86,7 @@
 #define API_K_STATES "states"
 #define API_K_ACTIONS "actions"
 #define API_K_COOLDOWN_MS "cooldown_ms"
+#define API_K_SEVERITY "severity"
 #define API_K_PEERS "peers"
 #define API_K_DEADLOCK "deadlock"
 #define API_K_LOCK_HOLDER "lock_holder"

@@ -494,6 +494,9 @@ static const char *class_name(int i) {
 static const char *action_name(int i) {
         return rule_action_type_to_string((RuleActionType) i);
 }
+static const char *severity_name(int i) {
+        return rule_severity_to_string((RuleSeverity) i);
+}
 
 static int parse_capture_method(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
         CaptureMethod m;
@@ -713,6 +716,16 @@ static int parse_rule_actions(ConfigParser *p, const ConfigKey *k, yaml_node_t *
         return for_each_item(p, k, node, action_item, base);
 }
 
+static int parse_rule_severity(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
+        const char *v = scalar(node);
+        RuleSeverity s = rule_severity_from_string(v);
+
+        if (s < 0)
+                return unknown_name(p, node, "severity", v, severity_name, _RULE_SEVERITY_MAX);
+        *FIELD(base, k, RuleSeverity) = s;
+        return 0;
+}
+
 /* ---- http and hooks ---- */
 
 /* An absolute path, or "none" for no unix socket at all. */
@@ -869,6 +882,8 @@ static const ConfigKey hooks_keys[] = {
             .min = CONFIG_HOOK_TIMEOUT_MIN_USEC, .max = CONFIG_HOOK_TIMEOUT_MAX_USEC),
         KEY("max_running", CONFIG_NODE_SCALAR, parse_unsigned, Config, hook_max_running,
             .min = CONFIG_HOOK_MAX_RUNNING_MIN, .max = CONFIG_HOOK_MAX_RUNNING_MAX),
+        KEY("repeat_interval", CONFIG_NODE_SCALAR, parse_duration, Config, hook_repeat_usec,
+            .min = CONFIG_HOOK_REPEAT_MIN_USEC, .max = CONFIG_HOOK_REPEAT_MAX_USEC),
 };
 static const ConfigTable hooks_table = { "in \"hooks\"", hooks_keys, ELEMENTSOF(hooks_keys) };
 
@@ -892,6 +907,7 @@ static const ConfigKey rule_keys[] = {
         KEY("cooldown", CONFIG_NODE_SCALAR, parse_duration, Rule, cooldown_usec, .max = CONFIG_RULE_DURATION_MAX_USEC),
         KEY("probe", CONFIG_NODE_SCALAR, parse_duration, Rule, probe_usec, .max = CONFIG_RULE_PROBE_MAX_USEC),
         KEY("hook", CONFIG_NODE_SCALAR_OR_LIST, parse_argv, Rule, hook),
+        KEY("severity", CONFIG_NODE_SCALAR, parse_rule_severity, Rule, severity),
 };
 static const ConfigTable rule_table = { "in a rule", rule_keys, ELEMENTSOF(rule_keys) };
 

@@ -46,10 +46,12 @@ static const struct {
         ThreadClass class;
         const char *states;
         uint64_t for_usec;
+        RuleSeverity severity;
 } builtin_rules[] = {
-        { "hung-task", THREAD_CLASS_BLOCKED, "D", 120 * USEC_PER_SEC },
-        { "busy-loop", THREAD_CLASS_BUSY_LOOP, NULL, 60 * USEC_PER_SEC },
-        { "syscall-spin", THREAD_CLASS_SYSCALL_SPIN, NULL, 60 * USEC_PER_SEC },
+        /* A task in D for 120 s is what the kernel's own hung-task detector reports. */
+        { "hung-task", THREAD_CLASS_BLOCKED, "D", 120 * USEC_PER_SEC, RULE_SEVERITY_CRITICAL },
+        { "busy-loop", THREAD_CLASS_BUSY_LOOP, NULL, 60 * USEC_PER_SEC, RULE_SEVERITY_WARNING },
+        { "syscall-spin", THREAD_CLASS_SYSCALL_SPIN, NULL, 60 * USEC_PER_SEC, RULE_SEVERITY_WARNING },
 };
 
 int config_add_builtin_rules(Config *c) {
@@ -61,6 +63,7 @@ int config_add_builtin_rules(Config *c) {
                 *r = RULE_DEFAULTS;
                 r->classes = 1U << builtin_rules[i].class;
                 r->for_usec = builtin_rules[i].for_usec;
+                r->severity = builtin_rules[i].severity;
                 r->name = strdup(builtin_rules[i].name);
                 r->file = strdup("<built-in>");
                 r->states = builtin_rules[i].states ? strdup(builtin_rules[i].states) : NULL;

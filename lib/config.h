@@ -34,6 +34,7 @@
 #define CONFIG_DEFAULT_HTTP_TIMEOUT_USEC (10 * USEC_PER_SEC)
 #define CONFIG_DEFAULT_HOOK_TIMEOUT_USEC (30 * USEC_PER_SEC)
 #define CONFIG_DEFAULT_HOOK_MAX_RUNNING 4
+#define CONFIG_DEFAULT_HOOK_REPEAT_USEC (5 * CONFIG_USEC_PER_MINUTE)
 
 /* Everything but the rules and the strings (archive directory, socket path; built by config_new_default()). */
 #define CONFIG_DEFAULTS                                                 \
@@ -55,6 +56,7 @@
                 .http_timeout_usec = CONFIG_DEFAULT_HTTP_TIMEOUT_USEC,  \
                 .hook_timeout_usec = CONFIG_DEFAULT_HOOK_TIMEOUT_USEC,  \
                 .hook_max_running = CONFIG_DEFAULT_HOOK_MAX_RUNNING,    \
+                .hook_repeat_usec = CONFIG_DEFAULT_HOOK_REPEAT_USEC,    \
         }
 
 /* Ranges: a value outside them is an error that names the range, never a silent clamp. */
@@ -87,6 +89,8 @@
 #define CONFIG_HOOK_TIMEOUT_MAX_USEC CONFIG_USEC_PER_HOUR
 #define CONFIG_HOOK_MAX_RUNNING_MIN 1
 #define CONFIG_HOOK_MAX_RUNNING_MAX 64
+#define CONFIG_HOOK_REPEAT_MIN_USEC USEC_PER_SEC
+#define CONFIG_HOOK_REPEAT_MAX_USEC (24 * CONFIG_USEC_PER_HOUR)
 #define CONFIG_HOOK_ARGS_MAX 64
 #define CONFIG_SIZE_MAX (1024 * 1024 * CONFIG_GIB)                /* 1024T: max_size, keep_free */
 #define CONFIG_RULES_MAX 1024
@@ -124,6 +128,7 @@ typedef struct Config {
         char **hook_command;            /* argv for rules with the hook action and no hook: of their own */
         uint64_t hook_timeout_usec;
         unsigned hook_max_running;
+        uint64_t hook_repeat_usec;      /* a firing hook's alert is sent again this often while it lasts */
 
         Rule *rules;
         size_t n_rules, n_rules_allocated;

@@ -15,6 +15,13 @@ static const char *const rule_action_type_table[_RULE_ACTION_TYPE_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP(rule_action_type, RuleActionType);
 
+static const char *const rule_severity_table[_RULE_SEVERITY_MAX] = {
+        [RULE_SEVERITY_WARNING] = "warning",
+        [RULE_SEVERITY_CRITICAL] = "critical",
+        [RULE_SEVERITY_INFO] = "info",
+};
+DEFINE_STRING_TABLE_LOOKUP(rule_severity, RuleSeverity);
+
 void rule_done(Rule *r) {
         if (!r)
                 return;

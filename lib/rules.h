@@ -33,6 +33,20 @@ typedef enum RuleAction {
 const char *rule_action_type_to_string(RuleActionType t);
 RuleActionType rule_action_type_from_string(const char *s);
 
+/* How urgent a firing is, for alerting (Alertmanager's severity label, the journal's PRIORITY): the rule's own
+ * severity: key, else warning. */
+typedef enum RuleSeverity {
+        RULE_SEVERITY_WARNING,          /* first: the zero of a rule */
+        RULE_SEVERITY_CRITICAL,
+        RULE_SEVERITY_INFO,
+        _RULE_SEVERITY_MAX,
+        _RULE_SEVERITY_INVALID = -EINVAL,
+} RuleSeverity;
+
+/* "warning", "critical", "info". */
+const char *rule_severity_to_string(RuleSeverity s);
+RuleSeverity rule_severity_from_string(const char *s);
+
 typedef struct Rule {
         char *name;
         char *file;                     /* where it was defined ("<built-in>" for the defaults) */
@@ -56,6 +70,7 @@ typedef struct Rule {
         uint64_t cooldown_usec;         /* per (rule, process): how long after firing it stays quiet */
         uint64_t probe_usec;            /* syscall-spin: trace the thread's syscalls this long first (0: don't) */
         char **hook;                    /* argv of the hook action; NULL: the config's hooks.command */
+        RuleSeverity severity;
 } Rule;
 
 /* The values a rule has when its file does not say otherwise. */

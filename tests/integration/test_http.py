@@ -71,6 +71,7 @@ def test_healthz_and_rules(daemon):
     r = rules["rules"][1]
     assert r["classes"] == ["blocked"] and r["for_ms"] == 1000 and r["fired"] == 0 and r["last_fired_usec"] == 0
     assert r["actions"] == ["snapshot", "log"] and r["file"] == d.config and r["line"] > 0
+    assert r["severity"] == "warning"
     assert rules["budget"] == {"max_per_minute": 6, "used": 0}
 
 

@@ -112,10 +112,11 @@ static void check_defaults(const Config *c) {
                 ThreadClass class;
                 const char *states;
                 uint64_t for_usec;
+                RuleSeverity severity;
         } builtin[] = {
-                { "hung-task", THREAD_CLASS_BLOCKED, "D", 120 * SEC },
-                { "busy-loop", THREAD_CLASS_BUSY_LOOP, NULL, 60 * SEC },
-                { "syscall-spin", THREAD_CLASS_SYSCALL_SPIN, NULL, 60 * SEC },
+                { "hung-task", THREAD_CLASS_BLOCKED, "D", 120 * SEC, RULE_SEVERITY_CRITICAL },
+                { "busy-loop", THREAD_CLASS_BUSY_LOOP, NULL, 60 * SEC, RULE_SEVERITY_WARNING },
+                { "syscall-spin", THREAD_CLASS_SYSCALL_SPIN, NULL, 60 * SEC, RULE_SEVERITY_WARNING },
         };
 
         ck_assert(c->poll_interval_auto);
@@ -142,6 +143,7 @@ static void check_defaults(const Config *c) {
                 ck_assert_uint_eq(r->line, 0);
                 ck_assert_uint_eq(r->classes, 1U << builtin[i].class);
                 ck_assert_uint_eq(r->for_usec, builtin[i].for_usec);
+                ck_assert_int_eq(r->severity, builtin[i].severity);
                 if (builtin[i].states)
                         ck_assert_str_eq(r->states, builtin[i].states);
                 else
@@ -220,6 +222,7 @@ static const char full_file[] =
         "  command: /usr/local/bin/page-someone\n"
         "  timeout: 5s\n"
         "  max_running: 2\n"
+        "  repeat_interval: 90s\n"
         "rules:\n"
         "  - name: nginx-stuck\n"
         "    class: [blocked, waiting]\n"
@@ -235,6 +238,7 @@ static const char full_file[] =
         "    cpu_min: 12.5\n"
         "    actions: [snapshot, hook]\n"
         "    hook: [/usr/local/bin/alert, --rule, nginx]\n"
+        "    severity: critical\n"
         "    peers: 3\n"
         "    cooldown: 1h\n"
         "  - name: spin\n"
@@ -276,6 +280,7 @@ START_TEST(test_full_file) {
         ck_assert_str_eq(c->hook_command[0], "/usr/local/bin/page-someone");
         ck_assert_uint_eq(c->hook_timeout_usec, 5 * SEC);
         ck_assert_uint_eq(c->hook_max_running, 2);
+        ck_assert_uint_eq(c->hook_repeat_usec, 90 * SEC);
 
         /* rules: in the main file replaces the built-in rules. */
         ck_assert_uint_eq(c->n_rules, 2);
@@ -283,7 +288,7 @@ START_TEST(test_full_file) {
         r = &c->rules[0];
         ck_assert_str_eq(r->name, "nginx-stuck");
         ck_assert_str_eq(r->file, p);
-        ck_assert_uint_eq(r->line, 30);
+        ck_assert_uint_eq(r->line, 31);
         ck_assert_uint_eq(r->column, 11);
         ck_assert_uint_eq(r->classes, (1U << THREAD_CLASS_BLOCKED) | (1U << THREAD_CLASS_WAITING));
         ck_assert_uint_eq(r->for_usec, 30 * SEC);
@@ -307,6 +312,7 @@ START_TEST(test_full_file) {
         ck_assert_str_eq(r->hook[2], "nginx");
         ck_assert_uint_eq(r->peers, 3);
         ck_assert_uint_eq(r->cooldown_usec, 3600 * SEC);
+        ck_assert_int_eq(r->severity, RULE_SEVERITY_CRITICAL);
 
         r = &c->rules[1];
         ck_assert_str_eq(r->name, "spin");
@@ -317,6 +323,7 @@ START_TEST(test_full_file) {
         ck_assert_uint_eq(r->actions, RULE_ACTION_LOG);
         ck_assert_uint_eq(r->peers, 0);
         ck_assert_uint_eq(r->cooldown_usec, 0);
+        ck_assert_int_eq(r->severity, RULE_SEVERITY_WARNING);
         ck_assert_ptr_null(r->states);
         ck_assert(r->cpu_min < 0);
 
@@ -724,7 +731,7 @@ START_TEST(test_multiple_errors_collected) {
                 { 8, 15, "expected a single value for \"max_frames\", got a list" },
                 { 10, 5, "rule \"a\" has no \"class\"" },
                 { 11, 5, "unknown key \"clss\" in a rule (expected one of: name, class, for, state, comm, exe, unit, "
-                         "cgroup, user, syscall, wchan, cpu_min, deadlock, lock_holder, actions, peers, cooldown, probe, hook)" },
+                         "cgroup, user, syscall, wchan, cpu_min, deadlock, lock_holder, actions, peers, cooldown, probe, hook, severity)" },
                 { 14, 21, "unknown syscall \"reed\"" },
                 { 15, 11, "unknown user \"no-such-user-here\"" },
                 { 16, 5, "rule without a name" },
@@ -794,6 +801,9 @@ START_TEST(test_value_errors) {
                 { "rules:\n  - {name: a, class: blocked, cpu_min: 99999999}\n", 2, "\"cpu_min\" must be between 0 "
                                                                                    "and " },
                 { "rules:\n  - {name: a, class: blocked, actions: [log, mail]}\n", 2, "unknown action \"mail\"" },
+                { "rules:\n  - {name: a, class: blocked, severity: page}\n", 2,
+                  "unknown severity \"page\" (expected one of: warning, critical, info)" },
+                { "hooks:\n  repeat_interval: 100ms\n", 2, "\"repeat_interval\" must be between 1s and 1d" },
                 { "rules:\n  - {name: a, class: blocked, peers: 9}\n", 2, "\"peers\" must be between 0 and 8" },
                 { "rules:\n  - {name: a, class: blocked, cooldown: -1m}\n", 2, "expected a duration like" },
                 { "rules:\n  - {name: a, class: blocked, for: 400d}\n", 2, "\"for\" must be between 0 and 365d" },
