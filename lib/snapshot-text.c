@@ -2,6 +2,7 @@
  * folded form flame graph tools take. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "escape.h"
@@ -9,6 +10,7 @@
 #include "macro.h"
 #include "snapshot-json.h"
 #include "snapshot-text.h"
+#include "strv.h"
 
 static void put_escaped(FILE *f, const char *s) {
         _cleanup_free_ char *e = escape_string(s);
@@ -124,6 +126,73 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 put_escaped(f, t->unwind_end);
                 fputs(")\n", f);
         }
+}
+
+static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+
+        if (!f)
+                return NULL;
+        if (t->n_frames == 0) {
+                const KernelFrame *k = &t->kframes[i];
+
+                fprintf(f, "[k] ");
+                put_escaped(f, k->function);
+                fprintf(f, "+0x%" PRIx64, k->offset);
+        } else {
+                const UserFrame *u = &t->frames[i];
+                const char *mod = module_path(s, u->module), *base = mod ? strrchr(mod, '/') : NULL;
+
+                fprintf(f, "#%-2zu ", i);
+                if (u->function) {
+                        put_escaped(f, u->function);
+                        if (!u->inlined && u->function_offset)
+                                fprintf(f, "+0x%" PRIx64, u->function_offset);
+                } else
+                        fprintf(f, "?? 0x%" PRIx64, u->pc);
+                if (mod) {
+                        fputs(" (", f);
+                        put_escaped(f, base ? base + 1 : mod);
+                        fputc(')', f);
+                }
+                if (u->file) {
+                        const char *fb = strrchr(u->file, '/');
+
+                        fputs(" at ", f);
+                        put_escaped(f, fb ? fb + 1 : u->file);
+                        fprintf(f, ":%u", u->line);
+                }
+        }
+        if (fclose(f) != 0)
+                return NULL;
+        return TAKE_PTR(buf);
+}
+
+int snapshot_top_frames(const Snapshot *s, pid_t tid, size_t max, char ***ret) {
+        const ThreadSnapshot *t = NULL;
+        char **l;
+        size_t n;
+
+        for (size_t i = 0; i < s->n_threads && !t; i++)
+                if (s->threads[i].tid == tid)
+                        t = &s->threads[i];
+        n = t ? MIN(max, t->n_frames ?: t->n_kframes) : 0;
+        if (n == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        l = calloc(n + 1, sizeof *l);
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (!(l[i] = frame_line(s, t, i))) {
+                        strv_free(l);
+                        return -ENOMEM;
+                }
+        *ret = l;
+        return 0;
 }
 
 static const Snapshot *find_process(const Snapshot *root, pid_t pid) {

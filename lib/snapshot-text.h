@@ -17,6 +17,11 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f);
 /* One line per thread: "comm;outermost;…;innermost;kernel_outer_[k];…;kernel_inner_[k] 1". */
 int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f);
 
+/* The innermost MAX user frames of thread TID of S, one line each, "#0  read+0x12 (libc.so.6) at file.c:26"
+ * (function and module escaped; kernel frames, "[k] schedule+0x1a", when the thread has no user frames): what an
+ * alert or a journal record shows of a stack. *RET is NULL-terminated and NULL when TID has no frames. */
+int snapshot_top_frames(const Snapshot *s, pid_t tid, size_t max, char ***ret);
+
 /* How snapshot_render_stored() writes a document out. */
 typedef enum SnapshotRender {
         SNAPSHOT_RENDER_JSON,   /* the document, written out again by json-c */
