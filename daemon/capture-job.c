@@ -16,10 +16,12 @@
 #include "archive-vacuum.h"
 #include "capture-job.h"
 #include "io-util.h"
+#include "json-util.h"
 #include "log.h"
 #include "macro.h"
 #include "snapshot-json.h"
 #include "snapshot-text.h"
+#include "strv.h"
 #include "string-table.h"
 #include "symbolize.h"
 #include "time-util.h"
@@ -38,7 +40,9 @@ struct CaptureJob {
         pid_t target;
         char *rule;                     /* a render: the snapshot id */
         bool render;
-        int pipe_fd;                    /* the child reports "OK <id|-> <max pause µs> <duration µs> <threads>" here */
+        int pipe_fd;                    /* the child reports "OK <id|-> <max pause µs> <duration µs> <threads>" here,
+                                         * and for an archived capture a second line: {"cmdline": [..],
+                                         * "frames": [..]} */
         bool timed_out;
         sd_event_source *child_source, *timeout_source;
         CaptureJobDone done;
@@ -137,6 +141,34 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
         return 0;
 }
 
+/* The second report line: what an alert and a journal record show of the process, taken here, in the child,
+ * because reading /proc/PID/cmdline can block on the target's memory map lock, which the loop must never risk. */
+static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        _cleanup_strv_free_ char **frames = NULL, **cmdline = NULL;
+        size_t total = 0;
+        int r;
+
+        if (!o)
+                return ENOMEM;
+        /* Bounded, so that the report fits the pipe the parent reads only once the child has exited. */
+        r = snapshot_top_frames(s, tid, CAPTURE_JOB_TOP_FRAMES, &frames);
+        for (size_t i = 0; r >= 0 && frames && frames[i]; i++)
+                if (strlen(frames[i]) > CAPTURE_JOB_FRAME_MAX)
+                        strcpy(frames[i] + CAPTURE_JOB_FRAME_MAX - strlen("…"), "…");
+        for (size_t i = 0; r >= 0 && s->cmdline && s->cmdline[i] && total < CAPTURE_JOB_CMDLINE_MAX; i++) {
+                size_t n = MIN(strlen(s->cmdline[i]), CAPTURE_JOB_CMDLINE_MAX - total);
+
+                r = strv_consume(&cmdline, strndup(s->cmdline[i], n));
+                total += n + 1;
+        }
+        if (r < 0 || json_add(o, "cmdline", json_new_strv(cmdline ?: s->cmdline)) < 0 ||
+            json_add(o, "frames", json_new_strv(frames)) < 0)
+                return ENOMEM;
+        dprintf(out_fd, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        return 0;
+}
+
 /* The child: capture, serialize, archive (or render), report. Exit status: 0, or an errno. */
 static int job_child(const CaptureJobSpec *spec, int out_fd) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
@@ -225,7 +257,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 return -r;
         dprintf(out_fd, "OK %s %.1f %llu %zu\n", id, s->max_pause_us, (unsigned long long) s->duration_usec,
                 s->n_threads);
-        return 0;
+        return job_report_identity(s, spec->trigger.tid, out_fd);
 }
 
 /* The child keeps only its two pipes: a copy of an HTTP client's connection or of a listening socket must not
@@ -244,24 +276,46 @@ static void close_all_but(int a, int b) {
         (void) close_range(lo, ~0U, 0);
 }
 
+/* The report's size: a line of numbers, and the identity line, a command line escaped into JSON and a few frames. */
+#define JOB_REPORT_MAX (256 * 1024)
+
 static void job_finish(CaptureJob *j, int error) {
-        char buf[256] = "", id[ARCHIVE_ID_MAX + 1];
+        _cleanup_free_ char *buf = malloc(JOB_REPORT_MAX + 1);
+        _cleanup_(json_object_putp) json_object *identity = NULL;
+        char id[ARCHIVE_ID_MAX + 1];
         CaptureJobResult res = { .error = error ?: -EIO };
         unsigned long long duration;
-        ssize_t n;
+        size_t len = 0;
+        char *nl;
 
         j->child_source = sd_event_source_disable_unref(j->child_source);
         j->timeout_source = sd_event_source_disable_unref(j->timeout_source);
         if (j->timed_out)
                 res.error = -ETIME;
-        n = read(j->pipe_fd, buf, sizeof buf - 1);
-        if (error == 0 && n > 0 && buf[n - 1] == '\n' &&
+        /* The child has exited: what it wrote is all in the pipe, and a read ends at its end. */
+        while (buf && len < JOB_REPORT_MAX) {
+                ssize_t n = read(j->pipe_fd, buf + len, JOB_REPORT_MAX - len);
+                if (n <= 0)
+                        break;
+                len += (size_t) n;
+        }
+        if (buf)
+                buf[len] = 0;
+        nl = buf ? strchr(buf, '\n') : NULL;
+        if (error == 0 && nl &&
             sscanf(buf, "OK %35s %lf %llu %u", id, &res.max_pause_us, &duration, &res.threads) == 4) {
                 res.error = 0;
                 res.duration_usec = duration;
                 res.id = streq(id, "-") ? NULL : id;
+                /* Our own child wrote it, but bounded all the same: a missing or cut line just means no identity. */
+                if (nl[1] && json_parse_bounded(nl + 1, strlen(nl + 1), &identity, &(const char *) { NULL }) >= 0 &&
+                    (json_dup_strv(identity, "cmdline", &res.cmdline) < 0 ||
+                     json_dup_strv(identity, "frames", &res.frames) < 0))
+                        log_oom();
         }
         j->done(j, &res, j->userdata);
+        strv_free(res.cmdline);
+        strv_free(res.frames);
 }
 
 static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {

@@ -34,7 +34,16 @@ typedef struct CaptureJobResult {
         double max_pause_us;            /* the longest a thread was held stopped */
         uint64_t duration_usec;         /* of the capture, in the child */
         unsigned threads;
+        char **cmdline;                 /* an archived capture: the process's command line; NULL when unknown */
+        char **frames;                  /* and the top of the trigger thread's stack (snapshot_top_frames()) */
 } CaptureJobResult;
+
+/* How many frames of the trigger thread a job reports (CaptureJobResult.frames). */
+#define CAPTURE_JOB_TOP_FRAMES 8
+/* And the bounds on what it reports: bytes of command line (the arguments past it are left out, the last one cut),
+ * bytes of one frame (cut with "…"). */
+#define CAPTURE_JOB_CMDLINE_MAX 2048
+#define CAPTURE_JOB_FRAME_MAX 256
 
 /* Called in the daemon when the job ended. */
 typedef void (*CaptureJobDone)(CaptureJob *job, const CaptureJobResult *result, void *userdata);
