@@ -34,7 +34,7 @@
 /* Reads of the pipe when the hook has ended: what it holds, bounded even if something still writes. */
 #define HOOK_READS_AT_EXIT 64
 /* PATH, the STACKWATCH_* variables, the terminating NULL. */
-#define HOOK_ENV_MAX 16
+#define HOOK_ENV_MAX 24
 
 typedef struct HookRun {
         Hooks *hooks;
@@ -126,7 +126,15 @@ json_object *hooks_event_to_json(const HookEvent *ev) {
             json_add_string(o, "snapshot_id", ev->snapshot_id) < 0 ||
             json_add_string(o, "snapshot", ev->snapshot_path) < 0 || json_add_string(o, "summary", ev->summary) < 0 ||
             json_add_string(o, "error", ev->error) < 0 ||
-            json_add_int(o, "timestamp_usec", (int64_t) ev->timestamp_usec, ev->timestamp_usec > 0) < 0) {
+            json_add_int(o, "timestamp_usec", (int64_t) ev->timestamp_usec, ev->timestamp_usec > 0) < 0 ||
+            json_add_string(o, "state", ev->state) < 0 || json_add(o, "repeat", json_object_new_boolean(ev->repeat)) < 0 ||
+            json_add_string(o, "severity", ev->severity) < 0 || json_add_string(o, "host", ev->host) < 0 ||
+            json_add_string(o, "exe", ev->exe) < 0 || json_add(o, "cmdline", json_new_strv(ev->cmdline)) < 0 ||
+            json_add_string(o, "unit", ev->unit) < 0 || json_add_string(o, "cgroup", ev->cgroup) < 0 ||
+            json_add_int(o, "since_usec", (int64_t) ev->since_usec, ev->since_usec > 0) < 0 ||
+            json_add_int(o, "duration_usec", (int64_t) ev->duration_usec, ev->since_usec > 0) < 0 ||
+            json_add_int(o, "expires_usec", (int64_t) ev->expires_usec, ev->expires_usec > 0) < 0 ||
+            json_add(o, "frames", json_new_strv(ev->frames)) < 0) {
                 json_object_put(o);
                 return NULL;
         }
@@ -151,7 +159,7 @@ static int env_add(char **envp, size_t *n, const char *key, const char *value) {
  * on the way interprets them). */
 static int hook_env_new(const HookEvent *ev, char ***ret) {
         _cleanup_strv_free_ char **envp = NULL;
-        char pid[32], tid[32], timestamp[32];
+        char pid[32], tid[32], timestamp[32], duration[32];
         json_object *j;
         size_t n = 0;
         int r;
@@ -165,6 +173,7 @@ static int hook_env_new(const HookEvent *ev, char ***ret) {
         snprintf(pid, sizeof pid, "%d", (int) ev->pid);
         snprintf(tid, sizeof tid, "%d", (int) ev->tid);
         snprintf(timestamp, sizeof timestamp, "%llu", (unsigned long long) ev->timestamp_usec);
+        snprintf(duration, sizeof duration, "%llu", (unsigned long long) ev->duration_usec);
         if ((r = env_add(envp, &n, "PATH", HOOKS_PATH)) < 0 || (r = env_add(envp, &n, HOOK_ENV_RULE, ev->rule)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_PID, ev->pid > 0 ? pid : NULL)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_TID, ev->tid > 0 ? tid : NULL)) < 0 ||
@@ -175,6 +184,11 @@ static int hook_env_new(const HookEvent *ev, char ***ret) {
             (r = env_add(envp, &n, HOOK_ENV_SUMMARY, ev->summary)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_ERROR, ev->error)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_TIMESTAMP, ev->timestamp_usec > 0 ? timestamp : NULL)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_STATE, ev->state)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_SEVERITY, ev->severity)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_HOST, ev->host)) < 0 || (r = env_add(envp, &n, HOOK_ENV_EXE, ev->exe)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_UNIT, ev->unit)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_DURATION, ev->since_usec > 0 ? duration : NULL)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_EVENT,
                          json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE))) <
                     0) {

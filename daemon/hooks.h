@@ -28,12 +28,19 @@ typedef struct Hooks Hooks;
 #define HOOK_ENV_SUMMARY "STACKWATCH_SUMMARY"
 #define HOOK_ENV_ERROR "STACKWATCH_ERROR"                       /* why there is no snapshot */
 #define HOOK_ENV_TIMESTAMP "STACKWATCH_TIMESTAMP"               /* CLOCK_REALTIME µs since the epoch */
+#define HOOK_ENV_STATE "STACKWATCH_STATE"                       /* "firing" or "resolved" */
+#define HOOK_ENV_SEVERITY "STACKWATCH_SEVERITY"                 /* the rule's: critical, warning, info */
+#define HOOK_ENV_HOST "STACKWATCH_HOST"
+#define HOOK_ENV_EXE "STACKWATCH_EXE"
+#define HOOK_ENV_UNIT "STACKWATCH_UNIT"
+#define HOOK_ENV_DURATION "STACKWATCH_DURATION_USEC"            /* how long the thread has been in its class */
 #define HOOK_ENV_EVENT "STACKWATCH_EVENT"                       /* all of the above as one JSON object */
 
 /* STACKWATCH_EVENT, "stackwatch.hook-event/1": {"schema", "rule", "pid", "tid", "comm", "class", "snapshot_id",
- * "snapshot", "summary", "error", "timestamp_usec"}, every key always present, null when unknown.
+ * "snapshot", "summary", "error", "timestamp_usec", "state", "repeat", "severity", "host", "exe", "cmdline", "unit",
+ * "cgroup", "since_usec", "duration_usec", "expires_usec", "frames"}, every key always present, null when unknown.
  * Version history:
- *   1  the keys above.
+ *   1  the keys above; state to frames were added later (adding keys keeps the version).
  * Removing or renaming a key bumps the version; adding one does not. */
 #define HOOK_EVENT_SCHEMA "stackwatch.hook-event/1"
 
@@ -46,7 +53,17 @@ typedef struct HookEvent {
         const char *snapshot_path;      /* absolute path of the archived file, NULL with snapshot_id */
         const char *summary;            /* one line: "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read" */
         const char *error;              /* why there is no snapshot, NULL otherwise */
-        uint64_t timestamp_usec;        /* CLOCK_REALTIME of the firing */
+        uint64_t timestamp_usec;        /* CLOCK_REALTIME of the firing (of the recovery, when resolved) */
+        const char *state;              /* "firing", or "resolved" once the thread left its class or exited */
+        bool repeat;                    /* firing: the alert sent again, not a new firing */
+        const char *severity;
+        const char *host, *exe, *unit, *cgroup;
+        char *const *cmdline;           /* NULL when unknown */
+        char *const *frames;            /* the top of the thread's stack, one line per frame; NULL when unknown */
+        uint64_t since_usec;            /* CLOCK_REALTIME when the thread entered its class */
+        uint64_t duration_usec;         /* how long it has been (resolved: had been) in it */
+        uint64_t expires_usec;          /* firing: CLOCK_REALTIME after which a receiver may end the alert, unless
+                                         * it is sent again; 0 when resolved */
 } HookEvent;
 
 typedef struct HookStats {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <syslog.h>
 
 #include <systemd/sd-journal.h>
@@ -45,8 +46,45 @@ bool journal_enabled(void) {
         return use_journal;
 }
 
+/* Append "KEY=VALUE" to the record unless VALUE is NULL or empty. */
+static int field_add(struct iovec *iov, size_t *n, size_t max, const char *key, const char *value) {
+        char *f;
+
+        if (!value || !value[0])
+                return 0;
+        if (*n >= max || asprintf(&f, "%s=%s", key, value) < 0)
+                return -ENOMEM;
+        iov[(*n)++] = (struct iovec) { .iov_base = f, .iov_len = strlen(f) };
+        return 0;
+}
+
+/* ARGV joined with spaces, each argument escaped. */
+static char *cmdline_join(char *const *argv) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        if (!argv || !argv[0])
+                return NULL;
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return NULL;
+        for (size_t i = 0; argv[i]; i++) {
+                _cleanup_free_ char *e = escape_string(argv[i]);
+                fprintf(f, "%s%s", i ? " " : "", e ?: "?");
+        }
+        if (fclose(f) != 0)
+                return NULL;
+        return TAKE_PTR(buf);
+}
+
+#define JOURNAL_FIELDS_MAX 24
+
 void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
-        _cleanup_free_ char *msg = NULL, *comm = NULL;
+        _cleanup_free_ char *msg = NULL, *comm = NULL, *exe = NULL, *unit = NULL, *cgroup = NULL, *cmdline = NULL;
+        char pid[32] = "", tid[32] = "", hook_pid[32] = "", prio[8], duration[32] = "";
+        struct iovec iov[JOURNAL_FIELDS_MAX];
+        size_t n = 0;
         va_list ap;
         int r;
 
@@ -57,24 +95,49 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
         va_end(ap);
         if (r < 0)
                 return;
-        comm = ev->comm ? escape_string(ev->comm) : NULL;
-
         if (!use_journal) {
                 fprintf(stderr, "%s\n", msg);
                 return;
         }
-        char pid[32] = "", tid[32] = "", hook_pid[32] = "";
+        comm = ev->comm ? escape_string(ev->comm) : NULL;
+        exe = ev->exe ? escape_string(ev->exe) : NULL;
+        unit = ev->unit ? escape_string(ev->unit) : NULL;
+        cgroup = ev->cgroup ? escape_string(ev->cgroup) : NULL;
+        cmdline = cmdline_join(ev->cmdline);
         if (ev->pid > 0)
                 snprintf(pid, sizeof pid, "%d", (int) ev->pid);
         if (ev->tid > 0)
                 snprintf(tid, sizeof tid, "%d", (int) ev->tid);
         if (ev->hook_pid > 0)
                 snprintf(hook_pid, sizeof hook_pid, "%d", (int) ev->hook_pid);
-        /* sd_journal_send stops at the first NULL format, so absent fields become empty ones at the end. */
-        sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", level, "SYSLOG_IDENTIFIER=stackwatchd",
-                        "MESSAGE_ID=%s", ev->message_id ?: "", "STACKWATCH_PID=%s", pid, "STACKWATCH_TID=%s", tid,
-                        "STACKWATCH_RULE=%s", ev->rule ?: "", "STACKWATCH_CLASS=%s", ev->klass ?: "",
-                        "STACKWATCH_SNAPSHOT=%s", ev->snapshot ?: "", "STACKWATCH_COMM=%s", comm ?: "",
-                        "STACKWATCH_HOOK=%s", ev->hook ?: "", "STACKWATCH_HOOK_PID=%s", hook_pid,
-                        "STACKWATCH_HOOK_STATUS=%s", ev->hook_status ?: "", NULL);
+        if (ev->duration_usec > 0)
+                snprintf(duration, sizeof duration, "%llu", (unsigned long long) ev->duration_usec);
+        snprintf(prio, sizeof prio, "%d", level);
+        r = 0;
+        if (field_add(iov, &n, ELEMENTSOF(iov), "MESSAGE", msg) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "PRIORITY", prio) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "SYSLOG_IDENTIFIER", "stackwatchd") < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "MESSAGE_ID", ev->message_id) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "OBJECT_PID", ev->object ? pid : NULL) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_PID", pid) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_TID", tid) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_RULE", ev->rule) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SEVERITY", ev->severity) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_CLASS", ev->klass) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_DURATION_USEC", duration) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_ID", ev->snapshot) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_ERROR", ev->error) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_COMM", comm) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_EXE", exe) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_CMDLINE", cmdline) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_UNIT", unit) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_CGROUP", cgroup) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK", ev->hook) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_PID", hook_pid) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_STATUS", ev->hook_status) < 0)
+                r = -ENOMEM;
+        if (r >= 0)
+                (void) sd_journal_sendv(iov, (int) n);
+        for (size_t i = 0; i < n; i++)
+                free(iov[i].iov_base);
 }

@@ -2,11 +2,15 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
-/* Message IDs of the events the daemon logs (journalctl MESSAGE_ID=…). */
+/* Message IDs of the events the daemon logs (journalctl MESSAGE_ID=…); conf/stackwatch.catalog explains each, and
+ * stackwatchd(8) lists them. */
+/* One record per firing, with the snapshot (or why there is none), the process and the top of the stack. */
 #define SW_MESSAGE_RULE_FIRED "5b6a1e30c8f84d5a9f8c1e2d7a4b3c01"
-#define SW_MESSAGE_SNAPSHOT "5b6a1e30c8f84d5a9f8c1e2d7a4b3c02"
+/* The configuration was reloaded, or a reload failed and the running one was kept. */
+#define SW_MESSAGE_RELOAD "5b6a1e30c8f84d5a9f8c1e2d7a4b3c02"
 #define SW_MESSAGE_CAPTURE_FAILED "5b6a1e30c8f84d5a9f8c1e2d7a4b3c03"
 #define SW_MESSAGE_BUDGET "5b6a1e30c8f84d5a9f8c1e2d7a4b3c04"
 /* A hook started, ended, timed out, could not run, or was dropped; and a line a hook wrote. */
@@ -23,12 +27,20 @@ typedef struct JournalEvent {
         pid_t tid;
         const char *rule;
         const char *klass;
-        const char *snapshot;
-        const char *comm;       /* process-supplied: escaped before it is logged */
+        const char *snapshot;   /* STACKWATCH_SNAPSHOT_ID */
+        const char *comm;       /* process-supplied: escaped before it is logged, like exe, unit, cgroup, cmdline */
+        bool object;            /* the record is about PID: OBJECT_PID=, so journald adds the process's own fields
+                                 * (OBJECT_EXE=, OBJECT_SYSTEMD_UNIT=, ...) and journalctl -u UNIT shows it */
+        const char *severity;
+        const char *exe, *unit, *cgroup;
+        char *const *cmdline;
+        uint64_t duration_usec; /* 0: none */
+        const char *error;
         const char *hook;       /* a hook's argv[0] */
         pid_t hook_pid;         /* 0: none */
         const char *hook_status; /* how it ended: "0".."255", a signal ("SIGKILL"), or an errno name ("ENOENT") */
 } JournalEvent;
 
-/* Log one structured event: to the journal with STACKWATCH_* fields, or to stderr as a line. */
+/* Log one structured event: to the journal with the STACKWATCH_* fields it has (an unset one is left out, never
+ * written empty), or to stderr as its message. */
 void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

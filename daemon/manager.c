@@ -33,29 +33,14 @@ static ArchiveLimits manager_limits(const Manager *m) {
         };
 }
 
-/* What a rule's hook is told; kept with the capture when the hook waits for the snapshot. */
-typedef struct ManagerHook {
-        char **argv;                    /* NULL: the rule has no hook action */
-        char *comm, *klass, *summary;
-        pid_t tid;
-        uint64_t timestamp_usec;
-} ManagerHook;
-
-static void manager_hook_done(ManagerHook *h) {
-        strv_free(h->argv);
-        free(h->comm);
-        free(h->klass);
-        free(h->summary);
-        *h = (ManagerHook) {};
-}
-
 /* One capture in flight, for a rule or for an HTTP request (rule NULL). */
 struct ManagerJob {
         Manager *manager;
         CaptureJob *job;
         char *rule;
         pid_t pid;
-        ManagerHook hook;               /* run when the capture ended */
+        Firing *firing;                 /* a rule's: logged and its hook run when the capture ended */
+        bool log;                       /* the rule has the log action */
         CaptureJobDone done;            /* HTTP: who waits for the result */
         void *userdata;
 };
@@ -64,37 +49,18 @@ static ManagerJob *manager_job_free(ManagerJob *j) {
         if (!j)
                 return NULL;
         capture_job_free(j->job);
-        manager_hook_done(&j->hook);
+        firing_free(j->firing);
         free(j->rule);
         free(j);
         return NULL;
 }
 
-/* Run a rule's hook: with the snapshot (ID) when there is one, else with ERROR saying why not. hooks_run() logs
- * its own failures. */
-static void manager_run_hook(Manager *m, const char *rule, pid_t pid, const ManagerHook *h, const char *id,
-                             const char *error) {
-        _cleanup_free_ char *path = NULL;
-
-        if (!h->argv)
-                return;
-        if (id && asprintf(&path, "%s/%s" ARCHIVE_SUFFIX, m->config->archive_dir, id) < 0) {
-                log_oom();
-                return;
-        }
-        (void) hooks_run(m->hooks, h->argv,
-                         &(HookEvent) {
-                                 .rule = rule,
-                                 .pid = pid,
-                                 .tid = h->tid,
-                                 .comm = h->comm,
-                                 .klass = h->klass,
-                                 .snapshot_id = id,
-                                 .snapshot_path = path,
-                                 .summary = h->summary,
-                                 .error = id ? NULL : error,
-                                 .timestamp_usec = h->timestamp_usec,
-                         });
+/* The end of a firing: its journal record (when the rule logs, or took a snapshot), and its hook, which keeps it as
+ * an alert until it resolves. F is taken over. */
+static void manager_firing_done(Manager *m, Firing *f, bool log) {
+        if (log || f->snapshot_id)
+                firing_log(f);
+        alerts_fire(&m->alerts, m->hooks, f, m->config->hook_repeat_usec);
 }
 
 /* Rotate, then count what is left for /metrics and /healthz. */
@@ -117,6 +83,10 @@ static void manager_vacuum(Manager *m) {
         }
 }
 
+static const char *capture_error_string(int error) {
+        return error == -ECHILD ? "the capture process crashed" : strerror(-error);
+}
+
 static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata) {
         ManagerJob *j = userdata;
         Manager *m = j->manager;
@@ -126,26 +96,25 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                               res->duration_usec);
         if (j->done)
                 j->done(cj, res, j->userdata);
-        else if (res->id) {
+        else if (res->id)
                 m->snapshots_written++;
-                journal_event(LOG_NOTICE,
-                              &(JournalEvent) { .message_id = SW_MESSAGE_SNAPSHOT, .pid = j->pid, .rule = rule,
-                                                .snapshot = res->id },
-                              "Snapshot %s written for pid %d (rule \"%s\"; longest pause %.0f us)", res->id,
-                              (int) j->pid, rule, res->max_pause_us);
-        } else {
+        else {
                 m->capture_failures++;
-                journal_event(res->error == -ESRCH ? LOG_INFO : LOG_WARNING,
-                              &(JournalEvent) { .message_id = SW_MESSAGE_CAPTURE_FAILED, .pid = j->pid, .rule = rule },
-                              "Capture of pid %d for rule \"%s\" failed: %s", (int) j->pid, rule,
-                              res->error == -ECHILD ? "the capture process crashed" : strerror(-res->error));
+                if (!j->firing)
+                        journal_event(res->error == -ESRCH ? LOG_INFO : LOG_WARNING,
+                                      &(JournalEvent) { .message_id = SW_MESSAGE_CAPTURE_FAILED, .pid = j->pid,
+                                                        .rule = rule },
+                                      "Capture of pid %d for rule \"%s\" failed: %s", (int) j->pid, rule,
+                                      capture_error_string(res->error));
         }
-        if (j->hook.argv) {
+        if (j->firing) {
                 char why[128];
 
-                snprintf(why, sizeof why, "capture failed: %s",
-                         res->error == -ECHILD ? "the capture process crashed" : strerror(-res->error));
-                manager_run_hook(m, rule, j->pid, &j->hook, res->id, why);
+                snprintf(why, sizeof why, "capture failed: %s", capture_error_string(res->error));
+                if (firing_set_capture(j->firing, m->config->archive_dir, res->id, why, res->max_pause_us,
+                                       strv_copy(res->cmdline), strv_copy(res->frames)) < 0)
+                        log_oom();
+                manager_firing_done(m, TAKE_PTR(j->firing), j->log);
         }
         for (size_t i = 0; i < m->n_jobs; i++)
                 if (m->jobs[i] == j) {
@@ -176,7 +145,7 @@ static void manager_capture_options(const Manager *m, CaptureOptions *o) {
 }
 
 /* Start SPEC as a tracked job; the caller has checked the budget. */
-static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char *rule, ManagerHook *hook,
+static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char *rule, Firing **firing, bool log,
                              CaptureJobDone done, void *userdata) {
         ManagerJob *j;
         int r;
@@ -198,10 +167,9 @@ static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char 
                 manager_job_free(j);
                 return r;
         }
-        if (hook) {
-                j->hook = *hook; /* taken over */
-                *hook = (ManagerHook) {};
-        }
+        if (firing)
+                j->firing = TAKE_PTR(*firing);
+        j->log = log;
         m->jobs[m->n_jobs++] = j;
         return 0;
 }
@@ -235,7 +203,7 @@ static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, un
         }
         manager_capture_options(m, &spec.options);
         spec.options.tid = tid;
-        return manager_start_job(m, &spec, NULL, NULL, done, userdata);
+        return manager_start_job(m, &spec, NULL, NULL, false, done, userdata);
 }
 
 /* HttpDaemon.view: what the routes and /metrics read. */
@@ -257,37 +225,12 @@ static void manager_view(void *userdata, DaemonView *ret) {
         };
 }
 
-/* The hook's view of a firing: the event, a one-line summary, the command (rule's own, else hooks.command). */
-static int manager_hook_prepare(Manager *m, const Rule *r, const ThreadEntry *t, const char *klass, double secs,
-                                ManagerHook *ret) {
-        _cleanup_free_ char *comm = escape_string(t->process->comm);
-        const char *sc = t->sample.have_syscall && t->sample.syscall.kind == PROC_SYSCALL_BLOCKED
-                                 ? syscall_name(t->sample.syscall.nr)
-                                 : NULL;
-        ManagerHook h = {
-                .argv = strv_copy(r->hook ?: m->config->hook_command),
-                .comm = strdup(t->process->comm),
-                .klass = strdup(klass),
-                .tid = t->tid,
-                .timestamp_usec = now_usec(CLOCK_REALTIME),
-        };
-
-        if (!comm || !h.argv || !h.comm || !h.klass ||
-            asprintf(&h.summary, "pid %d (%s) thread %d %s for %.1f s%s%s", (int) t->pid, comm, (int) t->tid, klass,
-                     secs, sc ? " in " : "", sc ?: "") < 0) {
-                h.summary = NULL;
-                manager_hook_done(&h);
-                return -ENOMEM;
-        }
-        *ret = h;
-        return 0;
-}
-
 static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, void *userdata) {
+        _cleanup_(firing_freep) Firing *f = NULL;
         Manager *m = userdata;
         const char *klass = thread_class_to_string(t->cls.class);
         double secs = (double) (now_usec(CLOCK_MONOTONIC) - t->cls.since_usec) / 1e6;
-        ManagerHook hook = {};
+        bool log = r->actions & RULE_ACTION_LOG;
         int err;
 
         /* Every capture slot busy: not a firing yet. The trigger tries again next poll, with no cooldown. */
@@ -295,20 +238,16 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
                 log_debug("Too many captures in flight; rule \"%s\" on pid %d waits for a slot", r->name, (int) t->pid);
                 return -EBUSY;
         }
-
-        if (r->actions & RULE_ACTION_LOG)
-                journal_event(LOG_WARNING,
-                              &(JournalEvent) { .message_id = SW_MESSAGE_RULE_FIRED, .pid = t->pid, .tid = t->tid,
-                                                .rule = r->name, .klass = klass, .comm = t->process->comm },
-                              "Rule \"%s\" fired: pid %d thread %d %s for %.1f s", r->name, (int) t->pid,
-                              (int) t->tid, klass, secs);
-        if ((r->actions & RULE_ACTION_HOOK) && manager_hook_prepare(m, r, t, klass, secs, &hook) < 0)
-                log_oom();
+        if (firing_new(r, t, m->scanner, r->actions & RULE_ACTION_HOOK ? r->hook ?: m->config->hook_command : NULL,
+                       &f) < 0)
+                return log_oom();
         if (!capture) {
-                manager_run_hook(m, r->name, t->pid, &hook, NULL,
-                                 r->actions & RULE_ACTION_SNAPSHOT ? "the capture budget is spent"
-                                                                   : "the rule takes no snapshot");
-                manager_hook_done(&hook);
+                if (firing_set_capture(f, NULL, NULL,
+                                       r->actions & RULE_ACTION_SNAPSHOT ? "the capture budget is spent"
+                                                                         : "the rule takes no snapshot",
+                                       0, NULL, NULL) < 0)
+                        return log_oom();
+                manager_firing_done(m, TAKE_PTR(f), log);
                 return 0;
         }
         CaptureJobSpec spec = {
@@ -337,17 +276,20 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
                 },
         };
         manager_capture_options(m, &spec.options);
-        err = manager_start_job(m, &spec, r->name, &hook, NULL, NULL);
+        err = manager_start_job(m, &spec, r->name, &f, log, NULL, NULL);
         if (err == -EBUSY) {
                 m->metrics.captures_refused++;
                 log_warning("Too many captures in flight; not capturing pid %d for rule \"%s\"", (int) t->pid,
                             r->name);
         } else if (err < 0)
                 log_error_errno(err, "Failed to start a capture of pid %d: %m", (int) t->pid);
-        if (err < 0)
-                manager_run_hook(m, r->name, t->pid, &hook, NULL,
-                                 err == -EBUSY ? "too many captures in flight" : "the capture could not start");
-        manager_hook_done(&hook);
+        if (err < 0) {
+                if (firing_set_capture(f, NULL, NULL,
+                                       err == -EBUSY ? "too many captures in flight" : "the capture could not start",
+                                       0, NULL, NULL) < 0)
+                        return log_oom();
+                manager_firing_done(m, TAKE_PTR(f), log);
+        }
         return 0;
 }
 
@@ -384,6 +326,7 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
                           (unsigned long long) st->scans, st->threads, st->processes,
                           (unsigned long long) st->last_duration_usec, (unsigned long long) st->deep_reads);
                 (void) trigger_evaluate(&m->trigger, m->config, m->scanner, now, on_fire, m);
+                alerts_check(&m->alerts, m->hooks, m->scanner, m->config, now);
         }
         manager_update_status(m);
 
@@ -549,6 +492,7 @@ Manager *manager_free(Manager *m) {
                 manager_job_free(m->jobs[i]);
         free(m->jobs);
         http_free(m->http);
+        alerts_done(&m->alerts);
         hooks_free(m->hooks);
         metrics_done(&m->metrics);
         sd_event_source_disable_unref(m->poll_source);

@@ -9,6 +9,7 @@
 #include "archive.h"
 #include "capture-job.h"
 #include "config.h"
+#include "firing.h"
 #include "hooks.h"
 #include "metrics.h"
 #include "scan.h"
@@ -38,6 +39,7 @@ struct Manager {
 
         Http *http;
         Hooks *hooks;
+        Alerts alerts;
         Metrics metrics;
 
         bool ready;

@@ -68,7 +68,16 @@ def test_hook_gets_the_event_in_its_environment(daemon, fixture, tmp_path):
     # Only what stackwatch puts there: not the daemon's environment (NOTIFY_SOCKET, HOME, ...).
     assert set(env) <= {"PATH", "PWD", "STACKWATCH_RULE", "STACKWATCH_PID", "STACKWATCH_TID", "STACKWATCH_COMM",
                         "STACKWATCH_CLASS", "STACKWATCH_SNAPSHOT", "STACKWATCH_SNAPSHOT_ID", "STACKWATCH_SUMMARY",
-                        "STACKWATCH_TIMESTAMP", "STACKWATCH_EVENT"}, sorted(env)
+                        "STACKWATCH_TIMESTAMP", "STACKWATCH_EVENT", "STACKWATCH_STATE", "STACKWATCH_SEVERITY",
+                        "STACKWATCH_HOST", "STACKWATCH_EXE", "STACKWATCH_UNIT", "STACKWATCH_DURATION_USEC"}, sorted(env)
+    # Who, where and what: the host, the binary, the command line, how long, and the top of the stack.
+    assert env["STACKWATCH_STATE"] == "firing" and env["STACKWATCH_SEVERITY"] == "warning"
+    assert env["STACKWATCH_HOST"] == os.uname().nodename and ev["host"] == os.uname().nodename
+    assert env["STACKWATCH_EXE"].endswith("/tests/fixtures/bin/block-read") and ev["exe"] == env["STACKWATCH_EXE"]
+    assert ev["cmdline"][0].endswith("block-read") and ev["cmdline"][1:] == ["--name", "br-hook"]
+    assert 1_000_000 <= int(env["STACKWATCH_DURATION_USEC"]) < 30_000_000 and ev["repeat"] is False
+    assert ev["since_usec"] < ev["timestamp_usec"] < ev["expires_usec"]
+    assert ev["cgroup"] and ev["frames"][0].startswith("#0 ") and any("br_level_20" in f for f in ev["frames"])
     # argv from the config, stdout to the log, the exit status logged, the counters moved.
     wait_until(lambda: "hook saw first arg" in d.log_text() and "succeeded" in d.log_text(),
                what="the hook's output and exit in the log")

@@ -256,7 +256,7 @@ static void check_event_json(const char *s, const HookEvent *ev) {
         json_object *j = json_tokener_parse(s);
 
         ck_assert_msg(j, "STACKWATCH_EVENT is not JSON: %s", s);
-        ck_assert_int_eq(json_object_object_length(j), 11);
+        ck_assert_int_eq(json_object_object_length(j), 23);
         ck_assert_str_eq(json_str(j, "schema"), HOOK_EVENT_SCHEMA);
         ck_assert_str_eq(json_str(j, "rule"), ev->rule);
         ck_assert_int_eq(json_int(j, "pid"), ev->pid);
@@ -268,6 +268,10 @@ static void check_event_json(const char *s, const HookEvent *ev) {
         ck_assert_str_eq(json_str(j, "summary"), ev->summary);
         ck_assert_pstr_eq(json_str(j, "error"), ev->error);
         ck_assert_uint_eq((uint64_t) json_int(j, "timestamp_usec"), ev->timestamp_usec);
+        ck_assert_pstr_eq(json_str(j, "state"), ev->state);
+        ck_assert_pstr_eq(json_str(j, "severity"), ev->severity);
+        ck_assert_pstr_eq(json_str(j, "host"), ev->host);
+        ck_assert_pstr_eq(json_str(j, "exe"), ev->exe);
         json_object_put(j);
 }
 

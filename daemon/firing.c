@@ -1,0 +1,276 @@
+/* firing.c: what a firing tells the hook and the journal, and the alerts hooks raise, from firing to resolved. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "alloc-util.h"
+#include "archive.h"
+#include "escape.h"
+#include "firing.h"
+#include "journal.h"
+#include "log.h"
+#include "macro.h"
+#include "strv.h"
+#include "time-util.h"
+
+/* A firing alert expires after this many repeat intervals without being sent again: one missed repeat (a loaded
+ * machine, a hook that failed once) does not end it. */
+#define ALERT_EXPIRY_REPEATS 3
+
+static int strdup_or_null(const char *s, char **ret) {
+        *ret = NULL;
+        if (s && !(*ret = strdup(s)))
+                return -ENOMEM;
+        return 0;
+}
+
+int firing_new(const Rule *r, ThreadEntry *t, Scanner *s, char *const *hook_argv, Firing **ret) {
+        _cleanup_(firing_freep) Firing *f = NULL;
+        uint64_t now_mono = now_usec(CLOCK_MONOTONIC), now_real = now_usec(CLOCK_REALTIME);
+        ProcessEntry *p = t->process;
+        char host[HOST_NAME_MAX + 1] = "";
+
+        f = calloc(1, sizeof *f);
+        if (!f)
+                return -ENOMEM;
+        (void) scanner_load_identity(s, p);
+        (void) gethostname(host, sizeof host - 1);
+        *f = (Firing) {
+                .severity = r->severity,
+                .classes = r->classes,
+                .pid = t->pid,
+                .tid = t->tid,
+                .starttime = p->starttime,
+                .syscall = t->sample.have_syscall && t->sample.syscall.kind == PROC_SYSCALL_BLOCKED
+                                   ? syscall_name(t->sample.syscall.nr)
+                                   : NULL,
+                .fired_usec = now_real,
+                .since_usec = now_real - MIN(now_real, now_mono - MIN(now_mono, t->cls.since_usec)),
+        };
+        if (strdup_or_null(r->name, &f->rule) < 0 || strdup_or_null(p->comm, &f->comm) < 0 ||
+            strdup_or_null(thread_class_to_string(t->cls.class), &f->klass) < 0 ||
+            strdup_or_null(host[0] ? host : NULL, &f->host) < 0 || strdup_or_null(p->exe, &f->exe) < 0 ||
+            strdup_or_null(p->unit, &f->unit) < 0 || strdup_or_null(p->cgroup, &f->cgroup) < 0)
+                return -ENOMEM;
+        if (hook_argv && !(f->argv = strv_copy(hook_argv)))
+                return -ENOMEM;
+        *ret = TAKE_PTR(f);
+        return 0;
+}
+
+Firing *firing_free(Firing *f) {
+        if (!f)
+                return NULL;
+        free(f->rule);
+        strv_free(f->argv);
+        free(f->comm);
+        free(f->klass);
+        free(f->host);
+        free(f->exe);
+        free(f->unit);
+        free(f->cgroup);
+        strv_free(f->cmdline);
+        strv_free(f->frames);
+        free(f->snapshot_id);
+        free(f->snapshot_path);
+        free(f->error);
+        free(f);
+        return NULL;
+}
+
+int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const char *error, double max_pause_us,
+                       char **cmdline, char **frames) {
+        strv_free(f->cmdline);
+        f->cmdline = cmdline;
+        strv_free(f->frames);
+        f->frames = frames;
+        f->max_pause_us = max_pause_us;
+        free(f->snapshot_id);
+        free(f->snapshot_path);
+        free(f->error);
+        f->snapshot_id = f->snapshot_path = f->error = NULL;
+        if (id) {
+                if (strdup_or_null(id, &f->snapshot_id) < 0 ||
+                    asprintf(&f->snapshot_path, "%s/%s" ARCHIVE_SUFFIX, archive_dir, id) < 0) {
+                        f->snapshot_path = NULL;
+                        return -ENOMEM;
+                }
+                return 0;
+        }
+        return strdup_or_null(error, &f->error);
+}
+
+char *firing_summary(const Firing *f, bool resolved, uint64_t now_realtime) {
+        _cleanup_free_ char *comm = escape_string(f->comm ?: "");
+        double secs = (double) ((resolved ? now_realtime : f->fired_usec) - MIN(f->since_usec, now_realtime)) / 1e6;
+        char *s;
+
+        if (!comm)
+                return NULL;
+        if (resolved) {
+                if (asprintf(&s, "pid %d (%s) thread %d no longer %s, after %.1f s", (int) f->pid, comm, (int) f->tid,
+                             f->klass, secs) < 0)
+                        return NULL;
+        } else if (asprintf(&s, "pid %d (%s) thread %d %s for %.1f s%s%s", (int) f->pid, comm, (int) f->tid, f->klass,
+                            secs, f->syscall ? " in " : "", f->syscall ?: "") < 0)
+                return NULL;
+        return s;
+}
+
+static int severity_priority(RuleSeverity s) {
+        return s == RULE_SEVERITY_CRITICAL ? LOG_CRIT : s == RULE_SEVERITY_INFO ? LOG_NOTICE : LOG_WARNING;
+}
+
+void firing_log(const Firing *f) {
+        _cleanup_free_ char *summary = firing_summary(f, false, f->fired_usec), *stack = NULL, *snap = NULL;
+        size_t size = 0;
+        FILE *m;
+
+        if (!summary)
+                return (void) log_oom();
+        if (f->snapshot_id && asprintf(&snap, "; snapshot %s (longest pause %.0f us)", f->snapshot_id,
+                                       f->max_pause_us) < 0)
+                return (void) log_oom();
+        if (f->frames) {
+                m = open_memstream(&stack, &size);
+                if (!m)
+                        return (void) log_oom();
+                fprintf(m, "\n\nStack of thread %d:", (int) f->tid);
+                for (char **l = f->frames; *l; l++)
+                        fprintf(m, "\n%s", *l);
+                if (fclose(m) != 0)
+                        return (void) log_oom();
+        }
+        journal_event(severity_priority(f->severity),
+                      &(JournalEvent) {
+                              .message_id = SW_MESSAGE_RULE_FIRED,
+                              .pid = f->pid,
+                              .tid = f->tid,
+                              .object = true,
+                              .rule = f->rule,
+                              .severity = rule_severity_to_string(f->severity),
+                              .klass = f->klass,
+                              .snapshot = f->snapshot_id,
+                              .error = f->error,
+                              .comm = f->comm,
+                              .exe = f->exe,
+                              .unit = f->unit,
+                              .cgroup = f->cgroup,
+                              .cmdline = f->cmdline,
+                              .duration_usec = f->fired_usec - MIN(f->since_usec, f->fired_usec),
+                      },
+                      "Rule \"%s\" fired: %s%s%s%s%s", f->rule, summary, snap ?: "", f->error ? "; no snapshot: " : "",
+                      f->error ?: "", stack ?: "");
+}
+
+void alerts_done(Alerts *a) {
+        for (size_t i = 0; i < a->n_active; i++)
+                firing_free(a->active[i]);
+        free(a->active);
+        *a = (Alerts) {};
+}
+
+/* Run F's hook: a new firing, a repeat, or the recovery. */
+static void alert_send(Hooks *h, Firing *f, bool resolved, bool repeat, uint64_t repeat_usec) {
+        uint64_t now_real = now_usec(CLOCK_REALTIME);
+        _cleanup_free_ char *summary = firing_summary(f, resolved, now_real);
+        uint64_t at = resolved || repeat ? now_real : f->fired_usec;
+
+        if (!summary) {
+                log_oom();
+                return;
+        }
+        if (resolved)
+                log_info("Rule \"%s\" resolved: %s", f->rule, summary);
+        f->sent_usec = now_usec(CLOCK_MONOTONIC);
+        (void) hooks_run(h, f->argv,
+                         &(HookEvent) {
+                                 .rule = f->rule,
+                                 .pid = f->pid,
+                                 .tid = f->tid,
+                                 .comm = f->comm,
+                                 .klass = f->klass,
+                                 .snapshot_id = f->snapshot_id,
+                                 .snapshot_path = f->snapshot_path,
+                                 .summary = summary,
+                                 .error = f->error,
+                                 .timestamp_usec = at,
+                                 .state = resolved ? "resolved" : "firing",
+                                 .repeat = repeat,
+                                 .severity = rule_severity_to_string(f->severity),
+                                 .host = f->host,
+                                 .exe = f->exe,
+                                 .unit = f->unit,
+                                 .cgroup = f->cgroup,
+                                 .cmdline = f->cmdline,
+                                 .frames = f->frames,
+                                 .since_usec = f->since_usec,
+                                 .duration_usec = at - MIN(f->since_usec, at),
+                                 .expires_usec = resolved ? 0 : now_real + ALERT_EXPIRY_REPEATS * repeat_usec,
+                         });
+}
+
+static bool same_alert(const Firing *a, const Firing *b) {
+        return a->pid == b->pid && a->starttime == b->starttime && streq(a->rule, b->rule);
+}
+
+void alerts_fire(Alerts *a, Hooks *h, Firing *f, uint64_t repeat_usec) {
+        if (!f->argv) {
+                firing_free(f);
+                return;
+        }
+        alert_send(h, f, false, false, repeat_usec);
+        for (size_t i = 0; i < a->n_active; i++)
+                if (same_alert(a->active[i], f)) {
+                        firing_free(a->active[i]);
+                        a->active[i] = f;
+                        return;
+                }
+        if (!GREEDY_REALLOC(a->active, a->n_active_allocated, a->n_active + 1)) {
+                log_oom();
+                firing_free(f);
+                return;
+        }
+        a->active[a->n_active++] = f;
+}
+
+static const Rule *config_rule(const Config *c, const char *name) {
+        for (size_t i = 0; i < c->n_rules; i++)
+                if (streq(c->rules[i].name, name))
+                        return &c->rules[i];
+        return NULL;
+}
+
+/* Whether F's thread is still what its rule fired on: the same process, in one of the rule's classes, and the rule
+ * still loaded. */
+static bool alert_lasts(const Firing *f, const Scanner *s, const Config *c) {
+        const ThreadEntry *t = intmap_get(&s->threads, f->tid);
+        const Rule *r = config_rule(c, f->rule);
+
+        return r && t && t->process && t->process->pid == f->pid && t->process->starttime == f->starttime &&
+               t->cls.class >= 0 && (r->classes & (1U << t->cls.class));
+}
+
+void alerts_check(Alerts *a, Hooks *h, const Scanner *s, const Config *c, uint64_t now_monotonic) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < a->n_active; i++) {
+                Firing *f = a->active[i];
+
+                if (!alert_lasts(f, s, c)) {
+                        alert_send(h, f, true, false, c->hook_repeat_usec);
+                        a->resolved++;
+                        firing_free(f);
+                        continue;
+                }
+                if (now_monotonic - f->sent_usec >= c->hook_repeat_usec) {
+                        alert_send(h, f, false, true, c->hook_repeat_usec);
+                        a->repeated++;
+                }
+                a->active[k++] = f;
+        }
+        a->n_active = k;
+}

@@ -1,0 +1,71 @@
+/* firing.h: one rule firing, from the scan that saw it to the alert it raised. A Firing holds what the hook and
+ * the journal record are told about it; for a rule with the hook action it is then kept as an alert: sent again
+ * every hooks.repeat_interval while the thread stays in the rule's class, and once more as "resolved" when the
+ * thread leaves the class, the process exits, or a reload removes the rule. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "hooks.h"
+#include "scan.h"
+
+typedef struct Firing {
+        char *rule;
+        RuleSeverity severity;
+        unsigned classes;               /* the rule's classes: the alert lasts while the thread is in one of them */
+        pid_t pid, tid;
+        uint64_t starttime;             /* of the process: a reused pid is another process */
+        char **argv;                    /* the hook; NULL when the rule has no hook action */
+
+        char *comm;                     /* process-supplied, like everything below but klass and syscall */
+        char *klass;                    /* the thread's class when it fired */
+        const char *syscall;            /* static: the blocked call's name, NULL when none */
+        char *host, *exe, *unit, *cgroup;
+        char **cmdline, **frames;       /* from the capture (frames: snapshot_top_frames()); NULL without one */
+        char *snapshot_id, *snapshot_path;
+        char *error;                    /* why there is no snapshot; NULL when there is one */
+        double max_pause_us;
+
+        uint64_t since_usec;            /* CLOCK_REALTIME when the thread entered its class */
+        uint64_t fired_usec;            /* CLOCK_REALTIME of the firing */
+        uint64_t sent_usec;             /* CLOCK_MONOTONIC of the hook's last run for it */
+} Firing;
+
+/* A firing of rule R on thread T, as the scan sees it now; the identity (exe, unit, cgroup) is loaded. */
+int firing_new(const Rule *r, ThreadEntry *t, Scanner *s, char *const *hook_argv, Firing **ret);
+Firing *firing_free(Firing *f);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Firing *, firing_free);
+
+/* Record the capture's result: the snapshot ID in ARCHIVE_DIR (NULL: none, ERROR says why), the process's command
+ * line and the top frames (both taken over, may be NULL). -ENOMEM. */
+int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const char *error, double max_pause_us,
+                       char **cmdline, char **frames);
+
+/* "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read" (comm escaped); for a resolved alert, "... no longer
+ * blocked, after 130.2 s". NULL on OOM. */
+char *firing_summary(const Firing *f, bool resolved, uint64_t now_realtime);
+
+/* The firing's one journal record (SW_MESSAGE_RULE_FIRED): the rule, the process, the class and for how long, the
+ * snapshot or why there is none, and the top frames, as MESSAGE and as STACKWATCH_* fields, with OBJECT_PID=.
+ * PRIORITY follows the rule's severity. */
+void firing_log(const Firing *f);
+
+/* The alerts raised by hooks, while they last. */
+typedef struct Alerts {
+        Firing **active;
+        size_t n_active, n_active_allocated;
+        uint64_t resolved;              /* alerts resolved, ever */
+        uint64_t repeated;              /* hook runs repeating a firing alert, ever */
+} Alerts;
+
+void alerts_done(Alerts *a);
+/* Run F's hook for a new firing and keep F (taken over, also on error) as an alert, in place of an older alert of the
+ * same rule on the same process. REPEAT_USEC is hooks.repeat_interval: the event says the alert expires after three
+ * of them, so that a receiver ends it if the daemon stops sending. A firing without a hook is just freed. */
+void alerts_fire(Alerts *a, Hooks *h, Firing *f, uint64_t repeat_usec);
+/* Once per poll, after the scan: resolve the alerts whose thread has left the class (or exited, or whose rule is
+ * gone), and send the others again when REPEAT_USEC has passed since their last run. */
+void alerts_check(Alerts *a, Hooks *h, const Scanner *s, const Config *c, uint64_t now_monotonic);
