@@ -361,3 +361,71 @@ def daemon(tmp_path):
         rc = d.stop()
         if alive:
             assert rc == 0, f"stackwatchd exited {rc} on SIGTERM:\n{d.log_text()[-3000:]}"
+
+
+def free_port():
+    """A TCP port on loopback that nothing listens on now (the server started next binds it)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_json(url, data=None, timeout=5):
+    """GET (or POST DATA, a JSON value) URL; returns (status, parsed JSON or None)."""
+    import urllib.error
+    import urllib.request
+    body = json.dumps(data).encode() if data is not None else None
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"} if body else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read()
+            try:
+                return r.status, json.loads(raw)
+            except ValueError:
+                return r.status, raw.decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0, None
+
+
+class Server:
+    """A real server from Debian (Alertmanager, Prometheus) on a loopback port, its output in a log file."""
+
+    def __init__(self, argv, url, ready_path, log_path, what):
+        self.url = url
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(lambda: self.proc.poll() is not None or http_json(url + ready_path)[0] == 200, timeout=30,
+                   interval=0.1, what=f"{what} ready")
+        assert self.proc.poll() is None, f"{what} exited: {open(log_path, 'rb').read()[-2000:]!r}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
+
+
+@pytest.fixture
+def alertmanager(tmp_path):
+    """A real Alertmanager on loopback, with no receivers (alerts are read back from its API), no clustering."""
+    if not os.access(ALERTMANAGER, os.X_OK):
+        pytest.skip("prometheus-alertmanager is not installed (apt-get install prometheus-alertmanager)")
+    port = free_port()
+    cfg = tmp_path / "alertmanager.yml"
+    cfg.write_text("route:\n  receiver: sink\n  group_wait: 1s\n  group_interval: 1s\nreceivers:\n  - name: sink\n")
+    s = Server([ALERTMANAGER, f"--config.file={cfg}", f"--storage.path={tmp_path}/am-data",
+                f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+               f"http://127.0.0.1:{port}", "/-/ready", str(tmp_path / "alertmanager.log"), "Alertmanager")
+    yield s
+    s.stop()
