@@ -12,7 +12,6 @@
 /* The configuration was reloaded, or a reload failed and the running one was kept. */
 #define SW_MESSAGE_RELOAD "5b6a1e30c8f84d5a9f8c1e2d7a4b3c02"
 #define SW_MESSAGE_CAPTURE_FAILED "5b6a1e30c8f84d5a9f8c1e2d7a4b3c03"
-#define SW_MESSAGE_BUDGET "5b6a1e30c8f84d5a9f8c1e2d7a4b3c04"
 /* A hook started, ended, timed out, could not run, or was dropped; and a line a hook wrote. */
 #define SW_MESSAGE_HOOK "5b6a1e30c8f84d5a9f8c1e2d7a4b3c05"
 #define SW_MESSAGE_HOOK_OUTPUT "5b6a1e30c8f84d5a9f8c1e2d7a4b3c06"

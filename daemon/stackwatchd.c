@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config-load.h"
 #include "journal.h"
@@ -18,9 +19,11 @@
 #include "trigger.h"
 #include "time-util.h"
 
-#define DEFAULT_CONFIG "/etc/stackwatch/stackwatch.yaml"
+/* $(sysconfdir)/stackwatch/stackwatch.yaml, from the build: where make install put it. */
+#define DEFAULT_CONFIG STACKWATCH_CONFIG_FILE
 
 static const char *arg_config = DEFAULT_CONFIG;
+static bool arg_config_given = false;
 static const char *arg_rules_dir = NULL;
 static bool arg_check_config = false;
 static unsigned arg_scan_benchmark = 0;
@@ -63,6 +66,7 @@ static int parse_argv(int argc, char **argv) {
                         return 0;
                 case 'c':
                         arg_config = optarg;
+                        arg_config_given = true;
                         break;
                 case ARG_RULES_DIR:
                         arg_rules_dir = optarg;
@@ -141,6 +145,12 @@ int main(int argc, char **argv) {
                 arg_rules_dir = rules_dir;
         }
 
+        /* Only the default file may be missing (the built-in rules then apply): a file named on the command line
+         * that is not there is a mistake, not a request for the defaults. */
+        if (arg_config_given && access(arg_config, F_OK) < 0) {
+                log_error_errno(errno, "Configuration file %s: %m", arg_config);
+                return EXIT_FAILURE;
+        }
         r = config_load(arg_config, arg_rules_dir, &config, &errs);
         if (r < 0) {
                 config_errors_print(&errs, stderr);

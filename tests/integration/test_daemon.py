@@ -144,10 +144,11 @@ def test_check_config(tmp_path):
     r = subprocess.run([STACKWATCHD, "--check-config", "--config", str(bad)], capture_output=True, timeout=10)
     assert r.returncode == 1
     assert f"{bad}:4:10:".encode() in r.stderr, r.stderr
-    # No file at all: the built-in defaults.
+    # A file named on the command line that is not there is an error, not the defaults.
     r = subprocess.run([STACKWATCHD, "--check-config", "--config", str(tmp_path / "none.yaml")], capture_output=True,
                        timeout=10)
-    assert r.returncode == 0 and b"3 rule(s)" in r.stdout
+    assert r.returncode == 1 and f"{tmp_path}/none.yaml: No such file".encode() in r.stderr, r
+    assert b"configuration OK" not in r.stdout
 
 
 def test_reload_bad_keeps_rules_good_applies(daemon, fixture):
