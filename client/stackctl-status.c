@@ -6,6 +6,7 @@
 #include "log.h"
 #include "stackctl-format.h"
 #include "stackctl.h"
+#include "time-util.h"
 
 /* "3 blocked, 20 running, …" in the daemon's order, which is the classes' own. */
 static char *classes_line(json_object *by_class) {
@@ -30,13 +31,14 @@ static char *classes_line(json_object *by_class) {
 }
 
 static int print_status(json_object *h) {
-        json_object *scan = json_get_object(h, API_K_SCAN), *archive = json_get_object(h, API_K_ARCHIVE);
+        json_object *scan = json_get_object(h, API_K_SCAN), *archive = json_get_object(h, API_K_ARCHIVE),
+                    *config = json_get_object(h, API_K_CONFIG);
         _cleanup_free_ char *status = escape_string(json_get_string(h, API_K_STATUS) ?: "unknown"),
                             *version = escape_string(json_get_string(h, API_K_VERSION) ?: "?"),
                             *dir = escape_string(json_get_string(archive, API_K_DIRECTORY) ?: "-"),
                             *classes = classes_line(json_get_object(scan, API_K_BY_CLASS));
         char up[FORMAT_TIMESPAN_MAX], age[FORMAT_TIMESPAN_MAX], took[FORMAT_TIMESPAN_MAX],
-                poll[FORMAT_TIMESPAN_MAX], size[FORMAT_BYTES_MAX];
+                poll[FORMAT_TIMESPAN_MAX], size[FORMAT_BYTES_MAX], loaded[FORMAT_TIMESPAN_MAX];
 
         if (!status || !version || !dir || !classes)
                 return log_oom();
@@ -64,13 +66,21 @@ static int print_status(json_object *h) {
         printf("%12s: %s, %llu snapshots, %s\n", "Archive", dir,
                (unsigned long long) json_get_u64(archive, API_K_SNAPSHOTS),
                format_bytes(size, sizeof size, json_get_u64(archive, API_K_BYTES)));
+        if (config && streq_ptr(json_get_string(config, API_K_RELOAD), API_RELOAD_FAILED)) {
+                _cleanup_free_ char *e = escape_string(json_get_string(config, API_K_ERROR) ?: "?");
+                printf("%12s: RELOAD FAILED, running on the previous configuration: %s\n", "Config", e ?: "?");
+        } else if (config)
+                printf("%12s: loaded %s ago\n", "Config",
+                       format_timespan(loaded, sizeof loaded,
+                                       now_usec(CLOCK_REALTIME) - MIN(now_usec(CLOCK_REALTIME),
+                                                                      json_get_u64(config, API_K_LOADED_USEC))));
         return 0;
 }
 
 int verb_status(int argc, char **argv) {
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_(json_object_putp) json_object *doc = NULL;
-        bool ok;
+        bool ok, reload_failed;
         int r;
 
         /* 503 is a stalled daemon's answer, still a status report; any other error is not. */
@@ -83,12 +93,17 @@ int verb_status(int argc, char **argv) {
                 return EXIT_FAIL;
         }
         ok = resp.status == 200 && streq(json_get_string(doc, API_K_STATUS), API_STATUS_OK);
+        reload_failed = streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD), API_RELOAD_FAILED);
         if (arg.format == OUTPUT_JSON)
                 r = daemon_print_body(&resp);
         else
                 r = print_status(doc) < 0 ? EXIT_FAIL : EXIT_OK;
         if (r != EXIT_OK)
                 return r;
+        if (ok && reload_failed) {
+                log_error("stackwatchd's last reload failed; it runs on the previous configuration.");
+                return EXIT_FAIL;
+        }
         if (ok)
                 return EXIT_OK;
         if (streq(json_get_string(doc, API_K_STATUS), API_STATUS_STALLED))

@@ -2,11 +2,13 @@
  * neither of them needs to know the Manager. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "archive.h"
 #include "config.h"
+#include "firing.h"
 #include "hooks.h"
 #include "scan.h"
 #include "trigger.h"
@@ -23,4 +25,9 @@ typedef struct DaemonView {
         size_t captures_running;
         uint64_t archive_snapshots;     /* after the latest rotation */
         uint64_t archive_bytes;
+        bool reload_failed;             /* the latest reload failed: the configuration in force is an older one */
+        uint64_t reload_success_usec;   /* CLOCK_REALTIME of the latest successful load (the start, or a reload) */
+        uint64_t reload_failures;       /* reloads refused since start */
+        const char *reload_error;       /* why the latest reload failed (its first error); NULL when it did not */
+        const Alerts *alerts;           /* the alerts hooks keep active; NULL: none */
 } DaemonView;

@@ -690,12 +690,32 @@ static enum MHD_Result route_metrics(Http *h, struct MHD_Connection *c, const ch
         return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_METRICS, buf, len);
 }
 
-static enum MHD_Result route_healthz(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
-        DaemonView view = http_view(h), *m = &view;
+/* The configuration in force, and whether the latest reload was refused. */
+static json_object *config_json(const DaemonView *m) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, API_K_RELOAD,
+                               json_object_new_string(m->reload_failed ? API_RELOAD_FAILED : API_RELOAD_OK));
+        json_object_object_add(o, API_K_ERROR, json_new_string_or_null(m->reload_failed ? m->reload_error : NULL));
+        json_object_object_add(o, API_K_LOADED_USEC, json_object_new_uint64(m->reload_success_usec));
+        json_object_object_add(o, API_K_RELOAD_FAILURES, json_object_new_uint64(m->reload_failures));
+        return o;
+}
+
+/* Stalled: no scan for API_STALLED_POLLS intervals (plus a scan's own time, at least a second). */
+static bool health_stalled(const DaemonView *m) {
         const ScanStats *st = &m->scanner->stats;
         uint64_t now = now_usec(CLOCK_MONOTONIC), age = st->scans ? now - st->last_scan_usec : now - m->start_usec;
-        /* Stalled: no scan for API_STALLED_POLLS intervals (plus a scan's own time, at least a second). */
-        bool stalled = age > API_STALLED_POLLS * m->config->poll_interval_usec + MAX(st->last_duration_usec, USEC_PER_SEC);
+
+        return age > API_STALLED_POLLS * m->config->poll_interval_usec + MAX(st->last_duration_usec, USEC_PER_SEC);
+}
+
+static enum MHD_Result route_healthz(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+        DaemonView view = http_view(h), *m = &view;
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        bool stalled = health_stalled(m);
         json_object *o = json_object_new_object(), *a = json_object_new_object();
 
         if (!o || !a) {
@@ -716,6 +736,7 @@ static enum MHD_Result route_healthz(Http *h, struct MHD_Connection *c, const ch
         json_object_object_add(a, API_K_SNAPSHOTS, json_object_new_uint64(m->archive_snapshots));
         json_object_object_add(a, API_K_BYTES, json_object_new_uint64(m->archive_bytes));
         json_object_object_add(o, API_K_ARCHIVE, a);
+        json_object_object_add(o, API_K_CONFIG, config_json(m));
         return http_reply_json(h, c, stalled ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK, o);
 }
 

@@ -222,6 +222,11 @@ static void manager_view(void *userdata, DaemonView *ret) {
                 .captures_running = m->n_jobs,
                 .archive_snapshots = m->archive_snapshots,
                 .archive_bytes = m->archive_bytes,
+                .reload_failed = m->reload_failed,
+                .reload_success_usec = m->reload_success_usec,
+                .reload_failures = m->reload_failures,
+                .reload_error = m->reload_error,
+                .alerts = &m->alerts,
         };
 }
 
@@ -298,7 +303,8 @@ static void manager_update_status(Manager *m) {
         char status[256];
 
         snprintf(status, sizeof status,
-                 "watching %u threads in %u processes: %u blocked, %u busy-loop, %u syscall-spin; %llu snapshots",
+                 "%swatching %u threads in %u processes: %u blocked, %u busy-loop, %u syscall-spin; %llu snapshots",
+                 m->reload_failed ? "RELOAD FAILED (see the log), running on the previous configuration; " : "",
                  st->threads, st->processes, st->by_class[THREAD_CLASS_BLOCKED], st->by_class[THREAD_CLASS_BUSY_LOOP],
                  st->by_class[THREAD_CLASS_SYSCALL_SPIN], (unsigned long long) m->snapshots_written);
         if (!m->ready) {
@@ -386,6 +392,24 @@ static int manager_apply_config(Manager *m) {
         return 0;
 }
 
+/* A refused reload: the running configuration stays, and every place an operator looks says so (the log and the
+ * journal, STATUS=, /healthz and stackctl status, /metrics) until a reload succeeds. */
+static void manager_reload_failed(Manager *m, const char *first_error, size_t n_errors) {
+        char *e = strdup(first_error);
+
+        if (e) {
+                free(m->reload_error);
+                m->reload_error = e;
+        }
+        m->reload_failed = true;
+        m->reload_failures++;
+        journal_event(LOG_ERR, &(JournalEvent) { .message_id = SW_MESSAGE_RELOAD, .error = first_error },
+                      "Configuration reload failed (%zu error(s)); keeping the running configuration with %zu "
+                      "rule(s): %s", n_errors, m->config->n_rules, first_error);
+        manager_update_status(m);
+        (void) sd_notify(false, "READY=1");
+}
+
 int manager_reload(Manager *m) {
         _cleanup_(config_freep) Config *c = NULL;
         ConfigErrors errs = {};
@@ -395,13 +419,16 @@ int manager_reload(Manager *m) {
         (void) sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) now_usec(CLOCK_MONOTONIC));
         r = config_load(m->config_path, m->rules_dir, &c, &errs);
         if (r < 0) {
+                _cleanup_free_ char *first = NULL;
+
                 for (size_t i = 0; i < errs.n; i++)
                         log_error("%s:%u:%u: %s", errs.errors[i].file, errs.errors[i].line, errs.errors[i].column,
                                   errs.errors[i].message);
-                log_error("Configuration reload failed (%zu error(s)); keeping the running configuration with %zu rule(s)",
-                          errs.n, m->config->n_rules);
+                if (errs.n > 0)
+                        (void) asprintf(&first, "%s:%u:%u: %s", errs.errors[0].file, errs.errors[0].line,
+                                        errs.errors[0].column, errs.errors[0].message);
+                manager_reload_failed(m, first ?: strerror(-r), errs.n);
                 config_errors_done(&errs);
-                (void) sd_notifyf(false, "READY=1\nSTATUS=%s", m->status);
                 return r;
         }
         old = m->config;
@@ -412,7 +439,7 @@ int manager_reload(Manager *m) {
                 c = m->config;
                 m->config = old;
                 (void) manager_apply_config(m);
-                (void) sd_notifyf(false, "READY=1\nSTATUS=%s", m->status);
+                manager_reload_failed(m, "the archive directory cannot be opened", 1);
                 return r;
         }
         if (m->http)
@@ -420,9 +447,14 @@ int manager_reload(Manager *m) {
         if (m->hooks)
                 hooks_set_limits(m->hooks, m->config->hook_timeout_usec, m->config->hook_max_running);
         config_free(old);
-        log_info("Configuration reloaded: %zu rule(s), poll interval %llu ms", m->config->n_rules,
-                 (unsigned long long) (m->config->poll_interval_usec / USEC_PER_MSEC));
-        (void) sd_notifyf(false, "READY=1\nSTATUS=%s", m->status);
+        m->reload_failed = false;
+        m->reload_error = mfree(m->reload_error);
+        m->reload_success_usec = now_usec(CLOCK_REALTIME);
+        journal_event(LOG_INFO, &(JournalEvent) { .message_id = SW_MESSAGE_RELOAD },
+                      "Configuration reloaded: %zu rule(s), poll interval %llu ms", m->config->n_rules,
+                      (unsigned long long) (m->config->poll_interval_usec / USEC_PER_MSEC));
+        manager_update_status(m);
+        (void) sd_notify(false, "READY=1");
         return 0;
 }
 
@@ -434,6 +466,7 @@ int manager_new(const char *config_path, const char *rules_dir, Config *config, 
         if (!m)
                 return log_oom();
         m->start_usec = now_usec(CLOCK_MONOTONIC);
+        m->reload_success_usec = now_usec(CLOCK_REALTIME);
         m->config = config;
         m->config_path = strdup(config_path);
         m->rules_dir = strdup(rules_dir);
@@ -503,6 +536,7 @@ Manager *manager_free(Manager *m) {
         config_free(m->config);
         free(m->config_path);
         free(m->rules_dir);
+        free(m->reload_error);
         free(m);
         return NULL;
 }

@@ -50,6 +50,11 @@ struct Manager {
         uint64_t start_usec;            /* CLOCK_MONOTONIC */
         uint64_t archive_snapshots;     /* after the latest rotation */
         uint64_t archive_bytes;
+
+        bool reload_failed;             /* the latest reload was refused: an older configuration is in force */
+        char *reload_error;             /* and its first error, "file:line:column: message" */
+        uint64_t reload_success_usec;   /* CLOCK_REALTIME of the load in force */
+        uint64_t reload_failures;
 };
 
 /* Takes ownership of CONFIG. */

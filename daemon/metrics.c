@@ -1,5 +1,8 @@
 /* metrics.c: counters kept by the daemon and the Prometheus text exposition built from them and the Manager. */
+#include <dirent.h>
 #include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,11 +93,133 @@ static void header(FILE *f, const char *name, const char *type, const char *help
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+char *metrics_label_escape(const char *s) {
+        char *e = malloc(strlen(s) * 2 + 1), *p = e;
+
+        if (!e)
+                return NULL;
+        for (const unsigned char *c = (const unsigned char *) s; *c; c++) {
+                if (*c == '\\' || *c == '"') {
+                        *p++ = '\\';
+                        *p++ = (char) *c;
+                } else if (*c == '\n') {
+                        *p++ = '\\';
+                        *p++ = 'n';
+                } else
+                        *p++ = *c < 0x20 || *c >= 0x7f ? '?' : (char) *c;
+        }
+        *p = 0;
+        return e;
+}
+
+static bool class_is_problem(int c) {
+        return c == THREAD_CLASS_BLOCKED || c == THREAD_CLASS_BUSY_LOOP || c == THREAD_CLASS_SYSCALL_SPIN;
+}
+
+typedef struct ProblemGroup {
+        int klass;
+        const char *unit, *comm;        /* the scanner's: valid while the render runs */
+        unsigned threads;
+        uint64_t longest_usec;          /* the longest any of them has been in the class */
+} ProblemGroup;
+
+/* Which units and processes have threads in a problem class now, and for how long: what an alert rule needs to
+ * name the hung service, not just the host. */
+static void render_problems(Metrics *mt, const DaemonView *v, uint64_t now, FILE *f) {
+        ProblemGroup groups[METRICS_PROBLEM_SERIES_MAX];
+        size_t n = 0;
+        Scanner *s = v->scanner;
+
+        for (size_t i = 0; i < s->threads.size; i++) {
+                ThreadEntry *t;
+                ProblemGroup *g = NULL;
+
+                if (s->threads.keys[i] <= 0)
+                        continue;
+                t = s->threads.values[i];
+                if (!class_is_problem(t->cls.class) || !t->process)
+                        continue;
+                (void) scanner_load_identity(s, t->process);
+                for (size_t k = 0; k < n && !g; k++)
+                        if (groups[k].klass == t->cls.class && streq(groups[k].comm, t->process->comm) &&
+                            streq_ptr(groups[k].unit, t->process->unit))
+                                g = &groups[k];
+                if (!g) {
+                        if (n == ELEMENTSOF(groups)) {
+                                mt->problem_threads_dropped++;
+                                continue;
+                        }
+                        g = &groups[n++];
+                        *g = (ProblemGroup) { .klass = t->cls.class, .unit = t->process->unit, .comm = t->process->comm };
+                }
+                g->threads++;
+                g->longest_usec = MAX(g->longest_usec, now - MIN(now, t->cls.since_usec));
+        }
+        char help[160];
+
+        snprintf(help, sizeof help, "Threads in a problem class now, by class, systemd unit and process name (at most "
+                 "%d series).", METRICS_PROBLEM_SERIES_MAX);
+        header(f, "stackwatch_problem_threads", "gauge", help);
+        for (size_t k = 0; k < n; k++) {
+                _cleanup_free_ char *unit = metrics_label_escape(groups[k].unit ?: ""),
+                                    *comm = metrics_label_escape(groups[k].comm);
+                if (unit && comm)
+                        fprintf(f, "stackwatch_problem_threads{class=\"%s\",unit=\"%s\",comm=\"%s\"} %u\n",
+                                thread_class_to_string(groups[k].klass), unit, comm, groups[k].threads);
+        }
+        header(f, "stackwatch_problem_seconds", "gauge",
+               "The longest time one of those threads has been in its class, by class, unit and process name.");
+        for (size_t k = 0; k < n; k++) {
+                _cleanup_free_ char *unit = metrics_label_escape(groups[k].unit ?: ""),
+                                    *comm = metrics_label_escape(groups[k].comm);
+                if (unit && comm)
+                        fprintf(f, "stackwatch_problem_seconds{class=\"%s\",unit=\"%s\",comm=\"%s\"} %.3f\n",
+                                thread_class_to_string(groups[k].klass), unit, comm,
+                                (double) groups[k].longest_usec / 1e6);
+        }
+        header(f, "stackwatch_problem_threads_dropped_total", "counter",
+               "Problem threads left out of stackwatch_problem_threads by its series cap, summed over scrapes.");
+        fprintf(f, "stackwatch_problem_threads_dropped_total %llu\n", (unsigned long long) mt->problem_threads_dropped);
+}
+
+/* The process_* metrics every Prometheus client library exports about its own process. */
+static void render_process(const DaemonView *v, uint64_t now_mono, uint64_t now_real, FILE *f) {
+        unsigned long long size = 0, resident = 0;
+        struct rusage ru = {};
+        struct rlimit rl = {};
+        long page = sysconf(_SC_PAGESIZE);
+        _cleanup_fclose_ FILE *statm = fopen("/proc/self/statm", "re");
+        _cleanup_closedir_ DIR *fds = opendir("/proc/self/fd");
+        unsigned n_fds = 0;
+
+        (void) getrusage(RUSAGE_SELF, &ru);
+        (void) getrlimit(RLIMIT_NOFILE, &rl);
+        if (!statm || fscanf(statm, "%llu %llu", &size, &resident) != 2)
+                size = resident = 0;
+        for (struct dirent *de; fds && (de = readdir(fds));)
+                if (de->d_name[0] != '.')
+                        n_fds++;
+        header(f, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+        fprintf(f, "process_cpu_seconds_total %.6f\n",
+                (double) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                        (double) (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+        header(f, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+        fprintf(f, "process_resident_memory_bytes %llu\n", resident * (unsigned long long) page);
+        header(f, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+        fprintf(f, "process_virtual_memory_bytes %llu\n", size * (unsigned long long) page);
+        header(f, "process_open_fds", "gauge", "Number of open file descriptors.");
+        fprintf(f, "process_open_fds %u\n", n_fds > 0 ? n_fds - 1 : 0); /* not the one reading the directory */
+        header(f, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+        fprintf(f, "process_max_fds %llu\n", (unsigned long long) rl.rlim_cur);
+        header(f, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
+        fprintf(f, "process_start_time_seconds %.3f\n", (double) (now_real - (now_mono - v->start_usec)) / 1e6);
+}
+
 /* Rule names are [A-Za-z0-9_.-] (checked at load), so they need no escaping as label values. */
-int metrics_render(const Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len) {
+int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len) {
         _cleanup_free_ char *buf = NULL;
         const ScanStats *st = &m->scanner->stats;
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        uint64_t now = now_usec(CLOCK_MONOTONIC), now_real = now_usec(CLOCK_REALTIME);
         size_t len = 0;
         FILE *f;
 
@@ -119,6 +244,19 @@ int metrics_render(const Metrics *mt, const DaemonView *m, char **ret, size_t *r
         header(f, "stackwatch_last_scan_age_seconds", "gauge", "Time since the latest scan ended.");
         fprintf(f, "stackwatch_last_scan_age_seconds %.3f\n",
                 st->scans > 0 ? (double) (now - st->last_scan_usec) / 1e6 : 0.0);
+        header(f, "stackwatch_last_scan_timestamp_seconds", "gauge", "When the latest scan ended, since the epoch.");
+        fprintf(f, "stackwatch_last_scan_timestamp_seconds %.3f\n",
+                st->scans > 0 ? (double) (now_real - (now - st->last_scan_usec)) / 1e6 : 0.0);
+        render_problems(mt, m, now, f);
+        header(f, "stackwatch_config_last_reload_successful", "gauge",
+               "Whether the latest configuration load (at start, or on SIGHUP) succeeded.");
+        fprintf(f, "stackwatch_config_last_reload_successful %d\n", m->reload_failed ? 0 : 1);
+        header(f, "stackwatch_config_last_reload_success_timestamp_seconds", "gauge",
+               "When the configuration in force was loaded, since the epoch.");
+        fprintf(f, "stackwatch_config_last_reload_success_timestamp_seconds %.3f\n",
+                (double) m->reload_success_usec / 1e6);
+        header(f, "stackwatch_config_reload_failures_total", "counter", "Reloads refused since start.");
+        fprintf(f, "stackwatch_config_reload_failures_total %llu\n", (unsigned long long) m->reload_failures);
         header(f, "stackwatch_deep_reads_total", "counter", "Deep /proc reads (syscall, schedstat, io, wchan).");
         fprintf(f, "stackwatch_deep_reads_total %llu\n", (unsigned long long) st->deep_reads);
 
@@ -184,6 +322,12 @@ int metrics_render(const Metrics *mt, const DaemonView *m, char **ret, size_t *r
                 header(f, "stackwatch_hooks_running", "gauge", "Hooks running now.");
                 fprintf(f, "stackwatch_hooks_running %u\n", hooks_running(m->hooks));
         }
+        if (m->alerts) {
+                header(f, "stackwatch_alerts_active", "gauge", "Firings whose hook keeps an alert active now.");
+                fprintf(f, "stackwatch_alerts_active %zu\n", m->alerts->n_active);
+                header(f, "stackwatch_alerts_resolved_total", "counter", "Alerts resolved: the thread recovered or exited.");
+                fprintf(f, "stackwatch_alerts_resolved_total %llu\n", (unsigned long long) m->alerts->resolved);
+        }
 
         header(f, "stackwatch_http_requests_total", "counter", "HTTP requests answered, by status code.");
         for (size_t i = 0; i < mt->n_http; i++)
@@ -195,6 +339,8 @@ int metrics_render(const Metrics *mt, const DaemonView *m, char **ret, size_t *r
                 (unsigned long long) mt->http_cut_head_deadline);
         fprintf(f, "stackwatch_http_connections_cut_total{reason=\"room\"} %llu\n",
                 (unsigned long long) mt->http_cut_room);
+
+        render_process(m, now, now_real, f);
 
         if (fclose(f) != 0)
                 return -ENOMEM;

@@ -51,7 +51,13 @@ typedef struct Metrics {
         size_t n_http, n_http_allocated;
         uint64_t http_cut_head_deadline; /* connections cut: a request head past its deadline */
         uint64_t http_cut_room;         /* connections cut to make room (or refused) */
+        uint64_t problem_threads_dropped; /* problem threads left out of stackwatch_problem_threads by the cap */
 } Metrics;
+
+/* stackwatch_problem_threads{class,unit,comm}: one series per class, unit and process name that has threads in a
+ * problem class now (blocked, busy-loop, syscall-spin), at most this many; the threads of further groups are
+ * counted in stackwatch_problem_threads_dropped_total. */
+#define METRICS_PROBLEM_SERIES_MAX 100
 
 void metrics_done(Metrics *m);
 /* Count one finished capture for RULE (METRICS_RULE_API for HTTP) with its outcome and, when it succeeded, its
@@ -61,4 +67,8 @@ void metrics_count_http(Metrics *m, unsigned code);
 void metrics_count_scan(Metrics *m, uint64_t duration_usec);
 
 /* The whole exposition (text format 0.0.4): the counters of MT and the daemon's state V; -ENOMEM. */
-int metrics_render(const Metrics *mt, const DaemonView *v, char **ret, size_t *ret_len);
+int metrics_render(Metrics *mt, const DaemonView *v, char **ret, size_t *ret_len);
+
+/* S as a Prometheus label value: \\, \" and \n escaped, other control characters and bytes outside ASCII as
+ * "?" (a process name is any bytes; the exposition must be UTF-8); NULL on OOM. */
+char *metrics_label_escape(const char *s);

@@ -86,6 +86,14 @@
 #define API_K_STATES "states"
 #define API_K_ACTIONS "actions"
 #define API_K_COOLDOWN_MS "cooldown_ms"
+/* GET /healthz → {..., "config": {"file", "reload": "ok"|"failed", "error" (the failed reload's first error, else
+ * null), "loaded_usec" (CLOCK_REALTIME of the load in force), "reload_failures"}}. */
+#define API_K_CONFIG "config"
+#define API_K_RELOAD "reload"
+#define API_K_LOADED_USEC "loaded_usec"
+#define API_K_RELOAD_FAILURES "reload_failures"
+#define API_RELOAD_OK "ok"
+#define API_RELOAD_FAILED "failed"
 #define API_K_SEVERITY "severity"
 #define API_K_PEERS "peers"
 #define API_K_DEADLOCK "deadlock"

@@ -162,12 +162,26 @@ def test_reload_bad_keeps_rules_good_applies(daemon, fixture):
     assert d.proc.poll() is None
     wait_until(lambda: d.notify.count("READY=1") >= 2, what="READY=1 after the failed reload")
     assert d.snapshots() == []
+    # The refusal shows wherever an operator looks, not only in the log: STATUS=, /healthz and stackctl status
+    # (exit 1), /metrics.
+    assert any(ln.startswith("STATUS=RELOAD FAILED") for ln in d.notify.lines()), d.notify.lines()
+    health = d.get_json("/healthz")
+    assert health["config"]["reload"] == "failed" and health["config"]["error"].startswith(f"{d.config}:3:5: syntax")
+    r = stackctl("--socket", d.socket, "status", check_rc=1)
+    assert b"RELOAD FAILED" in r.stdout and b"previous configuration" in r.stderr, r
+    metrics = d.get("/metrics")[2].decode()
+    assert "stackwatch_config_last_reload_successful 0\n" in metrics
+    assert "stackwatch_config_reload_failures_total 1\n" in metrics
     # A good file: its rules take effect.
     d.write_config(RULES)
     d.proc.send_signal(signal.SIGHUP)
     wait_until(lambda: "Configuration reloaded" in d.log_text(), what="reload")
     snaps = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=DEADLINE, what="snapshot after reload")
     assert snaps[0]["rule"] == "blocked-fixtures"
+    assert d.get_json("/healthz")["config"] == {"reload": "ok", "error": None, "reload_failures": 1,
+                                                "loaded_usec": d.get_json("/healthz")["config"]["loaded_usec"]}
+    assert "stackwatch_config_last_reload_successful 1\n" in d.get("/metrics")[2].decode()
+    stackctl("--socket", d.socket, "status", check_rc=0)
 
 
 FLOOD = """
