@@ -712,6 +712,17 @@ static bool health_stalled(const DaemonView *m) {
         return age > API_STALLED_POLLS * m->config->poll_interval_usec + MAX(st->last_duration_usec, USEC_PER_SEC);
 }
 
+enum MHD_Result http_routes_health_public(Http *h, struct MHD_Connection *c) {
+        DaemonView view = http_view(h);
+        bool stalled = health_stalled(&view);
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        json_object_object_add(o, API_K_STATUS, json_object_new_string(stalled ? API_STATUS_STALLED : API_STATUS_OK));
+        return http_reply_json(h, c, stalled ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK, o);
+}
+
 static enum MHD_Result route_healthz(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
         DaemonView view = http_view(h), *m = &view;
         uint64_t now = now_usec(CLOCK_MONOTONIC);

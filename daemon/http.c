@@ -397,6 +397,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                         return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                                 "a NUL byte (or whitespace other than one space after a colon) in "
                                                 "the request line or headers");
+                if (!authorized(l, c) && streq(url, API_ROUTE_HEALTHZ) &&
+                    (streq(method, MHD_HTTP_METHOD_GET) || streq(method, MHD_HTTP_METHOD_HEAD)))
+                        return http_routes_health_public(h, c); /* whether it is up reveals nothing */
                 if (!authorized(l, c))
                         return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
                                                 l->http->token ? "missing or wrong bearer token"

@@ -104,6 +104,8 @@ enum MHD_Result http_routes_dispatch(Http *h, struct MHD_Connection *c, const ch
                                      void **con_cls);
 /* Called again for a request a route suspended, once it was resumed; and when MHD is done with it. */
 enum MHD_Result http_routes_resumed(Http *h, struct MHD_Connection *c, HttpPending *p);
+/* GET /healthz for a client without the token (a load balancer, an uptime check): only {"status"}, 200 or 503. */
+enum MHD_Result http_routes_health_public(Http *h, struct MHD_Connection *c);
 void http_pending_free(Http *h, HttpPending *p);
 /* At shutdown: mark every waiting request cancelled and resume its connection. */
 void http_routes_cancel_all(Http *h);

@@ -250,11 +250,16 @@ def test_tcp_listener_requires_the_token(daemon, tmp_path):
     assert addr[0] == "127.0.0.1"
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Bearer s3cr3t-token-but-longer"},
                     {"Authorization": "Basic czNjcjN0LXRva2Vu"}, {"Authorization": "Bearer "}):
-        code, h, body = http_get(addr, "/healthz", headers=headers)
+        code, h, body = http_get(addr, "/rules", headers=headers)
         assert code == 401 and h["WWW-Authenticate"].startswith("Bearer"), (headers, code)
         assert json.loads(body)["status"] == 401
+        # /healthz answers an uptime check without the token, with nothing but whether the daemon is up.
+        code, _, body = http_get(addr, "/healthz", headers=headers)
+        assert code == 200 and json.loads(body) == {"status": "ok"}, (headers, code, body)
     # Unknown routes say 401 too: nothing is revealed without the token.
     assert http_get(addr, "/nope")[0] == 401
+    assert http_get(addr, "/healthz", method="POST")[0] == 401
+    assert http_get(addr, "/metrics")[0] == 401
     code, _, body = http_get(addr, "/healthz", headers={"Authorization": "Bearer s3cr3t-token"})
     assert code == 200 and json.loads(body)["status"] == "ok"
     # The unix socket needs no token.
@@ -262,9 +267,9 @@ def test_tcp_listener_requires_the_token(daemon, tmp_path):
     # A new token is read on reload.
     token.write_text("rotated\n")
     d.proc.send_signal(1)
-    wait_until(lambda: http_get(addr, "/healthz", headers={"Authorization": "Bearer rotated"})[0] == 200,
+    wait_until(lambda: http_get(addr, "/rules", headers={"Authorization": "Bearer rotated"})[0] == 200,
                what="the rotated token")
-    assert http_get(addr, "/healthz", headers={"Authorization": "Bearer s3cr3t-token"})[0] == 401
+    assert http_get(addr, "/rules", headers={"Authorization": "Bearer s3cr3t-token"})[0] == 401
 
 
 def test_a_live_socket_is_not_taken_over_and_a_stale_one_is(daemon, tmp_path):
