@@ -52,6 +52,12 @@ def test_config_is_installed_where_the_daemon_reads_it(installed):
     assert r.returncode == 0 and "configuration OK" in r.stdout, r
 
 
+def test_prometheus_examples_are_installed(installed):
+    share = make_var("pkgdatadir")
+    for f in ("prometheus.yml", "stackwatch-rules.yml"):
+        assert os.path.isfile(os.path.join(installed + share, "prometheus", f)), f
+
+
 def test_hooks_are_installed_and_runnable(installed):
     libexec = (make_var("pkglibexecdir"))
     for hook in ("post-json", "alertmanager"):
