@@ -13,6 +13,7 @@
 #include "journal.h"
 #include "log.h"
 #include "macro.h"
+#include "string-table.h"
 
 static bool use_journal;
 
@@ -36,10 +37,16 @@ static bool stderr_is_journal(void) {
         return st.st_dev == dev && st.st_ino == ino;
 }
 
-void journal_setup(void) {
-        use_journal = stderr_is_journal();
-        if (use_journal)
-                log_set_writer(journal_writer);
+static const char *const log_target_table[_LOG_TARGET_MAX] = {
+        [LOG_TARGET_AUTO] = "auto",
+        [LOG_TARGET_JOURNAL] = "journal",
+        [LOG_TARGET_CONSOLE] = "console",
+};
+DEFINE_STRING_TABLE_LOOKUP(log_target, LogTarget);
+
+void journal_setup(LogTarget target) {
+        use_journal = target == LOG_TARGET_JOURNAL || (target == LOG_TARGET_AUTO && stderr_is_journal());
+        log_set_writer(use_journal ? journal_writer : NULL);
 }
 
 bool journal_enabled(void) {

@@ -1,6 +1,7 @@
 /* journal.h: the daemon's log sink (the journal under systemd, stderr otherwise) and structured events. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -16,8 +17,20 @@
 #define SW_MESSAGE_HOOK "5b6a1e30c8f84d5a9f8c1e2d7a4b3c05"
 #define SW_MESSAGE_HOOK_OUTPUT "5b6a1e30c8f84d5a9f8c1e2d7a4b3c06"
 
-/* Send log_*() output to the journal when systemd started us with our stderr connected to it. */
-void journal_setup(void);
+/* Where log_*() output and events go: the journal when systemd started us with our stderr connected to it (auto),
+ * or always (journal: a daemon started by a script or another supervisor), or always stderr (console). */
+typedef enum LogTarget {
+        LOG_TARGET_AUTO,
+        LOG_TARGET_JOURNAL,
+        LOG_TARGET_CONSOLE,
+        _LOG_TARGET_MAX,
+        _LOG_TARGET_INVALID = -EINVAL,
+} LogTarget;
+
+const char *log_target_to_string(LogTarget t);
+LogTarget log_target_from_string(const char *s);
+
+void journal_setup(LogTarget target);
 bool journal_enabled(void);
 
 typedef struct JournalEvent {

@@ -26,6 +26,7 @@ static const char *arg_config = DEFAULT_CONFIG;
 static bool arg_config_given = false;
 static const char *arg_rules_dir = NULL;
 static bool arg_check_config = false;
+static LogTarget arg_log_target = LOG_TARGET_AUTO;
 static unsigned arg_scan_benchmark = 0;
 
 static void help(void) {
@@ -38,11 +39,14 @@ static void help(void) {
                "     --check-config     Check the configuration, print \"configuration OK\" or the errors, exit\n"
                "     --foreground       Run in the foreground (always the case; for init scripts)\n"
                "     --scan-benchmark N Run N scans back to back, print each one's cost, exit\n"
+               "     --log-target T     auto (the journal when systemd connects stderr to it), journal\n"
+               "                        or console (stderr)\n"
                "     --debug            Log debugging messages\n");
 }
 
 static int parse_argv(int argc, char **argv) {
-        enum { ARG_VERSION = 0x100, ARG_RULES_DIR, ARG_CHECK_CONFIG, ARG_FOREGROUND, ARG_DEBUG, ARG_SCAN_BENCHMARK };
+        enum { ARG_VERSION = 0x100, ARG_RULES_DIR, ARG_CHECK_CONFIG, ARG_FOREGROUND, ARG_DEBUG, ARG_SCAN_BENCHMARK,
+               ARG_LOG_TARGET };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -51,6 +55,7 @@ static int parse_argv(int argc, char **argv) {
                 { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
                 { "foreground", no_argument, NULL, ARG_FOREGROUND },
                 { "debug", no_argument, NULL, ARG_DEBUG },
+                { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "scan-benchmark", required_argument, NULL, ARG_SCAN_BENCHMARK },
                 {}
         };
@@ -78,6 +83,13 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_DEBUG:
                         log_set_max_level(LOG_DEBUG);
+                        break;
+                case ARG_LOG_TARGET:
+                        arg_log_target = log_target_from_string(optarg);
+                        if (arg_log_target < 0) {
+                                log_error("Invalid --log-target '%s': expected auto, journal or console.", optarg);
+                                return -EINVAL;
+                        }
                         break;
                 case ARG_SCAN_BENCHMARK:
                         if (safe_atou(optarg, &arg_scan_benchmark) < 0 || arg_scan_benchmark == 0) {
@@ -134,10 +146,11 @@ int main(int argc, char **argv) {
         sigset_t mask;
         int r;
 
-        journal_setup();
+        journal_setup(LOG_TARGET_AUTO);
         r = parse_argv(argc, argv);
         if (r <= 0)
                 return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        journal_setup(arg_log_target);
         if (!arg_rules_dir) {
                 config_copy = strdup(arg_config);
                 if (!config_copy || asprintf(&rules_dir, "%s/rules.d", dirname(config_copy)) < 0)

@@ -269,7 +269,7 @@ class NotifyListener:
 class Daemon:
     instances = 0
 
-    def __init__(self, tmp, config_text, env=None, args=()):
+    def __init__(self, tmp, config_text, env=None, args=(), wrapper=()):
         Daemon.instances += 1
         n = Daemon.instances
         self.tmp = tmp
@@ -284,8 +284,10 @@ class Daemon:
         e.pop("JOURNAL_STREAM", None)
         e.update(env or {})
         # --debug: the log then has a line per scan, which tests count instead of sleeping.
-        self.proc = subprocess.Popen([STACKWATCHD, "--debug", "--config", self.config, *args], stdout=self.log,
-                                     stderr=subprocess.STDOUT, env=e)
+        # WRAPPER: a command that sets something up and then execs the daemon (its last arguments), e.g. a private
+        # mount namespace with its own journald.
+        argv = [*wrapper, STACKWATCHD, "--debug", "--config", self.config, *args]
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=e)
         self.notify.wait_for(lambda ln: ln == "READY=1", timeout=15, what="READY=1")
 
     def write_config(self, text):

@@ -1,0 +1,127 @@
+"""The journal record of a firing, written through a real systemd-journald (started standalone in a private mount
+namespace, its files in the test's directory) and read back with journalctl: one record holding the whole event,
+with OBJECT_PID= so that journald adds the process's own fields, no empty fields, the stack in MESSAGE; and a refused
+reload as a record of its own."""
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import wait_until
+
+JOURNALD = "/lib/systemd/systemd-journald"
+FIRED = "5b6a1e30c8f84d5a9f8c1e2d7a4b3c01"
+RELOAD = "5b6a1e30c8f84d5a9f8c1e2d7a4b3c02"
+
+# Runs as root in a new mount namespace: a private /run/systemd/journal for journald's sockets, the test's directory
+# as /run/log/journal for its (volatile) files and an empty /var/log/journal, so that nothing reaches the host's
+# journal; journald in the background (its pid in a file, for the teardown); then the daemon.
+SETUP = """#!/bin/sh
+set -eu
+mkdir -p /run/systemd/journal /run/log/journal
+mount -t tmpfs tmpfs /run/systemd/journal
+mount --bind "$JOURNAL_DIR" /run/log/journal
+if [ -d /var/log/journal ]; then mount -t tmpfs tmpfs /var/log/journal; fi
+%s &
+echo $! > "$JOURNALD_PID"
+i=0
+while [ ! -S /run/systemd/journal/socket ]; do
+        i=$((i + 1)); [ $i -lt 500 ] || { echo "journald did not start" >&2; exit 1; }
+        sleep 0.01
+done
+exec "$@"
+"""
+
+RULES = """
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+rules:
+  - name: jr-blocked
+    class: blocked
+    for: 1s
+    comm: "jr-*"
+    severity: critical
+    actions: [snapshot, log]
+"""
+
+
+@pytest.fixture
+def journald_daemon(daemon, tmp_path):
+    if not os.access(JOURNALD, os.X_OK):
+        pytest.skip("systemd-journald is not installed")
+    jdir = tmp_path / "journal"
+    jdir.mkdir()
+    pidfile = tmp_path / "journald.pid"
+    setup = tmp_path / "journald-ns"
+    setup.write_text(SETUP % JOURNALD)
+    setup.chmod(0o755)
+    env = {"JOURNAL_DIR": str(jdir), "JOURNALD_PID": str(pidfile)}
+    started = []
+
+    def start(config):
+        d = daemon(config, env=env, args=("--log-target=journal",),
+                   wrapper=("unshare", "--mount", "--propagation", "private", "--", str(setup)))
+        started.append(d)
+        return d, jdir
+    yield start
+    for d in started:
+        d.stop()
+    if pidfile.exists():
+        try:
+            os.kill(int(pidfile.read_text()), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def journal(jdir, *matches):
+    r = subprocess.run(["journalctl", "-D", str(jdir), "-o", "json", "--no-pager", *matches], capture_output=True,
+                       text=True, timeout=30)
+    return [json.loads(ln) for ln in r.stdout.splitlines() if ln.strip()]
+
+
+def test_one_record_per_firing_with_everything_in_it(journald_daemon, fixture):
+    d, jdir = journald_daemon(RULES)
+    fx = fixture("block-read", "--name", "jr-hang").wait_wchan("pipe_read")
+    recs = wait_until(lambda: journal(jdir, f"MESSAGE_ID={FIRED}", f"STACKWATCH_PID={fx.pid}"), timeout=20,
+                      interval=0.1, what="the firing's record in the journal")
+    assert len(recs) == 1, recs
+    rec = recs[0]
+    snaps = d.snapshots("--pid", str(fx.pid))
+    assert len(snaps) == 1
+    # The whole event in one record.
+    assert rec["STACKWATCH_RULE"] == "jr-blocked" and rec["STACKWATCH_SEVERITY"] == "critical"
+    assert rec["PRIORITY"] == "2"
+    assert rec["STACKWATCH_CLASS"] == "blocked" and rec["STACKWATCH_COMM"] == "jr-hang"
+    assert rec["STACKWATCH_TID"] == str(fx.pid) and rec["STACKWATCH_SNAPSHOT_ID"] == snaps[0]["id"]
+    assert rec["STACKWATCH_EXE"].endswith("/tests/fixtures/bin/block-read")
+    assert rec["STACKWATCH_CMDLINE"].endswith("block-read --name jr-hang")
+    assert rec["STACKWATCH_CGROUP"].startswith("/")
+    assert 1_000_000 <= int(rec["STACKWATCH_DURATION_USEC"]) < 60_000_000
+    msg = rec["MESSAGE"]
+    assert msg.startswith(f'Rule "jr-blocked" fired: pid {fx.pid} (jr-hang) thread {fx.pid} blocked for '), msg
+    assert f"; snapshot {snaps[0]['id']} " in msg and f"Stack of thread {fx.pid}:" in msg
+    assert any("br_level_20" in ln for ln in msg.splitlines()[2:6]), msg
+    # OBJECT_PID=: journald itself adds the process's fields, so the record shows up under the process and its unit.
+    assert rec["OBJECT_PID"] == str(fx.pid)
+    assert rec["OBJECT_COMM"] == "jr-hang" and rec["OBJECT_EXE"].endswith("block-read"), sorted(rec)
+    assert [r["__CURSOR"] for r in journal(jdir, f"OBJECT_PID={fx.pid}")] == [rec["__CURSOR"]]
+    # No field is written empty (they all were, set or not).
+    empty = [k for k, v in rec.items() if v == "" and k.startswith("STACKWATCH_")]
+    assert empty == [], empty
+    assert "STACKWATCH_ERROR" not in rec and "STACKWATCH_HOOK" not in rec
+    # Everything the daemon logs went to that journal, not to stderr.
+    assert journal(jdir, "SYSLOG_IDENTIFIER=stackwatchd", "-g", "starting")
+    assert "fired" not in d.log_text()
+
+
+def test_a_refused_reload_is_a_record_with_the_error(journald_daemon, fixture):
+    d, jdir = journald_daemon(RULES)
+    d.write_config("rules:\n  - name: [broken\n")
+    d.proc.send_signal(signal.SIGHUP)
+    recs = wait_until(lambda: journal(jdir, f"MESSAGE_ID={RELOAD}"), timeout=20, interval=0.1,
+                      what="the reload record")
+    assert recs[0]["PRIORITY"] == "3" and recs[0]["STACKWATCH_ERROR"].startswith(f"{d.config}:3:")
+    assert "keeping the running configuration" in recs[0]["MESSAGE"]
