@@ -248,6 +248,8 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 .comm = s->comm,
                 .rule = s->trigger->rule,
                 .klass = s->trigger->klass,
+                .exe = s->exe,
+                .unit = s->unit,
         };
         r = archive_open(spec->archive_dir, &a);
         if (r >= 0)

@@ -239,6 +239,8 @@ void archive_summary_done(ArchiveSummary *s) {
         free(s->comm);
         free(s->rule);
         free(s->klass);
+        free(s->exe);
+        free(s->unit);
         *s = (ArchiveSummary) {};
 }
 
@@ -268,6 +270,13 @@ static int archive_header_build(const char *id, uint64_t timestamp_usec, const A
             (r = json_add_string(o, "comm", summary->comm)) < 0 ||
             (r = json_add_string(o, "rule", summary->rule)) < 0 ||
             (r = json_add_string(o, "class", summary->klass)) < 0 || (r = json_add_u64(o, "size", size)) < 0)
+                return r;
+        /* Optional, for matches by executable or unit; a path too long to fit is left out, never the write. */
+        if (summary->exe && strlen(summary->exe) <= ARCHIVE_HEADER_FIELD_MAX &&
+            (r = json_add_string(o, "exe", summary->exe)) < 0)
+                return r;
+        if (summary->unit && strlen(summary->unit) <= ARCHIVE_HEADER_FIELD_MAX &&
+            (r = json_add_string(o, "unit", summary->unit)) < 0)
                 return r;
         /* json-c escapes control characters, so a comm like "\e[2J" stays inert in the header. */
         s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -323,7 +332,8 @@ static int archive_header_parse(const char *p, size_t n, const char *id, Archive
         if (strncmp(id, expect, k) != 0 || (id[k] != '\0' && id[k] != '-'))
                 return -EBADMSG;
         if ((r = json_require_string(o, "comm", &s.comm)) < 0 || (r = json_require_string(o, "rule", &s.rule)) < 0 ||
-            (r = json_require_string(o, "class", &s.klass)) < 0)
+            (r = json_require_string(o, "class", &s.klass)) < 0 || (r = json_dup_string(o, "exe", &s.exe)) < 0 ||
+            (r = json_dup_string(o, "unit", &s.unit)) < 0)
                 return r;
         s.id = strdup(id);
         if (!s.id)

@@ -10,7 +10,8 @@
 /* File format (stackwatch.archive/1):
  *   1. a zstd skippable frame (magic ARCHIVE_HEADER_MAGIC, little-endian u32 length, then that many bytes) that
  *      holds the summary as one JSON object: {"schema", "id", "timestamp_usec", "pid", "comm", "rule", "class",
- *      "size"}, at most ARCHIVE_HEADER_MAX bytes, so that listing reads one small block per file;
+ *      "size", and when known "exe" and "unit"}, at most ARCHIVE_HEADER_MAX bytes, so that listing reads one small
+ *      block per file (exe and unit are left out when longer than ARCHIVE_HEADER_FIELD_MAX);
  *   2. one ordinary zstd frame (content size and checksum set) with the snapshot document, "size" bytes.
  * Decoders skip skippable frames, so "zstd -d" yields the document alone.
  * Schema history:
@@ -18,6 +19,7 @@
 #define ARCHIVE_SCHEMA "stackwatch.archive/1"
 #define ARCHIVE_HEADER_MAGIC 0x184D2A50U
 #define ARCHIVE_HEADER_MAX 4096U
+#define ARCHIVE_HEADER_FIELD_MAX 1024U
 #define ARCHIVE_SUFFIX ".json.zst"
 #define ARCHIVE_DIR_DEFAULT "/var/lib/stackwatch"
 /* The largest document the archive stores or reads back. */
@@ -44,6 +46,7 @@ typedef struct ArchiveSummary {
         char *comm;
         char *rule;
         char *klass;             /* "class" in the header */
+        char *exe, *unit;        /* NULL when unknown (or written by a version without them) */
         uint64_t size;           /* uncompressed document bytes */
         uint64_t file_size;      /* bytes on disk */
 } ArchiveSummary;
