@@ -1,5 +1,6 @@
 /* stackctl-archive.c: "stackctl list" and "stackctl show": the snapshot archive, read directly, daemon or not. */
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,26 +30,129 @@ static int open_archive(Archive **ret) {
         return EXIT_OK;
 }
 
-static bool matches(const ArchiveSummary *s) {
+/* A match on list and show, as coredumpctl takes them: "1234", "nginx", "/usr/sbin/nginx", or FIELD=VALUE. */
+typedef enum MatchField {
+        MATCH_PID,
+        MATCH_COMM,
+        MATCH_EXE,
+        MATCH_UNIT,
+        MATCH_RULE,
+        MATCH_CLASS,
+} MatchField;
+
+typedef struct Match {
+        MatchField field;
+        const char *value;              /* a glob for COMM, EXE and UNIT */
+        pid_t pid;
+} Match;
+
+#define MATCHES_MAX 16
+
+static int parse_match(const char *a, Match *ret) {
+        static const struct {
+                const char *prefix;
+                MatchField field;
+        } fields[] = {
+                { "PID=", MATCH_PID },   { "COMM=", MATCH_COMM }, { "EXE=", MATCH_EXE },
+                { "UNIT=", MATCH_UNIT }, { "RULE=", MATCH_RULE }, { "CLASS=", MATCH_CLASS },
+        };
+        const char *eq = strchr(a, '=');
+
+        *ret = (Match) { .value = a };
+        if (eq) {
+                bool known = false;
+
+                for (size_t i = 0; i < ELEMENTSOF(fields) && !known; i++)
+                        if (startswith(a, fields[i].prefix)) {
+                                *ret = (Match) { .field = fields[i].field, .value = a + strlen(fields[i].prefix) };
+                                known = true;
+                        }
+                if (!known || !ret->value[0]) {
+                        log_error("Invalid match '%s': expected PID=, COMM=, EXE=, UNIT=, RULE= or CLASS= with a "
+                                  "value, a PID, a process name or an /EXE path.", a);
+                        return -EINVAL;
+                }
+                if (ret->field == MATCH_PID && parse_pid(ret->value, &ret->pid) < 0) {
+                        log_error("Invalid match '%s': not a process id.", a);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        if (parse_pid(a, &ret->pid) >= 0)
+                ret->field = MATCH_PID;
+        else
+                ret->field = strchr(a, '/') ? MATCH_EXE : MATCH_COMM;
+        return 0;
+}
+
+static int parse_matches(int argc, char **argv, Match *ret, size_t *ret_n) {
+        if ((size_t) argc > MATCHES_MAX) {
+                log_error("At most %d matches.", MATCHES_MAX);
+                return -EINVAL;
+        }
+        for (int i = 0; i < argc; i++)
+                if (parse_match(argv[i], &ret[i]) < 0)
+                        return -EINVAL;
+        *ret_n = (size_t) argc;
+        return 0;
+}
+
+static bool glob_matches(const char *glob, const char *s) {
+        return s && fnmatch(glob, s, 0) == 0;
+}
+
+static bool matches(const ArchiveSummary *s, const Match *m, size_t n) {
         if (arg.filter_pid > 0 && s->pid != arg.filter_pid)
                 return false;
-        if (arg.filter_rule && !streq(s->rule, arg.filter_rule))
+        if (arg.filter_rule && !streq_ptr(s->rule, arg.filter_rule))
                 return false;
         if (arg.since_usec > 0 && s->timestamp_usec < arg.since_usec)
                 return false;
+        if (arg.until_usec > 0 && s->timestamp_usec >= arg.until_usec)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                bool ok = false;
+
+                switch (m[i].field) {
+                case MATCH_PID:
+                        ok = s->pid == m[i].pid;
+                        break;
+                case MATCH_COMM:
+                        ok = glob_matches(m[i].value, s->comm);
+                        break;
+                case MATCH_EXE:
+                        ok = glob_matches(m[i].value, s->exe);
+                        break;
+                case MATCH_UNIT:
+                        ok = glob_matches(m[i].value, s->unit);
+                        break;
+                case MATCH_RULE:
+                        ok = streq_ptr(s->rule, m[i].value);
+                        break;
+                case MATCH_CLASS:
+                        ok = streq_ptr(s->klass, m[i].value);
+                        break;
+                }
+                if (!ok)
+                        return false;
+        }
         return true;
 }
 
-int verb_list(int argc, char **argv) {
-        _cleanup_(archive_freep) Archive *a = NULL;
+static bool filtered(size_t n_matches) {
+        return n_matches > 0 || arg.filter_pid || arg.filter_rule || arg.since_usec || arg.until_usec;
+}
+
+/* The archive's snapshots that match ARGV, oldest first: *RET_SEL holds indexes into *RET_SUMS. */
+static int select_snapshots(Archive *a, int argc, char **argv, ArchiveSummary **ret_sums, size_t *ret_n,
+                            size_t **ret_sel, size_t *ret_n_sel, size_t *ret_n_matches) {
+        Match m[MATCHES_MAX];
         ArchiveSummary *sums = NULL;
-        size_t n = 0, skipped = 0, shown = 0;
-        json_object *arr = NULL;
+        size_t n = 0, skipped = 0, n_m = 0, k = 0, *sel;
         int r;
 
-        r = open_archive(&a);
-        if (r != EXIT_OK)
-                return r;
+        if (parse_matches(argc, argv, m, &n_m) < 0)
+                return EXIT_USAGE;
         r = archive_list(a, &sums, &n, &skipped);
         if (r < 0) {
                 log_error_errno(r, "Failed to list %s: %m", arg.archive_dir);
@@ -56,59 +160,129 @@ int verb_list(int argc, char **argv) {
         }
         if (skipped > 0)
                 log_warning("Skipped %zu unreadable file(s) in %s.", skipped, arg.archive_dir);
+        sel = calloc(n + 1, sizeof *sel);
+        if (!sel) {
+                archive_summaries_free(sums, n);
+                return log_oom(), EXIT_FAIL;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (matches(&sums[i], m, n_m))
+                        sel[k++] = i;
+        *ret_sums = sums;
+        *ret_n = n;
+        *ret_sel = sel;
+        *ret_n_sel = k;
+        *ret_n_matches = n_m;
+        return EXIT_OK;
+}
+
+static json_object *summary_json(const ArchiveSummary *s) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "id", json_object_new_string(s->id));
+        json_object_object_add(o, "timestamp_usec", json_object_new_uint64(s->timestamp_usec));
+        json_object_object_add(o, "pid", json_object_new_int(s->pid));
+        json_object_object_add(o, "comm", json_new_string_or_null(s->comm));
+        json_object_object_add(o, "exe", json_new_string_or_null(s->exe));
+        json_object_object_add(o, "unit", json_new_string_or_null(s->unit));
+        json_object_object_add(o, "rule", json_new_string_or_null(s->rule));
+        json_object_object_add(o, "class", json_new_string_or_null(s->klass));
+        json_object_object_add(o, "size", json_object_new_uint64(s->size));
+        return o;
+}
+
+static void print_summary(const ArchiveSummary *s) {
+        _cleanup_free_ char *comm = escape_string(s->comm ?: "-"), *rule = escape_string(s->rule ?: "-"),
+                            *klass = escape_string(s->klass ?: "-");
+        char when[FORMAT_TIMESTAMP_MAX];
+
+        format_timestamp(when, sizeof when, s->timestamp_usec);
+        printf("%-19s %7d %-16s %-16s %s%-12s%s %s\n", when, s->pid, comm ?: "?", rule ?: "?", ansi_class(s->klass),
+               klass ?: "?", ansi_normal(), s->id);
+}
+
+int verb_list(int argc, char **argv) {
+        _cleanup_(archive_freep) Archive *a = NULL;
+        _cleanup_free_ size_t *sel = NULL;
+        ArchiveSummary *sums = NULL;
+        size_t n = 0, n_sel = 0, n_m = 0, first;
+        json_object *arr = NULL;
+        int r;
+
+        r = open_archive(&a);
+        if (r != EXIT_OK)
+                return r;
+        r = select_snapshots(a, argc - 1, argv + 1, &sums, &n, &sel, &n_sel, &n_m);
+        if (r != EXIT_OK)
+                return r;
+        /* -1 and -n N: the latest ones, still listed oldest first unless --reverse. */
+        first = arg.one ? (n_sel > 0 ? n_sel - 1 : 0) : arg.count > 0 && arg.count < n_sel ? n_sel - arg.count : 0;
         if (arg.format == OUTPUT_JSON)
                 arr = json_object_new_array();
-        else if (n > 0)
-                printf("%-19s %7s %-16s %-16s %-12s %s\n", "TIME", "PID", "COMM", "RULE", "CLASS", "ID");
-        for (size_t i = 0; i < n; i++) {
-                const ArchiveSummary *s = &sums[i];
-                if (!matches(s))
-                        continue;
-                shown++;
-                if (arr) {
-                        json_object *o = json_object_new_object();
-                        json_object_object_add(o, "id", json_object_new_string(s->id));
-                        json_object_object_add(o, "timestamp_usec", json_object_new_uint64(s->timestamp_usec));
-                        json_object_object_add(o, "pid", json_object_new_int(s->pid));
-                        json_object_object_add(o, "comm", s->comm ? json_object_new_string(s->comm) : NULL);
-                        json_object_object_add(o, "rule", s->rule ? json_object_new_string(s->rule) : NULL);
-                        json_object_object_add(o, "class", s->klass ? json_object_new_string(s->klass) : NULL);
-                        json_object_object_add(o, "size", json_object_new_uint64(s->size));
-                        json_object_array_add(arr, o);
-                } else {
-                        _cleanup_free_ char *comm = escape_string(s->comm ?: "-"), *rule = escape_string(s->rule ?: "-"),
-                                            *klass = escape_string(s->klass ?: "-");
-                        char when[FORMAT_TIMESTAMP_MAX];
+        else if (n_sel > first && arg.legend)
+                printf("%s%-19s %7s %-16s %-16s %-12s %s%s\n", ansi_bold(), "TIME", "PID", "COMM", "RULE", "CLASS", "ID",
+                       ansi_normal());
+        for (size_t j = first; j < n_sel; j++) {
+                const ArchiveSummary *s = &sums[sel[arg.reverse ? n_sel - 1 - (j - first) : j]];
 
-                        format_timestamp(when, sizeof when, s->timestamp_usec);
-                        printf("%-19s %7d %-16s %-16s %-12s %s\n", when, s->pid, comm ?: "?", rule ?: "?",
-                               klass ?: "?", s->id);
-                }
+                if (arr)
+                        json_object_array_add(arr, summary_json(s));
+                else
+                        print_summary(s);
         }
         if (arr) {
-                puts(json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+                (void) json_print(arr);
                 json_object_put(arr);
         }
         archive_summaries_free(sums, n);
-        if (shown == 0) {
+        if (n_sel == 0) {
                 if (arg.format != OUTPUT_JSON)
-                        log_error("No snapshots%s in %s.", arg.filter_pid || arg.filter_rule || arg.since_usec ?
-                                  " match" : "", arg.archive_dir);
+                        log_error("No snapshots%s in %s.", filtered(n_m) ? " match" : "", arg.archive_dir);
                 return EXIT_NOT_FOUND;
         }
         return EXIT_OK;
 }
 
+/* show MATCH…: the id of the latest snapshot that satisfies them all, into *RET. */
+static int pick_latest(Archive *a, int argc, char **argv, char **ret) {
+        _cleanup_free_ size_t *sel = NULL;
+        ArchiveSummary *sums = NULL;
+        size_t n = 0, n_sel = 0, n_m = 0;
+        int r;
+
+        r = select_snapshots(a, argc, argv, &sums, &n, &sel, &n_sel, &n_m);
+        if (r != EXIT_OK)
+                return r;
+        if (n_sel > 0)
+                *ret = strdup(sums[sel[n_sel - 1]].id);
+        archive_summaries_free(sums, n);
+        if (n_sel == 0) {
+                log_error("No snapshots match in %s.", arg.archive_dir);
+                return EXIT_NOT_FOUND;
+        }
+        return *ret ? EXIT_OK : (log_oom(), EXIT_FAIL);
+}
+
 int verb_show(int argc, char **argv) {
         _cleanup_(archive_freep) Archive *a = NULL;
-        _cleanup_free_ char *json = NULL;
-        const char *id = argc > 1 ? argv[1] : "latest", *err = NULL;
+        _cleanup_free_ char *json = NULL, *picked = NULL;
+        const char *id = "latest", *err = NULL;
         size_t len = 0;
         int r;
 
         r = open_archive(&a);
         if (r != EXIT_OK)
                 return r;
+        if (argc == 2 && (streq(argv[1], "latest") || archive_id_is_valid(argv[1])))
+                id = argv[1];
+        else if (argc > 1 || filtered(0)) {
+                r = pick_latest(a, argc - 1, argv + 1, &picked);
+                if (r != EXIT_OK)
+                        return r;
+                id = picked;
+        }
         r = archive_read(a, id, &json, &len, NULL);
         if (r == -EINVAL) {
                 log_error("Invalid snapshot id '%s'.", id);
@@ -128,8 +302,9 @@ int verb_show(int argc, char **argv) {
                                    arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
                                    : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
                                                                  : SNAPSHOT_RENDER_TEXT,
-                                   &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules }, stdout,
-                                   &err);
+                                   &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
+                                                    .json_flags = arg.json_flags },
+                                   stdout, &err);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;
         if (r == -EBADMSG) {

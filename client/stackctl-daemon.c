@@ -137,6 +137,14 @@ int daemon_get_json(const char *path_and_query, long also_ok, HttpResponse *ret,
 }
 
 int daemon_print_body(const HttpResponse *r) {
+        /* --json=pretty: the daemon's JSON written out again, indented. */
+        if (arg.format == OUTPUT_JSON && (arg.json_flags & JSON_C_TO_STRING_PRETTY)) {
+                _cleanup_(json_object_putp) json_object *o = NULL;
+                const char *why = NULL;
+
+                if (json_parse_bounded(r->body, r->size, &o, &why) >= 0)
+                        return json_print(o);
+        }
         if (fwrite(r->body, 1, r->size, stdout) != r->size ||
             (r->size > 0 && r->body[r->size - 1] != '\n' && putchar('\n') == EOF) || fflush(stdout) == EOF) {
                 log_error_errno(errno, "Failed to write the reply: %m");

@@ -23,7 +23,7 @@ static int print_snapshot(const Snapshot *s) {
                 json_object *j = snapshot_to_json(s);
                 if (!j)
                         return log_oom();
-                puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+                (void) json_print(j);
                 json_object_put(j);
                 break;
         }
@@ -49,6 +49,9 @@ static int dump_one(Symbolizer *sym, pid_t pid, bool quiet_gone) {
         CaptureOptions o = arg.capture;
         int r;
 
+        /* -1 (eu-stack): the main thread only. */
+        if (arg.one)
+                o.tid = pid;
         /* One budget for the process and the peers it waits on. */
         o.deadline_usec = now_usec(CLOCK_MONOTONIC) + o.time_budget_usec;
         r = capture_process(pid, &o, sym, &s);
@@ -95,7 +98,7 @@ static int dump_all(Symbolizer *sym) {
         _cleanup_close_ int procfd = -EBADF;
         _cleanup_free_ int *pids = NULL;
         size_t n = 0;
-        unsigned dumped = 0;
+        unsigned dumped = 0, denied = 0;
         int r;
 
         procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -112,6 +115,13 @@ static int dump_all(Symbolizer *sym) {
                 r = dump_one(sym, pids[i], true);
                 if (r == EXIT_OK || r == EXIT_PARTIAL)
                         dumped++;
+                else if (r == EXIT_PERMISSION)
+                        denied++;
+        }
+        /* A process we may not read is not dumped: say so in the status, as for a named process. */
+        if (denied > 0) {
+                log_error("%u process(es) could not be read (permission denied); %u dumped.", denied, dumped);
+                return EXIT_PERMISSION;
         }
         return dumped > 0 ? EXIT_OK : EXIT_FAIL;
 }

@@ -42,8 +42,9 @@ static int print_thread(json_object *t) {
 
         if (!comm || !class || !state || !w)
                 return log_oom();
-        printf("%7llu %7llu %-16s %-12s %-5s %7s %5.1f %s\n", (unsigned long long) json_get_u64(t, API_K_PID),
-               (unsigned long long) json_get_u64(t, API_K_TID), comm, class, state,
+        printf("%7llu %7llu %-16s %s%-12s%s %-5s %7s %5.1f %s\n", (unsigned long long) json_get_u64(t, API_K_PID),
+               (unsigned long long) json_get_u64(t, API_K_TID), comm, ansi_class(json_get_string(t, API_K_CLASS)),
+               class, ansi_normal(), state,
                format_timespan(span, sizeof span, json_get_u64(t, API_K_FOR_MS) * USEC_PER_MSEC),
                json_get_double(t, API_K_CPU_PERCENT), w);
         return 0;
@@ -82,8 +83,8 @@ int verb_ps(int argc, char **argv) {
                 return EXIT_NOT_FOUND;
         }
         if (arg.legend)
-                printf("%7s %7s %-16s %-12s %-5s %7s %5s %s\n", "PID", "TID", "COMM", "CLASS", "STATE", "FOR", "CPU%",
-                       "SYSCALL/WCHAN");
+                printf("%s%7s %7s %-16s %-12s %-5s %7s %5s %s%s\n", ansi_bold(), "PID", "TID", "COMM", "CLASS", "STATE",
+                       "FOR", "CPU%", "SYSCALL/WCHAN", ansi_normal());
         for (size_t i = 0; i < n; i++) {
                 r = print_thread(json_object_array_get_idx(threads, i));
                 if (r < 0)

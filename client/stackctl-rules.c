@@ -46,7 +46,8 @@ int verb_rules(int argc, char **argv) {
                 return EXIT_NOT_FOUND;
         }
         if (arg.legend)
-                printf("%-24s %-24s %7s %-20s %7s %s\n", "RULE", "CLASSES", "FOR", "ACTIONS", "FIRED", "LAST");
+                printf("%s%-24s %-24s %7s %-20s %7s %s%s\n", ansi_bold(), "RULE", "CLASSES", "FOR", "ACTIONS", "FIRED",
+                       "LAST", ansi_normal());
         for (size_t i = 0; i < n; i++)
                 if (print_rule(json_object_array_get_idx(rules, i)) < 0)
                         return EXIT_FAIL;

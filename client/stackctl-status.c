@@ -93,6 +93,13 @@ int verb_status(int argc, char **argv) {
                 return EXIT_FAIL;
         }
         ok = resp.status == 200 && streq(json_get_string(doc, API_K_STATUS), API_STATUS_OK);
+        /* Without the token, TCP's /healthz says only whether the daemon is up. */
+        if (!json_object_object_get_ex(doc, API_K_PID, NULL)) {
+                _cleanup_free_ char *st = escape_string(json_get_string(doc, API_K_STATUS) ?: "unknown");
+                printf("stackwatchd: %s\n", st ?: "?");
+                log_error("The details need the daemon's bearer token (--token-file).");
+                return EXIT_PERMISSION;
+        }
         reload_failed = streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD), API_RELOAD_FAILED);
         if (arg.format == OUTPUT_JSON)
                 r = daemon_print_body(&resp);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "log.h"
@@ -17,8 +18,21 @@
 
 StackctlArgs arg;
 
+/* One bit per verb: which verbs an option applies to. */
+enum {
+        V_DUMP = 1 << 0,
+        V_LIST = 1 << 1,
+        V_SHOW = 1 << 2,
+        V_PS = 1 << 3,
+        V_RULES = 1 << 4,
+        V_STATUS = 1 << 5,
+        V_ALL = V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES | V_STATUS,
+        V_DAEMON = V_DUMP | V_PS | V_RULES | V_STATUS, /* they talk to stackwatchd (dump with --via-daemon) */
+};
+
 typedef struct Verb {
         const char *name;
+        unsigned bit;
         int min_args, max_args;         /* -1: unbounded */
         int (*fn)(int argc, char **argv);
         const char *usage;
@@ -26,13 +40,17 @@ typedef struct Verb {
 } Verb;
 
 static const Verb verbs[] = {
-        { "dump", 0, -1, verb_dump, "dump PID… | --all",
+        { "dump", V_DUMP, 0, -1, verb_dump, "dump PID… | --all",
           "Print the kernel and user stack of every thread of PID, without stopping blocked threads" },
-        { "list", 0, 0, verb_list, "list", "List the snapshots in the archive (--pid, --rule, --since)" },
-        { "show", 0, 1, verb_show, "show [ID|latest]", "Print one archived snapshot (default: the latest)" },
-        { "ps", 0, 0, verb_ps, "ps", "Threads the daemon finds unhealthy (--all, --class, --unit, --comm)" },
-        { "rules", 0, 0, verb_rules, "rules", "The daemon's rules, how often each fired, the capture budget" },
-        { "status", 0, 0, verb_status, "status", "Whether the daemon runs and scans, what it watches and captured" },
+        { "list", V_LIST, 0, -1, verb_list, "list [MATCH…]",
+          "List the snapshots in the archive, oldest first (MATCH: PID, COMM, /EXE, FIELD=VALUE)" },
+        { "show", V_SHOW, 0, -1, verb_show, "show [ID|latest|MATCH…]",
+          "Print one archived snapshot (default: the latest, or the latest that matches)" },
+        { "ps", V_PS, 0, 0, verb_ps, "ps", "Threads the daemon finds unhealthy (--all, --class, --unit, --comm)" },
+        { "rules", V_RULES, 0, 0, verb_rules, "rules",
+          "The daemon's rules, how often each fired, the capture budget" },
+        { "status", V_STATUS, 0, 0, verb_status, "status",
+          "Whether the daemon runs and scans, what it watches and captured" },
 };
 
 static const struct {
@@ -41,32 +59,40 @@ static const struct {
 } option_help[] = {
         { "-h --help", "Show this help" },
         { "   --version", "Show the version" },
-        { "   --json", "One JSON document (stackwatch.snapshot/1) per process, one per line" },
-        { "   --folded", "Folded stacks for flame graph tools, one line per thread" },
-        { "-a --all", "Dump every process on the machine" },
-        { "-t --tid TID", "Only this thread" },
+        { "   --json[=MODE]", "JSON: short (one document per line, the default), pretty, or off" },
+        { "   --folded", "dump, show: folded stacks for flame graph tools, one line per thread" },
+        { "   --no-pager", "Do not pipe the output into a pager ($STACKCTL_PAGER, $PAGER, less) on a terminal" },
+        { "-a --all", "dump: every process on the machine; ps: every thread" },
+        { "-t --tid TID", "dump: only this thread" },
+        { "-p --pid PID", "dump: this process (as an argument; eu-stack's -p); list: only this process" },
+        { "-1", "dump: only the main thread (eu-stack); list, show: only the latest match" },
+        { "-n N", "dump: at most N frames per thread (eu-stack); list: only the N latest" },
+        { "-s -i -m", "dump: eu-stack's source lines, inlined frames, module names (all shown by default)" },
+        { "-b", "dump: eu-stack's build-ids (the same as --modules)" },
         { "   --peers N", "dump: also the processes it waits on, N hops deep, and the wait chain (default 0)" },
         { "   --locks", "dump: the mutexes threads wait for, who holds each, and lock deadlocks" },
-        { "-m --method M", "auto (default), passive, or ptrace" },
-        { "-u --unwinder U", "libdw (default), libunwind, or fp" },
-        { "   --no-kernel", "Leave out kernel stacks" },
-        { "   --max-frames N", "At most N user frames per thread (default 256)" },
-        { "   --stack-bytes N", "Copy at most N bytes of each thread's stack (default 262144)" },
-        { "   --time-budget MS", "Stop capturing a process and its peers after MS milliseconds (default 10000)" },
-        { "   --debuginfo-path P", "Where to look for separate debuginfo (default :.debug:/usr/lib/debug)" },
-        { "   --no-source", "Symbols only: no file:line or inlined frames (skips loading DWARF)" },
-        { "   --modules", "Also list the modules with their build-ids" },
-        { "   --archive DIR", "Snapshot archive for list and show (default " STACKWATCH_ARCHIVE_DEFAULT ")" },
-        { "   --pid PID", "list: only snapshots of this process" },
-        { "   --rule NAME", "list: only snapshots taken by this rule" },
-        { "   --since WHEN", "list: only snapshots since WHEN (10m, 2h, @EPOCH, YYYY-MM-DD[ HH:MM[:SS]])" },
+        { "   --method M", "dump: auto (default), passive, or ptrace" },
+        { "-u --unwinder U", "dump: libdw (default), libunwind, or fp" },
+        { "   --no-kernel", "dump, show: leave out kernel stacks" },
+        { "   --max-frames N", "dump: at most N user frames per thread (default 256)" },
+        { "   --stack-bytes N", "dump: copy at most N bytes of each thread's stack (default 262144)" },
+        { "   --time-budget MS", "dump: stop capturing a process and its peers after MS ms (default 10000)" },
+        { "   --debuginfo-path P", "dump: where to look for separate debuginfo (default :.debug:/usr/lib/debug)" },
+        { "   --no-source", "dump: symbols only, no file:line or inlined frames (skips loading DWARF)" },
+        { "   --modules", "dump, show: also list the modules with their build-ids" },
         { "   --via-daemon", "dump: have stackwatchd capture the process (one PID)" },
+        { "-o --output FILE", "dump, show: write to FILE instead of stdout" },
+        { "   --archive DIR", "list, show: the snapshot archive (default " STACKWATCH_ARCHIVE_DEFAULT ")" },
+        { "   --rule NAME", "list, show: only snapshots taken by this rule" },
+        { "   --since WHEN", "list, show: only snapshots since WHEN (10m, 2h, @EPOCH, YYYY-MM-DD[ HH:MM[:SS]])" },
+        { "   --until WHEN", "list, show: only snapshots before WHEN (the same forms)" },
+        { "-r --reverse", "list: newest first" },
         { "   --class LIST", "ps: only these classes, comma-separated (blocked,busy-loop,…)" },
         { "   --unit GLOB", "ps: only processes in matching systemd units" },
         { "   --comm GLOB", "ps: only threads or processes with a matching name" },
-        { "   --no-legend", "ps, rules: no header and footer lines" },
-        { "   --socket PATH", "The daemon's socket (default " API_SOCKET_DEFAULT ")" },
-        { "   --host URL", "Ask the daemon over TCP instead (http://HOST:PORT)" },
+        { "   --no-legend", "list, ps, rules: no header and footer lines" },
+        { "   --socket PATH", "ps, rules, status, dump --via-daemon: the daemon's socket" },
+        { "   --host URL", "The same, over TCP (http://HOST:PORT)" },
         { "   --token-file FILE", "With --host: send the bearer token in FILE" },
         { "   --timeout SEC", "Wait at most SEC seconds for the daemon (default 10, dump 60)" },
         { "   --debug", "Log debugging messages to stderr" },
@@ -88,7 +114,10 @@ static void help(FILE *f) {
         for (size_t i = 0; i < ELEMENTSOF(option_help); i++)
                 fprintf(f, "  %-*s %s\n", column_width(option_help[i].option, 24), option_help[i].option,
                         option_help[i].help);
-        fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage, 3 no such process or nothing found, 4 permission "
+        fprintf(f, "\nMATCH (list, show), as coredumpctl takes them: a PID, a COMM, an /EXE path, or PID=, COMM=, EXE=,\n"
+                   "UNIT=, RULE=, CLASS= with a value (COMM, EXE and UNIT take globs); all must hold.\n");
+        fprintf(f, "\nThe daemon's socket is " API_SOCKET_DEFAULT " unless --socket or --host says otherwise.\n");
+        fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage, 3 no such process or nothing found, 4 permission\n"
                    "denied, 5 partial dump, 6 no daemon.\n");
 }
 
@@ -119,7 +148,85 @@ enum {
         ARG_TIMEOUT,
         ARG_PEERS,
         ARG_LOCKS,
+        ARG_UNTIL,
+        ARG_NO_PAGER,
+        ARG_METHOD,
 };
+
+/* Which verbs each option applies to; one given to another verb is a usage error, never silently ignored. */
+static const struct {
+        int c;
+        const char *name;
+        unsigned verbs;
+} option_verbs[] = {
+        { ARG_JSON, "--json", V_ALL },
+        { ARG_FOLDED, "--folded", V_DUMP | V_SHOW },
+        { ARG_NO_PAGER, "--no-pager", V_ALL },
+        { 'a', "--all", V_DUMP | V_PS },
+        { 't', "--tid", V_DUMP },
+        { 'p', "--pid", V_DUMP | V_LIST | V_SHOW },
+        { '1', "-1", V_DUMP | V_LIST | V_SHOW },
+        { 'n', "-n", V_DUMP | V_LIST },
+        { 's', "-s", V_DUMP },
+        { 'i', "-i", V_DUMP },
+        { 'm', "-m", V_DUMP },
+        { 'b', "-b", V_DUMP },
+        { ARG_PEERS, "--peers", V_DUMP },
+        { ARG_LOCKS, "--locks", V_DUMP },
+        { ARG_METHOD, "--method", V_DUMP },
+        { 'u', "--unwinder", V_DUMP },
+        { ARG_NO_KERNEL, "--no-kernel", V_DUMP | V_SHOW },
+        { ARG_MAX_FRAMES, "--max-frames", V_DUMP },
+        { ARG_STACK_BYTES, "--stack-bytes", V_DUMP },
+        { ARG_TIME_BUDGET, "--time-budget", V_DUMP },
+        { ARG_DEBUGINFO_PATH, "--debuginfo-path", V_DUMP },
+        { ARG_NO_SOURCE, "--no-source", V_DUMP },
+        { ARG_MODULES, "--modules", V_DUMP | V_SHOW },
+        { ARG_VIA_DAEMON, "--via-daemon", V_DUMP },
+        { 'o', "--output", V_DUMP | V_SHOW },
+        { ARG_ARCHIVE, "--archive", V_LIST | V_SHOW },
+        { ARG_RULE, "--rule", V_LIST | V_SHOW },
+        { ARG_SINCE, "--since", V_LIST | V_SHOW },
+        { ARG_UNTIL, "--until", V_LIST | V_SHOW },
+        { 'r', "--reverse", V_LIST },
+        { ARG_CLASS, "--class", V_PS },
+        { ARG_UNIT, "--unit", V_PS },
+        { ARG_COMM, "--comm", V_PS },
+        { ARG_NO_LEGEND, "--no-legend", V_LIST | V_PS | V_RULES },
+        { ARG_SOCKET, "--socket", V_DAEMON },
+        { ARG_HOST, "--host", V_DAEMON },
+        { ARG_TOKEN_FILE, "--token-file", V_DAEMON },
+        { ARG_TIMEOUT, "--timeout", V_DAEMON },
+        { ARG_DEBUG, "--debug", V_ALL },
+};
+
+/* dump -p PID (eu-stack): the PIDs, taken as arguments. */
+static char *arg_pids[64];
+static size_t n_arg_pids;
+
+/* The options given, in order, for the check against the verb. */
+static int seen_options[64];
+static size_t n_seen_options;
+
+static void option_seen(int c) {
+        for (size_t i = 0; i < n_seen_options; i++)
+                if (seen_options[i] == c)
+                        return;
+        if (n_seen_options < ELEMENTSOF(seen_options))
+                seen_options[n_seen_options++] = c;
+}
+
+/* Usage error for the first option that does not apply to verb V. */
+static int check_options(const Verb *v) {
+        for (size_t i = 0; i < n_seen_options; i++)
+                for (size_t k = 0; k < ELEMENTSOF(option_verbs); k++)
+                        if (option_verbs[k].c == seen_options[i] && !(option_verbs[k].verbs & v->bit)) {
+                                log_error("%s does not apply to '%s'. Try 'stackctl --help'.", option_verbs[k].name,
+                                          v->name);
+                                return -EINVAL;
+                        }
+        return 0;
+}
 
 static int parse_uint_arg(const char *name, const char *value, uint64_t min, uint64_t max, uint64_t *ret) {
         uint64_t v;
@@ -184,7 +291,7 @@ static const struct {
         int c;
         const char *name;
 } local_only[] = {
-        { 'm', "--method" },
+        { ARG_METHOD, "--method" },
         { 'u', "--unwinder" },
         { ARG_NO_KERNEL, "--no-kernel" },
         { ARG_MAX_FRAMES, "--max-frames" },
@@ -199,11 +306,11 @@ static int parse_argv(int argc, char **argv) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
-                { "json", no_argument, NULL, ARG_JSON },
+                { "json", optional_argument, NULL, ARG_JSON },
                 { "folded", no_argument, NULL, ARG_FOLDED },
                 { "all", no_argument, NULL, 'a' },
                 { "tid", required_argument, NULL, 't' },
-                { "method", required_argument, NULL, 'm' },
+                { "method", required_argument, NULL, ARG_METHOD },
                 { "unwinder", required_argument, NULL, 'u' },
                 { "no-kernel", no_argument, NULL, ARG_NO_KERNEL },
                 { "max-frames", required_argument, NULL, ARG_MAX_FRAMES },
@@ -213,7 +320,7 @@ static int parse_argv(int argc, char **argv) {
                 { "modules", no_argument, NULL, ARG_MODULES },
                 { "no-source", no_argument, NULL, ARG_NO_SOURCE },
                 { "archive", required_argument, NULL, ARG_ARCHIVE },
-                { "pid", required_argument, NULL, ARG_PID },
+                { "pid", required_argument, NULL, 'p' },
                 { "rule", required_argument, NULL, ARG_RULE },
                 { "since", required_argument, NULL, ARG_SINCE },
                 { "debug", no_argument, NULL, ARG_DEBUG },
@@ -228,6 +335,10 @@ static int parse_argv(int argc, char **argv) {
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
                 { "peers", required_argument, NULL, ARG_PEERS },
                 { "locks", no_argument, NULL, ARG_LOCKS },
+                { "until", required_argument, NULL, ARG_UNTIL },
+                { "reverse", no_argument, NULL, 'r' },
+                { "output", required_argument, NULL, 'o' },
+                { "no-pager", no_argument, NULL, ARG_NO_PAGER },
                 {}
         };
         uint64_t v;
@@ -238,7 +349,9 @@ static int parse_argv(int argc, char **argv) {
         arg.archive_dir = STACKWATCH_ARCHIVE_DEFAULT;
         arg.socket_path = API_SOCKET_DEFAULT;
         arg.legend = true;
-        while ((c = getopt_long(argc, argv, "hat:m:u:", options, NULL)) >= 0) {
+        arg.json_flags = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
+        while ((c = getopt_long(argc, argv, "hat:u:p:1n:simbro:", options, NULL)) >= 0) {
+                option_seen(c);
                 for (size_t i = 0; i < ELEMENTSOF(local_only); i++)
                         if (local_only[i].c == c && !arg.local_option)
                                 arg.local_option = local_only[i].name;
@@ -250,7 +363,19 @@ static int parse_argv(int argc, char **argv) {
                         printf("stackctl %s\n", PACKAGE_VERSION);
                         return 0;
                 case ARG_JSON:
-                        arg.format = OUTPUT_JSON;
+                        /* --json=MODE as coredumpctl and journalctl take it; plain --json is short. */
+                        if (!optarg || streq(optarg, "short"))
+                                arg.format = OUTPUT_JSON;
+                        else if (streq(optarg, "pretty")) {
+                                arg.format = OUTPUT_JSON;
+                                arg.json_flags = JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                 JSON_C_TO_STRING_NOSLASHESCAPE;
+                        } else if (streq(optarg, "off"))
+                                arg.format = OUTPUT_TEXT;
+                        else {
+                                log_error("Invalid --json '%s': expected short, pretty or off.", optarg);
+                                return -EINVAL;
+                        }
                         break;
                 case ARG_FOLDED:
                         arg.format = OUTPUT_FOLDED;
@@ -267,7 +392,7 @@ static int parse_argv(int argc, char **argv) {
                         arg.capture.tid = tid;
                         break;
                 }
-                case 'm':
+                case ARG_METHOD:
                         arg.capture.method = capture_method_from_string(optarg);
                         if (arg.capture.method < 0 || arg.capture.method == CAPTURE_METHOD_NONE) {
                                 log_error("Invalid --method '%s': expected auto, passive or ptrace.", optarg);
@@ -324,15 +449,51 @@ static int parse_argv(int argc, char **argv) {
                 case ARG_ARCHIVE:
                         arg.archive_dir = optarg;
                         break;
-                case ARG_PID: {
+                case 'p': {
                         int pid;
                         if (parse_pid(optarg, &pid) < 0) {
                                 log_error("Invalid --pid '%s'.", optarg);
                                 return -EINVAL;
                         }
                         arg.filter_pid = pid;
+                        if (n_arg_pids < ELEMENTSOF(arg_pids))
+                                arg_pids[n_arg_pids++] = optarg;
                         break;
                 }
+                case '1':
+                        arg.one = true;
+                        break;
+                case 'n':
+                        if (parse_uint_arg("-n", optarg, 1, UINT32_MAX, &v) < 0)
+                                return -EINVAL;
+                        arg.count = (unsigned) v;
+                        break;
+                case 's':
+                case 'i':
+                        /* eu-stack's source lines and inlined frames: on unless --no-source. */
+                        break;
+                case 'm':
+                        /* eu-stack's module names: every frame shows its module. */
+                        break;
+                case 'b':
+                        arg.modules = true;
+                        break;
+                case 'r':
+                        arg.reverse = true;
+                        break;
+                case 'o':
+                        arg.output = optarg;
+                        break;
+                case ARG_NO_PAGER:
+                        arg.no_pager = true;
+                        break;
+                case ARG_UNTIL:
+                        if (parse_since(optarg, &arg.until_usec) < 0) {
+                                log_error("Invalid --until '%s': expected 10m, 2h, 3d, @EPOCH or "
+                                          "YYYY-MM-DD[ HH:MM[:SS]].", optarg);
+                                return -EINVAL;
+                        }
+                        break;
                 case ARG_RULE:
                         arg.filter_rule = optarg;
                         break;
@@ -393,8 +554,9 @@ static int parse_argv(int argc, char **argv) {
 }
 
 static int dispatch(int argc, char **argv) {
+        _cleanup_free_ char **dump_argv = NULL;
         const Verb *v = NULL;
-        int nargs;
+        int nargs, r;
 
         if (argc < 1) {
                 log_error("Missing command. Try 'stackctl --help'.");
@@ -407,12 +569,36 @@ static int dispatch(int argc, char **argv) {
                 log_error("Unknown command '%s'. Try 'stackctl --help'.", argv[0]);
                 return EXIT_USAGE;
         }
+        if (check_options(v) < 0)
+                return EXIT_USAGE;
+        /* dump -p PID…: eu-stack's way of naming the processes, the same as naming them as arguments. */
+        if (v->bit == V_DUMP && n_arg_pids > 0) {
+                dump_argv = calloc((size_t) argc + n_arg_pids + 1, sizeof *dump_argv);
+                if (!dump_argv)
+                        return log_oom(), EXIT_FAIL;
+                memcpy(dump_argv, argv, (size_t) argc * sizeof *argv);
+                memcpy(dump_argv + argc, arg_pids, n_arg_pids * sizeof *arg_pids);
+                argc += (int) n_arg_pids;
+                argv = dump_argv;
+                arg.filter_pid = 0;
+        }
+        if (v->bit == V_DUMP && arg.count > 0)
+                arg.capture.max_frames = arg.count;
         nargs = argc - 1;
         if (nargs < v->min_args || (v->max_args >= 0 && nargs > v->max_args)) {
                 log_error("Usage: stackctl %s", v->usage);
                 return EXIT_USAGE;
         }
-        return v->fn(argc, argv);
+        if (arg.output && !freopen(arg.output, "we", stdout)) {
+                log_error_errno(errno, "Failed to open %s: %m", arg.output);
+                return EXIT_FAIL;
+        }
+        /* A pager for what people read on a terminal; JSON and folded stacks are for programs. */
+        if (arg.format == OUTPUT_TEXT && (v->bit & (V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES)))
+                pager_open();
+        r = v->fn(argc, argv);
+        pager_close();
+        return r;
 }
 
 int main(int argc, char **argv) {
@@ -421,6 +607,8 @@ int main(int argc, char **argv) {
         /* Short sleeps while waiting for a ptrace stop must be short: the target is stopped meanwhile. */
         (void) prctl(PR_SET_TIMERSLACK, 1000UL);
 
+        /* Colour where a person reads it: a terminal, not a "dumb" one, and NO_COLOR (no-color.org) unset. */
+        arg.colour = isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !streq_ptr(getenv("TERM"), "dumb");
         r = parse_argv(argc, argv);
         if (r < 0)
                 return EXIT_USAGE;

@@ -52,6 +52,15 @@ typedef struct StackctlArgs {
         const char *host;               /* "http://HOST:PORT" (normalized), or NULL for the unix socket */
         const char *token_file;
         uint64_t timeout_usec;          /* 0: the verb's default */
+        /* coredumpctl's and eu-stack's habits. */
+        bool one;                       /* -1: list, show: the latest match only; dump: the main thread only */
+        unsigned count;                 /* -n N: list: the N latest; dump: N frames per thread; 0: not given */
+        bool reverse;                   /* list: newest first */
+        uint64_t until_usec;            /* list, show: snapshots before this; 0: no bound */
+        const char *output;             /* -o FILE: dump, show write there */
+        int json_flags;                 /* json-c's flags for --json=short (the default) or --json=pretty */
+        bool no_pager;
+        bool colour;                    /* stdout is a terminal that takes colour (and NO_COLOR is not set) */
 } StackctlArgs;
 
 extern StackctlArgs arg;
@@ -65,6 +74,19 @@ int verb_rules(int argc, char **argv);
 int verb_status(int argc, char **argv);
 
 int parse_since(const char *s, uint64_t *ret);
+
+/* ---- output (stackctl-output.c): pager, colour, JSON ---- */
+
+/* On a terminal, unless --no-pager: pipe stdout into $STACKCTL_PAGER, $PAGER or "less" (LESS=FRSXMK unless set),
+ * until pager_close(), which waits for it. A pager of "" or "cat" is none. */
+void pager_open(void);
+void pager_close(void);
+/* ANSI SGR sequences when arg.colour, "" otherwise. */
+const char *ansi_bold(void);
+const char *ansi_class(const char *klass);      /* red for blocked, yellow for busy-loop and syscall-spin */
+const char *ansi_normal(void);
+/* O as arg.json_flags say, with a newline; EXIT_OK or EXIT_FAIL. */
+int json_print(json_object *o);
 
 /* dump --via-daemon PID: the daemon captures, we print its reply. */
 int dump_via_daemon(pid_t pid);

@@ -338,8 +338,11 @@ def test_tcp_with_the_token(daemon, tmp_path):
 
     r = stackctl("--host", url, "--token-file", wrong, "ps", check_rc=4)
     assert r.stdout == b"" and f"The daemon refused the token in {wrong}" in r.stderr.decode()
-    r = stackctl("--host", url, "status", check_rc=4)
+    r = stackctl("--host", url, "rules", check_rc=4)
     assert "--token-file" in r.stderr.decode() and "HTTP 401" in r.stderr.decode()
+    # /healthz answers without the token, with only whether the daemon is up: status says that much, and exits 4.
+    r = stackctl("--host", url, "status", check_rc=4)
+    assert r.stdout == b"stackwatchd: ok\n" and "bearer token (--token-file)" in r.stderr.decode()
     # A token file that cannot be used is stackctl's error, not the daemon's.
     empty = tmp_path / "empty"
     empty.write_text("\n")
