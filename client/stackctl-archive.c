@@ -176,23 +176,6 @@ static int select_snapshots(Archive *a, int argc, char **argv, ArchiveSummary **
         return EXIT_OK;
 }
 
-static json_object *summary_json(const ArchiveSummary *s) {
-        json_object *o = json_object_new_object();
-
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "id", json_object_new_string(s->id));
-        json_object_object_add(o, "timestamp_usec", json_object_new_uint64(s->timestamp_usec));
-        json_object_object_add(o, "pid", json_object_new_int(s->pid));
-        json_object_object_add(o, "comm", json_new_string_or_null(s->comm));
-        json_object_object_add(o, "exe", json_new_string_or_null(s->exe));
-        json_object_object_add(o, "unit", json_new_string_or_null(s->unit));
-        json_object_object_add(o, "rule", json_new_string_or_null(s->rule));
-        json_object_object_add(o, "class", json_new_string_or_null(s->klass));
-        json_object_object_add(o, "size", json_object_new_uint64(s->size));
-        return o;
-}
-
 static void print_summary(const ArchiveSummary *s) {
         _cleanup_free_ char *comm = escape_string(s->comm ?: "-"), *rule = escape_string(s->rule ?: "-"),
                             *klass = escape_string(s->klass ?: "-");
@@ -228,7 +211,7 @@ int verb_list(int argc, char **argv) {
                 const ArchiveSummary *s = &sums[sel[arg.reverse ? n_sel - 1 - (j - first) : j]];
 
                 if (arr)
-                        json_object_array_add(arr, summary_json(s));
+                        json_object_array_add(arr, archive_summary_to_json(s));
                 else
                         print_summary(s);
         }

@@ -504,22 +504,6 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
 
 /* ---- /snapshots ---- */
 
-static json_object *summary_json(const ArchiveSummary *s) {
-        json_object *o = json_object_new_object();
-
-        if (!o)
-                return NULL;
-        json_object_object_add(o, API_K_ID, json_object_new_string(s->id));
-        json_object_object_add(o, API_K_TIMESTAMP_USEC, json_object_new_uint64(s->timestamp_usec));
-        json_object_object_add(o, API_K_PID, json_object_new_int(s->pid));
-        json_object_object_add(o, API_K_COMM, s->comm ? json_object_new_string(s->comm) : NULL);
-        json_object_object_add(o, API_K_RULE, s->rule ? json_object_new_string(s->rule) : NULL);
-        json_object_object_add(o, API_K_CLASS, s->klass ? json_object_new_string(s->klass) : NULL);
-        json_object_object_add(o, API_K_SIZE, json_object_new_uint64(s->size));
-        json_object_object_add(o, API_K_FILE_SIZE, json_object_new_uint64(s->file_size));
-        return o;
-}
-
 static enum MHD_Result route_snapshots(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
         const char *v, *rule = query(c, API_Q_RULE);
         ArchiveSummary *list = NULL;
@@ -561,7 +545,7 @@ static enum MHD_Result route_snapshots(Http *h, struct MHD_Connection *c, const 
         o = json_object_new_object();
         arr = json_object_new_array();
         for (size_t i = first; o && arr && i < kept; i++)
-                json_object_array_add(arr, summary_json(&list[i]));
+                json_object_array_add(arr, archive_summary_to_json(&list[i]));
         archive_summaries_free(list, n);
         if (!o || !arr) {
                 json_object_put(o);

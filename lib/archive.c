@@ -244,6 +244,22 @@ void archive_summary_done(ArchiveSummary *s) {
         *s = (ArchiveSummary) {};
 }
 
+json_object *archive_summary_to_json(const ArchiveSummary *s) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        if (json_add_string(o, "id", s->id) < 0 || json_add_u64(o, "timestamp_usec", s->timestamp_usec) < 0 ||
+            json_add_int64(o, "pid", s->pid) < 0 || json_add_string(o, "comm", s->comm) < 0 ||
+            json_add_string(o, "exe", s->exe) < 0 || json_add_string(o, "unit", s->unit) < 0 ||
+            json_add_string(o, "rule", s->rule) < 0 || json_add_string(o, "class", s->klass) < 0 ||
+            json_add_u64(o, "size", s->size) < 0 || json_add_u64(o, "file_size", s->file_size) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
 void archive_summaries_free(ArchiveSummary *s, size_t n) {
         if (!s)
                 return;

@@ -94,5 +94,8 @@ int archive_id_compare(const char *a, const char *b);
 
 /* Free the strings of one summary and zero it (the struct itself is the caller's); NULL-safe. */
 void archive_summary_done(ArchiveSummary *s);
+/* S as the API and stackctl list --json show it: {"id", "timestamp_usec", "pid", "comm", "exe", "unit", "rule",
+ * "class", "size", "file_size"} (unknown strings null); NULL on OOM. */
+struct json_object *archive_summary_to_json(const ArchiveSummary *s);
 /* Free an array of N summaries from archive_list(); NULL-safe. */
 void archive_summaries_free(ArchiveSummary *s, size_t n);
