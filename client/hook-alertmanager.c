@@ -131,8 +131,7 @@ static json_object *alert_from_event(json_object *ev) {
                 return NULL;
         if (json_add(alert, "labels", TAKE_PTR(labels)) < 0 || json_add(alert, "annotations", TAKE_PTR(ann)) < 0 ||
             add_time(alert, "startsAt", json_get_u64(ev, "since_usec") ?: json_get_u64(ev, "timestamp_usec")) < 0 ||
-            add_time(alert, "endsAt", resolved ? json_get_u64(ev, "timestamp_usec") : json_get_u64(ev, "expires_usec")) <
-                    0 ||
+            add_time(alert, "endsAt", json_get_u64(ev, resolved ? "timestamp_usec" : "expires_usec")) < 0 ||
             json_object_array_add(alerts, TAKE_PTR(alert)) < 0)
                 return NULL;
         return TAKE_PTR(alerts);
@@ -231,7 +230,8 @@ int main(int argc, char **argv) {
         if (strncmp(base, "http://", 7) != 0 && strncmp(base, "https://", 8) != 0)
                 return usage("not an http:// or https:// URL");
         if (!event) {
-                fprintf(stderr, "alertmanager: STACKWATCH_EVENT is not set; stackwatchd runs this with the event in it\n");
+                fprintf(stderr, "alertmanager: STACKWATCH_EVENT is not set; stackwatchd runs this with the event "
+                                "in it\n");
                 return 2;
         }
         ev = json_tokener_parse(event);

@@ -205,8 +205,8 @@ int verb_list(int argc, char **argv) {
         if (arg.format == OUTPUT_JSON)
                 arr = json_object_new_array();
         else if (n_sel > first && arg.legend)
-                printf("%s%-19s %7s %-16s %-16s %-12s %s%s\n", ansi_bold(), "TIME", "PID", "COMM", "RULE", "CLASS", "ID",
-                       ansi_normal());
+                printf("%s%-19s %7s %-16s %-16s %-12s %s%s\n", ansi_bold(), "TIME", "PID", "COMM", "RULE", "CLASS",
+                       "ID", ansi_normal());
         for (size_t j = first; j < n_sel; j++) {
                 const ArchiveSummary *s = &sums[sel[arg.reverse ? n_sel - 1 - (j - first) : j]];
 

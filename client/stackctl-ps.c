@@ -83,8 +83,8 @@ int verb_ps(int argc, char **argv) {
                 return EXIT_NOT_FOUND;
         }
         if (arg.legend)
-                printf("%s%7s %7s %-16s %-12s %-5s %7s %5s %s%s\n", ansi_bold(), "PID", "TID", "COMM", "CLASS", "STATE",
-                       "FOR", "CPU%", "SYSCALL/WCHAN", ansi_normal());
+                printf("%s%7s %7s %-16s %-12s %-5s %7s %5s %s%s\n", ansi_bold(), "PID", "TID", "COMM", "CLASS",
+                       "STATE", "FOR", "CPU%", "SYSCALL/WCHAN", ansi_normal());
         for (size_t i = 0; i < n; i++) {
                 r = print_thread(json_object_array_get_idx(threads, i));
                 if (r < 0)

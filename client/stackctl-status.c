@@ -100,7 +100,8 @@ int verb_status(int argc, char **argv) {
                 log_error("The details need the daemon's bearer token (--token-file).");
                 return EXIT_PERMISSION;
         }
-        reload_failed = streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD), API_RELOAD_FAILED);
+        reload_failed = streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD),
+                                  API_RELOAD_FAILED);
         if (arg.format == OUTPUT_JSON)
                 r = daemon_print_body(&resp);
         else

@@ -114,8 +114,8 @@ static void help(FILE *f) {
         for (size_t i = 0; i < ELEMENTSOF(option_help); i++)
                 fprintf(f, "  %-*s %s\n", column_width(option_help[i].option, 24), option_help[i].option,
                         option_help[i].help);
-        fprintf(f, "\nMATCH (list, show), as coredumpctl takes them: a PID, a COMM, an /EXE path, or PID=, COMM=, EXE=,\n"
-                   "UNIT=, RULE=, CLASS= with a value (COMM, EXE and UNIT take globs); all must hold.\n");
+        fprintf(f, "\nMATCH (list, show), as coredumpctl takes them: a PID, a COMM, an /EXE path, or PID=, COMM=, "
+                   "EXE=,\nUNIT=, RULE=, CLASS= with a value (COMM, EXE and UNIT take globs); all must hold.\n");
         fprintf(f, "\nThe daemon's socket is " API_SOCKET_DEFAULT " unless --socket or --host says otherwise.\n");
         fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage, 3 no such process or nothing found, 4 permission\n"
                    "denied, 5 partial dump, 6 no daemon.\n");

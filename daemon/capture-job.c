@@ -165,7 +165,8 @@ static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
         if (r < 0 || json_add(o, "cmdline", json_new_strv(cmdline ?: s->cmdline)) < 0 ||
             json_add(o, "frames", json_new_strv(frames)) < 0)
                 return ENOMEM;
-        dprintf(out_fd, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        dprintf(out_fd, "%s\n",
+                json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         return 0;
 }
 

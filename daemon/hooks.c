@@ -127,7 +127,8 @@ json_object *hooks_event_to_json(const HookEvent *ev) {
             json_add_string(o, "snapshot", ev->snapshot_path) < 0 || json_add_string(o, "summary", ev->summary) < 0 ||
             json_add_string(o, "error", ev->error) < 0 ||
             json_add_int(o, "timestamp_usec", (int64_t) ev->timestamp_usec, ev->timestamp_usec > 0) < 0 ||
-            json_add_string(o, "state", ev->state) < 0 || json_add(o, "repeat", json_object_new_boolean(ev->repeat)) < 0 ||
+            json_add_string(o, "state", ev->state) < 0 ||
+            json_add(o, "repeat", json_object_new_boolean(ev->repeat)) < 0 ||
             json_add_string(o, "severity", ev->severity) < 0 || json_add_string(o, "host", ev->host) < 0 ||
             json_add_string(o, "exe", ev->exe) < 0 || json_add(o, "cmdline", json_new_strv(ev->cmdline)) < 0 ||
             json_add_string(o, "unit", ev->unit) < 0 || json_add_string(o, "cgroup", ev->cgroup) < 0 ||

@@ -150,7 +150,9 @@ static void render_problems(Metrics *mt, const DaemonView *v, uint64_t now, FILE
                                 continue;
                         }
                         g = &groups[n++];
-                        *g = (ProblemGroup) { .klass = t->cls.class, .unit = t->process->unit, .comm = t->process->comm };
+                        *g = (ProblemGroup) {
+                                .klass = t->cls.class, .unit = t->process->unit, .comm = t->process->comm,
+                        };
                 }
                 g->threads++;
                 g->longest_usec = MAX(g->longest_usec, now - MIN(now, t->cls.since_usec));
@@ -179,7 +181,8 @@ static void render_problems(Metrics *mt, const DaemonView *v, uint64_t now, FILE
         }
         header(f, "stackwatch_problem_threads_dropped_total", "counter",
                "Problem threads left out of stackwatch_problem_threads by its series cap, summed over scrapes.");
-        fprintf(f, "stackwatch_problem_threads_dropped_total %llu\n", (unsigned long long) mt->problem_threads_dropped);
+        fprintf(f, "stackwatch_problem_threads_dropped_total %llu\n",
+                (unsigned long long) mt->problem_threads_dropped);
 }
 
 /* The process_* metrics every Prometheus client library exports about its own process. */
@@ -325,7 +328,8 @@ int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len
         if (m->alerts) {
                 header(f, "stackwatch_alerts_active", "gauge", "Firings whose hook keeps an alert active now.");
                 fprintf(f, "stackwatch_alerts_active %zu\n", m->alerts->n_active);
-                header(f, "stackwatch_alerts_resolved_total", "counter", "Alerts resolved: the thread recovered or exited.");
+                header(f, "stackwatch_alerts_resolved_total", "counter",
+                       "Alerts resolved: the thread recovered or exited.");
                 fprintf(f, "stackwatch_alerts_resolved_total %llu\n", (unsigned long long) m->alerts->resolved);
         }
 

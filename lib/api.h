@@ -66,7 +66,8 @@
 #define API_K_WCHAN "wchan"
 #define API_K_UNIT "unit"                       /* when known (read when a rule or a filter needed it) */
 
-/* GET /snapshots → {"snapshots": [{id, timestamp_usec, pid, comm, exe, unit, rule, class, size, file_size}…], "skipped": N},
+/* GET /snapshots → {"snapshots": [{id, timestamp_usec, pid, comm, exe, unit, rule, class, size, file_size}…],
+ * "skipped": N},
  * oldest first (the same objects as `stackctl list --json`). /snapshots/<id> → the stackwatch.snapshot/1 document. */
 #define API_K_SNAPSHOTS "snapshots"
 #define API_K_SKIPPED "skipped"

@@ -467,10 +467,10 @@ int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, con
         int r;
 
         r = json_parse_bounded(json, len, &j, &why);
-        if (r >= 0 && how == SNAPSHOT_RENDER_JSON)
-                r = fputs(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
-                          f) < 0 ? -EIO : 0;
-        else if (r >= 0)
+        if (r >= 0 && how == SNAPSHOT_RENDER_JSON) {
+                int flags = o && o->json_flags ? o->json_flags : JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
+                r = fputs(json_object_to_json_string_ext(j, flags), f) < 0 ? -EIO : 0;
+        } else if (r >= 0)
                 r = snapshot_from_json(j, &s, &why);
         json_object_put(j);
         if (r == -EINVAL) {

@@ -69,7 +69,8 @@ def test_hook_gets_the_event_in_its_environment(daemon, fixture, tmp_path):
     assert set(env) <= {"PATH", "PWD", "STACKWATCH_RULE", "STACKWATCH_PID", "STACKWATCH_TID", "STACKWATCH_COMM",
                         "STACKWATCH_CLASS", "STACKWATCH_SNAPSHOT", "STACKWATCH_SNAPSHOT_ID", "STACKWATCH_SUMMARY",
                         "STACKWATCH_TIMESTAMP", "STACKWATCH_EVENT", "STACKWATCH_STATE", "STACKWATCH_SEVERITY",
-                        "STACKWATCH_HOST", "STACKWATCH_EXE", "STACKWATCH_UNIT", "STACKWATCH_DURATION_USEC"}, sorted(env)
+                        "STACKWATCH_HOST", "STACKWATCH_EXE", "STACKWATCH_UNIT",
+                        "STACKWATCH_DURATION_USEC"}, sorted(env)
     # Who, where and what: the host, the binary, the command line, how long, and the top of the stack.
     assert env["STACKWATCH_STATE"] == "firing" and env["STACKWATCH_SEVERITY"] == "warning"
     assert env["STACKWATCH_HOST"] == os.uname().nodename and ev["host"] == os.uname().nodename
