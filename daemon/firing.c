@@ -103,9 +103,9 @@ int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const
         return strdup_or_null(error, &f->error);
 }
 
-char *firing_summary(const Firing *f, bool resolved, uint64_t now_realtime) {
+char *firing_summary(const Firing *f, bool resolved, uint64_t at) {
         _cleanup_free_ char *comm = escape_string(f->comm ?: "");
-        double secs = (double) ((resolved ? now_realtime : f->fired_usec) - MIN(f->since_usec, now_realtime)) / 1e6;
+        double secs = (double) (at - MIN(f->since_usec, at)) / 1e6;
         char *s;
 
         if (!comm)
@@ -175,9 +175,8 @@ void alerts_done(Alerts *a) {
 
 /* Run F's hook: a new firing, a repeat, or the recovery. */
 static void alert_send(Hooks *h, Firing *f, bool resolved, bool repeat, uint64_t repeat_usec) {
-        uint64_t now_real = now_usec(CLOCK_REALTIME);
-        _cleanup_free_ char *summary = firing_summary(f, resolved, now_real);
-        uint64_t at = resolved || repeat ? now_real : f->fired_usec;
+        uint64_t now_real = now_usec(CLOCK_REALTIME), at = resolved || repeat ? now_real : f->fired_usec;
+        _cleanup_free_ char *summary = firing_summary(f, resolved, at);
 
         if (!summary) {
                 log_oom();

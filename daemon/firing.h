@@ -44,9 +44,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Firing *, firing_free);
 int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const char *error, double max_pause_us,
                        char **cmdline, char **frames);
 
-/* "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read" (comm escaped); for a resolved alert, "... no longer
- * blocked, after 130.2 s". NULL on OOM. */
-char *firing_summary(const Firing *f, bool resolved, uint64_t now_realtime);
+/* "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read" (comm escaped), the time counted up to AT (CLOCK_REALTIME);
+ * for a resolved alert, "... no longer blocked, after 130.2 s". NULL on OOM. */
+char *firing_summary(const Firing *f, bool resolved, uint64_t at);
 
 /* The firing's one journal record (SW_MESSAGE_RULE_FIRED): the rule, the process, the class and for how long, the
  * snapshot or why there is none, and the top frames, as MESSAGE and as STACKWATCH_* fields, with OBJECT_PID=.

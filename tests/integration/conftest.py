@@ -400,9 +400,13 @@ class Server:
         self.log_path = log_path
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(lambda: self.proc.poll() is not None or http_json(url + ready_path)[0] == 200, timeout=30,
-                   interval=0.1, what=f"{what} ready")
-        assert self.proc.poll() is None, f"{what} exited: {open(log_path, 'rb').read()[-2000:]!r}"
+        try:
+            wait_until(lambda: self.proc.poll() is not None or http_json(url + ready_path)[0] == 200, timeout=30,
+                       interval=0.1, what=f"{what} ready")
+            assert self.proc.poll() is None, f"{what} exited: {open(log_path, 'rb').read()[-2000:]!r}"
+        except BaseException:
+            self.stop()  # never leave a server behind a failed start
+            raise
 
     def stop(self):
         if self.proc.poll() is None:

@@ -140,3 +140,30 @@ def test_shell_metacharacters_in_a_process_name_reach_the_hook_as_data(daemon, f
     assert out.read_bytes() == name.encode()
     assert not os.path.exists(canary)
     assert d.proc.poll() is None
+
+
+def test_a_lasting_firing_repeats_and_resolves(daemon, fixture, tmp_path):
+    out = tmp_path / "events.out"
+    hook = script(tmp_path, "record", f'printf "%s\\n" "$STACKWATCH_EVENT" >> "{out}"\n')
+    d = daemon(config([hook], hooks_extra="  repeat_interval: 1s\n"))
+    fx = fixture("block-read", "--name", "br-hook").wait_wchan("pipe_read")
+
+    def events():
+        return [json.loads(ln) for ln in out.read_text().splitlines()] if out.exists() else []
+    evs = wait_until(lambda: (lambda e: e if len(e) >= 2 else None)(events()), timeout=20, interval=0.05,
+                     what="the firing and a repeat")
+    first, again = evs[0], evs[1]
+    assert first["state"] == again["state"] == "firing" and not first["repeat"] and again["repeat"]
+    # The repeat says how long it has lasted by now, with the same snapshot; and pushes the expiry further.
+    assert again["duration_usec"] >= first["duration_usec"] + 900_000
+    assert again["snapshot_id"] == first["snapshot_id"] and again["expires_usec"] > first["expires_usec"]
+    m1 = float(first["summary"].split(" for ")[1].split(" s")[0])
+    m2 = float(again["summary"].split(" for ")[1].split(" s")[0])
+    assert m2 >= m1 + 0.9, (first["summary"], again["summary"])
+    fx.kill()
+    last = wait_until(lambda: (lambda e: e[-1] if e and e[-1]["state"] == "resolved" else None)(events()),
+                      timeout=10, interval=0.05, what="the resolved event")
+    assert last["summary"].startswith(f"pid {fx.pid} (br-hook) thread {fx.pid} no longer blocked, after ")
+    assert last["expires_usec"] is None and last["timestamp_usec"] >= again["timestamp_usec"]
+    metrics = d.get("/metrics")[2].decode()
+    assert "stackwatch_alerts_resolved_total 1\n" in metrics and "stackwatch_alerts_active 0\n" in metrics
