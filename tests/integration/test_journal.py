@@ -17,14 +17,15 @@ RELOAD = "5b6a1e30c8f84d5a9f8c1e2d7a4b3c02"
 
 # Runs as root in a new mount namespace: a private /run/systemd/journal for journald's sockets, the test's directory
 # as /run/log/journal for its (volatile) files and an empty /var/log/journal, so that nothing reaches the host's
-# journal; journald in the background (its pid in a file, for the teardown); then the daemon.
+# journal; journald in the background (its pid in a file, for the teardown), without NOTIFY_SOCKET, which is the
+# test's listener for the daemon's READY=1 (journald would send its own); then the daemon.
 SETUP = """#!/bin/sh
 set -eu
 mkdir -p /run/systemd/journal /run/log/journal
 mount -t tmpfs tmpfs /run/systemd/journal
 mount --bind "$JOURNAL_DIR" /run/log/journal
 if [ -d /var/log/journal ]; then mount -t tmpfs tmpfs /var/log/journal; fi
-%s &
+env -u NOTIFY_SOCKET %s &
 echo $! > "$JOURNALD_PID"
 i=0
 while [ ! -S /run/systemd/journal/socket ]; do
@@ -119,6 +120,8 @@ def test_one_record_per_firing_with_everything_in_it(journald_daemon, fixture):
 
 def test_a_refused_reload_is_a_record_with_the_error(journald_daemon, fixture):
     d, jdir = journald_daemon(RULES)
+    wait_until(lambda: journal(jdir, "SYSLOG_IDENTIFIER=stackwatchd", "-g", "starting"), timeout=20, interval=0.1,
+               what="the daemon's first message")
     d.write_config("rules:\n  - name: [broken\n")
     d.proc.send_signal(signal.SIGHUP)
     recs = wait_until(lambda: journal(jdir, f"MESSAGE_ID={RELOAD}"), timeout=20, interval=0.1,
