@@ -10,8 +10,9 @@
  * stackwatchd(8) lists them. */
 /* One record per firing, with the snapshot (or why there is none), the process and the top of the stack. */
 #define SW_MESSAGE_RULE_FIRED "5b6a1e30c8f84d5a9f8c1e2d7a4b3c01"
-/* The configuration was reloaded, or a reload failed and the running one was kept. */
-#define SW_MESSAGE_RELOAD "5b6a1e30c8f84d5a9f8c1e2d7a4b3c02"
+/* The configuration was reloaded, or a reload failed and the running one was kept. (...c02 meant "snapshot written"
+ * until the firing record took that over; it is not used again, and neither is ...c04, the old budget message.) */
+#define SW_MESSAGE_RELOAD "5b6a1e30c8f84d5a9f8c1e2d7a4b3c07"
 #define SW_MESSAGE_CAPTURE_FAILED "5b6a1e30c8f84d5a9f8c1e2d7a4b3c03"
 /* A hook started, ended, timed out, could not run, or was dropped; and a line a hook wrote. */
 #define SW_MESSAGE_HOOK "5b6a1e30c8f84d5a9f8c1e2d7a4b3c05"

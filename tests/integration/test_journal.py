@@ -13,7 +13,7 @@ from conftest import wait_until
 
 JOURNALD = "/lib/systemd/systemd-journald"
 FIRED = "5b6a1e30c8f84d5a9f8c1e2d7a4b3c01"
-RELOAD = "5b6a1e30c8f84d5a9f8c1e2d7a4b3c02"
+RELOAD = "5b6a1e30c8f84d5a9f8c1e2d7a4b3c07"
 
 # Runs as root in a new mount namespace: a private /run/systemd/journal for journald's sockets, the test's directory
 # as /run/log/journal for its (volatile) files and an empty /var/log/journal, so that nothing reaches the host's
