@@ -334,9 +334,11 @@ static int archive_header_parse(const char *p, size_t n, const char *id, Archive
         if (!json_object_object_get_ex(o, "schema", &v) || !json_object_is_type(v, json_type_string) ||
             !streq(json_object_get_string(v), ARCHIVE_SCHEMA))
                 return -EBADMSG;
+        /* ID NULL: a file without a name (a journal field): its header names it, and must name a valid id. */
         if (!json_object_object_get_ex(o, "id", &v) || !json_object_is_type(v, json_type_string) ||
-            !streq(json_object_get_string(v), id))
+            (id ? !streq(json_object_get_string(v), id) : !archive_id_is_valid(json_object_get_string(v))))
                 return -EBADMSG;
+        id = json_object_get_string(v);
         if (json_require_u64(o, "timestamp_usec", &s.timestamp_usec) < 0 || json_require_u64(o, "pid", &pid) < 0 ||
             json_require_u64(o, "size", &s.size) < 0 || pid == 0 || pid > ARCHIVE_PID_MAX)
                 return -EBADMSG;
@@ -809,14 +811,101 @@ static int archive_latest_id(Archive *a, char **ret) {
         return 0;
 }
 
+/* The document frame BUF (N bytes) of a file whose header S says how large the document is: exactly one frame, of
+ * that size, no truncation, no trailing bytes; decompressed and NUL-terminated into *RET. */
+static int archive_document_decode(const uint8_t *buf, size_t n, const ArchiveSummary *s, char **ret) {
+        _cleanup_free_ char *out = NULL;
+        unsigned long long c;
+        size_t d;
+
+        if (s->size > ARCHIVE_DOCUMENT_MAX || n > ZSTD_compressBound(ARCHIVE_DOCUMENT_MAX))
+                return -EFBIG;
+        c = ZSTD_getFrameContentSize(buf, n);
+        if (c == ZSTD_CONTENTSIZE_ERROR || c == ZSTD_CONTENTSIZE_UNKNOWN || c != s->size ||
+            ZSTD_findFrameCompressedSize(buf, n) != n)
+                return -EBADMSG;
+        out = malloc((size_t) s->size + 1);
+        if (!out)
+                return -ENOMEM;
+        d = ZSTD_decompress(out, (size_t) s->size, buf, n);
+        if (ZSTD_isError(d) || d != s->size) {
+                log_debug("Snapshot '%s' does not decompress: %s", s->id,
+                          ZSTD_isError(d) ? ZSTD_getErrorName(d) : "short");
+                return ZSTD_isError(d) && ZSTD_getErrorCode(d) == ZSTD_error_memory_allocation ? -ENOMEM : -EBADMSG;
+        }
+        out[s->size] = '\0';
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+int archive_decode(const uint8_t *file, size_t size, char **ret_json, size_t *ret_len, ArchiveSummary *ret_summary) {
+        _cleanup_(archive_summary_done) ArchiveSummary s = {};
+        _cleanup_free_ char *out = NULL;
+        uint32_t len;
+        int r;
+
+        if (size < FRAME_HEADER_SIZE || get_le32(file) != ARCHIVE_HEADER_MAGIC)
+                return -EBADMSG;
+        len = get_le32(file + 4);
+        if (len > ARCHIVE_HEADER_MAX || FRAME_HEADER_SIZE + len > size)
+                return -EBADMSG;
+        r = archive_header_parse((const char *) file + FRAME_HEADER_SIZE, len, NULL, &s);
+        if (r < 0)
+                return r;
+        s.file_size = size;
+        r = archive_document_decode(file + FRAME_HEADER_SIZE + len, size - FRAME_HEADER_SIZE - len, &s, &out);
+        if (r < 0)
+                return r;
+        *ret_json = TAKE_PTR(out);
+        if (ret_len)
+                *ret_len = (size_t) s.size;
+        if (ret_summary) {
+                *ret_summary = s;
+                s = (ArchiveSummary) {};
+        }
+        return 0;
+}
+
+int archive_read_file(Archive *a, const char *id, uint64_t max, uint8_t **ret, size_t *ret_size) {
+        _cleanup_free_ uint8_t *buf = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char name[NAME_SIZE];
+        struct stat st;
+        ssize_t k;
+        int r;
+
+        if (!a || !archive_id_is_valid(id))
+                return -EINVAL;
+        r = archive_id_to_name(id, name);
+        if (r < 0)
+                return r;
+        r = archive_open_file(a->dir_fd, name, &fd);
+        if (r < 0)
+                return r;
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        *ret_size = (size_t) st.st_size;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
+        buf = malloc(MAX((size_t) st.st_size, 1U));
+        if (!buf)
+                return -ENOMEM;
+        k = loop_pread(fd, buf, (size_t) st.st_size, 0);
+        if (k < 0)
+                return (int) k;
+        if ((size_t) k != (size_t) st.st_size)
+                return -EBADMSG;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
 int archive_read(Archive *a, const char *id, char **ret_json, size_t *ret_len, ArchiveSummary *ret_summary) {
         _cleanup_(archive_summary_done) ArchiveSummary s = {};
         _cleanup_free_ char *latest = NULL, *out = NULL;
         _cleanup_free_ uint8_t *buf = NULL;
         _cleanup_close_ int fd = -EBADF;
         char name[NAME_SIZE];
-        size_t header_size, n, d;
-        unsigned long long c;
+        size_t header_size, n;
         ssize_t k;
         int r;
 
@@ -853,21 +942,9 @@ int archive_read(Archive *a, const char *id, char **ret_json, size_t *ret_len, A
                 return (int) k;
         if ((size_t) k != n)
                 return -EBADMSG;
-        /* Exactly one frame, of the size the header promised: no truncation, no trailing bytes. */
-        c = ZSTD_getFrameContentSize(buf, n);
-        if (c == ZSTD_CONTENTSIZE_ERROR || c == ZSTD_CONTENTSIZE_UNKNOWN || c != s.size ||
-            ZSTD_findFrameCompressedSize(buf, n) != n)
-                return -EBADMSG;
-        out = malloc((size_t) s.size + 1);
-        if (!out)
-                return -ENOMEM;
-        d = ZSTD_decompress(out, (size_t) s.size, buf, n);
-        if (ZSTD_isError(d) || d != s.size) {
-                log_debug("Snapshot '%s' does not decompress: %s", id,
-                          ZSTD_isError(d) ? ZSTD_getErrorName(d) : "short");
-                return ZSTD_isError(d) && ZSTD_getErrorCode(d) == ZSTD_error_memory_allocation ? -ENOMEM : -EBADMSG;
-        }
-        out[s.size] = '\0';
+        r = archive_document_decode(buf, n, &s, &out);
+        if (r < 0)
+                return r;
 
         *ret_json = TAKE_PTR(out);
         if (ret_len)

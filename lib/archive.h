@@ -89,6 +89,12 @@ int archive_read(Archive *a, const char *id, char **ret_json, size_t *ret_len, A
 
 /* Whether S is an id of our form (not "latest"): the check for ids from the command line or HTTP. */
 bool archive_id_is_valid(const char *s);
+/* The bytes of snapshot file ID as they are (header frame and compressed document), for carrying the file elsewhere
+ * (the journal); -EFBIG when it is larger than MAX bytes (*RET_SIZE says how large it is). */
+int archive_read_file(Archive *a, const char *id, uint64_t max, uint8_t **ret, size_t *ret_size);
+/* The document in the bytes of a snapshot file FILE (SIZE) from anywhere (the journal): checked as archive_read()
+ * checks a file (its header names its own id); -EBADMSG when anything is off, -EFBIG past ARCHIVE_DOCUMENT_MAX. */
+int archive_decode(const uint8_t *file, size_t size, char **ret_json, size_t *ret_len, ArchiveSummary *ret_summary);
 /* Order two valid ids: by time, then pid, then collision suffix. */
 int archive_id_compare(const char *a, const char *b);
 

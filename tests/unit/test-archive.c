@@ -220,6 +220,41 @@ START_TEST(test_round_trip) {
 }
 END_TEST
 
+/* A snapshot file carried elsewhere (the journal) as bytes: read whole, decoded to the same document, its header
+ * naming its own id; a flipped byte or a cut is refused; a file over the bound is -EFBIG with its size. */
+START_TEST(test_file_bytes_round_trip) {
+        _cleanup_(archive_freep) Archive *a = NULL;
+        _cleanup_free_ char *id = NULL, *json = NULL, *again = NULL;
+        _cleanup_free_ uint8_t *raw = NULL;
+        char *dir = tmpdir_new();
+        const char *doc = "{\"schema\":\"stackwatch.snapshot/1\",\"process\":{\"pid\":4242}}";
+        ArchiveSummary in = summary_at(T0, 4242), out = {};
+        size_t size = 0, len = 0;
+
+        ck_assert_int_eq(archive_open(dir, &a), 0);
+        in.exe = (char *) "/usr/sbin/nginx";
+        in.unit = (char *) "nginx.service";
+        ck_assert_int_eq(archive_write(a, doc, strlen(doc), &in, NULL, NULL, &id), 0);
+        ck_assert_int_eq(archive_read_file(a, id, 16, &raw, &size), -EFBIG);
+        ck_assert_uint_gt(size, 16);
+        ck_assert_int_eq(archive_read_file(a, id, 1 << 20, &raw, &size), 0);
+        ck_assert_int_eq(archive_decode(raw, size, &json, &len, &out), 0);
+        ck_assert_str_eq(json, doc);
+        ck_assert_uint_eq(len, strlen(doc));
+        ck_assert_str_eq(out.id, id);
+        ck_assert_str_eq(out.exe, "/usr/sbin/nginx");
+        ck_assert_str_eq(out.unit, "nginx.service");
+        ck_assert_uint_eq(out.file_size, size);
+        archive_summary_done(&out);
+        ck_assert_int_eq(archive_decode(raw, size - 1, &again, NULL, NULL), -EBADMSG);
+        raw[size - 3] ^= 0x40;
+        ck_assert_int_eq(archive_decode(raw, size, &again, NULL, NULL), -EBADMSG);
+        ck_assert_int_eq(archive_decode(raw, 7, &again, NULL, NULL), -EBADMSG);
+        ck_assert_int_eq(archive_read_file(a, "../x", 1 << 20, &raw, &size), -EINVAL);
+        tmpdir_free(dir);
+}
+END_TEST
+
 START_TEST(test_null_summary_fields) {
         _cleanup_(archive_freep) Archive *a = NULL;
         _cleanup_free_ char *id = NULL;
@@ -1140,7 +1175,8 @@ START_TEST(test_enospc) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("archive", test_round_trip, test_null_summary_fields, test_id_collision, test_sort_by_time, test_latest,
+UNIT_TEST_MAIN("archive", test_round_trip, test_file_bytes_round_trip, test_null_summary_fields, test_id_collision,
+               test_sort_by_time, test_latest,
                test_id_validation, test_hostile_ids, test_foreign_files, test_corrupt_files, test_vacuum_max_snapshots,
                test_vacuum_max_size, test_vacuum_max_age, test_vacuum_keep_free, test_no_tmp_left, test_no_proc_fallback,
                test_kill_during_writes, test_stale_tmp, test_zstd_cli, test_open_creates_dir, test_bad_args,
