@@ -498,6 +498,20 @@ static const char *severity_name(int i) {
         return rule_severity_to_string((RuleSeverity) i);
 }
 
+static const char *journal_mode_name(int i) {
+        return config_journal_to_string((ConfigJournal) i);
+}
+
+static int parse_journal_mode(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
+        const char *v = scalar(node);
+        ConfigJournal j = config_journal_from_string(v);
+
+        if (j < 0)
+                return unknown_name(p, node, "journal mode", v, journal_mode_name, _CONFIG_JOURNAL_MAX);
+        *FIELD(base, k, ConfigJournal) = j;
+        return 0;
+}
+
 static int parse_capture_method(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
         CaptureMethod m;
         const char *v = scalar(node);
@@ -833,6 +847,9 @@ static const ConfigKey archive_keys[] = {
         KEY("max_age", CONFIG_NODE_SCALAR, parse_duration, Config, max_age_usec, .min = CONFIG_MAX_AGE_MIN_USEC,
             .max = CONFIG_MAX_AGE_MAX_USEC),
         KEY("keep_free", CONFIG_NODE_SCALAR, parse_size, Config, keep_free, .min = 0, .max = CONFIG_SIZE_MAX),
+        KEY("journal", CONFIG_NODE_SCALAR, parse_journal_mode, Config, journal),
+        KEY("journal_max_size", CONFIG_NODE_SCALAR, parse_size, Config, journal_max_size,
+            .min = CONFIG_JOURNAL_MAX_SIZE_MIN, .max = CONFIG_JOURNAL_MAX_SIZE_MAX),
 };
 static const ConfigTable archive_table = { "in \"archive\"", archive_keys, ELEMENTSOF(archive_keys) };
 

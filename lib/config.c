@@ -6,7 +6,15 @@
 #include "alloc-util.h"
 #include "config.h"
 #include "macro.h"
+#include "string-table.h"
 #include "strv.h"
+
+static const char *const config_journal_table[_CONFIG_JOURNAL_MAX] = {
+        [CONFIG_JOURNAL_OFF] = "off",
+        [CONFIG_JOURNAL_SUMMARY] = "summary",
+        [CONFIG_JOURNAL_FULL] = "full",
+};
+DEFINE_STRING_TABLE_LOOKUP(config_journal, ConfigJournal);
 
 /* ---- the model and its defaults ---- */
 

@@ -1,6 +1,7 @@
 /* config.h: the daemon's configuration: the model, its compiled defaults and ranges (loading: config-load.h). */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@
 #define CONFIG_DEFAULT_MAX_SIZE (512 * CONFIG_MIB)
 #define CONFIG_DEFAULT_MAX_AGE_USEC (30 * CONFIG_USEC_PER_DAY)
 #define CONFIG_DEFAULT_KEEP_FREE CONFIG_GIB
+#define CONFIG_DEFAULT_JOURNAL_MAX_SIZE (8 * CONFIG_MIB)
 #define CONFIG_DEFAULT_MAX_PER_MINUTE 6
 #define CONFIG_DEFAULT_MAX_FRAMES 256
 #define CONFIG_DEFAULT_STACK_BYTES (256 * CONFIG_KIB)
@@ -44,6 +46,8 @@
                 .max_size = CONFIG_DEFAULT_MAX_SIZE,                    \
                 .max_age_usec = CONFIG_DEFAULT_MAX_AGE_USEC,            \
                 .keep_free = CONFIG_DEFAULT_KEEP_FREE,                  \
+                .journal = CONFIG_JOURNAL_SUMMARY,                      \
+                .journal_max_size = CONFIG_DEFAULT_JOURNAL_MAX_SIZE,    \
                 .max_per_minute = CONFIG_DEFAULT_MAX_PER_MINUTE,        \
                 .method = CAPTURE_METHOD_AUTO,                          \
                 .unwinder = UNWINDER_LIBDW,                             \
@@ -75,6 +79,8 @@
 #define CONFIG_MAX_FRAMES_MIN 1
 #define CONFIG_MAX_FRAMES_MAX 4096
 #define CONFIG_STACK_BYTES_MIN (4 * CONFIG_KIB)
+#define CONFIG_JOURNAL_MAX_SIZE_MIN (4 * CONFIG_KIB)
+#define CONFIG_JOURNAL_MAX_SIZE_MAX (256 * CONFIG_MIB)       /* journald takes entries up to 768 MiB */
 #define CONFIG_STACK_BYTES_MAX (64 * CONFIG_MIB)
 #define CONFIG_TIME_BUDGET_MIN_USEC (100 * USEC_PER_MSEC)
 #define CONFIG_TIME_BUDGET_MAX_USEC (10 * CONFIG_USEC_PER_MINUTE)
@@ -96,6 +102,18 @@
 #define CONFIG_RULES_MAX 1024
 /* Files larger than this are refused rather than parsed: a configuration is a page or two. */
 #define CONFIG_FILE_SIZE_MAX CONFIG_MIB
+/* archive.journal: how much of a snapshot goes into the journal with the firing's record. */
+typedef enum ConfigJournal {
+        CONFIG_JOURNAL_OFF,             /* none: the record points at the archive */
+        CONFIG_JOURNAL_SUMMARY,         /* the culprit thread's stack as text (the default) */
+        CONFIG_JOURNAL_FULL,            /* and the whole snapshot, as its archive file, if within journal_max_size */
+        _CONFIG_JOURNAL_MAX,
+        _CONFIG_JOURNAL_INVALID = -EINVAL,
+} ConfigJournal;
+
+const char *config_journal_to_string(ConfigJournal j);
+ConfigJournal config_journal_from_string(const char *s);
+
 typedef struct Config {
         uint64_t poll_interval_usec;    /* resolved: auto already applied */
         bool poll_interval_auto;
@@ -105,6 +123,8 @@ typedef struct Config {
         uint64_t max_size;              /* bytes */
         uint64_t max_age_usec;
         uint64_t keep_free;             /* bytes */
+        ConfigJournal journal;          /* what of a snapshot the firing's journal record carries */
+        uint64_t journal_max_size;      /* full: the largest snapshot (compressed) put into the journal */
 
         unsigned max_per_minute;
         CaptureMethod method;

@@ -126,6 +126,8 @@ static void check_defaults(const Config *c) {
         ck_assert_uint_eq(c->max_size, 512ULL << 20);
         ck_assert_uint_eq(c->max_age_usec, 30ULL * 24 * 3600 * SEC);
         ck_assert_uint_eq(c->keep_free, 1ULL << 30);
+        ck_assert_int_eq(c->journal, CONFIG_JOURNAL_SUMMARY);
+        ck_assert_uint_eq(c->journal_max_size, 8ULL << 20);
         ck_assert_uint_eq(c->max_per_minute, 6);
         ck_assert_int_eq(c->method, CAPTURE_METHOD_AUTO);
         ck_assert_int_eq(c->unwinder, UNWINDER_LIBDW);
@@ -202,6 +204,8 @@ static const char full_file[] =
         "  max_size: 2G\n"
         "  max_age: 7d\n"
         "  keep_free: 512M\n"
+        "  journal: full\n"
+        "  journal_max_size: 2M\n"
         "capture:\n"
         "  max_per_minute: 12\n"
         "  method: ptrace\n"
@@ -261,6 +265,8 @@ START_TEST(test_full_file) {
         ck_assert_uint_eq(c->max_size, 2ULL << 30);
         ck_assert_uint_eq(c->max_age_usec, 7ULL * 24 * 3600 * SEC);
         ck_assert_uint_eq(c->keep_free, 512ULL << 20);
+        ck_assert_int_eq(c->journal, CONFIG_JOURNAL_FULL);
+        ck_assert_uint_eq(c->journal_max_size, 2ULL << 20);
         ck_assert_uint_eq(c->max_per_minute, 12);
         ck_assert_int_eq(c->method, CAPTURE_METHOD_PTRACE);
         ck_assert_int_eq(c->unwinder, UNWINDER_FP);
@@ -288,7 +294,7 @@ START_TEST(test_full_file) {
         r = &c->rules[0];
         ck_assert_str_eq(r->name, "nginx-stuck");
         ck_assert_str_eq(r->file, p);
-        ck_assert_uint_eq(r->line, 31);
+        ck_assert_uint_eq(r->line, 33);
         ck_assert_uint_eq(r->column, 11);
         ck_assert_uint_eq(r->classes, (1U << THREAD_CLASS_BLOCKED) | (1U << THREAD_CLASS_WAITING));
         ck_assert_uint_eq(r->for_usec, 30 * SEC);
@@ -771,6 +777,9 @@ START_TEST(test_value_errors) {
                 { "archive:\n  max_snapshots: 0\n", 2, "between 1 and 1000000" },
                 { "archive:\n  max_snapshots: -1\n", 2, "expected a whole number, got \"-1\"" },
                 { "archive:\n  keep_free: lots\n", 2, "expected a size like 512M, 1G or 4096, got \"lots\"" },
+                { "archive:\n  journal: everything\n", 2,
+                  "unknown journal mode \"everything\" (expected one of: off, summary, full)" },
+                { "archive:\n  journal_max_size: 1K\n", 2, "\"journal_max_size\" must be between" },
                 { "archive: []\n", 1, "expected a mapping for \"archive\", got a list" },
                 { "archive: 5\n", 1, "expected a mapping for \"archive\", got \"5\"" },
                 { "capture:\n  method: none\n", 2, "unknown capture method \"none\" (expected one of: auto, passive, "
@@ -1062,6 +1071,8 @@ static void check_same_config(const Config *a, const Config *b) {
         ck_assert_uint_eq(a->max_size, b->max_size);
         ck_assert_uint_eq(a->max_age_usec, b->max_age_usec);
         ck_assert_uint_eq(a->keep_free, b->keep_free);
+        ck_assert_int_eq(a->journal, b->journal);
+        ck_assert_uint_eq(a->journal_max_size, b->journal_max_size);
         ck_assert_uint_eq(a->max_per_minute, b->max_per_minute);
         ck_assert_int_eq(a->method, b->method);
         ck_assert_int_eq(a->unwinder, b->unwinder);
