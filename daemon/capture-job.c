@@ -146,6 +146,7 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
 static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_strv_free_ char **frames = NULL, **cmdline = NULL;
+        _cleanup_free_ char *stack = NULL;
         size_t total = 0;
         int r;
 
@@ -162,8 +163,10 @@ static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
                 r = strv_consume(&cmdline, strndup(s->cmdline[i], n));
                 total += n + 1;
         }
+        if (r >= 0)
+                r = snapshot_thread_text(s, tid, &(TextOptions) { .kernel = true }, CAPTURE_JOB_STACK_MAX, &stack);
         if (r < 0 || json_add(o, "cmdline", json_new_strv(cmdline ?: s->cmdline)) < 0 ||
-            json_add(o, "frames", json_new_strv(frames)) < 0)
+            json_add(o, "frames", json_new_strv(frames)) < 0 || json_add_string(o, "stack", stack) < 0)
                 return ENOMEM;
         dprintf(out_fd, "%s\n",
                 json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -313,12 +316,14 @@ static void job_finish(CaptureJob *j, int error) {
                 /* Our own child wrote it, but bounded all the same: a missing or cut line just means no identity. */
                 if (nl[1] && json_parse_bounded(nl + 1, strlen(nl + 1), &identity, &(const char *) { NULL }) >= 0 &&
                     (json_dup_strv(identity, "cmdline", &res.cmdline) < 0 ||
-                     json_dup_strv(identity, "frames", &res.frames) < 0))
+                     json_dup_strv(identity, "frames", &res.frames) < 0 ||
+                     json_dup_string(identity, "stack", &res.stack) < 0))
                         log_oom();
         }
         j->done(j, &res, j->userdata);
         strv_free(res.cmdline);
         strv_free(res.frames);
+        free(res.stack);
 }
 
 static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {

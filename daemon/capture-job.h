@@ -36,6 +36,7 @@ typedef struct CaptureJobResult {
         unsigned threads;
         char **cmdline;                 /* an archived capture: the process's command line; NULL when unknown */
         char **frames;                  /* and the top of the trigger thread's stack (snapshot_top_frames()) */
+        char *stack;                    /* and that thread's kernel and user stack as text; NULL when unknown */
 } CaptureJobResult;
 
 /* How many frames of the trigger thread a job reports (CaptureJobResult.frames). */
@@ -44,6 +45,8 @@ typedef struct CaptureJobResult {
  * bytes of one frame (cut with "…"). */
 #define CAPTURE_JOB_CMDLINE_MAX 2048
 #define CAPTURE_JOB_FRAME_MAX 256
+/* And of the trigger thread's whole stack as text (CaptureJobResult.stack), for the journal record. */
+#define CAPTURE_JOB_STACK_MAX (12 * 1024)
 
 /* Called in the daemon when the job ended. */
 typedef void (*CaptureJobDone)(CaptureJob *job, const CaptureJobResult *result, void *userdata);

@@ -74,6 +74,7 @@ Firing *firing_free(Firing *f) {
         free(f->cgroup);
         strv_free(f->cmdline);
         strv_free(f->frames);
+        free(f->stack);
         free(f->snapshot_id);
         free(f->snapshot_path);
         free(f->error);
@@ -82,7 +83,9 @@ Firing *firing_free(Firing *f) {
 }
 
 int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const char *error, double max_pause_us,
-                       char **cmdline, char **frames) {
+                       char **cmdline, char **frames, char *stack) {
+        free(f->stack);
+        f->stack = stack;
         strv_free(f->cmdline);
         f->cmdline = cmdline;
         strv_free(f->frames);
@@ -124,7 +127,7 @@ static int severity_priority(RuleSeverity s) {
         return s == RULE_SEVERITY_CRITICAL ? LOG_CRIT : s == RULE_SEVERITY_INFO ? LOG_NOTICE : LOG_WARNING;
 }
 
-void firing_log(const Firing *f) {
+void firing_log(const Firing *f, const FiringJournal *j) {
         _cleanup_free_ char *summary = firing_summary(f, false, f->fired_usec), *stack = NULL, *snap = NULL;
         size_t size = 0;
         FILE *m;
@@ -161,6 +164,11 @@ void firing_log(const Firing *f) {
                               .cgroup = f->cgroup,
                               .cmdline = f->cmdline,
                               .duration_usec = f->fired_usec - MIN(f->since_usec, f->fired_usec),
+                              .stack = j->mode >= CONFIG_JOURNAL_SUMMARY ? f->stack : NULL,
+                              .snapshot_file = j->mode == CONFIG_JOURNAL_FULL ? j->file : NULL,
+                              .snapshot_file_size = j->file_size,
+                              .snapshot_size = j->mode == CONFIG_JOURNAL_FULL ? j->file_size : 0,
+                              .snapshot_truncated = j->mode == CONFIG_JOURNAL_FULL && j->too_large,
                       },
                       "Rule \"%s\" fired: %s%s%s%s%s", f->rule, summary, snap ?: "", f->error ? "; no snapshot: " : "",
                       f->error ?: "", stack ?: "");

@@ -25,6 +25,7 @@ typedef struct Firing {
         const char *syscall;            /* static: the blocked call's name, NULL when none */
         char *host, *exe, *unit, *cgroup;
         char **cmdline, **frames;       /* from the capture (frames: snapshot_top_frames()); NULL without one */
+        char *stack;                    /* from the capture: the thread's whole stack as text; NULL without one */
         char *snapshot_id, *snapshot_path;
         char *error;                    /* why there is no snapshot; NULL when there is one */
         double max_pause_us;
@@ -42,16 +43,25 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Firing *, firing_free);
 /* Record the capture's result: the snapshot ID in ARCHIVE_DIR (NULL: none, ERROR says why), the process's command
  * line and the top frames (both taken over, may be NULL). -ENOMEM. */
 int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const char *error, double max_pause_us,
-                       char **cmdline, char **frames);
+                       char **cmdline, char **frames, char *stack);
 
 /* "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read" (comm escaped), the time counted up to AT (CLOCK_REALTIME);
  * for a resolved alert, "... no longer blocked, after 130.2 s". NULL on OOM. */
 char *firing_summary(const Firing *f, bool resolved, uint64_t at);
 
+/* What of the snapshot the journal record carries (archive.journal). */
+typedef struct FiringJournal {
+        ConfigJournal mode;
+        const uint8_t *file;            /* full: the snapshot's archive file; NULL when none, or over the bound */
+        size_t file_size;               /* its size, also when over the bound */
+        bool too_large;                 /* full: left out, over archive.journal_max_size */
+} FiringJournal;
+
 /* The firing's one journal record (SW_MESSAGE_RULE_FIRED): the rule, the process, the class and for how long, the
- * snapshot or why there is none, and the top frames, as MESSAGE and as STACKWATCH_* fields, with OBJECT_PID=.
+ * snapshot or why there is none, and the top frames, as MESSAGE and as STACKWATCH_* fields, with OBJECT_PID=;
+ * with J->mode summary also the thread's whole stack (STACKWATCH_STACK), with full also the snapshot file.
  * PRIORITY follows the rule's severity. */
-void firing_log(const Firing *f);
+void firing_log(const Firing *f, const FiringJournal *j);
 
 /* The alerts raised by hooks, while they last. */
 typedef struct Alerts {

@@ -85,11 +85,27 @@ static char *cmdline_join(char *const *argv) {
         return TAKE_PTR(buf);
 }
 
-#define JOURNAL_FIELDS_MAX 24
+#define JOURNAL_FIELDS_MAX 32
+
+/* Append KEY=DATA (SIZE bytes, any bytes: sd_journal_sendv() sends a value with a newline or NUL in binary form). */
+static int field_add_binary(struct iovec *iov, size_t *n, size_t max, const char *key, const void *data, size_t size) {
+        size_t k = strlen(key);
+        char *f;
+
+        if (!data)
+                return 0;
+        if (*n >= max || !(f = malloc(k + 1 + size)))
+                return -ENOMEM;
+        memcpy(f, key, k);
+        f[k] = '=';
+        memcpy(f + k + 1, data, size);
+        iov[(*n)++] = (struct iovec) { .iov_base = f, .iov_len = k + 1 + size };
+        return 0;
+}
 
 void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL, *comm = NULL, *exe = NULL, *unit = NULL, *cgroup = NULL, *cmdline = NULL;
-        char pid[32] = "", tid[32] = "", hook_pid[32] = "", prio[8], duration[32] = "";
+        char pid[32] = "", tid[32] = "", hook_pid[32] = "", prio[8], duration[32] = "", snap_size[32] = "";
         struct iovec iov[JOURNAL_FIELDS_MAX];
         size_t n = 0;
         va_list ap;
@@ -120,6 +136,8 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
         if (ev->duration_usec > 0)
                 snprintf(duration, sizeof duration, "%llu", (unsigned long long) ev->duration_usec);
         snprintf(prio, sizeof prio, "%d", level);
+        if (ev->snapshot_size > 0)
+                snprintf(snap_size, sizeof snap_size, "%llu", (unsigned long long) ev->snapshot_size);
         r = 0;
         if (field_add(iov, &n, ELEMENTSOF(iov), "MESSAGE", msg) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "PRIORITY", prio) < 0 ||
@@ -141,7 +159,13 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_CGROUP", cgroup) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK", ev->hook) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_PID", hook_pid) < 0 ||
-            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_STATUS", ev->hook_status) < 0)
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_STATUS", ev->hook_status) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_STACK", ev->stack) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_SIZE", snap_size) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_TRUNCATED", ev->snapshot_truncated ? "1" : NULL) <
+                    0 ||
+            field_add_binary(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_FILE", ev->snapshot_file,
+                             ev->snapshot_file_size) < 0)
                 r = -ENOMEM;
         if (r >= 0)
                 (void) sd_journal_sendv(iov, (int) n);

@@ -49,6 +49,11 @@ typedef struct JournalEvent {
         char *const *cmdline;
         uint64_t duration_usec; /* 0: none */
         const char *error;
+        const char *stack;      /* STACKWATCH_STACK: a thread's whole stack as text (already escaped) */
+        const void *snapshot_file;      /* STACKWATCH_SNAPSHOT_FILE: a snapshot's archive file, binary */
+        size_t snapshot_file_size;
+        uint64_t snapshot_size;         /* STACKWATCH_SNAPSHOT_SIZE: that file's size, also when left out */
+        bool snapshot_truncated;        /* STACKWATCH_SNAPSHOT_TRUNCATED=1: left out, over the size bound */
         const char *hook;       /* a hook's argv[0] */
         pid_t hook_pid;         /* 0: none */
         const char *hook_status; /* how it ended: "0".."255", a signal ("SIGKILL"), or an errno name ("ENOENT") */

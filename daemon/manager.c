@@ -58,8 +58,27 @@ static ManagerJob *manager_job_free(ManagerJob *j) {
 /* The end of a firing: its journal record (when the rule logs, or took a snapshot), and its hook, which keeps it as
  * an alert until it resolves. F is taken over. */
 static void manager_firing_done(Manager *m, Firing *f, bool log) {
-        if (log || f->snapshot_id)
-                firing_log(f);
+        _cleanup_free_ uint8_t *file = NULL;
+        FiringJournal j = { .mode = m->config->journal };
+        int r;
+
+        if (log || f->snapshot_id) {
+                /* archive.journal: full: the snapshot travels with the record, as its archive file, within a bound
+                 * (a local read of at most journal_max_size, once per firing). */
+                if (j.mode == CONFIG_JOURNAL_FULL && f->snapshot_id) {
+                        r = archive_read_file(m->archive, f->snapshot_id, m->config->journal_max_size, &file,
+                                              &j.file_size);
+                        if (r == -EFBIG) {
+                                j.too_large = true;
+                                log_info("Snapshot %s is %zu bytes, over archive.journal_max_size (%llu): the journal "
+                                         "record leaves it out", f->snapshot_id, j.file_size,
+                                         (unsigned long long) m->config->journal_max_size);
+                        } else if (r < 0)
+                                log_warning_errno(r, "Failed to read snapshot %s for the journal: %m", f->snapshot_id);
+                        j.file = file;
+                }
+                firing_log(f, &j);
+        }
         alerts_fire(&m->alerts, m->hooks, f, m->config->hook_repeat_usec);
 }
 
@@ -112,7 +131,8 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
 
                 snprintf(why, sizeof why, "capture failed: %s", capture_error_string(res->error));
                 if (firing_set_capture(j->firing, m->config->archive_dir, res->id, why, res->max_pause_us,
-                                       strv_copy(res->cmdline), strv_copy(res->frames)) < 0)
+                                       strv_copy(res->cmdline), strv_copy(res->frames),
+                                       res->stack ? strdup(res->stack) : NULL) < 0)
                         log_oom();
                 manager_firing_done(m, TAKE_PTR(j->firing), j->log);
         }
@@ -250,7 +270,7 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
                 if (firing_set_capture(f, NULL, NULL,
                                        r->actions & RULE_ACTION_SNAPSHOT ? "the capture budget is spent"
                                                                          : "the rule takes no snapshot",
-                                       0, NULL, NULL) < 0)
+                                       0, NULL, NULL, NULL) < 0)
                         return log_oom();
                 manager_firing_done(m, TAKE_PTR(f), log);
                 return 0;
@@ -291,7 +311,7 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
         if (err < 0) {
                 if (firing_set_capture(f, NULL, NULL,
                                        err == -EBUSY ? "too many captures in flight" : "the capture could not start",
-                                       0, NULL, NULL) < 0)
+                                       0, NULL, NULL, NULL) < 0)
                         return log_oom();
                 manager_firing_done(m, TAKE_PTR(f), log);
         }

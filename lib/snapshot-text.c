@@ -170,6 +170,28 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i) {
         return TAKE_PTR(buf);
 }
 
+int snapshot_thread_text(const Snapshot *s, pid_t tid, const TextOptions *o, size_t max, char **ret) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        *ret = NULL;
+        for (size_t i = 0; i < s->n_threads; i++)
+                if (s->threads[i].tid == tid) {
+                        f = open_memstream(&buf, &size);
+                        if (!f)
+                                return -ENOMEM;
+                        print_thread(s, &s->threads[i], o, f);
+                        if (fclose(f) != 0)
+                                return -ENOMEM;
+                        if (size > max)
+                                strcpy(buf + max - strlen("\n…\n"), "\n…\n"); /* cut at MAX, visibly */
+                        *ret = TAKE_PTR(buf);
+                        break;
+                }
+        return 0;
+}
+
 int snapshot_top_frames(const Snapshot *s, pid_t tid, size_t max, char ***ret) {
         const ThreadSnapshot *t = NULL;
         char **l;
