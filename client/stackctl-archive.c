@@ -30,23 +30,6 @@ static int open_archive(Archive **ret) {
         return EXIT_OK;
 }
 
-/* A match on list and show, as coredumpctl takes them: "1234", "nginx", "/usr/sbin/nginx", or FIELD=VALUE. */
-typedef enum MatchField {
-        MATCH_PID,
-        MATCH_COMM,
-        MATCH_EXE,
-        MATCH_UNIT,
-        MATCH_RULE,
-        MATCH_CLASS,
-} MatchField;
-
-typedef struct Match {
-        MatchField field;
-        const char *value;              /* a glob for COMM, EXE and UNIT */
-        pid_t pid;
-} Match;
-
-#define MATCHES_MAX 16
 
 static int parse_match(const char *a, Match *ret) {
         static const struct {
@@ -85,7 +68,7 @@ static int parse_match(const char *a, Match *ret) {
         return 0;
 }
 
-static int parse_matches(int argc, char **argv, Match *ret, size_t *ret_n) {
+int parse_matches(int argc, char **argv, Match *ret, size_t *ret_n) {
         if ((size_t) argc > MATCHES_MAX) {
                 log_error("At most %d matches.", MATCHES_MAX);
                 return -EINVAL;
@@ -101,7 +84,7 @@ static bool glob_matches(const char *glob, const char *s) {
         return s && fnmatch(glob, s, 0) == 0;
 }
 
-static bool matches(const ArchiveSummary *s, const Match *m, size_t n) {
+bool matches(const ArchiveSummary *s, const Match *m, size_t n) {
         if (arg.filter_pid > 0 && s->pid != arg.filter_pid)
                 return false;
         if (arg.filter_rule && !streq_ptr(s->rule, arg.filter_rule))
@@ -139,7 +122,7 @@ static bool matches(const ArchiveSummary *s, const Match *m, size_t n) {
         return true;
 }
 
-static bool filtered(size_t n_matches) {
+bool filtered(size_t n_matches) {
         return n_matches > 0 || arg.filter_pid || arg.filter_rule || arg.since_usec || arg.until_usec;
 }
 
@@ -176,17 +159,29 @@ static int select_snapshots(Archive *a, int argc, char **argv, ArchiveSummary **
         return EXIT_OK;
 }
 
-static void print_summary(const ArchiveSummary *s) {
+void print_summary(const ArchiveSummary *s, const char *host) {
         _cleanup_free_ char *comm = escape_string(s->comm ?: "-"), *rule = escape_string(s->rule ?: "-"),
-                            *klass = escape_string(s->klass ?: "-");
+                            *klass = escape_string(s->klass ?: "-"), *h = host ? escape_string(host) : NULL;
         char when[FORMAT_TIMESTAMP_MAX];
 
         format_timestamp(when, sizeof when, s->timestamp_usec);
-        printf("%-19s %7d %-16s %-16s %s%-12s%s %s\n", when, s->pid, comm ?: "?", rule ?: "?", ansi_class(s->klass),
-               klass ?: "?", ansi_normal(), s->id);
+        printf("%-19s ", when);
+        if (host)
+                printf("%-16s ", h ?: "?");
+        printf("%7d %-16s %-16s %s%-12s%s %s\n", s->pid, comm ?: "?", rule ?: "?", ansi_class(s->klass), klass ?: "?",
+               ansi_normal(), s->id);
+}
+
+void print_summary_header(bool host) {
+        printf("%s%-19s ", ansi_bold(), "TIME");
+        if (host)
+                printf("%-16s ", "HOST");
+        printf("%7s %-16s %-16s %-12s %s%s\n", "PID", "COMM", "RULE", "CLASS", "ID", ansi_normal());
 }
 
 int verb_list(int argc, char **argv) {
+        if (arg.journal)
+                return journal_list(argc, argv);
         _cleanup_(archive_freep) Archive *a = NULL;
         _cleanup_free_ size_t *sel = NULL;
         ArchiveSummary *sums = NULL;
@@ -205,15 +200,14 @@ int verb_list(int argc, char **argv) {
         if (arg.format == OUTPUT_JSON)
                 arr = json_object_new_array();
         else if (n_sel > first && arg.legend)
-                printf("%s%-19s %7s %-16s %-16s %-12s %s%s\n", ansi_bold(), "TIME", "PID", "COMM", "RULE", "CLASS",
-                       "ID", ansi_normal());
+                print_summary_header(false);
         for (size_t j = first; j < n_sel; j++) {
                 const ArchiveSummary *s = &sums[sel[arg.reverse ? n_sel - 1 - (j - first) : j]];
 
                 if (arr)
                         json_object_array_add(arr, archive_summary_to_json(s));
                 else
-                        print_summary(s);
+                        print_summary(s, NULL);
         }
         if (arr) {
                 (void) json_print(arr);
@@ -249,9 +243,11 @@ static int pick_latest(Archive *a, int argc, char **argv, char **ret) {
 }
 
 int verb_show(int argc, char **argv) {
+        if (arg.journal)
+                return journal_show(argc, argv);
         _cleanup_(archive_freep) Archive *a = NULL;
         _cleanup_free_ char *json = NULL, *picked = NULL;
-        const char *id = "latest", *err = NULL;
+        const char *id = "latest";
         size_t len = 0;
         int r;
 
@@ -279,6 +275,13 @@ int verb_show(int argc, char **argv) {
                 log_error_errno(r, "Failed to read snapshot '%s': %m", id);
                 return EXIT_FAIL;
         }
+        return show_document(json, len, id);
+}
+
+int show_document(const char *json, size_t len, const char *id) {
+        const char *err = NULL;
+        int r;
+
         /* A stored document is untrusted input: snapshot_render_stored() bounds its structure before json-c builds
          * a tree of it, and writes JSON out again through json-c, every control character escaped. */
         r = snapshot_render_stored(json, len,

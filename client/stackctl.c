@@ -151,6 +151,8 @@ enum {
         ARG_UNTIL,
         ARG_NO_PAGER,
         ARG_METHOD,
+        ARG_JOURNAL,
+        ARG_FILE,
 };
 
 /* Which verbs each option applies to; one given to another verb is a usage error, never silently ignored. */
@@ -169,7 +171,10 @@ static const struct {
         { 'n', "-n", V_DUMP | V_LIST },
         { 's', "-s", V_DUMP },
         { 'i', "-i", V_DUMP },
-        { 'm', "-m", V_DUMP },
+        { 'm', "-m", V_DUMP | V_LIST | V_SHOW },
+        { ARG_JOURNAL, "--journal", V_LIST | V_SHOW },
+        { 'D', "--directory", V_LIST | V_SHOW },
+        { ARG_FILE, "--file", V_LIST | V_SHOW },
         { 'b', "-b", V_DUMP },
         { ARG_PEERS, "--peers", V_DUMP },
         { ARG_LOCKS, "--locks", V_DUMP },
@@ -194,7 +199,7 @@ static const struct {
         { ARG_COMM, "--comm", V_PS },
         { ARG_NO_LEGEND, "--no-legend", V_LIST | V_PS | V_RULES },
         { ARG_SOCKET, "--socket", V_DAEMON },
-        { ARG_HOST, "--host", V_DAEMON },
+        { ARG_HOST, "--host", V_DAEMON | V_LIST | V_SHOW },
         { ARG_TOKEN_FILE, "--token-file", V_DAEMON },
         { ARG_TIMEOUT, "--timeout", V_DAEMON },
         { ARG_DEBUG, "--debug", V_ALL },
@@ -339,6 +344,10 @@ static int parse_argv(int argc, char **argv) {
                 { "reverse", no_argument, NULL, 'r' },
                 { "output", required_argument, NULL, 'o' },
                 { "no-pager", no_argument, NULL, ARG_NO_PAGER },
+                { "journal", no_argument, NULL, ARG_JOURNAL },
+                { "directory", required_argument, NULL, 'D' },
+                { "file", required_argument, NULL, ARG_FILE },
+                { "merge", no_argument, NULL, 'm' },
                 {}
         };
         uint64_t v;
@@ -350,7 +359,7 @@ static int parse_argv(int argc, char **argv) {
         arg.socket_path = API_SOCKET_DEFAULT;
         arg.legend = true;
         arg.json_flags = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
-        while ((c = getopt_long(argc, argv, "hat:u:p:1n:simbro:", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "hat:u:p:1n:simbro:D:", options, NULL)) >= 0) {
                 option_seen(c);
                 for (size_t i = 0; i < ELEMENTSOF(local_only); i++)
                         if (local_only[i].c == c && !arg.local_option)
@@ -473,7 +482,17 @@ static int parse_argv(int argc, char **argv) {
                         /* eu-stack's source lines and inlined frames: on unless --no-source. */
                         break;
                 case 'm':
-                        /* eu-stack's module names: every frame shows its module. */
+                        /* dump: eu-stack's module names (every frame shows its module); list, show: --merge. */
+                        arg.merge = true;
+                        break;
+                case ARG_JOURNAL:
+                        arg.journal = true;
+                        break;
+                case 'D':
+                        arg.journal_dir = optarg;
+                        break;
+                case ARG_FILE:
+                        arg.journal_files = optarg;
                         break;
                 case 'b':
                         arg.modules = true;
@@ -533,6 +552,9 @@ static int parse_argv(int argc, char **argv) {
                         arg.socket_path = optarg;
                         break;
                 case ARG_HOST:
+                        /* ps, rules, status: the daemon's URL; list, show --journal: a host name to match. */
+                        if (arg.n_host_names < ELEMENTSOF(arg.host_names))
+                                arg.host_names[arg.n_host_names++] = optarg;
                         if (parse_host(optarg) < 0)
                                 return -EINVAL;
                         break;
@@ -581,6 +603,16 @@ static int dispatch(int argc, char **argv) {
                 argc += (int) n_arg_pids;
                 argv = dump_argv;
                 arg.filter_pid = 0;
+        }
+        /* list, show: -D, --file, -m and --host read journals, and only with --journal. */
+        if ((v->bit & (V_LIST | V_SHOW)) && !arg.journal &&
+            (arg.journal_dir || arg.journal_files || arg.merge || arg.n_host_names > 0)) {
+                log_error("-D, --file, --merge and --host read snapshots from the journal: add --journal.");
+                return EXIT_USAGE;
+        }
+        if (arg.journal_dir && arg.journal_files) {
+                log_error("-D and --file name the journals two ways: use one.");
+                return EXIT_USAGE;
         }
         if (v->bit == V_DUMP && arg.count > 0)
                 arg.capture.max_frames = arg.count;

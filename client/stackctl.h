@@ -6,6 +6,7 @@
 
 #include <json-c/json.h>
 
+#include "archive.h"
 #include "capture.h"
 #include "json-util.h"
 #include "stackctl-http.h"
@@ -61,6 +62,13 @@ typedef struct StackctlArgs {
         int json_flags;                 /* json-c's flags for --json=short (the default) or --json=pretty */
         bool no_pager;
         bool colour;                    /* stdout is a terminal that takes colour (and NO_COLOR is not set) */
+        /* list, show --journal */
+        bool journal;
+        const char *journal_dir;        /* -D DIR */
+        const char *journal_files;      /* --file GLOB */
+        bool merge;                     /* -m: every machine's journals, not only this one's */
+        const char *host_names[16];     /* --host NAME (as given): list, show: _HOSTNAME matches */
+        size_t n_host_names;
 } StackctlArgs;
 
 extern StackctlArgs arg;
@@ -74,6 +82,39 @@ int verb_rules(int argc, char **argv);
 int verb_status(int argc, char **argv);
 
 int parse_since(const char *s, uint64_t *ret);
+
+/* A match on list and show, as coredumpctl takes them: "1234", "nginx", "/usr/sbin/nginx", or FIELD=VALUE. */
+typedef enum MatchField {
+        MATCH_PID,
+        MATCH_COMM,
+        MATCH_EXE,
+        MATCH_UNIT,
+        MATCH_RULE,
+        MATCH_CLASS,
+} MatchField;
+
+typedef struct Match {
+        MatchField field;
+        const char *value;              /* a glob for COMM, EXE and UNIT */
+        pid_t pid;
+} Match;
+
+#define MATCHES_MAX 16
+
+/* ARGV as matches (a usage error is logged); whether S satisfies them and the filter options; whether any filter
+ * is in force. */
+int parse_matches(int argc, char **argv, Match *ret, size_t *ret_n);
+bool matches(const ArchiveSummary *s, const Match *m, size_t n);
+bool filtered(size_t n_matches);
+/* One line of list, and its header, with a HOST column when HOST is given (journal snapshots). */
+void print_summary(const ArchiveSummary *s, const char *host);
+void print_summary_header(bool host);
+
+/* list and show --journal (stackctl-journal.c): snapshots from journal records, libsystemd loaded on first use. */
+int journal_list(int argc, char **argv);
+/* Render a snapshot document as show does (text, JSON or folded, per the options); an EXIT_* code. */
+int show_document(const char *json, size_t len, const char *id);
+int journal_show(int argc, char **argv);
 
 /* ---- output (stackctl-output.c): pager, colour, JSON ---- */
 

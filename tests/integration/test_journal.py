@@ -128,3 +128,76 @@ def test_a_refused_reload_is_a_record_with_the_error(journald_daemon, fixture):
                       what="the reload record")
     assert recs[0]["PRIORITY"] == "3" and recs[0]["STACKWATCH_ERROR"].startswith(f"{d.config}:3:")
     assert "keeping the running configuration" in recs[0]["MESSAGE"]
+
+
+def archive_config(mode, extra=""):
+    return f"""
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+  journal: {mode}
+{extra}
+rules:
+  - name: jr-blocked
+    class: blocked
+    for: 1s
+    comm: ["jr-*", threads64]
+    actions: [snapshot, log]
+"""
+
+
+def ctl(*args, rc=0):
+    from conftest import stackctl
+    return stackctl(*args, check_rc=rc)
+
+
+def test_full_mode_carries_the_snapshot_shown_as_from_the_archive(journald_daemon, fixture):
+    d, jdir = journald_daemon(archive_config("full"))
+    fx = fixture("block-read", "--name", "jr-full").wait_wchan("pipe_read")
+    rec = wait_until(lambda: journal(jdir, f"MESSAGE_ID={FIRED}", f"STACKWATCH_PID={fx.pid}"), timeout=20,
+                     interval=0.1, what="the firing's record")[0]
+    sid = rec["STACKWATCH_SNAPSHOT_ID"]
+    archive_file = os.path.join(d.archive, sid + ".json.zst")
+    assert int(rec["STACKWATCH_SNAPSHOT_SIZE"]) == os.path.getsize(archive_file)
+    assert "STACKWATCH_SNAPSHOT_TRUNCATED" not in rec and "STACKWATCH_STACK" in rec
+    # The binary field is the archive file, byte for byte (journalctl -o json gives binary data as a byte list).
+    assert bytes(rec["STACKWATCH_SNAPSHOT_FILE"]) == open(archive_file, "rb").read()
+    # list --journal: the snapshot, with its host; show --journal: byte-identical to show from the archive, in text,
+    # JSON and folded form.
+    out = ctl("list", "--journal", "-D", jdir, "--no-legend").stdout.decode()
+    line = next(ln for ln in out.splitlines() if ln.endswith(sid))
+    assert os.uname().nodename in line.split() and str(fx.pid) in line.split()
+    for fmt in ((), ("--json",), ("--folded",)):
+        local = ctl("--archive", d.archive, "show", *fmt, sid).stdout
+        assert ctl("show", "--journal", "-D", jdir, *fmt, sid).stdout == local
+    assert ctl("show", "--journal", "-D", jdir, "jr-full").stdout == ctl("--archive", d.archive, "show", sid).stdout
+    ctl("show", "--journal", "-D", jdir, "--host", "no-such-host", "jr-full", rc=3)
+    ctl("list", "--journal", "-D", jdir, "--host", os.uname().nodename, "COMM=jr-full")
+    # Without --journal, journal options are an error.
+    assert "add --journal" in ctl("list", "-D", jdir, rc=2).stderr.decode()
+
+
+def test_the_size_bound_leaves_the_file_out_and_says_so(journald_daemon, fixture):
+    d, jdir = journald_daemon(archive_config("full", "  journal_max_size: 4K"))
+    fx = fixture("threads64")
+    rec = wait_until(lambda: journal(jdir, f"MESSAGE_ID={FIRED}", f"STACKWATCH_PID={fx.pid}"), timeout=30,
+                     interval=0.1, what="the firing's record")[0]
+    sid = rec["STACKWATCH_SNAPSHOT_ID"]
+    size = os.path.getsize(os.path.join(d.archive, sid + ".json.zst"))
+    assert size > 4096, size
+    assert rec["STACKWATCH_SNAPSHOT_TRUNCATED"] == "1" and int(rec["STACKWATCH_SNAPSHOT_SIZE"]) == size
+    assert "STACKWATCH_SNAPSHOT_FILE" not in rec
+    r = ctl("show", "--journal", "-D", jdir, "--json", sid, rc=3)
+    assert "not in the journal" in r.stderr.decode()
+
+
+def test_summary_mode_carries_the_culprit_stack_only(journald_daemon, fixture):
+    d, jdir = journald_daemon(archive_config("summary"))
+    fx = fixture("block-read", "--name", "jr-sum").wait_wchan("pipe_read")
+    rec = wait_until(lambda: journal(jdir, f"MESSAGE_ID={FIRED}", f"STACKWATCH_PID={fx.pid}"), timeout=20,
+                     interval=0.1, what="the firing's record")[0]
+    assert "STACKWATCH_SNAPSHOT_FILE" not in rec and "STACKWATCH_SNAPSHOT_SIZE" not in rec
+    stack = rec["STACKWATCH_STACK"]
+    assert stack.startswith(f"TID {fx.pid}:") and "br_level_20" in stack and "[k] " in stack
+    r = ctl("show", "--journal", "-D", jdir, rec["STACKWATCH_SNAPSHOT_ID"])
+    assert r.stdout.decode() == stack and "archive.journal: summary" in r.stderr.decode()
