@@ -77,7 +77,11 @@ static void manager_firing_done(Manager *m, Firing *f, bool log) {
                                 log_warning_errno(r, "Failed to read snapshot %s for the journal: %m", f->snapshot_id);
                         j.file = file;
                 }
+                uint64_t t0 = now_usec(CLOCK_MONOTONIC);
                 firing_log(f, &j);
+                log_debug("Journal record of rule \"%s\" (snapshot %s, %zu bytes of it): %llu us", f->rule,
+                          strna(f->snapshot_id), j.file ? j.file_size : 0,
+                          (unsigned long long) (now_usec(CLOCK_MONOTONIC) - t0));
         }
         alerts_fire(&m->alerts, m->hooks, f, m->config->hook_repeat_usec);
 }
