@@ -85,6 +85,7 @@ int daemon_get(const char *path_and_query, uint64_t default_timeout_usec, long a
         HttpTarget t = {
                 .socket_path = arg.socket_path,
                 .base_url = arg.host,
+                .cacert = arg.cacert,
                 .timeout_usec = arg.timeout_usec ?: default_timeout_usec,
         };
         int r;

@@ -228,7 +228,8 @@ static int perform(const HttpTarget *t, const char *url, const char *auth, const
             sym_curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
             sym_curl_easy_setopt(c, CURLOPT_WRITEDATA, &rp) != CURLE_OK ||
             sym_curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
-            sym_curl_easy_setopt(c, CURLOPT_HEADERDATA, &rp) != CURLE_OK)
+            sym_curl_easy_setopt(c, CURLOPT_HEADERDATA, &rp) != CURLE_OK ||
+            (t->cacert && sym_curl_easy_setopt(c, CURLOPT_CAINFO, t->cacert) != CURLE_OK))
                 return log_error_errno(SYNTHETIC_ERRNO(EIO), "Failed to set up the request: %s", errbuf);
 
         log_debug("GET %s%s%s", url, t->base_url ? "" : " on ", t->base_url ? "" : t->socket_path);

@@ -15,6 +15,8 @@ typedef struct HttpTarget {
         const char *socket_path;
         const char *base_url;
         const char *token;              /* sent as "Authorization: Bearer TOKEN" when not NULL */
+        const char *cacert;             /* https: the CA certificate(s) to check the daemon's against; NULL: the
+                                         * system's */
         uint64_t timeout_usec;          /* the whole request */
 } HttpTarget;
 

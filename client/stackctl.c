@@ -98,6 +98,7 @@ static const struct {
         { "   --socket PATH", "ps, rules, status, dump --via-daemon: the daemon's socket" },
         { "   --host URL", "The same, over TCP (http://HOST:PORT); list, show --journal: records of host NAME" },
         { "   --token-file FILE", "With --host: send the bearer token in FILE" },
+        { "   --cacert FILE", "With --host https://…: check the daemon's certificate against the CA(s) in FILE" },
         { "   --timeout SEC", "Wait at most SEC seconds for the daemon (default 10, dump 60)" },
         { "   --debug", "Log debugging messages to stderr" },
 };
@@ -157,6 +158,7 @@ enum {
         ARG_METHOD,
         ARG_JOURNAL,
         ARG_FILE,
+        ARG_CACERT,
 };
 
 /* Which verbs each option applies to; one given to another verb is a usage error, never silently ignored. */
@@ -205,6 +207,7 @@ static const struct {
         { ARG_SOCKET, "--socket", V_DAEMON },
         { ARG_HOST, "--host", V_DAEMON | V_LIST | V_SHOW },
         { ARG_TOKEN_FILE, "--token-file", V_DAEMON },
+        { ARG_CACERT, "--cacert", V_DAEMON },
         { ARG_TIMEOUT, "--timeout", V_DAEMON },
         { ARG_DEBUG, "--debug", V_ALL },
 };
@@ -349,6 +352,7 @@ static int parse_argv(int argc, char **argv) {
                 { "output", required_argument, NULL, 'o' },
                 { "no-pager", no_argument, NULL, ARG_NO_PAGER },
                 { "journal", no_argument, NULL, ARG_JOURNAL },
+                { "cacert", required_argument, NULL, ARG_CACERT },
                 { "directory", required_argument, NULL, 'D' },
                 { "file", required_argument, NULL, ARG_FILE },
                 { "merge", no_argument, NULL, 'm' },
@@ -491,6 +495,9 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_JOURNAL:
                         arg.journal = true;
+                        break;
+                case ARG_CACERT:
+                        arg.cacert = optarg;
                         break;
                 case 'D':
                         arg.journal_dir = optarg;

@@ -52,6 +52,7 @@ typedef struct StackctlArgs {
         const char *socket_path;
         const char *host;               /* "http://HOST:PORT" (normalized), or NULL for the unix socket */
         const char *token_file;
+        const char *cacert;             /* --cacert: with an https:// --host */
         uint64_t timeout_usec;          /* 0: the verb's default */
         /* coredumpctl's and eu-stack's habits. */
         bool one;                       /* -1: list, show: the latest match only; dump: the main thread only */

@@ -21,6 +21,7 @@
 #include "api.h"
 #include "http-admit.h"
 #include "http.h"
+#include "io-util.h"
 #include "log.h"
 #include "time-util.h"
 #include "token-file.h"
@@ -264,20 +265,29 @@ static bool request_has_nul(struct MHD_Connection *c) {
         return found;
 }
 
-static bool authorized(const HttpListener *l, struct MHD_Connection *c) {
+/* What a request may do: nothing (no token, or a wrong one), read (metrics, processes, rules, snapshots), or also
+ * capture (/stacks/PID, which stops threads of the target). */
+typedef enum HttpScope {
+        HTTP_SCOPE_NONE,
+        HTTP_SCOPE_READ,
+        HTTP_SCOPE_CAPTURE,
+} HttpScope;
+
+static HttpScope authorized(const HttpListener *l, struct MHD_Connection *c) {
         const char *v;
 
         if (!l->tcp)
-                return true; /* the unix socket's mode and group are the access control */
-        if (!l->http->token)
-                return false;
+                return HTTP_SCOPE_CAPTURE; /* the unix socket's mode and group are the access control */
         v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         if (!v || strncasecmp(v, "Bearer ", 7) != 0)
-                return false;
+                return HTTP_SCOPE_NONE;
         v += 7;
         while (*v == ' ')
                 v++;
-        return token_matches(l->http->token, v);
+        /* Both compared, whichever matches, so that the timing says nothing about which one is configured. */
+        bool capture = l->http->token && token_matches(l->http->token, v);
+        bool read = l->http->read_token && token_matches(l->http->read_token, v);
+        return capture ? HTTP_SCOPE_CAPTURE : read ? HTTP_SCOPE_READ : HTTP_SCOPE_NONE;
 }
 
 /* What we keep per connection (MHD's socket context). */
@@ -397,13 +407,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                         return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                                 "a NUL byte (or whitespace other than one space after a colon) in "
                                                 "the request line or headers");
-                if (!authorized(l, c) && streq(url, API_ROUTE_HEALTHZ) &&
+                HttpScope scope = authorized(l, c);
+
+                if (scope == HTTP_SCOPE_NONE && streq(url, API_ROUTE_HEALTHZ) &&
                     (streq(method, MHD_HTTP_METHOD_GET) || streq(method, MHD_HTTP_METHOD_HEAD)))
                         return http_routes_health_public(h, c); /* whether it is up reveals nothing */
-                if (!authorized(l, c))
+                if (scope == HTTP_SCOPE_NONE)
                         return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
-                                                l->http->token ? "missing or wrong bearer token"
-                                                               : "no token configured: this listener serves nothing");
+                                                l->http->token || l->http->read_token
+                                                        ? "missing or wrong bearer token"
+                                                        : "no token configured: this listener serves nothing");
+                /* A read token (a Prometheus credential) never stops a thread. */
+                if (scope < HTTP_SCOPE_CAPTURE && startswith(url, API_ROUTE_STACKS))
+                        return http_reply_error(h, c, MHD_HTTP_FORBIDDEN,
+                                                "this token may read, not capture: /stacks needs the capture token "
+                                                "(http.token_file)");
                 return MHD_YES;
         }
         if (*con_cls != &http_request_seen)
@@ -481,8 +499,14 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
         snprintf(l->name, sizeof l->name, "%s", name);
         h->listeners[h->n_listeners++] = l;
 
+        bool tls = tcp && h->tls_cert;
+
+        /* HTTPS with the PEM files read at start (GnuTLS, in libmicrohttpd); the options are ignored without it. */
         l->mhd = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, l,
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
+                on_request, l,
+                MHD_OPTION_HTTPS_MEM_CERT, tls ? h->tls_cert : NULL,
+                MHD_OPTION_HTTPS_MEM_KEY, tls ? h->tls_key : NULL,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                 MHD_OPTION_LISTEN_SOCKET, sfd,
                 MHD_OPTION_CONNECTION_LIMIT, l->max_connections,
@@ -510,7 +534,10 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
                 r = sd_event_source_set_enabled(l->reaper, SD_EVENT_OFF);
         if (r < 0)
                 return log_error_errno(r, "Failed to add the HTTP server on %s to the event loop: %m", name);
-        log_info("Listening on %s%s", name, tcp ? " (bearer token required)" : "");
+        if (tls && startswith(name, "http://"))
+                log_info("Listening on https://%s (TLS; bearer token required)", name + strlen("http://"));
+        else
+                log_info("Listening on %s%s", name, tcp ? " (bearer token required)" : "");
         return 0;
 }
 
@@ -635,6 +662,23 @@ static int read_token(const char *path, char **ret) {
         return 0;
 }
 
+/* A PEM file (certificate or key) whole, for libmicrohttpd's in-memory options. */
+#define HTTP_PEM_MAX (1024 * 1024)
+static int read_pem(const char *path, char **ret) {
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        size_t size = 0;
+        int r;
+
+        r = fd < 0 ? -errno : read_full_fd(fd, HTTP_PEM_MAX, &buf, &size);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the TLS file '%s': %m", path);
+        if (!strstr(buf, "-----BEGIN "))
+                return log_error_errno(SYNTHETIC_ERRNO(EBADMSG), "'%s' is not a PEM file", path);
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
 int http_new(const HttpDaemon *d, Http **ret) {
         _cleanup_(http_freep) Http *h = NULL;
         const Config *c;
@@ -647,6 +691,18 @@ int http_new(const HttpDaemon *d, Http **ret) {
         c = http_config(h);
         if (c->http_token_file) {
                 r = read_token(c->http_token_file, &h->token);
+                if (r < 0)
+                        return r;
+        }
+        if (c->http_read_token_file) {
+                r = read_token(c->http_read_token_file, &h->read_token);
+                if (r < 0)
+                        return r;
+        }
+        if (c->http_tls_cert) {
+                r = read_pem(c->http_tls_cert, &h->tls_cert);
+                if (r >= 0)
+                        r = read_pem(c->http_tls_key, &h->tls_key);
                 if (r < 0)
                         return r;
         }
@@ -711,30 +767,47 @@ Http *http_free(Http *h) {
                 (void) unlink(h->socket_path);
         free(h->socket_path);
         free(h->token);
+        free(h->read_token);
+        free(h->tls_cert);
+        if (h->tls_key) /* the private key does not outlive its use in freed memory */
+                explicit_bzero(h->tls_key, strlen(h->tls_key));
+        free(h->tls_key);
         for (size_t i = 0; i < ELEMENTSOF(h->processes_cache); i++)
                 free(h->processes_cache[i].body);
         free(h);
         return NULL;
 }
 
+/* A token file read again on reload: a new token, none when the key is gone, the previous one when unreadable. */
+static int reload_token(const char *path, char **token) {
+        _cleanup_free_ char *t = NULL;
+        int r;
+
+        if (!path) {
+                *token = mfree(*token);
+                return 0;
+        }
+        r = read_token(path, &t);
+        if (r < 0) {
+                log_warning("Keeping the previous token of '%s'", path);
+                return r;
+        }
+        free(*token);
+        *token = TAKE_PTR(t);
+        return 0;
+}
+
 int http_reload(Http *h, const Config *old, const Config *new) {
-        _cleanup_free_ char *token = NULL;
         int r;
 
         if (!streq_ptr(old->http_socket, new->http_socket) || !streq_ptr(old->http_listen, new->http_listen) ||
             old->http_socket_mode != new->http_socket_mode || old->http_max_connections != new->http_max_connections ||
             old->http_timeout_usec != new->http_timeout_usec)
                 log_warning("The http section changed; listeners keep their old settings until stackwatchd restarts");
-        if (!new->http_token_file) {
-                h->token = mfree(h->token);
-                return 0;
-        }
-        r = read_token(new->http_token_file, &token);
-        if (r < 0) {
-                log_warning("Keeping the previous token");
-                return r;
-        }
-        free(h->token);
-        h->token = TAKE_PTR(token);
-        return 0;
+        if (!streq_ptr(old->http_tls_cert, new->http_tls_cert) || !streq_ptr(old->http_tls_key, new->http_tls_key))
+                log_warning("The TLS files changed; listeners keep the old ones until stackwatchd restarts");
+        r = reload_token(new->http_token_file, &h->token);
+        if (r >= 0)
+                r = reload_token(new->http_read_token_file, &h->read_token);
+        return r;
 }

@@ -74,7 +74,9 @@ struct Http {
         HttpDaemon daemon;
         HttpListener **listeners;
         size_t n_listeners, n_listeners_allocated;
-        char *token;                    /* for TCP listeners; NULL: none configured */
+        char *token;                    /* for TCP listeners, the capture scope (every route); NULL: none */
+        char *read_token;               /* the read scope: every route but /stacks; NULL: none */
+        char *tls_cert, *tls_key;       /* PEM, read at start: HTTPS on TCP listeners; NULL: plain */
         char *socket_path;              /* the unix socket we bound, removed at exit */
         HttpPending *pending;           /* suspended requests, a list */
         /* /processes without filters, default and ?all=1, serialized once per scan: at 5k threads a body is

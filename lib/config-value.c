@@ -329,3 +329,13 @@ char *config_format_size(char *buf, size_t size, uint64_t bytes) {
         snprintf(buf, size, "%llu", (unsigned long long) bytes);
         return buf;
 }
+
+bool config_listen_is_loopback(const char *s) {
+        struct sockaddr_storage ss;
+
+        if (config_parse_listen(s, &ss, NULL) < 0)
+                return false;
+        if (ss.ss_family == AF_INET6)
+                return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *) &ss)->sin6_addr);
+        return (ntohl(((const struct sockaddr_in *) &ss)->sin_addr.s_addr) >> 24) == 127;
+}

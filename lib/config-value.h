@@ -54,6 +54,8 @@ int config_parse_size(const char *s, uint64_t *ret_bytes);
 /* A TCP listen address: "PORT" (loopback), "ADDR:PORT" (IPv4) or "[ADDR]:PORT" (IPv6); port 0 lets the kernel
  * pick one. RET (optional) gets the socket address and RET_LEN its length. -EINVAL when malformed. */
 int config_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len);
+/* Whether listen address S (as config_parse_listen() takes it) is a loopback address: 127.0.0.0/8 or ::1. */
+bool config_listen_is_loopback(const char *s);
 /* A file mode in octal, like 0660 or 660, at most 0777. */
 int config_parse_mode(const char *s, unsigned *ret);
 /* true/false, yes/no, on/off. */

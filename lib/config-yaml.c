@@ -874,6 +874,10 @@ static const ConfigKey http_keys[] = {
         KEY("socket_group", CONFIG_NODE_SCALAR, parse_group, Config, http_socket_gid),
         KEY("listen", CONFIG_NODE_SCALAR, parse_listen, Config, http_listen),
         KEY("token_file", CONFIG_NODE_SCALAR, parse_path, Config, http_token_file),
+        KEY("read_token_file", CONFIG_NODE_SCALAR, parse_path, Config, http_read_token_file),
+        KEY("tls_cert", CONFIG_NODE_SCALAR, parse_path, Config, http_tls_cert),
+        KEY("tls_key", CONFIG_NODE_SCALAR, parse_path, Config, http_tls_key),
+        KEY("allow_plain", CONFIG_NODE_SCALAR, parse_bool, Config, http_allow_plain),
         KEY("max_connections", CONFIG_NODE_SCALAR, parse_unsigned, Config, http_max_connections,
             .min = CONFIG_HTTP_MAX_CONNECTIONS_MIN, .max = CONFIG_HTTP_MAX_CONNECTIONS_MAX),
         KEY("timeout", CONFIG_NODE_SCALAR, parse_duration, Config, http_timeout_usec,
@@ -887,10 +891,19 @@ static int parse_http_section(ConfigParser *p, const ConfigKey *k, yaml_node_t *
         int r;
 
         r = walk_mapping(p, k->table, node, base, NULL);
-        if (r >= 0 && c->http_listen && !c->http_token_file)
-                return parser_error(p, node, "\"listen\" needs \"token_file\": the TCP listener requires a bearer "
-                                             "token");
-        return r;
+        if (r < 0)
+                return r;
+        if (c->http_listen && !c->http_token_file && !c->http_read_token_file)
+                return parser_error(p, node, "\"listen\" needs \"token_file\" (or \"read_token_file\"): the TCP "
+                                             "listener requires a bearer token");
+        if (!c->http_tls_cert != !c->http_tls_key)
+                return parser_error(p, node, "\"tls_cert\" and \"tls_key\" go together: set both, or neither");
+        /* Tokens and stacks in the clear are for loopback only, unless the file says it knows better. */
+        if (c->http_listen && !c->http_tls_cert && !c->http_allow_plain && !config_listen_is_loopback(c->http_listen))
+                return parser_error(p, node, "\"listen\" on %s, not a loopback address, would send tokens and stacks "
+                                             "in the clear: set \"tls_cert\" and \"tls_key\", or \"allow_plain: "
+                                             "true\"", c->http_listen);
+        return 0;
 }
 
 static const ConfigKey hooks_keys[] = {

@@ -28,6 +28,9 @@ Config *config_free(Config *c) {
         free(c->http_socket);
         free(c->http_listen);
         free(c->http_token_file);
+        free(c->http_read_token_file);
+        free(c->http_tls_cert);
+        free(c->http_tls_key);
         strv_free(c->hook_command);
         free(c);
         return NULL;

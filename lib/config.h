@@ -140,7 +140,11 @@ typedef struct Config {
         bool has_http_socket_group;
         gid_t http_socket_gid;
         char *http_listen;              /* NULL: no TCP listener (the default); else as config_parse_listen() takes */
-        char *http_token_file;          /* required with http_listen */
+        char *http_token_file;          /* the capture scope: every route, /stacks (which stops threads) too */
+        char *http_read_token_file;     /* the read scope: every route but /stacks; one of the two is required with
+                                         * http_listen */
+        char *http_tls_cert, *http_tls_key;     /* PEM files: HTTPS on the TCP listener */
+        bool http_allow_plain;          /* plain HTTP on a non-loopback address (else refused) */
         unsigned http_max_connections;
         uint64_t http_timeout_usec;
 
