@@ -779,7 +779,7 @@ START_TEST(test_value_errors) {
                 { "archive:\n  keep_free: lots\n", 2, "expected a size like 512M, 1G or 4096, got \"lots\"" },
                 { "archive:\n  journal: everything\n", 2,
                   "unknown journal mode \"everything\" (expected one of: off, summary, full)" },
-                { "archive:\n  journal_max_size: 1K\n", 2, "\"journal_max_size\" must be between" },
+                { "archive:\n  journal_max_size: 512\n", 2, "\"journal_max_size\" must be between" },
                 { "archive: []\n", 1, "expected a mapping for \"archive\", got a list" },
                 { "archive: 5\n", 1, "expected a mapping for \"archive\", got \"5\"" },
                 { "capture:\n  method: none\n", 2, "unknown capture method \"none\" (expected one of: auto, passive, "
