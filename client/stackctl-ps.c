@@ -34,7 +34,7 @@ static char *where(json_object *t) {
         return escape_string(s ?: sc ?: wc ?: "-");
 }
 
-static int print_thread(json_object *t) {
+static int print_thread(json_object *t, const char *host) {
         _cleanup_free_ char *comm = escape_string(json_get_string(t, API_K_COMM) ?: "-"),
                             *class = escape_string(json_get_string(t, API_K_CLASS) ?: "-"),
                             *state = escape_string(json_get_string(t, API_K_STATE) ?: "-"), *w = where(t);
@@ -42,6 +42,8 @@ static int print_thread(json_object *t) {
 
         if (!comm || !class || !state || !w)
                 return log_oom();
+        if (host)
+                printf("%-20s ", host);
         printf("%7llu %7llu %-16s %s%-12s%s %-5s %7s %5.1f %s\n", (unsigned long long) json_get_u64(t, API_K_PID),
                (unsigned long long) json_get_u64(t, API_K_TID), comm, ansi_class(json_get_string(t, API_K_CLASS)),
                class, ansi_normal(), state,
@@ -50,7 +52,56 @@ static int print_thread(json_object *t) {
         return 0;
 }
 
+/* ps --host A --host B …: one table, a HOST column first, a host that did not answer as a line of its own. */
+int fanout_ps(void) {
+        _cleanup_free_ char *path = NULL;
+        FanoutReply *rs = NULL;
+        size_t n = 0, rows = 0, answered = 0;
+        json_object *all = NULL;
+
+        if (processes_path(&path) < 0 || fanout_get(path, DAEMON_TIMEOUT_USEC, 0, &rs, &n) != EXIT_OK)
+                return EXIT_FAIL;
+        if (arg.format == OUTPUT_JSON)
+                all = json_object_new_object();
+        else if (arg.legend)
+                printf("%s%-20s %7s %7s %-16s %-12s %-5s %7s %5s %s%s\n", ansi_bold(), "HOST", "PID", "TID", "COMM",
+                       "CLASS", "STATE", "FOR", "CPU%", "SYSCALL/WCHAN", ansi_normal());
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_(json_object_putp) json_object *doc = NULL;
+                _cleanup_free_ char *host = escape_string(rs[i].host);
+                json_object *threads;
+                const char *why = NULL;
+
+                if (rs[i].exit == EXIT_OK && json_parse_bounded(rs[i].body, rs[i].size, &doc, &why) < 0)
+                        rs[i].exit = EXIT_FAIL;
+                if (rs[i].exit != EXIT_OK) {
+                        if (all)
+                                json_object_object_add(all, rs[i].host, json_new_string_or_null(NULL));
+                        else
+                                printf("%-20s %s\n", host ?: "?", rs[i].error ?: "no usable answer");
+                        continue;
+                }
+                answered++;
+                threads = json_get_array(doc, API_K_THREADS);
+                if (all) {
+                        json_object_object_add(all, rs[i].host, json_object_get(doc));
+                        continue;
+                }
+                for (size_t k = 0; threads && k < json_object_array_length(threads); k++, rows++)
+                        (void) print_thread(json_object_array_get_idx(threads, k), host ?: "?");
+        }
+        if (all) {
+                (void) json_print(all);
+                json_object_put(all);
+        } else if (arg.legend)
+                printf("\n%zu threads shown from %zu of %zu hosts.\n", rows, answered, n);
+        fanout_replies_free(rs, n);
+        return answered > 0 ? EXIT_OK : EXIT_NO_DAEMON;
+}
+
 int verb_ps(int argc, char **argv) {
+        if (arg.n_host_names > 1)
+                return fanout_ps();
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_(json_object_putp) json_object *doc = NULL;
         _cleanup_free_ char *path = NULL;
@@ -86,7 +137,7 @@ int verb_ps(int argc, char **argv) {
                 printf("%s%7s %7s %-16s %-12s %-5s %7s %5s %s%s\n", ansi_bold(), "PID", "TID", "COMM", "CLASS",
                        "STATE", "FOR", "CPU%", "SYSCALL/WCHAN", ansi_normal());
         for (size_t i = 0; i < n; i++) {
-                r = print_thread(json_object_array_get_idx(threads, i));
+                r = print_thread(json_object_array_get_idx(threads, i), NULL);
                 if (r < 0)
                         return EXIT_FAIL;
         }

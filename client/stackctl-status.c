@@ -77,7 +77,69 @@ static int print_status(json_object *h) {
         return 0;
 }
 
+/* status --host A --host B …: a line per host, those that did not answer too. */
+int fanout_status(void) {
+        FanoutReply *rs = NULL;
+        size_t n = 0, healthy = 0;
+        json_object *all = NULL;
+
+        if (fanout_get(API_ROUTE_HEALTHZ, DAEMON_TIMEOUT_USEC, 503, &rs, &n) != EXIT_OK)
+                return EXIT_FAIL;
+        if (arg.format == OUTPUT_JSON)
+                all = json_object_new_object();
+        else
+                printf("%s%-20s %-8s %8s %9s %8s %10s %10s %s%s\n", ansi_bold(), "HOST", "STATUS", "THREADS",
+                       "PROCESSES", "BLOCKED", "LAST SCAN", "SNAPSHOTS", "CONFIG", ansi_normal());
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_(json_object_putp) json_object *doc = NULL;
+                _cleanup_free_ char *host = escape_string(rs[i].host), *st = NULL;
+                json_object *scan;
+                const char *why = NULL;
+                char age[FORMAT_TIMESPAN_MAX];
+
+                if (rs[i].exit == EXIT_OK && json_parse_bounded(rs[i].body, rs[i].size, &doc, &why) < 0)
+                        rs[i].exit = EXIT_FAIL;
+                if (rs[i].exit != EXIT_OK) {
+                        if (all)
+                                json_object_object_add(all, rs[i].host, json_new_string_or_null(NULL));
+                        else
+                                printf("%-20s %-8s %s\n", host ?: "?", "-", rs[i].error ?: "no usable answer");
+                        continue;
+                }
+                if (all) {
+                        json_object_object_add(all, rs[i].host, json_object_get(doc));
+                        continue;
+                }
+                st = escape_string(json_get_string(doc, API_K_STATUS) ?: "unknown");
+                if (streq_ptr(json_get_string(doc, API_K_STATUS), API_STATUS_OK))
+                        healthy++;
+                scan = json_get_object(doc, API_K_SCAN);
+                if (!json_object_object_get_ex(doc, API_K_PID, NULL)) {
+                        printf("%-20s %-8s (details need the bearer token: --token-file)\n", host ?: "?", st ?: "?");
+                        continue;
+                }
+                printf("%-20s %-8s %8llu %9llu %8llu %10s %10llu %s\n", host ?: "?", st ?: "?",
+                       (unsigned long long) json_get_u64(scan, API_K_THREADS),
+                       (unsigned long long) json_get_u64(scan, API_K_PROCESSES),
+                       (unsigned long long) json_get_u64(json_get_object(scan, API_K_BY_CLASS), "blocked"),
+                       format_timespan(age, sizeof age, json_get_u64(scan, API_K_LAST_SCAN_AGE_MS) * USEC_PER_MSEC),
+                       (unsigned long long) json_get_u64(doc, API_K_SNAPSHOTS_WRITTEN),
+                       streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD), API_RELOAD_FAILED)
+                               ? "RELOAD FAILED"
+                               : "ok");
+        }
+        if (all) {
+                (void) json_print(all);
+                json_object_put(all);
+        }
+        fanout_replies_free(rs, n);
+        /* A host that did not answer, or is not healthy, is a line, and the status says that not all are. */
+        return healthy == n ? EXIT_OK : EXIT_FAIL;
+}
+
 int verb_status(int argc, char **argv) {
+        if (arg.n_host_names > 1)
+                return fanout_status();
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_(json_object_putp) json_object *doc = NULL;
         bool ok, reload_failed;

@@ -274,7 +274,7 @@ static int parse_classes(const char *s) {
 }
 
 /* --host: "http://HOST:PORT" or "HOST:PORT" (http is implied), without a trailing slash; libcurl checks the rest. */
-static int parse_host(const char *s) {
+int parse_host(const char *s) {
         static char url[API_URL_MAX];
         size_t len;
 

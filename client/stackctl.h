@@ -130,6 +130,30 @@ const char *ansi_normal(void);
 /* O as arg.json_flags say, with a newline; EXIT_OK or EXIT_FAIL. */
 int json_print(json_object *o);
 
+/* --host: set arg.host to S as a URL ("http://" implied, no trailing slash); a usage error is logged. */
+int parse_host(const char *s);
+
+/* ---- several daemons at once (stackctl-fanout.c) ---- */
+
+typedef struct FanoutReply {
+        const char *host;               /* as given to --host */
+        int exit;                       /* what a single-host stackctl would have exited with (EXIT_*) */
+        char *body;                     /* the reply when exit is EXIT_OK (NUL-terminated); NULL otherwise */
+        size_t size;
+        char *error;                    /* why not, escaped; NULL when it answered */
+} FanoutReply;
+
+/* GET PATH from every host of arg.host_names concurrently, each within TIMEOUT_USEC (arg.timeout_usec overrides);
+ * ALSO_OK as daemon_get() takes it. *RET has one reply per host, in the order given. EXIT_OK, or EXIT_FAIL when
+ * nothing could be started. */
+int fanout_get(const char *path, uint64_t timeout_usec, long also_ok, FanoutReply **ret, size_t *ret_n);
+void fanout_replies_free(FanoutReply *r, size_t n);
+
+/* ps and status with several --host: every daemon asked at once, each within --timeout, one table with a HOST
+ * column; a host that does not answer is a line of it. */
+int fanout_ps(void);
+int fanout_status(void);
+
 /* dump --via-daemon PID: the daemon captures, we print its reply. */
 int dump_via_daemon(pid_t pid);
 
