@@ -173,6 +173,12 @@ def test_full_mode_carries_the_snapshot_shown_as_from_the_archive(journald_daemo
     assert ctl("show", "--journal", "-D", jdir, "jr-full").stdout == ctl("--archive", d.archive, "show", sid).stdout
     ctl("show", "--journal", "-D", jdir, "--host", "no-such-host", "jr-full", rc=3)
     ctl("list", "--journal", "-D", jdir, "--host", os.uname().nodename, "COMM=jr-full")
+    # --file GLOB names the same files; -m reads every machine's journal here (this test's records are not in it).
+    files = os.path.join(jdir, "*", "*.journal")
+    assert sid in ctl("list", "--journal", "--file", files, "--no-legend").stdout.decode()
+    assert ctl("show", "--journal", "--file", files, sid).stdout == ctl("--archive", d.archive, "show", sid).stdout
+    assert ctl("list", "--journal", "-m", "--no-legend", rc=None).returncode in (0, 3)
+    assert "No journal files match" in ctl("list", "--journal", "--file", "/nonexistent/*.journal", rc=3).stderr.decode()
     # Without --journal, journal options are an error.
     assert "add --journal" in ctl("list", "-D", jdir, rc=2).stderr.decode()
 
