@@ -417,10 +417,8 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
         r = unwind_thread(c->up, c->o->unwinder, t->tid, &raw->regs, &raw->stack, frames, c->o->max_frames, &res);
         if (r < 0)
                 return thread_set_error(c->s, t, "unwinding failed: %s", strerror(-r));
-        for (size_t i = 0; i < t->n_frames; i++) {
-                free(t->frames[i].function);
-                free(t->frames[i].file);
-        }
+        for (size_t i = 0; i < t->n_frames; i++)
+                user_frame_done(&t->frames[i]);
         t->n_frames = 0;
         free(t->unwind_end);
         t->unwind_end = strdup(res.end);

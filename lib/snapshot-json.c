@@ -205,6 +205,7 @@ static const JsonField kframe_fields[] = {
 static const JsonField frame_fields[] = {
         ROW("pc", JF_HEX, UserFrame, pc),
         ROW("function", JF_STRING, UserFrame, function),
+        ROW("linkage_name", JF_STRING, UserFrame, linkage_name, .omit_null = true), /* a C name: no key */
         ROW("offset", JF_U64, UserFrame, function_offset),
         ROW("module", JF_INDEX, UserFrame, module),
         ROW("file", JF_STRING, UserFrame, file),

@@ -98,7 +98,7 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
 
                 fprintf(f, "#%-2zu 0x%016" PRIx64 " ", i, u->pc);
                 if (u->function) {
-                        put_escaped(f, u->function);
+                        put_escaped(f, o->raw_names && u->linkage_name ? u->linkage_name : u->function);
                         if (!u->inlined && u->function_offset)
                                 fprintf(f, "+0x%" PRIx64, u->function_offset);
                 } else

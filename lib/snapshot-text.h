@@ -10,6 +10,7 @@ typedef struct TextOptions {
         bool kernel;            /* print kernel frames */
         bool modules;           /* print the module list (build-ids) at the end */
         bool locks;             /* print the lock table: each mutex waited for, its holder and its waiters */
+        bool raw_names;         /* text: a frame's linkage name, as the binary has it, not the demangled one */
         int json_flags;         /* snapshot_render_stored()'s JSON: json-c's flags; 0: plain, one line */
 } TextOptions;
 

@@ -57,10 +57,8 @@ static void thread_done(ThreadSnapshot *t) {
                 free(t->kframes[i].module);
         }
         free(t->kframes);
-        for (size_t i = 0; i < t->n_frames; i++) {
-                free(t->frames[i].function);
-                free(t->frames[i].file);
-        }
+        for (size_t i = 0; i < t->n_frames; i++)
+                user_frame_done(&t->frames[i]);
         free(t->frames);
 }
 
@@ -154,6 +152,13 @@ WaitEdge *wait_chain_add_edge(WaitChain *c) {
 
 ModuleInfo *snapshot_add_module(Snapshot *s) {
         return grow_one((void **) &s->modules, &s->n_modules, sizeof(ModuleInfo));
+}
+
+void user_frame_done(UserFrame *f) {
+        free(f->function);
+        free(f->linkage_name);
+        free(f->file);
+        *f = (UserFrame) {};
 }
 
 UserFrame *thread_add_frame(ThreadSnapshot *t) {

@@ -48,7 +48,8 @@ typedef struct UserFrame {
         bool inlined;           /* a call site inlined at the same pc as the next frame */
         FrameMethod method;
         int module;             /* index into Snapshot.modules, -1 when no module covers pc */
-        char *function;         /* NULL when unknown */
+        char *function;         /* NULL when unknown; demangled (C++, Rust) unless the capture was asked not to */
+        char *linkage_name;     /* the name as the binary has it, when FUNCTION is its demangled form; else NULL */
         uint64_t function_offset;
         char *file;             /* NULL without line information */
         unsigned line;
@@ -213,6 +214,8 @@ typedef struct Snapshot {
 const char *snapshot_comm_of(const Snapshot *root, pid_t pid);
 
 Snapshot *snapshot_new(void);
+/* Free what a user frame owns and zero it. */
+void user_frame_done(UserFrame *f);
 Snapshot *snapshot_free(Snapshot *s);
 void snapshot_freep(Snapshot **s);
 #define _cleanup_snapshot_free_ __attribute__((cleanup(snapshot_freep)))

@@ -11,6 +11,7 @@
 #include <elfutils/libdw.h>
 
 #include "alloc-util.h"
+#include "demangle.h"
 #include "log.h"
 #include "symbolize.h"
 #include "time-util.h"
@@ -20,7 +21,8 @@
 
 /* One resolved frame of an address (an address with inlines resolves to several). */
 typedef struct SymFrame {
-        char *function;
+        char *function;         /* demangled when the symbolizer demangles and it is a mangled name */
+        char *linkage_name;     /* then the name as the binary has it; else NULL */
         uint64_t offset;        /* from the symbol to the looked-up address */
         char *file;
         unsigned line, column;
@@ -49,6 +51,7 @@ struct SymModule {
 struct Symbolizer {
         char *debuginfo_path;
         bool source;
+        bool demangle;                  /* C++ and Rust names readable, the raw ones kept as linkage_name */
         uint64_t source_deadline_usec;  /* CLOCK_MONOTONIC; 0: none */
         Dwfl_Callbacks callbacks;
         SymModule **modules;
@@ -62,6 +65,7 @@ int symbolizer_new(const char *debuginfo_path, bool source, Symbolizer **ret) {
         if (!s)
                 return -ENOMEM;
         s->source = source;
+        s->demangle = true;
         if (debuginfo_path) {
                 s->debuginfo_path = strdup(debuginfo_path);
                 if (!s->debuginfo_path) {
@@ -80,6 +84,7 @@ int symbolizer_new(const char *debuginfo_path, bool source, Symbolizer **ret) {
 
 static void sym_frame_done(SymFrame *f) {
         free(f->function);
+        free(f->linkage_name);
         free(f->file);
 }
 
@@ -129,6 +134,10 @@ char *dwfl_module_build_id_hex(Dwfl_Module *mod) {
         for (int i = 0; i < len; i++)
                 sprintf(hex + 2 * i, "%02x", bits[i]);
         return hex;
+}
+
+void symbolizer_set_demangle(Symbolizer *s, bool demangle) {
+        s->demangle = demangle;
 }
 
 void symbolizer_set_source_deadline(Symbolizer *s, uint64_t usec) {
@@ -302,6 +311,28 @@ static int set_str(char **dst, const char *src) {
         return *dst ? 0 : -ENOMEM;
 }
 
+/* F's name: the demangled form of LINKAGE when DEMANGLE and it is a mangled name (LINKAGE kept as the linkage name);
+ * raw (not DEMANGLE), LINKAGE as it is; else PLAIN (an inlined function's DW_AT_name), else LINKAGE. */
+static int set_name(SymFrame *f, const char *linkage, const char *plain, bool demangle) {
+        char *d = demangle && linkage ? demangle_name(linkage) : NULL;
+
+        if (d) {
+                f->function = d;
+                return set_str(&f->linkage_name, linkage);
+        }
+        return set_str(&f->function, demangle ? plain ?: linkage : linkage ?: plain);
+}
+
+/* The linkage name of an inlined subroutine's function, from its abstract origin; NULL when DWARF has none. */
+static const char *linkage_name(Dwarf_Die *die) {
+        Dwarf_Attribute attr;
+
+        if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) || dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name,
+                                                                                         &attr))
+                return dwarf_formstring(&attr);
+        return NULL;
+}
+
 /* Source file of a DW_AT_call_file index in the CU. */
 static const char *call_file(Dwarf_Die *cudie, Dwarf_Word idx) {
         Dwarf_Files *files;
@@ -314,7 +345,7 @@ static const char *call_file(Dwarf_Die *cudie, Dwarf_Word idx) {
 
 /* Resolve ADDR (a module address, already adjusted to point into the call) into OUT[0..*n): inlined call sites
  * innermost first, the containing function last. */
-static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, SymFrame *out, size_t max, size_t *n) {
+static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, bool demangle, SymFrame *out, size_t max, size_t *n) {
         const char *name, *file = NULL;
         int line = 0, column = 0, nscopes = 0;
         GElf_Off offset = 0;
@@ -350,7 +381,9 @@ static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, SymFrame *out, s
                         continue;
                 out[k] = (SymFrame) { .inlined = true, .line = line > 0 ? (unsigned) line : 0,
                                       .column = column > 0 ? (unsigned) column : 0 };
-                if (set_str(&out[k].function, dwarf_diename(die)) < 0 || set_str(&out[k].file, file) < 0)
+                /* DW_AT_name is "operator()" or "lambda": the linkage name (through the abstract origin) says whose. */
+                if (set_name(&out[k], linkage_name(die), dwarf_diename(die), demangle) < 0 ||
+                    set_str(&out[k].file, file) < 0)
                         goto oom;
                 k++;
                 file = NULL;
@@ -364,7 +397,7 @@ static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, SymFrame *out, s
         }
         out[k] = (SymFrame) { .offset = name ? offset : 0, .line = line > 0 ? (unsigned) line : 0,
                               .column = column > 0 ? (unsigned) column : 0 };
-        if (set_str(&out[k].function, name) < 0 || set_str(&out[k].file, file) < 0)
+        if (set_name(&out[k], name, NULL, demangle) < 0 || set_str(&out[k].file, file) < 0)
                 goto oom;
         k++;
         free(scopes);
@@ -394,7 +427,7 @@ static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFr
                 return 0;
         }
         s->stats.addr_misses++;
-        r = resolve(m->mod, addr, source, tmp, ELEMENTSOF(tmp), &n);
+        r = resolve(m->mod, addr, source, s->demangle, tmp, ELEMENTSOF(tmp), &n);
         if (r < 0)
                 return r;
         if (source)
@@ -433,7 +466,8 @@ static int append_frames(ThreadSnapshot *t, const UserFrame *tmpl, const SymFram
                 f->function_offset = sf[i].function && !sf[i].inlined ? sf[i].offset + (tmpl->activation ? 0 : 1) : 0;
                 f->line = sf[i].line;
                 f->column = sf[i].column;
-                if (set_str(&f->function, sf[i].function) < 0 || set_str(&f->file, sf[i].file) < 0)
+                if (set_str(&f->function, sf[i].function) < 0 || set_str(&f->linkage_name, sf[i].linkage_name) < 0 ||
+                    set_str(&f->file, sf[i].file) < 0)
                         return -ENOMEM;
         }
         return (int) n;
@@ -455,7 +489,7 @@ int symbolizer_add_frames(Symbolizer *s, SymModule *sm, Dwfl_Module *mod, const 
                 return memo_resolve(s, sm, addr - pbias + sm->bias, &sf, &n) < 0 ? -ENOMEM
                                                                                : append_frames(t, tmpl, sf, n);
         /* Not cacheable (the vdso, a binary without build-id): resolve in the process's own module. */
-        r = resolve(mod, addr, want_source(s), tmp, ELEMENTSOF(tmp), &n);
+        r = resolve(mod, addr, want_source(s), s->demangle, tmp, ELEMENTSOF(tmp), &n);
         if (r < 0)
                 return r;
         r = append_frames(t, tmpl, tmp, n);

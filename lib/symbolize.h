@@ -21,6 +21,9 @@ Symbolizer *symbolizer_free(Symbolizer *s);
 /* From USEC (CLOCK_MONOTONIC) on, resolve symbols only, as without SOURCE: loading a module's DWARF is the one step
  * of a capture that cannot be cut short, and it costs seconds on a starved CPU. 0: no deadline. Frames resolved
  * past it are counted in SymbolizerStats.source_skipped, and resolved again, with source, by a later capture. */
+/* Whether names are demangled (the default: C++ and Rust names readable, the raw one kept as the frame's
+ * linkage_name); eu-stack -r and stackctl --no-demangle turn it off. Set before the first lookup. */
+void symbolizer_set_demangle(Symbolizer *s, bool demangle);
 void symbolizer_set_source_deadline(Symbolizer *s, uint64_t usec);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
 
