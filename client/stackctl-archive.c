@@ -289,7 +289,7 @@ int show_document(const char *json, size_t len, const char *id) {
                                    : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
                                                                  : SNAPSHOT_RENDER_TEXT,
                                    &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
-                                                    .json_flags = arg.json_flags },
+                                                    .raw_names = arg.no_demangle, .json_flags = arg.json_flags },
                                    stdout, &err);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;

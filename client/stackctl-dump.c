@@ -167,6 +167,7 @@ int verb_dump(int argc, char **argv) {
         r = symbolizer_new(arg.debuginfo_path, arg.source, &sym);
         if (r < 0)
                 return log_oom(), EXIT_FAIL;
+        symbolizer_set_demangle(sym, !arg.no_demangle);
         if (arg.all)
                 ret = dump_all(sym);
         else

@@ -86,7 +86,8 @@ static const struct {
         { "   --rule NAME", "list, show: only snapshots taken by this rule" },
         { "   --since WHEN", "list, show: only snapshots since WHEN (10m, 2h, @EPOCH, YYYY-MM-DD[ HH:MM[:SS]])" },
         { "   --until WHEN", "list, show: only snapshots before WHEN (the same forms)" },
-        { "-r --reverse", "list: newest first" },
+        { "-r --reverse", "list: newest first; dump: eu-stack's -r, names not demangled" },
+        { "   --no-demangle", "dump, show: C++ and Rust names as the binary has them (demangled by default)" },
         { "   --journal", "list, show: the snapshots in journal records (archive.journal), not the archive" },
         { "-D --directory DIR", "list, show --journal: the journal files in DIR (a journal-remote directory)" },
         { "   --file GLOB", "list, show --journal: these journal files" },
@@ -159,6 +160,7 @@ enum {
         ARG_JOURNAL,
         ARG_FILE,
         ARG_CACERT,
+        ARG_NO_DEMANGLE,
 };
 
 /* Which verbs each option applies to; one given to another verb is a usage error, never silently ignored. */
@@ -199,7 +201,8 @@ static const struct {
         { ARG_RULE, "--rule", V_LIST | V_SHOW },
         { ARG_SINCE, "--since", V_LIST | V_SHOW },
         { ARG_UNTIL, "--until", V_LIST | V_SHOW },
-        { 'r', "--reverse", V_LIST },
+        { 'r', "--reverse", V_LIST | V_DUMP },
+        { ARG_NO_DEMANGLE, "--no-demangle", V_DUMP | V_SHOW },
         { ARG_CLASS, "--class", V_PS },
         { ARG_UNIT, "--unit", V_PS },
         { ARG_COMM, "--comm", V_PS },
@@ -312,6 +315,7 @@ static const struct {
         { ARG_DEBUGINFO_PATH, "--debuginfo-path" },
         { ARG_MODULES, "--modules" },
         { ARG_NO_SOURCE, "--no-source" },
+        { ARG_NO_DEMANGLE, "--no-demangle" },
 };
 
 static int parse_argv(int argc, char **argv) {
@@ -353,6 +357,7 @@ static int parse_argv(int argc, char **argv) {
                 { "no-pager", no_argument, NULL, ARG_NO_PAGER },
                 { "journal", no_argument, NULL, ARG_JOURNAL },
                 { "cacert", required_argument, NULL, ARG_CACERT },
+                { "no-demangle", no_argument, NULL, ARG_NO_DEMANGLE },
                 { "directory", required_argument, NULL, 'D' },
                 { "file", required_argument, NULL, ARG_FILE },
                 { "merge", no_argument, NULL, 'm' },
@@ -499,6 +504,9 @@ static int parse_argv(int argc, char **argv) {
                 case ARG_CACERT:
                         arg.cacert = optarg;
                         break;
+                case ARG_NO_DEMANGLE:
+                        arg.no_demangle = true;
+                        break;
                 case 'D':
                         arg.journal_dir = optarg;
                         break;
@@ -625,6 +633,9 @@ static int dispatch(int argc, char **argv) {
                 log_error("-D and --file name the journals two ways: use one.");
                 return EXIT_USAGE;
         }
+        /* dump -r: eu-stack's raw (not demangled) names; list -r: newest first. */
+        if (v->bit == V_DUMP && arg.reverse)
+                arg.no_demangle = true;
         if (v->bit == V_DUMP && arg.count > 0)
                 arg.capture.max_frames = arg.count;
         nargs = argc - 1;
