@@ -39,10 +39,12 @@ static int add_alias(UnwindProcess *p, const char *alias, const char *name) {
         return 0;
 }
 
-/* A deleted binary (a package upgraded under a running service, a memfd) cannot be opened by name, but
- * /proc/PID/map_files/START-END still serves the whole file, symbol table included. Rewrite such paths in the maps
- * text we hand to libdwfl, every mapping of one file to the map_files entry of its first mapping, and remember the
- * original name for display. */
+/* Every file is opened as the target sees it, never by its name on the host, where another file may sit at the same
+ * path (a container, a chroot, our own unit's PrivateTmp=) or none at all. A file that still exists is reached
+ * through /proc/PID/root, in the target's mount namespace and root; a deleted one (a package upgraded under a running
+ * service, a memfd) cannot be opened by name, but /proc/PID/map_files/START-END still serves the whole file, symbol
+ * table included. Rewrite the paths in the maps text we hand to libdwfl, every mapping of one file to one alias, and
+ * remember the original name for display. libdwfl and the symbolizer check the build-id of what they open. */
 static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **ret, size_t *ret_len) {
         _cleanup_free_ char *out = NULL;
         size_t olen = 0, oalloc = len + 1;
@@ -59,18 +61,24 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
                 size_t elen = ll;
                 _cleanup_free_ char *pathcopy = NULL;
 
-                if (path && ll > sl && memcmp(eol - sl, DELETED_SUFFIX, sl) == 0 &&
-                    (pathcopy = strndup(path, (size_t) (eol - path)))) {
+                if (path && (pathcopy = strndup(path, (size_t) (eol - path)))) {
+                        bool deleted = ll > sl && memcmp(eol - sl, DELETED_SUFFIX, sl) == 0;
+                        _cleanup_free_ char *rooted = NULL;
                         const char *alias = NULL;
+
                         for (size_t i = 0; i < p->n_aliases; i++)
                                 if (streq(p->aliases[2 * i + 1], pathcopy))
                                         alias = p->aliases[2 * i];
                         if (!alias) {
                                 unsigned long long a, b;
-                                if (sscanf(l, "%llx-%llx", &a, &b) != 2)
-                                        goto plain;
-                                snprintf(repl, sizeof repl, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a, b);
-                                if (add_alias(p, repl, pathcopy) < 0)
+                                if (deleted) {
+                                        if (sscanf(l, "%llx-%llx", &a, &b) != 2)
+                                                goto plain;
+                                        snprintf(repl, sizeof repl, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a,
+                                                 b);
+                                } else if (asprintf(&rooted, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0)
+                                        return -ENOMEM;
+                                if (add_alias(p, rooted ?: repl, pathcopy) < 0)
                                         return -ENOMEM;
                                 alias = p->aliases[2 * (p->n_aliases - 1)];
                         }

@@ -1,0 +1,82 @@
+"""Modules from the process's own view: a process in another mount namespace (as in any container, or under the
+unit's PrivateTmp=) whose binary exists only there, and one where a different binary sits at the same path on the
+host. Both must show their own function names and build-id, never ?? or the host file's."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES, stackctl, wait_until
+
+# In a private mount namespace: a tmpfs over DIR, the fixture copied there as "app", run from there.
+SETUP = """set -eu
+mount -t tmpfs tmpfs "$1"
+cp "$2" "$1/app"
+exec "$1/app"
+"""
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True, check=True).stdout
+    return re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
+
+
+@pytest.fixture
+def in_namespace(tmp_path):
+    started = []
+
+    def start(binary):
+        d = tmp_path / f"ns{len(started)}"
+        d.mkdir(exist_ok=True)
+        p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", SETUP, "sh", str(d),
+                              binary], stdout=subprocess.PIPE, stdin=subprocess.PIPE,
+                             env=dict(os.environ, FIXTURE_LIFETIME="120"))
+        started.append(p)
+        assert p.stdout.readline().strip() == b"READY"
+        wait_until(lambda: "pipe_read" in open(f"/proc/{p.pid}/wchan").read(), what="the app in read()")
+        return p, d
+    yield start
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def main_frames(pid):
+    import json
+    doc = json.loads(stackctl("dump", "--json", "--no-kernel", pid, check_rc=0).stdout)
+    t = next(t for t in doc["threads"] if t["tid"] == pid)
+    mods = doc["modules"]
+    return [(f["function"], mods[f["module"]]["path"] if f["module"] is not None else None, f.get("method"))
+            for f in t["frames"]], mods
+
+
+def test_a_binary_that_exists_only_in_the_target_namespace(in_namespace):
+    block_read = os.path.join(FIXTURES, "block-read")
+    p, d = in_namespace(block_read)
+    app = str(d / "app")
+    assert not os.path.exists(app)  # not on the host: only the target's mount namespace has it
+    frames, mods = main_frames(p.pid)
+    names = [f[0] for f in frames]
+    assert "br_level_20" in names and "br_level_01" in names and "main" in names, frames
+    assert all(f[1] == app for f in frames if f[0] and f[0].startswith("br_level")), frames
+    mod = next(m for m in mods if m["path"] == app)
+    assert mod["build_id"] == build_id(block_read)
+
+
+def test_a_different_binary_at_the_same_host_path(in_namespace, tmp_path):
+    block_read, busy = os.path.join(FIXTURES, "block-read"), os.path.join(FIXTURES, "busy-loop")
+    # The host has busy-loop at the path; the target's namespace has block-read there.
+    (tmp_path / "ns0").mkdir()
+    host_app = tmp_path / "ns0" / "app"
+    host_app.write_bytes(open(busy, "rb").read())
+    p, d = in_namespace(block_read)
+    assert build_id(str(host_app)) != build_id(block_read)
+    frames, mods = main_frames(p.pid)
+    names = [f[0] for f in frames if f[0]]
+    assert "br_level_20" in names, frames
+    assert not any(n.startswith("bl_") or "busy" in n for n in names), frames
+    mod = next(m for m in mods if m["path"] == str(host_app))
+    assert mod["build_id"] == build_id(block_read)
+    text = stackctl("dump", "--no-kernel", "--modules", p.pid, check_rc=0).stdout.decode()
+    assert build_id(block_read) in text and build_id(str(host_app)) not in text
