@@ -364,6 +364,8 @@ static int module_index_cb(Dwfl_Module *mod, void **userdata, const char *name, 
         m->end = high;
         if (dwfl_module_getelf(mod, &bias))
                 m->bias = bias;
+        else
+                m->missing = name && name[0] == '/'; /* a file, not [vdso] or an anonymous mapping */
         m->build_id = dwfl_module_build_id_hex(mod);
         *userdata = (void *) (uintptr_t) c->s->n_modules; /* index + 1 */
         return DWARF_CB_OK;

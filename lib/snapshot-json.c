@@ -172,6 +172,7 @@ static const JsonField module_fields[] = {
         ROW("end", JF_HEX, ModuleInfo, end),
         ROW("bias", JF_HEX, ModuleInfo, bias),
         ROW("debuginfo", JF_BOOL, ModuleInfo, debuginfo),
+        ROW("missing", JF_BOOL, ModuleInfo, missing),
 };
 /* A thread's scalars before "syscall", and after it. */
 static const JsonField thread_head_fields[] = {

@@ -106,6 +106,8 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 if (mod) {
                         fputs(" - ", f);
                         put_escaped(f, mod);
+                        if (s->modules[u->module].missing)
+                                fputs(" [not found: the file as the process sees it cannot be read]", f);
                 }
                 if (u->inlined)
                         fputs(" (inlined)", f);

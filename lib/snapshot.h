@@ -85,6 +85,8 @@ typedef struct ModuleInfo {
         uint64_t start, end;    /* address range in the process */
         uint64_t bias;          /* load bias: pc - bias is the ELF virtual address */
         bool debuginfo;         /* DWARF debuginfo was found (file:line available) */
+        bool missing;           /* the file could not be read as the process sees it: its frames are ??, never
+                                 * another file's names */
 } ModuleInfo;
 
 /* Why the daemon took a snapshot: the rule, the thread that matched, its class and the evidence for it. */

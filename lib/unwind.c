@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "alloc-util.h"
@@ -70,14 +72,23 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
                                 if (streq(p->aliases[2 * i + 1], pathcopy))
                                         alias = p->aliases[2 * i];
                         if (!alias) {
-                                unsigned long long a, b;
-                                if (deleted) {
-                                        if (sscanf(l, "%llx-%llx", &a, &b) != 2)
-                                                goto plain;
+                                unsigned long long a, b, ino;
+                                unsigned maj, min;
+                                struct stat st;
+
+                                if (sscanf(l, "%llx-%llx %*s %*x %x:%x %llu", &a, &b, &maj, &min, &ino) != 5)
+                                        goto plain;
+                                if (!deleted && asprintf(&rooted, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0)
+                                        return -ENOMEM;
+                                /* The path in the target's root must be the very file mapped (device and inode as
+                                 * maps has them): else (unmounted since, replaced, an overlay's other face) the
+                                 * mapping itself, through map_files, or nothing, never a namesake. */
+                                if (rooted && (stat(rooted, &st) < 0 || st.st_ino != ino ||
+                                               major(st.st_dev) != maj || minor(st.st_dev) != min))
+                                        rooted = mfree(rooted);
+                                if (!rooted)
                                         snprintf(repl, sizeof repl, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a,
                                                  b);
-                                } else if (asprintf(&rooted, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0)
-                                        return -ENOMEM;
                                 if (add_alias(p, rooted ?: repl, pathcopy) < 0)
                                         return -ENOMEM;
                                 alias = p->aliases[2 * (p->n_aliases - 1)];

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import FIXTURES, stackctl, wait_until
+from conftest import FIXTURES, STACKCTL, stackctl, wait_until
 
 # In a private mount namespace: a tmpfs over DIR, the fixture copied there as "app", run from there.
 SETUP = """set -eu
@@ -80,3 +80,50 @@ def test_a_different_binary_at_the_same_host_path(in_namespace, tmp_path):
     assert mod["build_id"] == build_id(block_read)
     text = stackctl("dump", "--no-kernel", "--modules", p.pid, check_rc=0).stdout.decode()
     assert build_id(block_read) in text and build_id(str(host_app)) not in text
+
+
+# The binary's mount goes away under the running process (umount -l in its namespace): no path reaches the file.
+UNMOUNTED = """set -eu
+mount -t tmpfs tmpfs "$1"
+cp "$2" "$1/app"
+chmod 755 "$1"
+$3 "$1/app" &
+app=$!
+read -r _ <&3
+umount -l "$1"
+echo UNMOUNTED
+wait $app
+"""
+
+
+def test_an_unmounted_binary_is_read_from_the_mapping_or_shown_missing(tmp_path):
+    for who, user in (("root", ""), ("nobody", "setpriv --reuid=65534 --regid=65534 --clear-groups")):
+        sub = tmp_path / who
+        sub.mkdir()
+        d = sub / "um"
+        d.mkdir()
+        (d / "app").write_bytes(open(os.path.join(FIXTURES, "busy-loop"), "rb").read())
+        script = UNMOUNTED.replace('read -r _ <&3\n', 'sleep 0.3\n')
+        p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(d),
+                              os.path.join(FIXTURES, "block-read"), user], stdout=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL, env=dict(os.environ, FIXTURE_LIFETIME="120"))
+        try:
+            lines = [p.stdout.readline().strip() for _ in range(2)]
+            assert lines == [b"READY", b"UNMOUNTED"], lines
+            app = int(subprocess.run(["pgrep", "-P", str(p.pid), "-x", "app"], capture_output=True,
+                                     text=True).stdout.split()[0])
+            maps = open(f"/proc/{app}/maps").read()
+            assert " /app\n" in maps  # what is left of the path
+            cmd = [*user.split(), STACKCTL, "dump", "--no-kernel", str(app)]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+            assert "bl_level" not in out, out  # never the namesake's names
+            if who == "root":
+                # map_files still serves the mapped file: the real names.
+                assert "br_level_20" in out, out
+            else:
+                # map_files needs CAP_SYS_ADMIN: nothing reaches the file, and the dump says so.
+                assert "?? - /app [not found" in out, out
+        finally:
+            p.kill()
+            subprocess.run(["pkill", "-P", str(p.pid)])
+            p.wait()
