@@ -32,7 +32,7 @@ rules:
     (["status", "--no-source"], "status", "--no-source"),
     (["rules", "--rule", "x"], "rules", "--rule"),
     (["show", "--class", "blocked"], "show", "--class"),
-    (["dump", "--reverse", "1"], "dump", "--reverse"),
+    (["dump", "--until", "1h", "1"], "dump", "--until"),
     (["status", "-1"], "status", "-1"),
 ])
 def test_an_option_for_another_verb_is_a_usage_error(args, verb, option):
