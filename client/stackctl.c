@@ -77,8 +77,8 @@ static const struct {
         { "   --max-frames N", "dump: at most N user frames per thread (default 256)" },
         { "   --stack-bytes N", "dump: copy at most N bytes of each thread's stack (default 262144)" },
         { "   --time-budget MS", "dump: stop capturing a process and its peers after MS ms (default 10000)" },
-        { "   --debuginfo-path P", "dump: where to look for separate debuginfo (default :.debug:/usr/lib/debug)" },
-        { "   --no-source", "dump: symbols only, no file:line or inlined frames (skips loading DWARF)" },
+        { "   --debuginfo-path P", "dump, show --resymbolize: where separate debuginfo is (:.debug:/usr/lib/debug)" },
+        { "   --no-source", "dump, show --resymbolize: symbols only, no file:line or inlined frames" },
         { "   --modules", "dump, show: also list the modules with their build-ids" },
         { "   --via-daemon", "dump: have stackwatchd capture the process (one PID)" },
         { "-o --output FILE", "dump, show: write to FILE instead of stdout" },
@@ -88,6 +88,7 @@ static const struct {
         { "   --until WHEN", "list, show: only snapshots before WHEN (the same forms)" },
         { "-r --reverse", "list: newest first; dump: eu-stack's -r, names not demangled" },
         { "   --no-demangle", "dump, show: C++ and Rust names as the binary has them (demangled by default)" },
+        { "   --resymbolize", "show: resolve the frames again from their pcs and build-ids with today's debuginfo" },
         { "   --journal", "list, show: the snapshots in journal records (archive.journal), not the archive" },
         { "-D --directory DIR", "list, show --journal: the journal files in DIR (a journal-remote directory)" },
         { "   --file GLOB", "list, show --journal: these journal files" },
@@ -161,6 +162,7 @@ enum {
         ARG_FILE,
         ARG_CACERT,
         ARG_NO_DEMANGLE,
+        ARG_RESYMBOLIZE,
 };
 
 /* Which verbs each option applies to; one given to another verb is a usage error, never silently ignored. */
@@ -192,8 +194,8 @@ static const struct {
         { ARG_MAX_FRAMES, "--max-frames", V_DUMP },
         { ARG_STACK_BYTES, "--stack-bytes", V_DUMP },
         { ARG_TIME_BUDGET, "--time-budget", V_DUMP },
-        { ARG_DEBUGINFO_PATH, "--debuginfo-path", V_DUMP },
-        { ARG_NO_SOURCE, "--no-source", V_DUMP },
+        { ARG_DEBUGINFO_PATH, "--debuginfo-path", V_DUMP | V_SHOW },
+        { ARG_NO_SOURCE, "--no-source", V_DUMP | V_SHOW },
         { ARG_MODULES, "--modules", V_DUMP | V_SHOW },
         { ARG_VIA_DAEMON, "--via-daemon", V_DUMP },
         { 'o', "--output", V_DUMP | V_SHOW },
@@ -203,6 +205,7 @@ static const struct {
         { ARG_UNTIL, "--until", V_LIST | V_SHOW },
         { 'r', "--reverse", V_LIST | V_DUMP },
         { ARG_NO_DEMANGLE, "--no-demangle", V_DUMP | V_SHOW },
+        { ARG_RESYMBOLIZE, "--resymbolize", V_SHOW },
         { ARG_CLASS, "--class", V_PS },
         { ARG_UNIT, "--unit", V_PS },
         { ARG_COMM, "--comm", V_PS },
@@ -358,6 +361,7 @@ static int parse_argv(int argc, char **argv) {
                 { "journal", no_argument, NULL, ARG_JOURNAL },
                 { "cacert", required_argument, NULL, ARG_CACERT },
                 { "no-demangle", no_argument, NULL, ARG_NO_DEMANGLE },
+                { "resymbolize", no_argument, NULL, ARG_RESYMBOLIZE },
                 { "directory", required_argument, NULL, 'D' },
                 { "file", required_argument, NULL, ARG_FILE },
                 { "merge", no_argument, NULL, 'm' },
@@ -506,6 +510,9 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_NO_DEMANGLE:
                         arg.no_demangle = true;
+                        break;
+                case ARG_RESYMBOLIZE:
+                        arg.resymbolize = true;
                         break;
                 case 'D':
                         arg.journal_dir = optarg;

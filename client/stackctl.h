@@ -63,6 +63,7 @@ typedef struct StackctlArgs {
         int json_flags;                 /* json-c's flags for --json=short (the default) or --json=pretty */
         bool no_pager;
         bool no_demangle;               /* dump, show: linkage names as they are */
+        bool resymbolize;               /* show: frames resolved again with today's debuginfo */
         bool colour;                    /* stdout is a terminal that takes colour (and NO_COLOR is not set) */
         /* list, show --journal */
         bool journal;

@@ -12,6 +12,7 @@
 
 #include "alloc-util.h"
 #include "demangle.h"
+#include "escape.h"
 #include "log.h"
 #include "symbolize.h"
 #include "time-util.h"
@@ -496,4 +497,106 @@ int symbolizer_add_frames(Symbolizer *s, SymModule *sm, Dwfl_Module *mod, const 
         for (size_t i = 0; i < n; i++)
                 sym_frame_done(&tmp[i]);
         return r;
+}
+
+/* Whether the frames of one pc, old (N_OLD) and new (N_NEW), say the same: names, files and lines. */
+static bool same_frames(const UserFrame *a, size_t n_a, const UserFrame *b, size_t n_b) {
+        if (n_a != n_b)
+                return false;
+        for (size_t i = 0; i < n_a; i++)
+                if (!streq_ptr(a[i].function, b[i].function) || !streq_ptr(a[i].file, b[i].file) ||
+                    a[i].line != b[i].line)
+                        return false;
+        return true;
+}
+
+/* One thread's frames again: each pc (an inline chain shares it: the inlined frames first, the function last) from
+ * its module's build-id, when a file with that build-id is found today; otherwise as they were. */
+static int resymbolize_thread(Symbolizer *s, const Snapshot *snap, ThreadSnapshot *t, const char *root,
+                              FILE *report, unsigned *changed) {
+        ThreadSnapshot fresh = {};
+        size_t i = 0;
+        int r = 0;
+
+        while (i < t->n_frames && r >= 0) {
+                size_t j = i;
+                const UserFrame *last;
+                const ModuleInfo *mi;
+                SymModule *m = NULL;
+                const SymFrame *sf;
+                size_t n, before = fresh.n_frames;
+
+                while (j + 1 < t->n_frames && t->frames[j].inlined && t->frames[j + 1].pc == t->frames[i].pc)
+                        j++;
+                last = &t->frames[j];
+                mi = last->module >= 0 && (size_t) last->module < snap->n_modules ? &snap->modules[last->module]
+                                                                                    : NULL;
+                if (mi && mi->build_id && mi->path && last->pc >= mi->start && last->pc < mi->end)
+                        m = get_module(s, mi->build_id, mi->path, root);
+                if (m && memo_resolve(s, m, last->pc - (last->activation ? 0 : 1) - mi->bias + m->bias, &sf, &n) >= 0)
+                        r = append_frames(&fresh, last, sf, n);
+                else
+                        for (size_t k = i; k <= j && r >= 0; k++) {
+                                UserFrame *f = thread_add_frame(&fresh);
+                                if (!f) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                *f = t->frames[k];
+                                f->function = f->linkage_name = f->file = NULL;
+                                if (set_str(&f->function, t->frames[k].function) < 0 ||
+                                    set_str(&f->linkage_name, t->frames[k].linkage_name) < 0 ||
+                                    set_str(&f->file, t->frames[k].file) < 0)
+                                        r = -ENOMEM;
+                        }
+                if (r >= 0 && !same_frames(&t->frames[i], j - i + 1, &fresh.frames[before], fresh.n_frames - before)) {
+                        (*changed)++;
+                        if (report) {
+                                _cleanup_free_ char *was = escape_string(last->function ?: "??"),
+                                                    *now = escape_string(fresh.frames[fresh.n_frames - 1].function ?: "??");
+                                fprintf(report, "  pid %d TID %d 0x%016" PRIx64 ": %s -> %s\n", (int) snap->pid,
+                                        (int) t->tid, last->pc, was ?: "?", now ?: "?");
+                        }
+                }
+                i = j + 1;
+        }
+        if (r < 0) {
+                for (size_t k = 0; k < fresh.n_frames; k++)
+                        user_frame_done(&fresh.frames[k]);
+                free(fresh.frames);
+                return r;
+        }
+        for (size_t k = 0; k < t->n_frames; k++)
+                user_frame_done(&t->frames[k]);
+        free(t->frames);
+        t->frames = fresh.frames;
+        t->n_frames = fresh.n_frames;
+        return 0;
+}
+
+int symbolizer_resymbolize(Symbolizer *s, Snapshot *snap, const char *root, FILE *report, unsigned *ret_changed) {
+        unsigned changed = 0;
+        int r;
+
+        for (size_t i = 0; i < snap->n_threads; i++) {
+                r = resymbolize_thread(s, snap, &snap->threads[i], root, report, &changed);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t p = 0; p < snap->n_peers; p++) {
+                unsigned c = 0;
+                r = symbolizer_resymbolize(s, snap->peers[p], root, report, &c);
+                if (r < 0)
+                        return r;
+                changed += c;
+        }
+        for (size_t i = 0; i < snap->n_modules; i++) {
+                SymModule *m = snap->modules[i].build_id && snap->modules[i].path
+                                       ? get_module(s, snap->modules[i].build_id, snap->modules[i].path, root)
+                                       : NULL;
+                if (m)
+                        snap->modules[i].debuginfo = sym_module_has_debuginfo(m);
+        }
+        *ret_changed = changed;
+        return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <elfutils/libdwfl.h>
 
@@ -45,6 +46,12 @@ int symbolizer_add_frames(Symbolizer *s, SymModule *sm, Dwfl_Module *mod, const 
 
 /* Lowercase hex build-id of a process module, NULL if it has none (or on OOM). */
 char *dwfl_module_build_id_hex(Dwfl_Module *mod);
+
+/* A stored snapshot's frames resolved again from their pcs and modules' build-ids with the debuginfo there is today
+ * (debuginfo installed after the hang): a module is used only when a file with its build-id is found, at its path
+ * under ROOT (NULL: this host's view) or as separate debuginfo; frames of other modules stay as they were.
+ * *RET_CHANGED: how many pcs now resolve differently; each one is a line on REPORT (NULL: none). -ENOMEM. */
+int symbolizer_resymbolize(Symbolizer *s, Snapshot *snap, const char *root, FILE *report, unsigned *ret_changed);
 
 /* Cache statistics, for tests and benchmarks. */
 typedef struct SymbolizerStats {

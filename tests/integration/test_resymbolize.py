@@ -1,0 +1,73 @@
+"""Capture fast, parse later: a snapshot taken while the debuginfo was missing (a stripped binary, its debuginfo
+only under a build-id path the daemon did not look in) is shown again with the debuginfo found today, from its pcs
+and build-ids; which frames changed is reported; a module whose file no longer has that build-id is not used."""
+import os
+import shutil
+
+from conftest import DEBUGDIR, FIXTURES, Fixture, stackctl, wait_until
+
+RULES = """
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+rules:
+  - name: rs-blocked
+    class: blocked
+    for: 500ms
+    comm: "{comm}"
+    peers: 0
+"""
+
+
+def take(daemon, tmp_path, binary, comm):
+    d = daemon(RULES.format(comm=comm))
+    fx = Fixture(binary, ("--name", comm))
+    fx.wait_line()
+    fx.wait_wchan("pipe_read")
+    snap = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=20, what="the snapshot")[0]
+    return d, fx, snap["id"]
+
+
+def test_a_snapshot_is_resymbolized_with_debuginfo_installed_later(daemon, tmp_path):
+    d, fx, sid = take(daemon, tmp_path, "block-read-stripped", "rs-stripped")
+    try:
+        before = stackctl("--archive", d.archive, "show", "--no-kernel", sid, check_rc=0).stdout.decode()
+        assert "br_level_20" not in before and "?? - " in before
+        r = stackctl("--archive", d.archive, "show", "--no-kernel", "--resymbolize", "--debuginfo-path", DEBUGDIR, sid,
+                     check_rc=0)
+        after, report = r.stdout.decode(), r.stderr.decode()
+        assert "br_level_20+0x" in after and "block-read.c:" in after, after
+        assert "?? -> br_level_20" in report and "frame(s) resolve differently now" in report, report
+        n = int(report.strip().splitlines()[-1].split()[0])
+        assert n >= 20, report
+        # The stored snapshot is not changed, and without the debuginfo nothing changes.
+        assert stackctl("--archive", d.archive, "show", "--no-kernel", sid, check_rc=0).stdout.decode() == before
+        r = stackctl("--archive", d.archive, "show", "--no-kernel", "--resymbolize", "--debuginfo-path", "/nonexistent",
+                     sid, check_rc=0)
+        assert "br_level" not in r.stdout.decode() and "-> br_level" not in r.stderr.decode()
+    finally:
+        fx.kill()
+
+
+def test_a_module_whose_build_id_changed_is_not_used(daemon, tmp_path):
+    # The binary at the snapshot's path is replaced after the capture by another build (busy-loop).
+    app = tmp_path / "bin" / "block-read-stripped"
+    app.parent.mkdir()
+    shutil.copy(os.path.join(FIXTURES, "block-read-stripped"), app)
+    d = daemon(RULES.format(comm="rs-moved"))
+    import subprocess
+    p = subprocess.Popen([str(app), "--name", "rs-moved"], stdout=subprocess.PIPE, stdin=subprocess.PIPE,
+                         env=dict(os.environ, FIXTURE_LIFETIME="120"))
+    try:
+        assert p.stdout.readline().strip() == b"READY"
+        sid = wait_until(lambda: d.snapshots("--pid", str(p.pid)), timeout=20, what="the snapshot")[0]["id"]
+    finally:
+        p.kill()
+        p.wait()
+    app.unlink()
+    shutil.copy(os.path.join(FIXTURES, "busy-loop"), app)
+    r = stackctl("--archive", d.archive, "show", "--no-kernel", "--resymbolize", "--debuginfo-path", DEBUGDIR, sid,
+                 check_rc=0)
+    out = r.stdout.decode()
+    assert "bl_level" not in out and "br_level" not in out, out
+    assert "-> b" not in r.stderr.decode()  # no frame of the app's module resolved, to either binary's names
