@@ -283,38 +283,30 @@ int verb_show(int argc, char **argv) {
  * goes to stderr. */
 static int show_resymbolized(const char *json, size_t len, const char *id) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
-        _cleanup_(json_object_putp) json_object *j = NULL, *out = NULL;
-        _cleanup_snapshot_free_ Snapshot *s = NULL;
         const char *why = NULL;
-        unsigned changed = 0;
         int r;
 
-        r = json_parse_bounded(json, len, &j, &why);
-        if (r >= 0)
-                r = snapshot_from_json(j, &s, &why);
+        if (symbolizer_new(arg.debuginfo_path, arg.source, &sym) < 0)
+                return log_oom(), EXIT_FAIL;
+        symbolizer_set_demangle(sym, !arg.no_demangle);
+        fprintf(stderr, "Re-symbolizing %s with the debuginfo found today:\n", id);
+        r = symbolizer_render_resymbolized(sym, json, len,
+                                           arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
+                                           : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
+                                                                         : SNAPSHOT_RENDER_TEXT,
+                                           &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
+                                                            .raw_names = arg.no_demangle,
+                                                            .json_flags = arg.json_flags },
+                                           stdout, stderr, &why);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;
         if (r < 0) {
                 log_error("Snapshot '%s' is not a readable stackwatch snapshot: %s", id, why ?: strerror(-r));
                 return EXIT_FAIL;
         }
-        if (symbolizer_new(arg.debuginfo_path, arg.source, &sym) < 0)
-                return log_oom(), EXIT_FAIL;
-        symbolizer_set_demangle(sym, !arg.no_demangle);
-        fprintf(stderr, "Re-symbolizing %s with the debuginfo found today:\n", id);
-        if (symbolizer_resymbolize(sym, s, NULL, stderr, &changed) < 0)
-                return log_oom(), EXIT_FAIL;
-        fprintf(stderr, "%u frame(s) resolve differently now.\n", changed);
-        if (arg.format == OUTPUT_JSON) {
-                out = snapshot_to_json(s);
-                return out ? json_print(out) : (log_oom(), EXIT_FAIL);
-        }
-        if (arg.format == OUTPUT_FOLDED)
-                r = snapshot_print_folded(s, arg.capture.kernel, stdout);
-        else
-                r = snapshot_print_text(s, &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
-                                                            .raw_names = arg.no_demangle }, stdout);
-        return r < 0 ? EXIT_FAIL : EXIT_OK;
+        if (arg.format == OUTPUT_JSON)
+                putchar('\n');
+        return EXIT_OK;
 }
 
 int show_document(const char *json, size_t len, const char *id) {

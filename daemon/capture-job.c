@@ -129,8 +129,16 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
         f = fdopen(spec->output_fd, "w");
         if (!f)
                 return errno;
-        r = snapshot_render_stored(json, len, job_render_how(spec->format), &(TextOptions) { .kernel = true }, f,
-                                   &why);
+        if (spec->resymbolize) {
+                _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+
+                r = symbolizer_new(NULL, true, &sym);
+                if (r >= 0)
+                        r = symbolizer_render_resymbolized(sym, json, len, job_render_how(spec->format),
+                                                           &(TextOptions) { .kernel = true }, f, NULL, &why);
+        } else
+                r = snapshot_render_stored(json, len, job_render_how(spec->format), &(TextOptions) { .kernel = true },
+                                           f, &why);
         if (fflush(f) != 0 && r >= 0)
                 r = negative_errno();
         if (r == -EBADMSG && ftruncate(spec->output_fd, 0) >= 0 && lseek(spec->output_fd, 0, SEEK_SET) == 0)

@@ -65,6 +65,7 @@ typedef struct CaptureJobSpec {
         int output_fd;                  /* >= 0: a live capture, rendered into this file (a memfd) in FORMAT and not
                                          * archived; < 0: archived */
         CaptureJobFormat format;
+        bool resymbolize;               /* a render: frames resolved again with the debuginfo found now */
         const char *render_id;          /* set: no capture; the stored snapshot of this id (or "latest") in
                                          * ARCHIVE_DIR is read and rendered into OUTPUT_FD in FORMAT, within
                                          * the CAPTURE_JOB_RENDER_MEMORY_* budget */

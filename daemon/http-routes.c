@@ -570,6 +570,7 @@ static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const c
         char q[HTTP_QUOTE_MAX + 8];
         const char *v;
         HttpPending *p;
+        bool resymbolize;
         int r;
 
         /* Checked before anything touches the file system: an id is never a path. */
@@ -580,6 +581,10 @@ static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const c
         if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                         "unknown format \"%s\" (expected json, text or folded)", clip(v, q, sizeof q));
+        if ((v = query(c, API_Q_RESYMBOLIZE)) && !streq(v, "0") && !streq(v, "1"))
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "resymbolize is 0 or 1, not \"%s\"",
+                                        clip(v, q, sizeof q));
+        resymbolize = v && streq(v, "1");
         if (renders_running(h) >= HTTP_RENDERS_MAX)
                 return http_reply_retry(h, c, USEC_PER_SEC, "too many stored snapshots being read (%u)",
                                         HTTP_RENDERS_MAX);
@@ -590,6 +595,7 @@ static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const c
         r = capture_job_start(h->daemon.event,
                               &(CaptureJobSpec) { .archive_dir = http_view(h).config->archive_dir,
                                                   .render_id = p->id,
+                                                  .resymbolize = resymbolize,
                                                   .output_fd = p->fd,
                                                   .format = format,
                                                   .timeout_usec = HTTP_RENDER_TIMEOUT_USEC },
@@ -742,7 +748,7 @@ typedef enum MHD_Result (*HttpRouteFn)(Http *h, struct MHD_Connection *c, const 
 static const char *const stacks_params[] = { API_Q_FORMAT, API_Q_TID, API_Q_PEERS, NULL };
 static const char *const processes_params[] = { API_Q_ALL, API_Q_CLASS, API_Q_UNIT, API_Q_COMM, NULL };
 static const char *const snapshots_params[] = { API_Q_PID, API_Q_RULE, API_Q_SINCE, API_Q_LIMIT, NULL };
-static const char *const snapshot_params[] = { API_Q_FORMAT, NULL };
+static const char *const snapshot_params[] = { API_Q_FORMAT, API_Q_RESYMBOLIZE, NULL };
 
 static const struct {
         const char *path;

@@ -22,6 +22,7 @@
 /* Query parameters. */
 #define API_Q_FORMAT "format"                   /* json (default) | text | folded (stacks, snapshots/<id>) */
 #define API_Q_TID "tid"                         /* stacks: only this thread */
+#define API_Q_RESYMBOLIZE "resymbolize"         /* snapshots/<id>: 1 = frames resolved again with today's debuginfo */
 #define API_Q_PEERS "peers"                     /* stacks: wait-chain depth, 0..8 (default 0: no chain) */
 #define API_Q_ALL "all"                         /* processes: 1 = every thread, not only the unhealthy */
 #define API_Q_CLASS "class"                     /* processes: comma-separated class names */

@@ -13,6 +13,8 @@
 #include "alloc-util.h"
 #include "demangle.h"
 #include "escape.h"
+#include "json-util.h"
+#include "snapshot-json.h"
 #include "log.h"
 #include "symbolize.h"
 #include "time-util.h"
@@ -599,4 +601,41 @@ int symbolizer_resymbolize(Symbolizer *s, Snapshot *snap, const char *root, FILE
         }
         *ret_changed = changed;
         return 0;
+}
+
+int symbolizer_render_resymbolized(Symbolizer *s, const char *json, size_t len, SnapshotRender how,
+                                   const TextOptions *o, FILE *f, FILE *report, const char **ret_why) {
+        _cleanup_(json_object_putp) json_object *j = NULL, *out = NULL;
+        _cleanup_snapshot_free_ Snapshot *snap = NULL;
+        const char *why = NULL;
+        unsigned changed = 0;
+        int r;
+
+        r = json_parse_bounded(json, len, &j, &why);
+        if (r >= 0)
+                r = snapshot_from_json(j, &snap, &why);
+        if (r == -EINVAL) {
+                if (ret_why)
+                        *ret_why = why ?: "not a stackwatch snapshot";
+                return -EBADMSG;
+        }
+        if (r < 0)
+                return r;
+        r = symbolizer_resymbolize(s, snap, NULL, report, &changed);
+        if (r < 0)
+                return r;
+        if (report)
+                fprintf(report, "%u frame(s) resolve differently now.\n", changed);
+        if (how == SNAPSHOT_RENDER_JSON) {
+                out = snapshot_to_json(snap);
+                if (!out)
+                        return -ENOMEM;
+                return fputs(json_object_to_json_string_ext(out, o && o->json_flags ? o->json_flags
+                                                                                  : JSON_C_TO_STRING_PLAIN |
+                                                                                            JSON_C_TO_STRING_NOSLASHESCAPE),
+                             f) < 0 ? -EIO : 0;
+        }
+        if (how == SNAPSHOT_RENDER_FOLDED)
+                return snapshot_print_folded(snap, o && o->kernel, f);
+        return snapshot_print_text(snap, o ?: &(TextOptions) {}, f);
 }

@@ -71,3 +71,30 @@ def test_a_module_whose_build_id_changed_is_not_used(daemon, tmp_path):
     out = r.stdout.decode()
     assert "bl_level" not in out and "br_level" not in out, out
     assert "-> b" not in r.stderr.decode()  # no frame of the app's module resolved, to either binary's names
+
+
+def test_debuginfo_installed_after_the_hang_serves_the_api_too(daemon, tmp_path):
+    """The usual order on a server: the hang, then apt-get install …-dbgsym. Here the fixture's debuginfo is
+    installed under /usr/lib/debug/.build-id after the snapshot; GET /snapshots/ID?resymbolize=1 uses it."""
+    d, fx, sid = take(daemon, tmp_path, "block-read-stripped", "rs-api")
+    fx.kill()
+    rel = None
+    for root, _, files in os.walk(os.path.join(DEBUGDIR, ".build-id")):
+        for f in files:
+            rel = os.path.relpath(os.path.join(root, f), DEBUGDIR)
+    assert rel, DEBUGDIR
+    target = os.path.join("/usr/lib/debug", rel)
+    assert not os.path.exists(target)
+    code, _, plain = d.get(f"/snapshots/{sid}?format=text")
+    assert code == 200 and b"br_level_20" not in plain
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.copy(os.path.join(DEBUGDIR, rel), target)
+    try:
+        code, _, body = d.get(f"/snapshots/{sid}?format=text&resymbolize=1")
+        assert code == 200 and b"br_level_20+0x" in body, body[:2000]
+        out = stackctl("--archive", d.archive, "show", "--resymbolize", sid, check_rc=0).stdout
+        assert b"br_level_20+0x" in out
+        code, _, err = d.get(f"/snapshots/{sid}?resymbolize=yes")
+        assert code == 400 and b"resymbolize is 0 or 1" in err
+    finally:
+        os.unlink(target)
