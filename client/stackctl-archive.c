@@ -289,6 +289,8 @@ static int show_resymbolized(const char *json, size_t len, const char *id) {
         if (symbolizer_new(arg.debuginfo_path, arg.source, &sym) < 0)
                 return log_oom(), EXIT_FAIL;
         symbolizer_set_demangle(sym, !arg.no_demangle);
+        if (arg.debuginfod_set && symbolizer_set_debuginfod(sym, arg.debuginfod) < 0)
+                return log_oom(), EXIT_FAIL;
         fprintf(stderr, "Re-symbolizing %s with the debuginfo found today:\n", id);
         r = symbolizer_render_resymbolized(sym, json, len,
                                            arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON

@@ -168,6 +168,8 @@ int verb_dump(int argc, char **argv) {
         if (r < 0)
                 return log_oom(), EXIT_FAIL;
         symbolizer_set_demangle(sym, !arg.no_demangle);
+        if (arg.debuginfod_set && symbolizer_set_debuginfod(sym, arg.debuginfod) < 0)
+                return log_oom(), EXIT_FAIL;
         if (arg.all)
                 ret = dump_all(sym);
         else

@@ -89,6 +89,8 @@ static const struct {
         { "-r --reverse", "list: newest first; dump: eu-stack's -r, names not demangled" },
         { "   --no-demangle", "dump, show: C++ and Rust names as the binary has them (demangled by default)" },
         { "   --resymbolize", "show: resolve the frames again from their pcs and build-ids with today's debuginfo" },
+        { "   --debuginfod URLS", "dump, show --resymbolize: ask these debuginfod servers (DEBUGINFOD_URLS)" },
+        { "   --no-debuginfod", "dump, show --resymbolize: ask no debuginfod server" },
         { "   --journal", "list, show: the snapshots in journal records (archive.journal), not the archive" },
         { "-D --directory DIR", "list, show --journal: the journal files in DIR (a journal-remote directory)" },
         { "   --file GLOB", "list, show --journal: these journal files" },
@@ -163,6 +165,8 @@ enum {
         ARG_CACERT,
         ARG_NO_DEMANGLE,
         ARG_RESYMBOLIZE,
+        ARG_DEBUGINFOD,
+        ARG_NO_DEBUGINFOD,
 };
 
 /* Which verbs each option applies to; one given to another verb is a usage error, never silently ignored. */
@@ -206,6 +210,8 @@ static const struct {
         { 'r', "--reverse", V_LIST | V_DUMP },
         { ARG_NO_DEMANGLE, "--no-demangle", V_DUMP | V_SHOW },
         { ARG_RESYMBOLIZE, "--resymbolize", V_SHOW },
+        { ARG_DEBUGINFOD, "--debuginfod", V_DUMP | V_SHOW },
+        { ARG_NO_DEBUGINFOD, "--no-debuginfod", V_DUMP | V_SHOW },
         { ARG_CLASS, "--class", V_PS },
         { ARG_UNIT, "--unit", V_PS },
         { ARG_COMM, "--comm", V_PS },
@@ -319,6 +325,8 @@ static const struct {
         { ARG_MODULES, "--modules" },
         { ARG_NO_SOURCE, "--no-source" },
         { ARG_NO_DEMANGLE, "--no-demangle" },
+        { ARG_DEBUGINFOD, "--debuginfod" },
+        { ARG_NO_DEBUGINFOD, "--no-debuginfod" },
 };
 
 static int parse_argv(int argc, char **argv) {
@@ -362,6 +370,8 @@ static int parse_argv(int argc, char **argv) {
                 { "cacert", required_argument, NULL, ARG_CACERT },
                 { "no-demangle", no_argument, NULL, ARG_NO_DEMANGLE },
                 { "resymbolize", no_argument, NULL, ARG_RESYMBOLIZE },
+                { "debuginfod", required_argument, NULL, ARG_DEBUGINFOD },
+                { "no-debuginfod", no_argument, NULL, ARG_NO_DEBUGINFOD },
                 { "directory", required_argument, NULL, 'D' },
                 { "file", required_argument, NULL, ARG_FILE },
                 { "merge", no_argument, NULL, 'm' },
@@ -513,6 +523,14 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_RESYMBOLIZE:
                         arg.resymbolize = true;
+                        break;
+                case ARG_DEBUGINFOD:
+                        arg.debuginfod = optarg;
+                        arg.debuginfod_set = true;
+                        break;
+                case ARG_NO_DEBUGINFOD:
+                        arg.debuginfod = NULL;
+                        arg.debuginfod_set = true;
                         break;
                 case 'D':
                         arg.journal_dir = optarg;

@@ -64,6 +64,8 @@ typedef struct StackctlArgs {
         bool no_pager;
         bool no_demangle;               /* dump, show: linkage names as they are */
         bool resymbolize;               /* show: frames resolved again with today's debuginfo */
+        bool debuginfod_set;            /* --debuginfod URLS or --no-debuginfod (URLS NULL) was given */
+        const char *debuginfod;
         bool colour;                    /* stdout is a terminal that takes colour (and NO_COLOR is not set) */
         /* list, show --journal */
         bool journal;

@@ -571,7 +571,7 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
         _cleanup_free_ UnwindFrame *frames = NULL;
         Snapshot *s = c->s;
         SymbolizerStats stats;
-        unsigned skipped;
+        unsigned skipped, dbgd_failed;
         char root[64];
         int r;
 
@@ -585,6 +585,7 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
          * (unwinding, symbols), so that one module's DWARF, loaded late on a starved CPU, cannot overrun it. */
         symbolizer_get_stats(sym, &stats);
         skipped = stats.source_skipped;
+        dbgd_failed = stats.debuginfod_failed + stats.debuginfod_skipped;
         symbolizer_set_source_deadline(sym, c->raw_deadline_usec);
         dwfl_getmodules(unwind_process_dwfl(c->up), module_index_cb, c, 0);
         c->n_symmods = s->n_modules;
@@ -633,6 +634,9 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
         }
         symbolizer_set_source_deadline(sym, 0);
         symbolizer_get_stats(sym, &stats);
+        if (stats.debuginfod_failed + stats.debuginfod_skipped > dbgd_failed)
+                (void) snapshot_add_error(s, "debuginfod gave no answer within the time budget: the modules without "
+                                          "local debuginfo are left unresolved (stackctl show --resymbolize later)");
         if (stats.source_skipped > skipped)
                 (void) snapshot_add_error(s, "time budget (%llu ms): %u frames resolved without file:line, which "
                                           "is resolved within the first three quarters of the budget",

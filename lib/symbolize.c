@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <dwarf.h>
+#include <elfutils/debuginfod.h>
 #include <elfutils/libdw.h>
 
 #include "alloc-util.h"
@@ -60,7 +61,77 @@ struct Symbolizer {
         SymModule **modules;
         size_t n_modules, n_modules_allocated;
         SymbolizerStats stats;
+
+        /* debuginfod, on our terms: libdw's own client (DEBUGINFOD_URLS at its first query) would wait up to
+         * DEBUGINFOD_TIMEOUT (90 s) per module on a slow server; ours asks only within the source deadline, and
+         * gives up on a server for the rest of the run once it did not answer. */
+        char *dbgd_urls;                /* NULL: not used */
+        debuginfod_client *dbgd;        /* made on first use */
+        bool dbgd_dead;                 /* a query got no answer in time: no more this run */
 };
+
+/* Abort a debuginfod transfer past the source deadline (debuginfod calls this while it waits and as data comes). */
+static int dbgd_progress(debuginfod_client *c, long a, long b) {
+        const Symbolizer *s = debuginfod_get_user_data(c);
+
+        (void) a;
+        (void) b;
+        return s && s->source_deadline_usec && now_usec(CLOCK_MONOTONIC) >= s->source_deadline_usec;
+}
+
+/* libdw's standard search (the module's directory, .debug, the debuginfo path, build-id links), then debuginfod by
+ * build-id within the deadline. */
+static int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                              const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+                              char **debuginfo_file_name) {
+        Symbolizer *s = userdata ? *userdata : NULL;
+        const unsigned char *bits;
+        GElf_Addr vaddr;
+        char timeout[32];
+        int fd, len;
+
+        fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
+                                          debuginfo_file_name);
+        if (fd >= 0 || !s || !s->dbgd_urls || s->dbgd_dead)
+                return fd;
+        len = dwfl_module_build_id(mod, &bits, &vaddr);
+        if (len <= 0)
+                return fd;
+        if (s->source_deadline_usec && now_usec(CLOCK_MONOTONIC) >= s->source_deadline_usec) {
+                s->stats.debuginfod_skipped++;
+                return fd;
+        }
+        if (!s->dbgd) {
+                s->dbgd = debuginfod_begin();
+                if (!s->dbgd) {
+                        s->dbgd_dead = true;
+                        return fd;
+                }
+                debuginfod_set_user_data(s->dbgd, s);
+                debuginfod_set_progressfn(s->dbgd, dbgd_progress);
+        }
+        /* The client reads these at each query: the URLs only for ours, a timeout no longer than what is left. */
+        snprintf(timeout, sizeof timeout, "%llu",
+                 s->source_deadline_usec ? (unsigned long long) MAX(1U, (s->source_deadline_usec -
+                                                                        now_usec(CLOCK_MONOTONIC)) / USEC_PER_SEC)
+                                         : 30ULL);
+        (void) setenv("DEBUGINFOD_TIMEOUT", timeout, 1);
+        (void) setenv("DEBUGINFOD_URLS", s->dbgd_urls, 1);
+        s->stats.debuginfod_queries++;
+        fd = debuginfod_find_debuginfo(s->dbgd, bits, len, debuginfo_file_name);
+        (void) setenv("DEBUGINFOD_URLS", "", 1);
+        if (fd >= 0) {
+                s->stats.debuginfod_found++;
+                return fd;
+        }
+        /* Not there (404) is an answer; anything else (refused, timed out, cut at the deadline) ends its use. */
+        if (fd != -ENOENT) {
+                s->dbgd_dead = true;
+                s->stats.debuginfod_failed++;
+                log_debug_errno(fd, "debuginfod gave no answer; not asked again in this run: %m");
+        }
+        return -1;
+}
 
 int symbolizer_new(const char *debuginfo_path, bool source, Symbolizer **ret) {
         Symbolizer *s = calloc(1, sizeof *s);
@@ -69,6 +140,13 @@ int symbolizer_new(const char *debuginfo_path, bool source, Symbolizer **ret) {
                 return -ENOMEM;
         s->source = source;
         s->demangle = true;
+        /* The URLs are ours to use from here on: libdw's client is left with none (see dbgd_urls). */
+        const char *urls = getenv("DEBUGINFOD_URLS");
+        if (urls && urls[0] && !(s->dbgd_urls = strdup(urls))) {
+                free(s);
+                return -ENOMEM;
+        }
+        (void) setenv("DEBUGINFOD_URLS", "", 1);
         if (debuginfo_path) {
                 s->debuginfo_path = strdup(debuginfo_path);
                 if (!s->debuginfo_path) {
@@ -77,7 +155,7 @@ int symbolizer_new(const char *debuginfo_path, bool source, Symbolizer **ret) {
                 }
         }
         s->callbacks = (Dwfl_Callbacks) {
-                .find_debuginfo = dwfl_standard_find_debuginfo,
+                .find_debuginfo = sym_find_debuginfo,
                 .section_address = dwfl_offline_section_address,
                 .debuginfo_path = s->debuginfo_path ? &s->debuginfo_path : NULL,
         };
@@ -111,6 +189,9 @@ Symbolizer *symbolizer_free(Symbolizer *s) {
                 sym_module_free(s->modules[i]);
         free(s->modules);
         free(s->debuginfo_path);
+        if (s->dbgd)
+                debuginfod_end(s->dbgd);
+        free(s->dbgd_urls);
         free(s);
         return NULL;
 }
@@ -137,6 +218,16 @@ char *dwfl_module_build_id_hex(Dwfl_Module *mod) {
         for (int i = 0; i < len; i++)
                 sprintf(hex + 2 * i, "%02x", bits[i]);
         return hex;
+}
+
+int symbolizer_set_debuginfod(Symbolizer *s, const char *urls) {
+        char *u = urls && urls[0] ? strdup(urls) : NULL;
+
+        if (urls && urls[0] && !u)
+                return -ENOMEM;
+        free(s->dbgd_urls);
+        s->dbgd_urls = u;
+        return 0;
 }
 
 void symbolizer_set_demangle(Symbolizer *s, bool demangle) {
@@ -191,6 +282,11 @@ static void sym_module_open(Symbolizer *s, SymModule *m, const char *name, const
         }
         /* libdwfl owns FD from here on. */
         om = dwfl_report_offline(m->dwfl, name, name, fd);
+        if (om) {
+                void **ud;
+                dwfl_module_info(om, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+                *ud = s; /* for sym_find_debuginfo() */
+        }
         if (!om || dwfl_report_end(m->dwfl, NULL, NULL) != 0 || !dwfl_module_getelf(om, &m->bias))
                 goto fail;
         /* The file on disk may have been replaced since the process loaded it: only a matching build-id counts. */

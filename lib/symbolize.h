@@ -26,6 +26,11 @@ Symbolizer *symbolizer_free(Symbolizer *s);
 /* Whether names are demangled (the default: C++ and Rust names readable, the raw one kept as the frame's
  * linkage_name); eu-stack -r and stackctl --no-demangle turn it off. Set before the first lookup. */
 void symbolizer_set_demangle(Symbolizer *s, bool demangle);
+/* debuginfod: by default the servers in DEBUGINFOD_URLS as it was at symbolizer_new() (which empties it, so that
+ * libdw does not ask them itself without a deadline); URLS NULL: none. Asked by build-id for a module without local
+ * debuginfo, only before the source deadline; a server that does not answer is not asked again by this symbolizer.
+ * -ENOMEM. */
+int symbolizer_set_debuginfod(Symbolizer *s, const char *urls);
 void symbolizer_set_source_deadline(Symbolizer *s, uint64_t usec);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
 
@@ -67,5 +72,9 @@ typedef struct SymbolizerStats {
         unsigned addr_hits;
         unsigned addr_misses;
         unsigned source_skipped;        /* frame lookups without file:line for the source deadline */
+        unsigned debuginfod_queries;    /* debuginfod asked for a module's debuginfo (DEBUGINFOD_URLS) */
+        unsigned debuginfod_found;
+        unsigned debuginfod_failed;     /* no answer (refused, timed out, cut at the deadline): not asked again */
+        unsigned debuginfod_skipped;    /* not asked: past the deadline */
 } SymbolizerStats;
 void symbolizer_get_stats(const Symbolizer *s, SymbolizerStats *ret);
