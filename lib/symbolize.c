@@ -1,5 +1,6 @@
 /* symbolize.c: symbols, source lines and inline chains through libdw. Each binary is opened once, offline, keyed
  * by build-id, and every address resolved in it is memoized: threads and processes share most of their PCs. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -66,17 +67,46 @@ struct Symbolizer {
          * DEBUGINFOD_TIMEOUT (90 s) per module on a slow server; ours asks only within the source deadline, and
          * gives up on a server for the rest of the run once it did not answer. */
         char *dbgd_urls;                /* NULL: not used */
-        debuginfod_client *dbgd;        /* made on first use */
-        bool dbgd_dead;                 /* a query got no answer in time: no more this run */
+        void *dbgd_dl;                  /* libdebuginfod.so.1, dlopen()ed on first use: linked, it would load
+                                         * libcurl into every stackctl at start */
+        debuginfod_client *dbgd;
+        typeof(debuginfod_begin) *dbgd_begin;
+        typeof(debuginfod_find_debuginfo) *dbgd_find_debuginfo;
+        typeof(debuginfod_set_progressfn) *dbgd_set_progressfn;
+        typeof(debuginfod_end) *dbgd_end;
+        bool dbgd_dead;                 /* a query got no answer in time, or the library is missing: no more */
 };
+
+/* The deadline of the query in progress, for its progress callback: set only around debuginfod_find_debuginfo(),
+ * on this thread (the one exception to lib/'s no-mutable-globals rule: the callback has no other context without
+ * one more symbol of the library). 0: none. */
+static _Thread_local uint64_t dbgd_deadline_usec;
 
 /* Abort a debuginfod transfer past the source deadline (debuginfod calls this while it waits and as data comes). */
 static int dbgd_progress(debuginfod_client *c, long a, long b) {
-        const Symbolizer *s = debuginfod_get_user_data(c);
-
+        (void) c;
         (void) a;
         (void) b;
-        return s && s->source_deadline_usec && now_usec(CLOCK_MONOTONIC) >= s->source_deadline_usec;
+        return dbgd_deadline_usec && now_usec(CLOCK_MONOTONIC) >= dbgd_deadline_usec;
+}
+
+static bool dbgd_open(Symbolizer *s) {
+        if (s->dbgd)
+                return true;
+        s->dbgd_dl = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!s->dbgd_dl || !(s->dbgd_begin = (typeof(s->dbgd_begin)) dlsym(s->dbgd_dl, "debuginfod_begin")) ||
+            !(s->dbgd_find_debuginfo = (typeof(s->dbgd_find_debuginfo)) dlsym(s->dbgd_dl,
+                                                                                "debuginfod_find_debuginfo")) ||
+            !(s->dbgd_set_progressfn = (typeof(s->dbgd_set_progressfn)) dlsym(s->dbgd_dl,
+                                                                                "debuginfod_set_progressfn")) ||
+            !(s->dbgd_end = (typeof(s->dbgd_end)) dlsym(s->dbgd_dl, "debuginfod_end")) ||
+            !(s->dbgd = s->dbgd_begin())) {
+                log_debug("debuginfod's client is not usable (apt-get install libdebuginfod1): %s",
+                          s->dbgd_dl ? "no client" : dlerror());
+                return false;
+        }
+        s->dbgd_set_progressfn(s->dbgd, dbgd_progress);
+        return true;
 }
 
 /* libdw's standard search (the module's directory, .debug, the debuginfo path, build-id links), then debuginfod by
@@ -101,14 +131,9 @@ static int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *mod
                 s->stats.debuginfod_skipped++;
                 return fd;
         }
-        if (!s->dbgd) {
-                s->dbgd = debuginfod_begin();
-                if (!s->dbgd) {
-                        s->dbgd_dead = true;
-                        return fd;
-                }
-                debuginfod_set_user_data(s->dbgd, s);
-                debuginfod_set_progressfn(s->dbgd, dbgd_progress);
+        if (!dbgd_open(s)) {
+                s->dbgd_dead = true;
+                return fd;
         }
         /* The client reads these at each query: the URLs only for ours, a timeout no longer than what is left. */
         snprintf(timeout, sizeof timeout, "%llu",
@@ -118,7 +143,9 @@ static int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *mod
         (void) setenv("DEBUGINFOD_TIMEOUT", timeout, 1);
         (void) setenv("DEBUGINFOD_URLS", s->dbgd_urls, 1);
         s->stats.debuginfod_queries++;
-        fd = debuginfod_find_debuginfo(s->dbgd, bits, len, debuginfo_file_name);
+        dbgd_deadline_usec = s->source_deadline_usec;
+        fd = s->dbgd_find_debuginfo(s->dbgd, bits, len, debuginfo_file_name);
+        dbgd_deadline_usec = 0;
         (void) setenv("DEBUGINFOD_URLS", "", 1);
         if (fd >= 0) {
                 s->stats.debuginfod_found++;
@@ -190,7 +217,9 @@ Symbolizer *symbolizer_free(Symbolizer *s) {
         free(s->modules);
         free(s->debuginfo_path);
         if (s->dbgd)
-                debuginfod_end(s->dbgd);
+                s->dbgd_end(s->dbgd);
+        if (s->dbgd_dl)
+                dlclose(s->dbgd_dl);
         free(s->dbgd_urls);
         free(s);
         return NULL;
