@@ -12,3 +12,10 @@ static inline uint64_t now_usec(clockid_t clock) {
         clock_gettime(clock, &ts);
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
 }
+
+/* A timespec (a file's mtime) in microseconds; 0 for a time before the epoch. */
+static inline uint64_t timespec_load(const struct timespec *ts) {
+        if (ts->tv_sec < 0)
+                return 0;
+        return (uint64_t) ts->tv_sec * USEC_PER_SEC + (uint64_t) ts->tv_nsec / NSEC_PER_USEC;
+}
