@@ -385,6 +385,8 @@ static SymModule *capture_sym_module(Capture *c, Symbolizer *sym, const char *ro
 static int symbolize_thread(Capture *c, Symbolizer *sym, const char *root, ThreadSnapshot *t,
                             const UnwindFrame *frames, size_t n) {
         Dwfl *dwfl = unwind_process_dwfl(c->up);
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
+        int r = 0;
 
         for (size_t i = 0; i < n; i++) {
                 uint64_t lookup = frames[i].pc - (frames[i].activation ? 0 : 1);
@@ -396,7 +398,6 @@ static int symbolize_thread(Capture *c, Symbolizer *sym, const char *root, Threa
                         .module = -1,
                 };
                 void **ud = NULL;
-                int r;
 
                 if (mod) {
                         dwfl_module_info(mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -405,9 +406,10 @@ static int symbolize_thread(Capture *c, Symbolizer *sym, const char *root, Threa
                 }
                 r = symbolizer_add_frames(sym, capture_sym_module(c, sym, root, mod, tmpl.module), mod, &tmpl, t);
                 if (r < 0)
-                        return r;
+                        break;
         }
-        return 0;
+        c->s->symbolize_usec += now_usec(CLOCK_MONOTONIC) - start;
+        return MIN(r, 0);
 }
 
 /* Unwind one thread's raw capture into the snapshot. RET_CLEAN says whether it reached the outermost frame. */

@@ -342,6 +342,7 @@ json_object *snapshot_to_json(const Snapshot *s) {
         ADD(cap, "unwinder", json_new_string_or_null(s->unwinder));
         ADD(cap, "duration_us", json_object_new_uint64(s->duration_usec));
         ADD(cap, "max_pause_us", json_object_new_double(s->max_pause_us));
+        ADD(cap, "symbolize_us", json_object_new_uint64(s->symbolize_usec));
         ADD(cap, "threads_total", json_object_new_uint64(s->threads_total));
         ADD(cap, "truncated", json_object_new_boolean(s->truncated));
         ADD(cap, "partial", json_object_new_boolean(s->partial));
@@ -613,6 +614,7 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 s->method_requested = cm < 0 ? CAPTURE_METHOD_AUTO : cm;
                 s->duration_usec = get_u64(cap, "duration_us");
                 s->max_pause_us = json_get_double(cap, "max_pause_us");
+                s->symbolize_usec = get_u64(cap, "symbolize_us");
                 s->threads_total = get_u64(cap, "threads_total");
                 s->truncated = json_get_bool(cap, "truncated");
                 s->partial = json_get_bool(cap, "partial");

@@ -9,7 +9,8 @@
  *   stackwatch.snapshot/1  first version: process, capture, threads (kernel_stack, frames), modules.
  *                          additive: trigger (the daemon's firings); wait_chain (edges, deadlock, cycle) and peers
  *                          (one snapshot per process the chain reached, without a chain of its own). Readers
- *                          ignore keys they do not know, so these did not need a new version.
+ *                          ignore keys they do not know, so these did not need a new version; capture.symbolize_us
+ *                          (time spent resolving symbols and source lines).
  * Addresses are hex strings ("0x…"): JSON numbers lose precision above 2^53. */
 #define SNAPSHOT_SCHEMA "stackwatch.snapshot/1"
 

@@ -200,6 +200,7 @@ typedef struct Snapshot {
         CaptureMethod method_requested;
         char *unwinder;
         uint64_t duration_usec;
+        uint64_t symbolize_usec;        /* of duration_usec, resolving symbols, source lines and inlines */
         double max_pause_us;
         bool truncated;
         bool partial;
