@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <dwarf.h>
 #include <elfutils/debuginfod.h>
@@ -19,6 +20,7 @@
 #include "snapshot-json.h"
 #include "log.h"
 #include "symbolize.h"
+#include "symcache.h"
 #include "time-util.h"
 
 #define SYMBOLIZER_MODULES_MAX 4096
@@ -41,6 +43,8 @@ typedef struct SymEntry {
 } SymEntry;
 
 struct SymModule {
+        Symbolizer *symbolizer; /* for the find_debuginfo callback, which gets the module's userdata */
+        char *root;             /* the target's /proc/PID/root, where its separate debuginfo is looked up first */
         char *build_id;
         Dwfl *dwfl;             /* NULL: could not be opened (or is not the binary loaded); not retried */
         Dwfl_Module *mod;
@@ -52,6 +56,12 @@ struct SymModule {
         SymFrame *pool;
         size_t n_pool, pool_alloc;
 };
+
+/* A module's separate debuginfo, found outside the cache. */
+typedef struct SymDebuginfo {
+        char *build_id;
+        char *path;
+} SymDebuginfo;
 
 struct Symbolizer {
         char *debuginfo_path;
@@ -75,6 +85,10 @@ struct Symbolizer {
         typeof(debuginfod_set_progressfn) *dbgd_set_progressfn;
         typeof(debuginfod_end) *dbgd_end;
         bool dbgd_dead;                 /* a query got no answer in time, or the library is missing: no more */
+
+        SymCache *cache;                /* NULL: no on-disk cache */
+        SymDebuginfo *found;            /* debuginfo found elsewhere this run, for symbolizer_flush_cache() */
+        size_t n_found, n_found_allocated;
 };
 
 /* The deadline of the query in progress, for its progress callback: set only around debuginfod_find_debuginfo(),
@@ -109,19 +123,79 @@ static bool dbgd_open(Symbolizer *s) {
         return true;
 }
 
-/* libdw's standard search (the module's directory, .debug, the debuginfo path, build-id links), then debuginfod by
- * build-id within the deadline. */
+/* Remember separate debuginfo found at PATH for build-id BID, for the cache. */
+static void found_debuginfo(Symbolizer *s, const char *bid, const char *path) {
+        if (!s->cache || !path)
+                return;
+        for (size_t i = 0; i < s->n_found; i++)
+                if (streq(s->found[i].build_id, bid))
+                        return;
+        if (!GREEDY_REALLOC(s->found, s->n_found_allocated, s->n_found + 1))
+                return;
+        s->found[s->n_found] = (SymDebuginfo) { .build_id = strdup(bid), .path = strdup(path) };
+        if (!s->found[s->n_found].build_id || !s->found[s->n_found].path) {
+                free(s->found[s->n_found].build_id);
+                free(s->found[s->n_found].path);
+                return;
+        }
+        s->n_found++;
+}
+
+/* The debuginfo of build-id BID in the target's own file system (ROOT, its /proc/PID/root), as distributions install
+ * it (/usr/lib/debug/.build-id/xx/rest.debug). Looked up even when that root looks like ours: a container started
+ * with unshare -m has the host's root inode, and mounts of its own over /usr/lib/debug. */
+static int root_find_debuginfo(const char *root, const char *bid, char **ret_path) {
+        char *path;
+        int fd;
+
+        if (!root || strlen(bid) < 4)
+                return -ENOENT;
+        if (asprintf(&path, "%s/usr/lib/debug/.build-id/%.2s/%s.debug", root, bid, bid + 2) < 0)
+                return -ENOMEM;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* Used only when it is the debuginfo of this very build. */
+        if (fd >= 0 && !symcache_elf_valid(fd, bid)) {
+                log_debug("Ignoring '%s': not the debuginfo of build-id %s", path, bid);
+                fd = safe_close(fd);
+        }
+        if (fd < 0) {
+                free(path);
+                return -ENOENT;
+        }
+        *ret_path = path;
+        return fd;
+}
+
+/* The cache, the target's root, libdw's standard search (the module's directory, .debug, the debuginfo path,
+ * build-id links on this host), then debuginfod by build-id within the deadline. */
 static int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                               const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
                               char **debuginfo_file_name) {
-        Symbolizer *s = userdata ? *userdata : NULL;
+        SymModule *m = userdata ? *userdata : NULL;
+        Symbolizer *s = m ? m->symbolizer : NULL;
         const unsigned char *bits;
         GElf_Addr vaddr;
         char timeout[32];
         int fd, len;
 
+        if (s && m->build_id) {
+                if (s->cache) {
+                        fd = symcache_open(s->cache, m->build_id, debuginfo_file_name);
+                        if (fd >= 0) {
+                                s->stats.cache_hits++;
+                                return fd;
+                        }
+                }
+                fd = root_find_debuginfo(m->root, m->build_id, debuginfo_file_name);
+                if (fd >= 0) {
+                        found_debuginfo(s, m->build_id, *debuginfo_file_name);
+                        return fd;
+                }
+        }
         fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
                                           debuginfo_file_name);
+        if (fd >= 0 && s && m->build_id)
+                found_debuginfo(s, m->build_id, *debuginfo_file_name);
         if (fd >= 0 || !s || !s->dbgd_urls || s->dbgd_dead)
                 return fd;
         len = dwfl_module_build_id(mod, &bits, &vaddr);
@@ -149,6 +223,8 @@ static int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *mod
         (void) setenv("DEBUGINFOD_URLS", "", 1);
         if (fd >= 0) {
                 s->stats.debuginfod_found++;
+                if (m->build_id)
+                        found_debuginfo(s, m->build_id, *debuginfo_file_name);
                 return fd;
         }
         /* Not there (404) is an answer; anything else (refused, timed out, cut at the deadline) ends its use. */
@@ -204,6 +280,7 @@ static void sym_module_free(SymModule *m) {
         free(m->pool);
         free(m->table);
         free(m->build_id);
+        free(m->root);
         if (m->dwfl)
                 dwfl_end(m->dwfl);
         free(m);
@@ -221,8 +298,52 @@ Symbolizer *symbolizer_free(Symbolizer *s) {
         if (s->dbgd_dl)
                 dlclose(s->dbgd_dl);
         free(s->dbgd_urls);
+        for (size_t i = 0; i < s->n_found; i++) {
+                free(s->found[i].build_id);
+                free(s->found[i].path);
+        }
+        free(s->found);
+        symcache_free(s->cache);
         free(s);
         return NULL;
+}
+
+int symbolizer_set_cache(Symbolizer *s, const char *dir, uint64_t max_size) {
+        SymCache *c = NULL;
+        int r;
+
+        if (dir) {
+                r = symcache_new(dir, max_size, &c);
+                if (r < 0)
+                        return r;
+        }
+        symcache_free(s->cache);
+        s->cache = c;
+        return 0;
+}
+
+int symbolizer_apply(Symbolizer *s, const SymbolizerSettings *st) {
+        if (st->debuginfod_set && symbolizer_set_debuginfod(s, st->debuginfod) < 0)
+                return -ENOMEM;
+        return st->cache_dir ? symbolizer_set_cache(s, st->cache_dir, st->cache_max_size) : 0;
+}
+
+int symbolizer_flush_cache(Symbolizer *s) {
+        int stored = 0, err = 0;
+
+        for (size_t i = 0; s->cache && i < s->n_found; i++) {
+                int r = symcache_store(s->cache, s->found[i].build_id, s->found[i].path);
+                if (r < 0) {
+                        log_debug_errno(r, "Failed to cache the debuginfo of %s: %m", s->found[i].build_id);
+                        err = err ?: r;
+                } else
+                        stored += r;
+                free(s->found[i].build_id);
+                free(s->found[i].path);
+        }
+        s->n_found = 0;
+        s->stats.cache_stored += (unsigned) stored;
+        return err < 0 ? err : stored;
 }
 
 void symbolizer_get_stats(const Symbolizer *s, SymbolizerStats *ret) {
@@ -314,7 +435,7 @@ static void sym_module_open(Symbolizer *s, SymModule *m, const char *name, const
         if (om) {
                 void **ud;
                 dwfl_module_info(om, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
-                *ud = s; /* for sym_find_debuginfo() */
+                *ud = m; /* for sym_find_debuginfo() */
         }
         if (!om || dwfl_report_end(m->dwfl, NULL, NULL) != 0 || !dwfl_module_getelf(om, &m->bias))
                 goto fail;
@@ -357,6 +478,12 @@ static SymModule *get_module(Symbolizer *s, const char *bid, const char *name, c
                 return NULL;
         }
         m->debuginfo = -1;
+        m->symbolizer = s;
+        if (root && !(m->root = strdup(root))) {
+                free(m->build_id);
+                free(m);
+                return NULL;
+        }
         s->modules[s->n_modules++] = m;
         sym_module_open(s, m, name, root);
         return m->mod ? m : NULL;

@@ -32,6 +32,23 @@ void symbolizer_set_demangle(Symbolizer *s, bool demangle);
  * -ENOMEM. */
 int symbolizer_set_debuginfod(Symbolizer *s, const char *urls);
 void symbolizer_set_source_deadline(Symbolizer *s, uint64_t usec);
+/* The on-disk cache of debuginfo by build-id (symcache.h) in DIR, bounded by MAX_SIZE bytes; DIR NULL: none (the
+ * default). Looked up first; what was found elsewhere is added by symbolizer_flush_cache(), after the output, so
+ * that the dump or capture never waits for the copy. -errno when DIR cannot be created. */
+int symbolizer_set_cache(Symbolizer *s, const char *dir, uint64_t max_size);
+/* What a capture's symbolizer is set up with, from the daemon's configuration or stackctl's options. */
+typedef struct SymbolizerSettings {
+        const char *cache_dir;          /* the debuginfo cache; NULL: none */
+        uint64_t cache_max_size;
+        bool debuginfod_set;            /* set: DEBUGINFOD below; else the environment's DEBUGINFOD_URLS */
+        const char *debuginfod;         /* servers (DEBUGINFOD_URLS' syntax); NULL: none */
+} SymbolizerSettings;
+/* Apply ST: -ENOMEM; a cache directory that cannot be used leaves the symbolizer without a cache (-errno). */
+int symbolizer_apply(Symbolizer *s, const SymbolizerSettings *st);
+
+/* Store in the cache the debuginfo this symbolizer found elsewhere, inflated. The number of entries stored, or the
+ * first error (-ENOSPC…): nothing else depends on it. */
+int symbolizer_flush_cache(Symbolizer *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
 
 /* The cache entry for process module MOD, opened on first use from the file as the target sees it (ROOT is its
@@ -76,5 +93,7 @@ typedef struct SymbolizerStats {
         unsigned debuginfod_found;
         unsigned debuginfod_failed;     /* no answer (refused, timed out, cut at the deadline): not asked again */
         unsigned debuginfod_skipped;    /* not asked: past the deadline */
+        unsigned cache_hits;            /* debuginfo read from the on-disk cache */
+        unsigned cache_stored;          /* and added to it by symbolizer_flush_cache() */
 } SymbolizerStats;
 void symbolizer_get_stats(const Symbolizer *s, SymbolizerStats *ret);

@@ -127,3 +127,51 @@ def test_an_unmounted_binary_is_read_from_the_mapping_or_shown_missing(tmp_path)
             p.kill()
             subprocess.run(["pkill", "-P", str(p.pid)])
             p.wait()
+
+
+# As SETUP, and the app's separate debuginfo installed only in the namespace, where a distribution puts it.
+SETUP_DEBUG = """set -eu
+mount -t tmpfs tmpfs "$1"
+cp "$2" "$1/app"
+mkdir -p /usr/lib/debug
+mount -t tmpfs tmpfs /usr/lib/debug
+mkdir -p "/usr/lib/debug/.build-id/$3"
+cp "$4" "/usr/lib/debug/.build-id/$3/$5.debug"
+exec "$1/app"
+"""
+
+
+def start_with_debuginfo(tmp_path, binary, debuginfo, bid):
+    d = tmp_path / "nsdebug"
+    d.mkdir()
+    p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", SETUP_DEBUG, "sh", str(d),
+                          binary, bid[:2], debuginfo, bid[2:]], stdout=subprocess.PIPE, stdin=subprocess.PIPE,
+                         env=dict(os.environ, FIXTURE_LIFETIME="120"))
+    assert p.stdout.readline().strip() == b"READY"
+    wait_until(lambda: "pipe_read" in open(f"/proc/{p.pid}/wchan").read(), what="the app in read()")
+    return p
+
+
+def test_separate_debuginfo_from_the_target_root_and_only_when_it_matches(tmp_path):
+    from conftest import DEBUGDIR
+    stripped = os.path.join(FIXTURES, "block-read-stripped")
+    bid = build_id(stripped)
+    own = os.path.join(DEBUGDIR, ".build-id", bid[:2], bid[2:] + ".debug")
+    assert not os.path.exists(f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug")  # not on the host
+    p = start_with_debuginfo(tmp_path, stripped, own, bid)
+    try:
+        names = [f[0] for f in main_frames(p.pid)[0]]
+        assert "br_level_20" in names and "main" in names, names
+    finally:
+        p.kill()
+        p.wait()
+    # Another build's debuginfo at this build-id's path (a stale -dbgsym, a hand-copied file): never used.
+    (tmp_path / "nsdebug").rename(tmp_path / "ns-old")
+    p = start_with_debuginfo(tmp_path, stripped, os.path.join(FIXTURES, "busy-loop"), bid)
+    try:
+        names = [f[0] for f in main_frames(p.pid)[0] if f[0]]
+        assert "br_level_20" not in names and not any(n.startswith("bl_") or "busy" in n for n in names), names
+        assert "read" in names
+    finally:
+        p.kill()
+        p.wait()
