@@ -286,11 +286,9 @@ static int show_resymbolized(const char *json, size_t len, const char *id) {
         const char *why = NULL;
         int r;
 
-        if (symbolizer_new(arg.debuginfo_path, arg.source, &sym) < 0)
-                return log_oom(), EXIT_FAIL;
-        symbolizer_set_demangle(sym, !arg.no_demangle);
-        if (arg.debuginfod_set && symbolizer_set_debuginfod(sym, arg.debuginfod) < 0)
-                return log_oom(), EXIT_FAIL;
+        r = symbolizer_from_args(&sym);
+        if (r != EXIT_OK)
+                return r;
         fprintf(stderr, "Re-symbolizing %s with the debuginfo found today:\n", id);
         r = symbolizer_render_resymbolized(sym, json, len,
                                            arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
@@ -308,6 +306,7 @@ static int show_resymbolized(const char *json, size_t len, const char *id) {
         }
         if (arg.format == OUTPUT_JSON)
                 putchar('\n');
+        symbolizer_done(sym);
         return EXIT_OK;
 }
 

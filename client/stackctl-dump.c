@@ -13,6 +13,7 @@
 #include "snapshot-json.h"
 #include "snapshot-text.h"
 #include "stackctl.h"
+#include "symcache.h"
 #include "symbolize.h"
 #include "time-util.h"
 #include "wait-chain.h"
@@ -126,6 +127,46 @@ static int dump_all(Symbolizer *sym) {
         return dumped > 0 ? EXIT_OK : EXIT_FAIL;
 }
 
+int symbolizer_from_args(Symbolizer **ret) {
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        _cleanup_free_ char *dir = NULL;
+        int r;
+
+        if (symbolizer_new(arg.debuginfo_path, arg.source, &sym) < 0)
+                return log_oom(), EXIT_FAIL;
+        symbolizer_set_demangle(sym, !arg.no_demangle);
+        if (arg.debuginfod_set && symbolizer_set_debuginfod(sym, arg.debuginfod) < 0)
+                return log_oom(), EXIT_FAIL;
+        if (!arg.cache_set && symcache_default_dir(&dir) < 0)
+                return log_oom(), EXIT_FAIL;
+        if (arg.cache_set ? arg.cache_dir : dir) {
+                r = symbolizer_set_cache(sym, arg.cache_set ? arg.cache_dir : dir, SYMCACHE_MAX_SIZE_DEFAULT);
+                /* The cache only saves time: without it the dump is the same, so an explicit one only is worth a
+                 * word. */
+                if (r < 0 && arg.cache_set)
+                        log_warning_errno(r, "Cannot use the debuginfo cache '%s', dumping without: %m",
+                                          arg.cache_dir);
+                else if (r < 0)
+                        log_debug_errno(r, "No debuginfo cache in '%s': %m", dir);
+        }
+        *ret = TAKE_PTR(sym);
+        return EXIT_OK;
+}
+
+void symbolizer_done(Symbolizer *sym) {
+        SymbolizerStats st;
+        int r;
+
+        fflush(stdout);
+        r = symbolizer_flush_cache(sym);
+        if (r < 0)
+                log_debug_errno(r, "Debuginfo not cached: %m");
+        symbolizer_get_stats(sym, &st);
+        log_debug("symbolizer: %u modules cached (%u hits, %u misses), addresses: %u hits, %u misses; "
+                  "debuginfo cache: %u hits, %u stored", st.modules_cached, st.module_hits, st.module_misses, st.addr_hits,
+                  st.addr_misses, st.cache_hits, st.cache_stored);
+}
+
 int verb_dump(int argc, char **argv) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
         int ret = EXIT_OK, r;
@@ -164,12 +205,9 @@ int verb_dump(int argc, char **argv) {
                 }
         }
         arg.capture.debuginfo_path = arg.debuginfo_path;
-        r = symbolizer_new(arg.debuginfo_path, arg.source, &sym);
-        if (r < 0)
-                return log_oom(), EXIT_FAIL;
-        symbolizer_set_demangle(sym, !arg.no_demangle);
-        if (arg.debuginfod_set && symbolizer_set_debuginfod(sym, arg.debuginfod) < 0)
-                return log_oom(), EXIT_FAIL;
+        r = symbolizer_from_args(&sym);
+        if (r != EXIT_OK)
+                return r;
         if (arg.all)
                 ret = dump_all(sym);
         else
@@ -178,9 +216,6 @@ int verb_dump(int argc, char **argv) {
                         (void) parse_pid(argv[i], &pid);
                         ret = worse(ret, dump_one(sym, pid, false));
                 }
-        SymbolizerStats st;
-        symbolizer_get_stats(sym, &st);
-        log_debug("symbolizer: %u modules cached (%u hits, %u misses), addresses: %u hits, %u misses",
-                  st.modules_cached, st.module_hits, st.module_misses, st.addr_hits, st.addr_misses);
+        symbolizer_done(sym);
         return ret;
 }

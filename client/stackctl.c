@@ -13,6 +13,7 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "stackctl.h"
+#include "symcache.h"
 #include "thread-class.h"
 #include "wait-chain.h"
 
@@ -91,6 +92,8 @@ static const struct {
         { "   --resymbolize", "show: resolve the frames again from their pcs and build-ids with today's debuginfo" },
         { "   --debuginfod URLS", "dump, show --resymbolize: ask these debuginfod servers (DEBUGINFOD_URLS)" },
         { "   --no-debuginfod", "dump, show --resymbolize: ask no debuginfod server" },
+        { "   --cache-dir DIR", "dump, show --resymbolize: debuginfo cache (" SYMCACHE_DIR_DEFAULT " for root)" },
+        { "   --no-cache", "dump, show --resymbolize: no debuginfo cache" },
         { "   --journal", "list, show: the snapshots in journal records (archive.journal), not the archive" },
         { "-D --directory DIR", "list, show --journal: the journal files in DIR (a journal-remote directory)" },
         { "   --file GLOB", "list, show --journal: these journal files" },
@@ -167,6 +170,8 @@ enum {
         ARG_RESYMBOLIZE,
         ARG_DEBUGINFOD,
         ARG_NO_DEBUGINFOD,
+        ARG_CACHE_DIR,
+        ARG_NO_CACHE,
 };
 
 /* Which verbs each option applies to; one given to another verb is a usage error, never silently ignored. */
@@ -212,6 +217,8 @@ static const struct {
         { ARG_RESYMBOLIZE, "--resymbolize", V_SHOW },
         { ARG_DEBUGINFOD, "--debuginfod", V_DUMP | V_SHOW },
         { ARG_NO_DEBUGINFOD, "--no-debuginfod", V_DUMP | V_SHOW },
+        { ARG_CACHE_DIR, "--cache-dir", V_DUMP | V_SHOW },
+        { ARG_NO_CACHE, "--no-cache", V_DUMP | V_SHOW },
         { ARG_CLASS, "--class", V_PS },
         { ARG_UNIT, "--unit", V_PS },
         { ARG_COMM, "--comm", V_PS },
@@ -327,6 +334,8 @@ static const struct {
         { ARG_NO_DEMANGLE, "--no-demangle" },
         { ARG_DEBUGINFOD, "--debuginfod" },
         { ARG_NO_DEBUGINFOD, "--no-debuginfod" },
+        { ARG_CACHE_DIR, "--cache-dir" },
+        { ARG_NO_CACHE, "--no-cache" },
 };
 
 static int parse_argv(int argc, char **argv) {
@@ -372,6 +381,8 @@ static int parse_argv(int argc, char **argv) {
                 { "resymbolize", no_argument, NULL, ARG_RESYMBOLIZE },
                 { "debuginfod", required_argument, NULL, ARG_DEBUGINFOD },
                 { "no-debuginfod", no_argument, NULL, ARG_NO_DEBUGINFOD },
+                { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
+                { "no-cache", no_argument, NULL, ARG_NO_CACHE },
                 { "directory", required_argument, NULL, 'D' },
                 { "file", required_argument, NULL, ARG_FILE },
                 { "merge", no_argument, NULL, 'm' },
@@ -531,6 +542,18 @@ static int parse_argv(int argc, char **argv) {
                 case ARG_NO_DEBUGINFOD:
                         arg.debuginfod = NULL;
                         arg.debuginfod_set = true;
+                        break;
+                case ARG_CACHE_DIR:
+                        if (optarg[0] != '/') {
+                                log_error("--cache-dir takes an absolute path, not '%s'.", optarg);
+                                return -EINVAL;
+                        }
+                        arg.cache_dir = optarg;
+                        arg.cache_set = true;
+                        break;
+                case ARG_NO_CACHE:
+                        arg.cache_dir = NULL;
+                        arg.cache_set = true;
                         break;
                 case 'D':
                         arg.journal_dir = optarg;

@@ -10,6 +10,7 @@
 #include "capture.h"
 #include "json-util.h"
 #include "stackctl-http.h"
+#include "symbolize.h"
 
 /* Exit codes a script can use. */
 enum {
@@ -66,6 +67,8 @@ typedef struct StackctlArgs {
         bool resymbolize;               /* show: frames resolved again with today's debuginfo */
         bool debuginfod_set;            /* --debuginfod URLS or --no-debuginfod (URLS NULL) was given */
         const char *debuginfod;
+        bool cache_set;                 /* --cache-dir DIR or --no-cache (DIR NULL) was given */
+        const char *cache_dir;
         bool colour;                    /* stdout is a terminal that takes colour (and NO_COLOR is not set) */
         /* list, show --journal */
         bool journal;
@@ -160,6 +163,10 @@ int fanout_status(void);
 
 /* dump --via-daemon PID: the daemon captures, we print its reply. */
 int dump_via_daemon(pid_t pid);
+/* The symbolizer dump and show --resymbolize use, as the options say; logs and returns an exit status on failure. */
+int symbolizer_from_args(Symbolizer **ret);
+/* After the output: the debuginfo found elsewhere goes into the cache, for the next run. */
+void symbolizer_done(Symbolizer *sym);
 
 #define STACKWATCH_ARCHIVE_DEFAULT "/var/lib/stackwatch"
 
