@@ -13,6 +13,9 @@ SRCDIR = os.environ.get("STACKWATCH_SRCDIR") or BUILDDIR
 STACKCTL = os.path.join(BUILDDIR, "client", "stackctl")
 FIXTURES = os.path.join(BUILDDIR, "tests", "fixtures", "bin")
 DEBUGDIR = os.path.join(BUILDDIR, "tests", "fixtures", "debug")
+# No debuginfo cache unless a test asks for one (test_symcache.py): what one test found (a debuginfod answer, a
+# --debuginfo-path) must not resolve another test's frames, and the suite must not fill the host's /var/cache.
+os.environ["STACKWATCH_CACHE_DIR"] = "off"
 
 
 def wait_until(cond, timeout=5.0, interval=0.005, what="condition"):

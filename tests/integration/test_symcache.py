@@ -1,0 +1,129 @@
+"""The debuginfo cache, as a user meets it: the stripped fixture's debuginfo is compressed as Debian ships debuginfo;
+the first dump stores it inflated, by build-id, and later dumps read it from there (even once the original is gone),
+with the same frames. Concurrent dumps, a damaged entry and a full file system never cost a dump its output."""
+import glob
+import os
+import subprocess
+
+from conftest import DEBUGDIR, STACKCTL, stackctl
+
+NOWHERE = ":/nonexistent"  # a --debuginfo-path under which no debuginfo is found: only the cache can resolve
+
+
+def fixture_debuginfo():
+    (path,) = glob.glob(os.path.join(DEBUGDIR, ".build-id", "*", "*.debug"))
+    bid = path.split(".build-id/")[1].replace("/", "").replace(".debug", "")
+    return path, bid
+
+
+def compressed_sections(path):
+    out = subprocess.run(["readelf", "-S", "-W", path], capture_output=True, text=True).stdout
+    # Section lines: "  [Nr] Name Type Address Off Size ES Flg ..."; C in Flg marks a compressed section.
+    return [ln.split()[1] for ln in out.splitlines()
+            if ln.lstrip().startswith("[") and "]" in ln and " C " in ln.split("]", 1)[1] and ".debug" in ln]
+
+
+def dump(pid, cache, debuginfo_path=DEBUGDIR, *args, check_rc=0):
+    r = stackctl("dump", "--no-kernel", "--debug", "--cache-dir", cache, "--debuginfo-path", debuginfo_path, *args,
+                 pid, check_rc=check_rc)
+    return r.stdout.decode(), r.stderr.decode()
+
+
+def resolved(out):
+    return "br_level_20+0x" in out and "block-read.c:" in out
+
+
+def test_first_dump_stores_then_later_dumps_read_the_cache(fixture, tmp_path):
+    src, bid = fixture_debuginfo()
+    assert compressed_sections(src), "the fixture's debuginfo should be compressed, as Debian's is"
+    fx = fixture("block-read-stripped").wait_wchan("pipe_read")
+    cache = str(tmp_path / "cache" / "symbols")  # created, parents too
+
+    cold, err = dump(fx.pid, cache)
+    assert resolved(cold), cold
+    assert "debuginfo cache: 0 hits, 1 stored" in err, err
+    entry = os.path.join(cache, bid + ".debug")
+    assert os.path.isfile(entry)
+    assert compressed_sections(entry) == [], "stored inflated"
+    assert os.path.getsize(entry) > os.path.getsize(src)
+
+    warm, err = dump(fx.pid, cache)
+    assert "debuginfo cache: 1 hits, 0 stored" in err, err
+    assert warm == cold  # the same frames, lines and columns
+    # The cache alone resolves it: the original debuginfo is out of reach now.
+    alone, err = dump(fx.pid, cache, NOWHERE)
+    assert alone == cold and "1 hits" in err
+    # Without the cache, and without the original: unresolved, as before.
+    out, _ = dump(fx.pid, cache, NOWHERE, "--no-cache")
+    assert "br_level_20" not in out
+    fx.assert_untouched()
+
+
+def test_concurrent_cold_dumps(fixture, tmp_path):
+    _, bid = fixture_debuginfo()
+    fx = fixture("block-read-stripped").wait_wchan("pipe_read")
+    cache = str(tmp_path / "cache")
+    procs = [subprocess.Popen([STACKCTL, "dump", "--no-kernel", "--cache-dir", cache, "--debuginfo-path", DEBUGDIR,
+                               str(fx.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(6)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, [e for _, e in outs]
+    assert len({o for o, _ in outs}) == 1 and resolved(outs[0][0].decode())
+    # One entry, whole, and no writer's temporary file left behind.
+    assert sorted(os.listdir(cache)) == [bid + ".debug"]
+    alone, err = dump(fx.pid, cache, NOWHERE)
+    assert alone == outs[0][0].decode() and "1 hits" in err
+
+
+def test_a_damaged_entry_is_not_used_and_is_replaced(fixture, tmp_path):
+    _, bid = fixture_debuginfo()
+    fx = fixture("block-read-stripped").wait_wchan("pipe_read")
+    cache = str(tmp_path / "cache")
+    good, _ = dump(fx.pid, cache)
+    entry = os.path.join(cache, bid + ".debug")
+    size = os.path.getsize(entry)
+
+    os.truncate(entry, size // 2)  # a disk that filled up under another tool, a copy cut short
+    out, err = dump(fx.pid, cache, NOWHERE)
+    assert "br_level_20" not in out and "read+0x" in out  # not used: the frames are unresolved, not wrong
+    assert "damaged" in err and not os.path.exists(entry)
+
+    with open(entry, "wb") as f:  # garbage under the name
+        f.write(b"\x7fELF" + os.urandom(4096))
+    out, err = dump(fx.pid, cache)
+    assert out == good and "1 stored" in err  # the original used, and the entry written again
+    assert os.path.getsize(entry) == size
+
+    # A whole, valid ELF file of another build under this build-id's name is not this build's debuginfo.
+    with open("/usr/bin/true", "rb") as f, open(entry, "wb") as g:
+        g.write(f.read())
+    out, err = dump(fx.pid, cache, NOWHERE)
+    assert "br_level_20" not in out and not os.path.exists(entry)
+
+
+def test_a_full_file_system_costs_the_cache_not_the_dump(fixture, tmp_path):
+    fx = fixture("block-read-stripped").wait_wchan("pipe_read")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # A private mount namespace with a tmpfs too small for the inflated copy (it fits the compressed one).
+    script = ('mount -t tmpfs -o size=12k tmpfs "$1" || exit 99; shift; "$@"; rc=$?; '
+              'echo "LEFT:$(ls -A "$CACHE" | tr "\\n" " ")" >&2; exit $rc')
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(cache),
+                        STACKCTL, "dump", "--no-kernel", "--debug", "--cache-dir", str(cache), "--debuginfo-path",
+                        DEBUGDIR, str(fx.pid)], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, CACHE=str(cache)))
+    assert r.returncode == 0, r.stderr
+    assert resolved(r.stdout)
+    assert "0 stored" in r.stderr
+    assert "LEFT: \n" in r.stderr or r.stderr.rstrip().endswith("LEFT:"), r.stderr  # nothing half-written
+
+
+def test_an_unusable_cache_directory_is_a_warning_not_a_failure(fixture, tmp_path):
+    fx = fixture("block-read-stripped").wait_wchan("pipe_read")
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    r = stackctl("dump", "--no-kernel", "--cache-dir", str(blocker / "symbols"), "--debuginfo-path", DEBUGDIR,
+                 fx.pid, check_rc=0)
+    assert resolved(r.stdout.decode())
+    assert "Cannot use the debuginfo cache" in r.stderr.decode()
+    r = stackctl("dump", "--cache-dir", "relative", fx.pid, check_rc=2)
+    assert "absolute path" in r.stderr.decode()
