@@ -108,6 +108,38 @@ static int limit_data(uint64_t extra) {
 /* The child of a render: read a stored snapshot and render it. It is untrusted input, so this runs here, bounded in
  * time (the job's timeout) and memory, and never on the daemon's loop. On a document that is not a snapshot, the
  * reason replaces the output. */
+void capture_job_symbols(const Config *c, SymbolizerSettings *ret) {
+        *ret = (SymbolizerSettings) {
+                .cache_dir = c->symbols_cache_off ? NULL : c->symbols_cache_dir,
+                .cache_max_size = c->symbols_cache_max_size,
+                .debuginfod_set = c->symbols_debuginfod || c->symbols_debuginfod_off,
+                .debuginfod = c->symbols_debuginfod_off ? NULL : c->symbols_debuginfod,
+        };
+}
+
+/* The spec's cache and debuginfod settings: a cache that cannot be used costs time, not the capture. */
+static int job_symbolizer_apply(Symbolizer *sym, const CaptureJobSpec *spec) {
+        int r = symbolizer_apply(sym, &spec->symbols);
+
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                log_debug_errno(r, "No debuginfo cache in '%s', capturing without: %m", spec->symbols.cache_dir);
+        return 0;
+}
+
+/* After the result is out: what was found outside the cache goes into it, while the budget lasts (a child killed at
+ * its timeout mid-copy would leave a temporary file for the next trim). */
+static void job_flush_cache(Symbolizer *sym, uint64_t deadline_usec) {
+        int r;
+
+        if (deadline_usec && now_usec(CLOCK_MONOTONIC) >= deadline_usec)
+                return;
+        r = symbolizer_flush_cache(sym);
+        if (r < 0)
+                log_debug_errno(r, "Debuginfo not cached: %m");
+}
+
 static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
         _cleanup_(archive_freep) Archive *a = NULL;
         _cleanup_free_ char *json = NULL;
@@ -134,8 +166,12 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
 
                 r = symbolizer_new(NULL, true, &sym);
                 if (r >= 0)
+                        r = job_symbolizer_apply(sym, spec);
+                if (r >= 0)
                         r = symbolizer_render_resymbolized(sym, json, len, job_render_how(spec->format),
                                                            &(TextOptions) { .kernel = true }, f, NULL, &why);
+                if (r >= 0)
+                        job_flush_cache(sym, 0);
         } else
                 r = snapshot_render_stored(json, len, job_render_how(spec->format), &(TextOptions) { .kernel = true },
                                            f, &why);
@@ -212,6 +248,8 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         options = spec->options;
         options.deadline_usec = now_usec(CLOCK_MONOTONIC) + options.time_budget_usec;
         r = symbolizer_new(options.debuginfo_path, true, &sym);
+        if (r >= 0)
+                r = job_symbolizer_apply(sym, spec);
         if (r < 0)
                 return -r;
         r = capture_process(spec->pid, &options, sym, &s);
@@ -231,6 +269,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                         return -r;
                 dprintf(out_fd, "OK - %.1f %llu %zu\n", s->max_pause_us, (unsigned long long) s->duration_usec,
                         s->n_threads);
+                job_flush_cache(sym, options.deadline_usec);
                 return 0;
         }
         s->trigger = calloc(1, sizeof *s->trigger);
@@ -271,7 +310,10 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 return -r;
         dprintf(out_fd, "OK %s %.1f %llu %zu\n", id, s->max_pause_us, (unsigned long long) s->duration_usec,
                 s->n_threads);
-        return job_report_identity(s, spec->trigger.tid, out_fd);
+        r = job_report_identity(s, spec->trigger.tid, out_fd);
+        if (r == 0)
+                job_flush_cache(sym, options.deadline_usec);
+        return r;
 }
 
 /* The child keeps only its two pipes: a copy of an HTTP client's connection or of a listening socket must not

@@ -10,7 +10,9 @@
 
 #include "archive.h"
 #include "capture.h"
+#include "config.h"
 #include "snapshot.h"
+#include "symbolize.h"
 
 typedef struct CaptureJob CaptureJob;
 
@@ -56,6 +58,7 @@ typedef struct CaptureJobSpec {
         const char *archive_dir;
         ArchiveLimits limits;
         CaptureOptions options;
+        SymbolizerSettings symbols;     /* the debuginfo cache, debuginfod */
         SnapshotTrigger trigger;        /* copied into the snapshot */
         const char *comm;               /* for the archive summary */
         uint64_t timeout_usec;          /* the child is killed after this */
@@ -87,3 +90,6 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
 CaptureJob *capture_job_free(CaptureJob *j);
 pid_t capture_job_target(const CaptureJob *j);
 const char *capture_job_rule(const CaptureJob *j);
+
+/* A job's symbolizer settings from the configuration's symbols section (its cache directory already settled). */
+void capture_job_symbols(const Config *c, SymbolizerSettings *ret);

@@ -592,14 +592,14 @@ static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const c
         if (!p)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no reply buffer: %s", strerror(-r));
         strncpy(p->id, arg, sizeof p->id - 1);
-        r = capture_job_start(h->daemon.event,
-                              &(CaptureJobSpec) { .archive_dir = http_view(h).config->archive_dir,
-                                                  .render_id = p->id,
-                                                  .resymbolize = resymbolize,
-                                                  .output_fd = p->fd,
-                                                  .format = format,
-                                                  .timeout_usec = HTTP_RENDER_TIMEOUT_USEC },
-                              on_live_done, p, &p->render);
+        CaptureJobSpec spec = { .archive_dir = http_view(h).config->archive_dir,
+                                .render_id = p->id,
+                                .resymbolize = resymbolize,
+                                .output_fd = p->fd,
+                                .format = format,
+                                .timeout_usec = HTTP_RENDER_TIMEOUT_USEC };
+        capture_job_symbols(http_view(h).config, &spec.symbols);
+        r = capture_job_start(h->daemon.event, &spec, on_live_done, p, &p->render);
         if (r < 0) {
                 safe_close(p->fd);
                 free(p);

@@ -17,6 +17,7 @@
 #include "archive-vacuum.h"
 #include "escape.h"
 #include "manager.h"
+#include "symcache.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -226,6 +227,7 @@ static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, un
                 return -EAGAIN;
         }
         manager_capture_options(m, &spec.options);
+        capture_job_symbols(m->config, &spec.symbols);
         spec.options.tid = tid;
         return manager_start_job(m, &spec, NULL, NULL, false, done, userdata);
 }
@@ -305,6 +307,7 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
                 },
         };
         manager_capture_options(m, &spec.options);
+        capture_job_symbols(m->config, &spec.symbols);
         err = manager_start_job(m, &spec, r->name, &f, log, NULL, NULL);
         if (err == -EBUSY) {
                 m->metrics.captures_refused++;
@@ -411,6 +414,14 @@ static int manager_apply_config(Manager *m) {
         archive_free(m->archive);
         m->archive = TAKE_PTR(a);
         m->scanner->deep_sleepers = trigger_rules_need_sleepers(m->config);
+        /* The debuginfo cache's default directory ($STACKWATCH_CACHE_DIR, else the unit's CacheDirectory=), settled
+         * here once rather than in every capture child. */
+        if (!m->config->symbols_cache_dir && !m->config->symbols_cache_off) {
+                r = symcache_default_dir(&m->config->symbols_cache_dir);
+                if (r < 0)
+                        return log_oom();
+                m->config->symbols_cache_off = !m->config->symbols_cache_dir;
+        }
         /* Rotation at start and after a reload, not only after the next write: the limits may have shrunk. */
         manager_vacuum(m);
         return 0;

@@ -830,6 +830,49 @@ static int parse_argv(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, vo
         return for_each_item(p, k, node, argv_item, base);
 }
 
+/* symbols.cache_dir: an absolute path, or "off". */
+static int parse_cache_dir(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
+        Config *c = base;
+
+        if (streq(scalar(node), "off")) {
+                c->symbols_cache_dir = mfree(c->symbols_cache_dir);
+                c->symbols_cache_off = true;
+                return 0;
+        }
+        if (scalar(node)[0] != '/')
+                return parser_expected(p, node, "an absolute path or \"off\"");
+        c->symbols_cache_off = false;
+        return parse_path(p, k, node, base);
+}
+
+/* symbols.debuginfod: server URLs separated by spaces (as DEBUGINFOD_URLS), or "off". */
+static int parse_debuginfod(ConfigParser *p, _unused_ const ConfigKey *k, yaml_node_t *node, void *base) {
+        Config *c = base;
+        const char *v = scalar(node);
+        char *s;
+
+        if (streq(v, "off")) {
+                c->symbols_debuginfod = mfree(c->symbols_debuginfod);
+                c->symbols_debuginfod_off = true;
+                return 0;
+        }
+        if (strlen(v) > CONFIG_DEBUGINFOD_URLS_MAX)
+                return parser_error(p, node, "too long (at most %d characters)", CONFIG_DEBUGINFOD_URLS_MAX);
+        for (const char *u = v + strspn(v, " "); *u; u += strcspn(u, " "), u += strspn(u, " "))
+                if (!startswith(u, "http://") && !startswith(u, "https://") && !startswith(u, "file://"))
+                        return parser_expected(p, node, "debuginfod URLs (http://, https:// or file://) separated by "
+                                                        "spaces, or \"off\"");
+        if (v[strspn(v, " ")] == 0)
+                return parser_expected(p, node, "at least one debuginfod URL, or \"off\"");
+        s = strdup(v);
+        if (!s)
+                return -ENOMEM;
+        free(c->symbols_debuginfod);
+        c->symbols_debuginfod = s;
+        c->symbols_debuginfod_off = false;
+        return 0;
+}
+
 /* ---- the tables ---- */
 
 #define KEY(name, kind_, fn, type, field, ...)                                          \
@@ -917,6 +960,15 @@ static const ConfigKey hooks_keys[] = {
 };
 static const ConfigTable hooks_table = { "in \"hooks\"", hooks_keys, ELEMENTSOF(hooks_keys) };
 
+static const ConfigKey symbols_keys[] = {
+        { .key = "cache_dir", .kind = CONFIG_NODE_SCALAR, .parse = parse_cache_dir,
+          .offset = offsetof(Config, symbols_cache_dir) },
+        KEY("cache_max_size", CONFIG_NODE_SCALAR, parse_size, Config, symbols_cache_max_size,
+            .min = CONFIG_SYMBOLS_CACHE_MAX_SIZE_MIN, .max = CONFIG_SIZE_MAX),
+        KEY("debuginfod", CONFIG_NODE_SCALAR, parse_debuginfod, Config, symbols_debuginfod),
+};
+static const ConfigTable symbols_table = { "in \"symbols\"", symbols_keys, ELEMENTSOF(symbols_keys) };
+
 static const ConfigKey rule_keys[] = {
         KEY("name", CONFIG_NODE_SCALAR, parse_rule_name, Rule, name),
         KEY("class", CONFIG_NODE_SCALAR_OR_LIST, parse_rule_classes, Rule, classes),
@@ -950,6 +1002,7 @@ static const ConfigKey top_keys[] = {
         SECTION("capture", &capture_table),
         { .key = "http", .kind = CONFIG_NODE_MAPPING, .parse = parse_http_section, .table = &http_table },
         SECTION("hooks", &hooks_table),
+        SECTION("symbols", &symbols_table),
         KEY("rules", CONFIG_NODE_LIST, parse_rules, Config, rules),
 };
 static const ConfigTable top_table = { "at the top level", top_keys, ELEMENTSOF(top_keys) };
@@ -966,6 +1019,7 @@ assert_cc(ELEMENTSOF(capture_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 assert_cc(ELEMENTSOF(top_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 assert_cc(ELEMENTSOF(http_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 assert_cc(ELEMENTSOF(hooks_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
+assert_cc(ELEMENTSOF(symbols_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 
 /* ---- rules ---- */
 

@@ -32,6 +32,8 @@ Config *config_free(Config *c) {
         free(c->http_tls_cert);
         free(c->http_tls_key);
         strv_free(c->hook_command);
+        free(c->symbols_cache_dir);
+        free(c->symbols_debuginfod);
         free(c);
         return NULL;
 }

@@ -37,6 +37,7 @@
 #define CONFIG_DEFAULT_HOOK_TIMEOUT_USEC (30 * USEC_PER_SEC)
 #define CONFIG_DEFAULT_HOOK_MAX_RUNNING 4
 #define CONFIG_DEFAULT_HOOK_REPEAT_USEC (5 * CONFIG_USEC_PER_MINUTE)
+#define CONFIG_DEFAULT_SYMBOLS_CACHE_MAX_SIZE CONFIG_GIB        /* SYMCACHE_MAX_SIZE_DEFAULT */
 
 /* Everything but the rules and the strings (archive directory, socket path; built by config_new_default()). */
 #define CONFIG_DEFAULTS                                                 \
@@ -61,6 +62,7 @@
                 .hook_timeout_usec = CONFIG_DEFAULT_HOOK_TIMEOUT_USEC,  \
                 .hook_max_running = CONFIG_DEFAULT_HOOK_MAX_RUNNING,    \
                 .hook_repeat_usec = CONFIG_DEFAULT_HOOK_REPEAT_USEC,    \
+                .symbols_cache_max_size = CONFIG_DEFAULT_SYMBOLS_CACHE_MAX_SIZE, \
         }
 
 /* Ranges: a value outside them is an error that names the range, never a silent clamp. */
@@ -98,6 +100,8 @@
 #define CONFIG_HOOK_REPEAT_MIN_USEC USEC_PER_SEC
 #define CONFIG_HOOK_REPEAT_MAX_USEC (24 * CONFIG_USEC_PER_HOUR)
 #define CONFIG_HOOK_ARGS_MAX 64
+#define CONFIG_SYMBOLS_CACHE_MAX_SIZE_MIN (16 * CONFIG_MIB)    /* SYMCACHE_MAX_SIZE_MIN */
+#define CONFIG_DEBUGINFOD_URLS_MAX 4096
 #define CONFIG_SIZE_MAX (1024 * 1024 * CONFIG_GIB)                /* 1024T: max_size, keep_free */
 #define CONFIG_RULES_MAX 1024
 /* Files larger than this are refused rather than parsed: a configuration is a page or two. */
@@ -153,6 +157,13 @@ typedef struct Config {
         uint64_t hook_timeout_usec;
         unsigned hook_max_running;
         uint64_t hook_repeat_usec;      /* a firing hook's alert is sent again this often while it lasts */
+
+        /* symbols: */
+        char *symbols_cache_dir;        /* the debuginfo cache; NULL: the default (symcache_default_dir()) */
+        bool symbols_cache_off;         /* "cache_dir: off" */
+        uint64_t symbols_cache_max_size;
+        char *symbols_debuginfod;       /* debuginfod servers (DEBUGINFOD_URLS' syntax); NULL: the environment's */
+        bool symbols_debuginfod_off;    /* "debuginfod: off": none, whatever the environment says */
 
         Rule *rules;
         size_t n_rules, n_rules_allocated;

@@ -72,3 +72,40 @@ def test_a_dead_or_silent_server_does_not_hold_the_capture(fixture, tmp_path):
         assert "read+0x" in r.stdout  # the stacks themselves were taken first, and are all there
     finally:
         silent.close()
+
+
+DAEMON_CONFIG = """archive:
+  directory: @ARCHIVE@
+symbols:
+  cache_dir: {cache}
+  debuginfod: "{debuginfod}"
+rules: []
+"""
+
+
+def test_the_daemon_uses_its_configured_servers_and_cache(server, daemon, fixture, tmp_path):
+    """symbols.debuginfod in the configuration, not the environment; symbols.cache_dir keeps what it fetched, so a
+    later daemon resolves the same frames with no server at all, and spends less time symbolizing."""
+    fx = fixture("block-read-stripped").wait_wchan("pipe_read")
+    cache = tmp_path / "symbols"
+    env = {"DEBUGINFOD_CACHE_PATH": str(tmp_path / "dbgd-cache"), "DEBUGINFOD_URLS": ""}
+
+    d = daemon(DAEMON_CONFIG.format(cache="off", debuginfod="off"), env=dict(env, DEBUGINFOD_URLS=server.url))
+    doc = d.get_json(f"/stacks/{fx.pid}")
+    assert "br_level_20" not in str(doc)  # "off" wins over the environment
+    d.stop()
+
+    d = daemon(DAEMON_CONFIG.format(cache=cache, debuginfod=server.url), env=env)
+    cold = d.get_json(f"/stacks/{fx.pid}")
+    code, _, text = d.get(f"/stacks/{fx.pid}?format=text")
+    assert code == 200 and b"br_level_20+0x" in text and b"block-read.c:" in text, text[-2000:]
+    assert os.listdir(cache), "what debuginfod sent is in the cache"
+    d.stop()
+
+    d = daemon(DAEMON_CONFIG.format(cache=cache, debuginfod="off"), env=env)
+    warm = d.get_json(f"/stacks/{fx.pid}")
+
+    def frames(doc):
+        return [(f.get("function"), f.get("file"), f.get("line")) for t in doc["threads"] for f in t["frames"]]
+    assert frames(warm) == frames(cold)
+    assert warm["capture"]["symbolize_us"] < cold["capture"]["symbolize_us"], (warm["capture"], cold["capture"])

@@ -128,6 +128,11 @@ static void check_defaults(const Config *c) {
         ck_assert_uint_eq(c->keep_free, 1ULL << 30);
         ck_assert_int_eq(c->journal, CONFIG_JOURNAL_SUMMARY);
         ck_assert_uint_eq(c->journal_max_size, 8ULL << 20);
+        ck_assert_ptr_null(c->symbols_cache_dir); /* the default: settled by the daemon (symcache_default_dir()) */
+        ck_assert(!c->symbols_cache_off);
+        ck_assert_uint_eq(c->symbols_cache_max_size, 1ULL << 30);
+        ck_assert_ptr_null(c->symbols_debuginfod); /* the environment's DEBUGINFOD_URLS */
+        ck_assert(!c->symbols_debuginfod_off);
         ck_assert_uint_eq(c->max_per_minute, 6);
         ck_assert_int_eq(c->method, CAPTURE_METHOD_AUTO);
         ck_assert_int_eq(c->unwinder, UNWINDER_LIBDW);
@@ -250,7 +255,11 @@ static const char full_file[] =
         "    user: 1000\n"
         "    actions: log\n"
         "    peers: 0\n"
-        "    cooldown: 0\n";
+        "    cooldown: 0\n"
+        "symbols:\n"
+        "  cache_dir: /var/tmp/sw-symbols\n"
+        "  cache_max_size: 200M\n"
+        "  debuginfod: \"https://debuginfod.debian.net http://127.0.0.1:8002\"\n";
 
 START_TEST(test_full_file) {
         _cleanup_(config_freep) Config *c = NULL;
@@ -287,6 +296,20 @@ START_TEST(test_full_file) {
         ck_assert_uint_eq(c->hook_timeout_usec, 5 * SEC);
         ck_assert_uint_eq(c->hook_max_running, 2);
         ck_assert_uint_eq(c->hook_repeat_usec, 90 * SEC);
+        ck_assert_str_eq(c->symbols_cache_dir, "/var/tmp/sw-symbols");
+        ck_assert(!c->symbols_cache_off);
+        ck_assert_uint_eq(c->symbols_cache_max_size, 200ULL << 20);
+        ck_assert_str_eq(c->symbols_debuginfod, "https://debuginfod.debian.net http://127.0.0.1:8002");
+        ck_assert(!c->symbols_debuginfod_off);
+        {
+                /* "off" turns either off, whatever the environment or the default says. */
+                _cleanup_(config_freep) Config *o = NULL;
+                char *q = write_file(dir, "off.yaml", "symbols:\n  cache_dir: \"off\"\n  debuginfod: \"off\"\n");
+                o = load_ok(q, NULL);
+                ck_assert(o->symbols_cache_off && !o->symbols_cache_dir);
+                ck_assert(o->symbols_debuginfod_off && !o->symbols_debuginfod);
+                free(q);
+        }
 
         /* rules: in the main file replaces the built-in rules. */
         ck_assert_uint_eq(c->n_rules, 2);
@@ -813,6 +836,12 @@ START_TEST(test_value_errors) {
                 { "rules:\n  - {name: a, class: blocked, severity: page}\n", 2,
                   "unknown severity \"page\" (expected one of: warning, critical, info)" },
                 { "hooks:\n  repeat_interval: 100ms\n", 2, "\"repeat_interval\" must be between 1s and 1d" },
+                { "symbols:\n  cache_dir: cache\n", 2, "expected an absolute path or \"off\", got \"cache\"" },
+                { "symbols:\n  cache_max_size: 1M\n", 2, "\"cache_max_size\" must be between 16M and" },
+                { "symbols:\n  debuginfod: ftp://x\n", 2, "expected debuginfod URLs (http://, https:// or file://)" },
+                { "symbols:\n  debuginfod: \"http://a  gopher://b\"\n", 2, "got \"http://a  gopher://b\"" },
+                { "symbols:\n  debuginfod: \" \"\n", 2, "expected at least one debuginfod URL, or \"off\"" },
+                { "symbols:\n  cache: /x\n", 2, "unknown key \"cache\" in \"symbols\"" },
                 { "rules:\n  - {name: a, class: blocked, peers: 9}\n", 2, "\"peers\" must be between 0 and 8" },
                 { "rules:\n  - {name: a, class: blocked, cooldown: -1m}\n", 2, "expected a duration like" },
                 { "rules:\n  - {name: a, class: blocked, for: 400d}\n", 2, "\"for\" must be between 0 and 365d" },
