@@ -3,6 +3,7 @@ the first dump stores it inflated, by build-id, and later dumps read it from the
 with the same frames. Concurrent dumps, a damaged entry and a full file system never cost a dump its output."""
 import glob
 import os
+import re
 import subprocess
 
 from conftest import DEBUGDIR, STACKCTL, stackctl
@@ -41,18 +42,19 @@ def test_first_dump_stores_then_later_dumps_read_the_cache(fixture, tmp_path):
 
     cold, err = dump(fx.pid, cache)
     assert resolved(cold), cold
-    assert "debuginfo cache: 0 hits, 1 stored" in err, err
+    # The fixture's debuginfo, and libc's too where libc6-dbg is installed.
+    assert "debuginfo cache: 0 hits," in err and " 0 stored" not in err, err
     entry = os.path.join(cache, bid + ".debug")
     assert os.path.isfile(entry)
     assert compressed_sections(entry) == [], "stored inflated"
     assert os.path.getsize(entry) > os.path.getsize(src)
 
     warm, err = dump(fx.pid, cache)
-    assert "debuginfo cache: 1 hits, 0 stored" in err, err
+    assert re.search(r"debuginfo cache: [12] hits, 0 stored", err), err
     assert warm == cold  # the same frames, lines and columns
     # The cache alone resolves it: the original debuginfo is out of reach now.
     alone, err = dump(fx.pid, cache, NOWHERE)
-    assert alone == cold and "1 hits" in err
+    assert alone == cold and re.search(r"debuginfo cache: [12] hits", err), err
     # Without the cache, and without the original: unresolved, as before.
     out, _ = dump(fx.pid, cache, NOWHERE, "--no-cache")
     assert "br_level_20" not in out
@@ -68,10 +70,11 @@ def test_concurrent_cold_dumps(fixture, tmp_path):
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, [e for _, e in outs]
     assert len({o for o, _ in outs}) == 1 and resolved(outs[0][0].decode())
-    # One entry, whole, and no writer's temporary file left behind.
-    assert sorted(os.listdir(cache)) == [bid + ".debug"]
-    alone, err = dump(fx.pid, cache, NOWHERE)
-    assert alone == outs[0][0].decode() and "1 hits" in err
+    # The entry, whole, and no writer's temporary file left behind (libc's entry too with libc6-dbg).
+    left = os.listdir(cache)
+    assert bid + ".debug" in left and all(n.endswith(".debug") and not n.startswith(".") for n in left), left
+    alone, _ = dump(fx.pid, cache, NOWHERE)
+    assert alone == outs[0][0].decode()
 
 
 def test_a_damaged_entry_is_not_used_and_is_replaced(fixture, tmp_path):
@@ -90,7 +93,7 @@ def test_a_damaged_entry_is_not_used_and_is_replaced(fixture, tmp_path):
     with open(entry, "wb") as f:  # garbage under the name
         f.write(b"\x7fELF" + os.urandom(4096))
     out, err = dump(fx.pid, cache)
-    assert out == good and "1 stored" in err  # the original used, and the entry written again
+    assert out == good and " 0 stored" not in err  # the original used, and the entry written again
     assert os.path.getsize(entry) == size
 
     # A whole, valid ELF file of another build under this build-id's name is not this build's debuginfo.
@@ -113,7 +116,7 @@ def test_a_full_file_system_costs_the_cache_not_the_dump(fixture, tmp_path):
                        env=dict(os.environ, CACHE=str(cache)))
     assert r.returncode == 0, r.stderr
     assert resolved(r.stdout)
-    assert "0 stored" in r.stderr
+    assert ", 0 stored" in r.stderr
     assert "LEFT: \n" in r.stderr or r.stderr.rstrip().endswith("LEFT:"), r.stderr  # nothing half-written
 
 
