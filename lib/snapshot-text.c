@@ -106,8 +106,15 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 if (mod) {
                         fputs(" - ", f);
                         put_escaped(f, mod);
-                        if (s->modules[u->module].missing)
-                                fputs(" [not found: the file as the process sees it cannot be read]", f);
+                        if (s->modules[u->module].missing) {
+                                fputs(" [", f);
+                                if (s->modules[u->module].build_id) {
+                                        fputs("build-id ", f);
+                                        put_escaped(f, s->modules[u->module].build_id);
+                                        fputs(", ", f);
+                                }
+                                fputs("not found: the file as the process sees it cannot be read]", f);
+                        }
                 }
                 if (u->inlined)
                         fputs(" (inlined)", f);

@@ -1,4 +1,5 @@
 /* unwind.c: the unwinder interface: per-process context, memory reads, backend dispatch, FP and scan fallbacks. */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -262,6 +263,69 @@ bool unwind_process_read_word(UnwindProcess *p, uint64_t addr, uint64_t *ret) {
         if (p->mem_fd < 0 || addr > (uint64_t) INT64_MAX)
                 return false;
         return pread(p->mem_fd, ret, sizeof *ret, (off_t) addr) == (ssize_t) sizeof *ret;
+}
+
+static int mem_read(UnwindProcess *p, uint64_t addr, void *buf, size_t len) {
+        if (p->mem_fd < 0 || addr > (uint64_t) INT64_MAX - len)
+                return -EIO;
+        return pread(p->mem_fd, buf, len, (off_t) addr) == (ssize_t) len ? 0 : -EIO;
+}
+
+/* Notes larger than this are not a build-id note's segment. */
+#define BUILD_ID_NOTES_MAX 4096
+#define BUILD_ID_PHDRS_MAX 64
+
+int unwind_process_build_id(UnwindProcess *p, uint64_t start, char **ret) {
+        Elf64_Phdr ph[BUILD_ID_PHDRS_MAX];
+        uint8_t notes[BUILD_ID_NOTES_MAX];
+        uint64_t base = UINT64_MAX;
+        Elf64_Ehdr eh;
+        size_t n;
+
+        /* 64-bit native images only: what this build unwinds. */
+        if (mem_read(p, start, &eh, sizeof eh) < 0)
+                return -EIO;
+        if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+            eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0)
+                return -ENOENT;
+        n = MIN((size_t) eh.e_phnum, ELEMENTSOF(ph));
+        if (eh.e_phoff > UINT64_MAX - start || mem_read(p, start + eh.e_phoff, ph, n * sizeof *ph) < 0)
+                return -EIO;
+        /* The header is mapped at the first PT_LOAD's page: the load bias is START less that page's address. */
+        for (size_t i = 0; i < n; i++)
+                if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
+                        base = start - (ph[i].p_vaddr & ~(uint64_t) 4095);
+        if (base == UINT64_MAX)
+                return -ENOENT;
+        for (size_t i = 0; i < n; i++) {
+                size_t len = MIN(ph[i].p_filesz, sizeof notes), off = 0;
+
+                if (ph[i].p_type != PT_NOTE || ph[i].p_vaddr > UINT64_MAX - base ||
+                    mem_read(p, base + ph[i].p_vaddr, notes, len) < 0)
+                        continue;
+                while (off + sizeof(Elf64_Nhdr) <= len) {
+                        Elf64_Nhdr nh;
+                        size_t name_at = off + sizeof nh, desc_at, next;
+
+                        memcpy(&nh, notes + off, sizeof nh);
+                        desc_at = name_at + ((nh.n_namesz + 3U) & ~3U);
+                        next = desc_at + ((nh.n_descsz + 3U) & ~3U);
+                        if (nh.n_namesz > len || nh.n_descsz > len || next > len)
+                                break;
+                        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(notes + name_at, "GNU", 4) == 0 &&
+                            nh.n_descsz > 0 && nh.n_descsz <= 64) {
+                                char *hex = malloc(nh.n_descsz * 2 + 1);
+                                if (!hex)
+                                        return -ENOMEM;
+                                for (size_t k = 0; k < nh.n_descsz; k++)
+                                        snprintf(hex + 2 * k, 3, "%02x", notes[desc_at + k]);
+                                *ret = hex;
+                                return 0;
+                        }
+                        off = next;
+                }
+        }
+        return -ENOENT;
 }
 
 bool unwind_process_is_text(UnwindProcess *p, uint64_t addr) {

@@ -93,6 +93,12 @@ int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRe
 /* Read one word of target memory: from the current stack copy where it covers ADDR, else from the process. */
 bool unwind_process_read_word(UnwindProcess *p, uint64_t addr, uint64_t *ret);
 
+/* The GNU build-id of the ELF image mapped at START (a module's lowest address), read from the process's memory: its
+ * ELF header, program headers and PT_NOTE segments, as the loader mapped them. For a module whose file cannot be
+ * reached, so that it is still named by build-id. Lowercase hex in *RET; -ENOENT when there is none (not an ELF
+ * header there, no note), -EIO when the memory cannot be read, -ENOMEM. */
+int unwind_process_build_id(UnwindProcess *p, uint64_t start, char **ret);
+
 /* Whether ADDR lies in an executable mapping of the process. */
 bool unwind_process_is_text(UnwindProcess *p, uint64_t addr);
 pid_t unwind_process_pid(UnwindProcess *p);
