@@ -598,6 +598,59 @@ static const char *call_file(Dwarf_Die *cudie, Dwarf_Word idx) {
         return dwarf_filesrc(files, idx, NULL, NULL);
 }
 
+/* How deep nested_scopes() looks: namespaces and types around a function, and blocks and inlines within it. */
+#define NESTED_SCOPES_MAX 64
+
+/* Append to PATH (N so far) the scopes at ADDR under PARENT, outermost first: a function (and the blocks and inlined
+ * calls in it) found inside namespaces, types and modules too. Returns the new N. */
+static int nested_walk(Dwarf_Die *parent, Dwarf_Addr addr, Dwarf_Die *path, int n, int level) {
+        Dwarf_Die child;
+
+        if (level >= NESTED_SCOPES_MAX || n >= NESTED_SCOPES_MAX || dwarf_child(parent, &child) != 0)
+                return n;
+        do {
+                int tag = dwarf_tag(&child);
+
+                if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) {
+                        if (dwarf_haspc(&child, addr) == 1) {
+                                path[n] = child;
+                                return nested_walk(&child, addr, path, n + 1, level + 1);
+                        }
+                } else if (n == 0 && (tag == DW_TAG_namespace || tag == DW_TAG_structure_type ||
+                                      tag == DW_TAG_class_type || tag == DW_TAG_union_type || tag == DW_TAG_module ||
+                                      tag == DW_TAG_enumeration_type || tag == DW_TAG_variant_part ||
+                                      tag == DW_TAG_variant)) {
+                        int m = nested_walk(&child, addr, path, n, level + 1);
+                        if (m > n)
+                                return m;
+                }
+                /* A hostile DW_AT_sibling could point back: only forward, so that the walk ends. */
+                Dwarf_Off here = dwarf_dieoffset(&child);
+                if (dwarf_siblingof(&child, &child) != 0 || dwarf_dieoffset(&child) <= here)
+                        break;
+        } while (true);
+        return n;
+}
+
+/* The scopes at ADDR in CUDIE, innermost first as dwarf_getscopes() gives them, for the functions it does not find:
+ * libdw looks for them at the top of the CU only, and rustc puts every function in the namespaces of its path
+ * (a trait impl's method inside the impl's namespace), so a Rust frame had no inlined frames. */
+static int nested_scopes(Dwarf_Die *cudie, Dwarf_Addr addr, Dwarf_Die **ret) {
+        Dwarf_Die path[NESTED_SCOPES_MAX];
+        int n = nested_walk(cudie, addr, path, 0, 0);
+        Dwarf_Die *scopes;
+
+        if (n <= 0)
+                return 0;
+        scopes = calloc((size_t) n, sizeof *scopes);
+        if (!scopes)
+                return 0;
+        for (int i = 0; i < n; i++)
+                scopes[i] = path[n - 1 - i];
+        *ret = scopes;
+        return n;
+}
+
 /* Resolve ADDR (a module address, already adjusted to point into the call) into OUT[0..*n): inlined call sites
  * innermost first, the containing function last. */
 static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, bool demangle, SymFrame *out, size_t max, size_t *n) {
@@ -623,7 +676,8 @@ static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, bool demangle, S
                         free(scopes);
                         scopes = NULL;
                         nscopes = dwarf_getscopes_die(&innermost, &scopes);
-                }
+                } else if (cudie)
+                        nscopes = nested_scopes(cudie, addr - dwbias, &scopes);
         }
 
         /* Each inlined frame's position is where it is; its caller's is its call site. */
