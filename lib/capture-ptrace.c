@@ -18,9 +18,11 @@
  * microsecond we take to notice is a microsecond the target stays stopped. Then sleep, rather than sched_yield():
  * when the target shares our CPU it can only reach its stop if we really give the CPU up (CFS ignores a yield
  * from a task with less runtime), which cost 230-290 us pauses here. Programs set a 1 us timer slack
- * (PR_SET_TIMERSLACK) so that these sleeps are short. */
+ * (PR_SET_TIMERSLACK) so that these sleeps are short; but a 1-5 us nanosleep() often returns without scheduling
+ * at all (its timer expires before the task sleeps: measured in this VM), which under SCHED_FIFO would keep a target
+ * queued on our CPU from ever reaching its stop. 20 us always sleeps. */
 #define STOP_SPINS 20
-#define STOP_POLL_NSEC 1000
+#define STOP_POLL_NSEC 20000
 
 static uint64_t now_ns(void) {
         struct timespec ts;
@@ -37,31 +39,32 @@ int ptrace_session_seize(PtraceSession *s, pid_t tid) {
         return 0;
 }
 
-int ptrace_session_stop(PtraceSession *s, uint64_t timeout_usec) {
-        uint64_t deadline = now_ns() + timeout_usec * NSEC_PER_USEC;
-        unsigned spins = 0;
-        int status;
-
+int ptrace_session_interrupt(PtraceSession *s) {
         if (!s->seized)
                 return -EINVAL;
         if (ptrace(PTRACE_INTERRUPT, s->tid, NULL, NULL) < 0)
                 return negative_errno();
-        for (;;) {
-                pid_t w = waitpid(s->tid, &status, __WALL | WNOHANG);
+        return 0;
+}
 
-                if (w == s->tid)
-                        break;
-                if (w < 0 && errno != EINTR) {
-                        int r = negative_errno();
-                        /* ECHILD: the thread is gone, and with it our attachment. */
-                        if (r == -ECHILD)
-                                s->seized = false;
-                        return r == -ECHILD ? -ESRCH : r;
+int ptrace_session_poll(PtraceSession *s) {
+        int status;
+        pid_t w;
+
+        if (!s->seized)
+                return -EINVAL;
+        do
+                w = waitpid(s->tid, &status, __WALL | WNOHANG);
+        while (w < 0 && errno == EINTR);
+        if (w == 0)
+                return 0;
+        if (w < 0) {
+                /* ECHILD: the thread is gone, and with it our attachment. */
+                if (errno == ECHILD) {
+                        s->seized = false;
+                        return -ESRCH;
                 }
-                if (now_ns() >= deadline)
-                        return -ETIMEDOUT;
-                if (spins++ >= STOP_SPINS)
-                        nanosleep(&(struct timespec) { .tv_nsec = STOP_POLL_NSEC }, NULL);
+                return negative_errno();
         }
         if (WIFEXITED(status) || WIFSIGNALED(status)) {
                 s->seized = false;
@@ -75,7 +78,24 @@ int ptrace_session_stop(PtraceSession *s, uint64_t timeout_usec) {
          * swallowing it would change the target's behaviour. */
         if ((status >> 16) == 0 && WSTOPSIG(status) != (SIGTRAP | 0x80))
                 s->pending_signal = WSTOPSIG(status);
-        return 0;
+        return 1;
+}
+
+int ptrace_session_stop(PtraceSession *s, uint64_t timeout_usec) {
+        uint64_t deadline = now_ns() + timeout_usec * NSEC_PER_USEC;
+        unsigned spins = 0;
+        int r;
+
+        r = ptrace_session_interrupt(s);
+        if (r < 0)
+                return r;
+        while ((r = ptrace_session_poll(s)) == 0) {
+                if (now_ns() >= deadline)
+                        return -ETIMEDOUT;
+                if (spins++ >= STOP_SPINS)
+                        nanosleep(&(struct timespec) { .tv_nsec = STOP_POLL_NSEC }, NULL);
+        }
+        return r < 0 ? r : 0;
 }
 
 int ptrace_session_get_regs(PtraceSession *s, UnwindRegs *ret) {
@@ -134,6 +154,90 @@ void ptrace_session_done(PtraceSession *s) {
                 return;
         }
         (void) ptrace_session_detach(s);
+}
+
+/* A stopped thread of a batch: registers, stack copy, detach; T0 is when it was last seen not stopped yet. */
+static void batch_take(PtraceSession *s, PtraceBatchItem *it, pid_t pid, const ProcMap *maps, size_t n_maps,
+                       size_t stack_max, uint64_t t0) {
+        int r;
+
+        r = ptrace_session_get_regs(s, &it->regs);
+        if (r >= 0) {
+                r = capture_copy_stack(pid, maps, n_maps, it->regs.r[UNWIND_REG_RSP], stack_max, &it->stack,
+                                       &it->truncated);
+                if (r == -EFAULT)
+                        r = 0;
+        }
+        (void) ptrace_session_detach(s);
+        it->pause_us = (double) (now_ns() - t0) / 1000.0;
+        it->error = MIN(r, 0);
+}
+
+int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t stack_max, uint64_t timeout_usec,
+                         uint64_t cap_usec, PtraceBatchItem *items, size_t n) {
+        PtraceSession s[PTRACE_BATCH_MAX];
+        uint64_t seen[PTRACE_BATCH_MAX], deadline, cap;
+        bool pending[PTRACE_BATCH_MAX] = {};
+        size_t left = 0;
+        unsigned spins = 0;
+
+        if (n > PTRACE_BATCH_MAX)
+                return -EINVAL;
+        /* All interrupted first: each stops when it next gets a CPU, and those waits overlap. */
+        for (size_t i = 0; i < n; i++) {
+                items[i].error = ptrace_session_seize(&s[i], items[i].tid);
+                if (items[i].error == 0)
+                        items[i].error = ptrace_session_interrupt(&s[i]);
+                seen[i] = now_ns();
+                if (items[i].error == 0) {
+                        pending[i] = true;
+                        left++;
+                }
+        }
+        deadline = now_ns() + timeout_usec * NSEC_PER_USEC;
+        cap = now_ns() + MAX(cap_usec, timeout_usec) * NSEC_PER_USEC;
+        while (left > 0) {
+                bool took = false;
+
+                for (size_t i = 0; i < n; i++) {
+                        int r;
+
+                        if (!pending[i])
+                                continue;
+                        r = ptrace_session_poll(&s[i]);
+                        if (r == 0) {
+                                seen[i] = now_ns();
+                                continue;
+                        }
+                        pending[i] = false;
+                        left--;
+                        took = true;
+                        if (r < 0)
+                                items[i].error = r;
+                        else
+                                /* Read and released at once: its pause is its own, not the batch's. */
+                                batch_take(&s[i], &items[i], pid, maps, n_maps, stack_max, seen[i]);
+                }
+                if (left == 0)
+                        break;
+                /* The timeout is for no progress: on a loaded machine the interrupted threads stop one by one as
+                 * each gets a CPU, while one in uninterruptible sleep never does. */
+                if (took)
+                        deadline = MIN(now_ns() + timeout_usec * NSEC_PER_USEC, cap);
+                if (now_ns() >= deadline) {
+                        for (size_t i = 0; i < n; i++)
+                                if (pending[i])
+                                        items[i].error = -ETIMEDOUT;
+                        break;
+                }
+                if (!took && spins++ >= STOP_SPINS)
+                        nanosleep(&(struct timespec) { .tv_nsec = STOP_POLL_NSEC }, NULL);
+        }
+        /* Whatever is still attached (it never stopped: uninterruptible sleep) gets ptrace_session_done()'s last
+         * chance, then is left to the kernel. */
+        for (size_t i = 0; i < n; i++)
+                ptrace_session_done(&s[i]);
+        return 0;
 }
 
 int capture_ptrace_thread(pid_t pid, pid_t tid, const ProcMap *maps, size_t n_maps, size_t stack_max,

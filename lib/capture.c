@@ -20,6 +20,9 @@
 #define CMDLINE_BYTES_MAX (128U * 1024)
 #define CGROUP_BYTES_MAX (16U * 1024)
 
+/* capture_thread_regs(): the thread is on a CPU (or would not hold still): stop it with ptrace, in a batch. */
+#define CAPTURE_NEEDS_PTRACE 1
+
 /* What the raw pass keeps of a thread for the unwind pass. */
 typedef struct RawThread {
         size_t index;           /* into Snapshot.threads */
@@ -27,6 +30,12 @@ typedef struct RawThread {
         UnwindRegs regs;
         UnwindStack stack;
 } RawThread;
+
+/* The raw copies of one capture: a thread's registers and stack bytes, by snapshot thread index. */
+typedef struct RawSet {
+        RawThread *raw;
+        size_t n;
+} RawSet;
 
 typedef struct Capture {
         pid_t pid;
@@ -249,6 +258,16 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
         return -EAGAIN;
 }
 
+/* A ptrace capture's result recorded: registers and stack taken, the pause it cost. */
+static void ptrace_taken(Capture *c, ThreadSnapshot *t, RawThread *raw, bool truncated) {
+        raw->have_regs = true;
+        t->stack_bytes = raw->stack.len;
+        t->truncated = t->truncated || truncated;
+        t->method = CAPTURE_METHOD_PTRACE;
+        if (t->pause_us > c->s->max_pause_us)
+                c->s->max_pause_us = t->pause_us;
+}
+
 static int capture_ptrace(Capture *c, ThreadSnapshot *t, RawThread *raw) {
         size_t n_maps;
         const ProcMap *maps = unwind_process_maps(c->up, &n_maps);
@@ -259,12 +278,7 @@ static int capture_ptrace(Capture *c, ThreadSnapshot *t, RawThread *raw) {
                                   &raw->regs, &raw->stack, &truncated, &t->pause_us);
         if (r < 0)
                 return r;
-        raw->have_regs = true;
-        t->stack_bytes = raw->stack.len;
-        t->truncated = t->truncated || truncated;
-        t->method = CAPTURE_METHOD_PTRACE;
-        if (t->pause_us > c->s->max_pause_us)
-                c->s->max_pause_us = t->pause_us;
+        ptrace_taken(c, t, raw, truncated);
         return 0;
 }
 
@@ -331,19 +345,74 @@ static int capture_thread_regs(Capture *c, int taskfd, ThreadSnapshot *t, RawThr
                         return thread_set_error(c->s, t, "thread kept running during passive capture");
                 }
         }
-        r = capture_ptrace(c, t, raw);
-        if (r == 0)
-                return 0;
+        /* Stopped later, with the other threads that need it (capture_ptrace_deferred()). */
+        return CAPTURE_NEEDS_PTRACE;
+}
+
+/* After a ptrace capture that failed with R: a thread that did not stop went to sleep uninterruptibly between our
+ * look and the interrupt, and is read passively; else the error is the thread's. */
+static void ptrace_failed(Capture *c, ThreadSnapshot *t, RawThread *raw, int r) {
         if (r == -ETIMEDOUT) {
-                /* It went to sleep uninterruptibly between our look and the interrupt: read it passively. */
+                _cleanup_close_ int taskfd = -EBADF;
                 char buf[512];
-                ssize_t n = proc_read_small(taskfd, "syscall", buf, sizeof buf);
-                if (n >= 0 && proc_parse_syscall(buf, (size_t) n, &t->syscall) >= 0 &&
-                    capture_passive(c, taskfd, t, raw) == 0)
-                        return thread_set_error(c->s, t, "did not stop for ptrace; captured passively");
+                ssize_t n;
+
+                if (proc_open_task(c->dirfd, t->tid, &taskfd) == 0 &&
+                    (n = proc_read_small(taskfd, "syscall", buf, sizeof buf)) >= 0 &&
+                    proc_parse_syscall(buf, (size_t) n, &t->syscall) >= 0 && capture_passive(c, taskfd, t, raw) == 0) {
+                        thread_set_error(c->s, t, "did not stop for ptrace; captured passively");
+                        return;
+                }
         }
         t->method = CAPTURE_METHOD_NONE;
         note_ptrace_error(c, t, r);
+}
+
+/* The threads the raw pass left for ptrace (RAW indexes in DEFERRED), PTRACE_BATCH_MAX at a time. */
+static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferred, size_t n) {
+        PtraceBatchItem items[PTRACE_BATCH_MAX];
+        const ProcMap *maps;
+        size_t n_maps;
+
+        if (n == 0)
+                return 0;
+        maps = unwind_process_maps(c->up, &n_maps);
+
+        for (size_t done = 0; done < n;) {
+                size_t k = MIN(n - done, (size_t) PTRACE_BATCH_MAX);
+
+                if (usec_left(c->raw_deadline_usec) == 0) {
+                        note_budget_spent(c, "stopped", done, n);
+                        for (size_t i = done; i < n; i++) {
+                                ThreadSnapshot *t = &c->s->threads[rs->raw[deferred[i]].index];
+                                c->s->truncated = t->truncated = true;
+                                t->method = CAPTURE_METHOD_NONE;
+                                thread_set_error(c->s, t, "skipped: capture time budget (%llu ms) exhausted before "
+                                                 "it could be stopped", (unsigned long long) (c->o->time_budget_usec /
+                                                                                              USEC_PER_MSEC));
+                        }
+                        return 0;
+                }
+                for (size_t i = 0; i < k; i++)
+                        items[i] = (PtraceBatchItem) { .tid = c->s->threads[rs->raw[deferred[done + i]].index].tid };
+                (void) capture_ptrace_batch(c->pid, maps, n_maps, c->o->stack_bytes, stop_timeout(c),
+                                            MAX(usec_left(c->raw_deadline_usec), stop_timeout(c)), items, k);
+                for (size_t i = 0; i < k; i++) {
+                        RawThread *raw = &rs->raw[deferred[done + i]];
+                        ThreadSnapshot *t = &c->s->threads[raw->index];
+
+                        if (items[i].error < 0) {
+                                free(items[i].stack.data);
+                                ptrace_failed(c, t, raw, items[i].error);
+                                continue;
+                        }
+                        raw->regs = items[i].regs;
+                        raw->stack = items[i].stack;
+                        t->pause_us = items[i].pause_us;
+                        ptrace_taken(c, t, raw, items[i].truncated);
+                }
+                done += k;
+        }
         return 0;
 }
 
@@ -438,12 +507,6 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
         return symbolize_thread(c, sym, root, t, frames, res.n_frames);
 }
 
-/* The raw copies of one capture: a thread's registers and stack bytes, by snapshot thread index. */
-typedef struct RawSet {
-        RawThread *raw;
-        size_t n;
-} RawSet;
-
 static void raw_set_done(RawSet *rs) {
         for (size_t i = 0; rs->raw && i < rs->n; i++)
                 free(rs->raw[i].stack.data);
@@ -524,13 +587,17 @@ static int capture_list_threads(Capture *c, int **ret_tids, size_t *ret_n) {
 }
 
 /* Pass 1, the raw capture: per thread its facts, registers and a copy of its stack, as short as possible per
- * thread and nothing slow while one is held (a ptrace stop ends inside capture_thread_regs()). */
+ * thread and nothing slow while one is held; the threads on a CPU are stopped after the others, in batches whose
+ * waits for the stops overlap (capture_ptrace_deferred()). */
 static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, bool kthread, RawSet *rs) {
+        _cleanup_free_ size_t *deferred = NULL;
+        size_t n_deferred = 0;
         Snapshot *s = c->s;
         int r;
 
         rs->raw = calloc(n_tids ?: 1, sizeof *rs->raw);
-        if (!rs->raw)
+        deferred = calloc(n_tids ?: 1, sizeof *deferred);
+        if (!rs->raw || !deferred)
                 return -ENOMEM;
         for (size_t i = 0; i < n_tids; i++) {
                 _cleanup_close_ int taskfd = -EBADF;
@@ -567,8 +634,10 @@ static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, bool kth
                 r = capture_thread_regs(c, taskfd, t, &rs->raw[rs->n - 1]);
                 if (r == -ENOMEM)
                         return r;
+                if (r == CAPTURE_NEEDS_PTRACE)
+                        deferred[n_deferred++] = rs->n - 1;
         }
-        return 0;
+        return capture_ptrace_deferred(c, rs, deferred, n_deferred);
 }
 
 /* Pass 2, with every thread running again: unwind and symbolize from the copies. A sleeping thread whose passive

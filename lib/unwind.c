@@ -241,8 +241,9 @@ Dwfl *unwind_process_dwfl(UnwindProcess *p) {
 }
 
 const ProcMap *unwind_process_maps(UnwindProcess *p, size_t *ret_n) {
-        *ret_n = p->n_maps;
-        return p->maps;
+        /* No address space (a zombie, or one we could not read): no maps, so no stack to copy. */
+        *ret_n = p ? p->n_maps : 0;
+        return p ? p->maps : NULL;
 }
 
 int unwind_process_mem_fd(UnwindProcess *p) {
