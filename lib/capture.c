@@ -10,6 +10,7 @@
 
 #include "capture-passive.h"
 #include "capture-ptrace.h"
+#include "capture-sched.h"
 #include "capture.h"
 #include "log.h"
 #include "macro.h"
@@ -51,6 +52,7 @@ typedef struct Capture {
         SymModule **symmods;    /* per snapshot module, looked up lazily */
         bool *symmod_done;
         size_t n_symmods;
+        CaptureSched sched;     /* nice -20 for the capture, SCHED_FIFO while threads are stopped */
 } Capture;
 
 void capture_options_init(CaptureOptions *o) {
@@ -395,8 +397,11 @@ static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferre
                 }
                 for (size_t i = 0; i < k; i++)
                         items[i] = (PtraceBatchItem) { .tid = c->s->threads[rs->raw[deferred[done + i]].index].tid };
+                /* Real-time while threads are stopped: no load delays their release. */
+                (void) capture_sched_rt_begin(&c->sched);
                 (void) capture_ptrace_batch(c->pid, maps, n_maps, c->o->stack_bytes, stop_timeout(c),
                                             MAX(usec_left(c->raw_deadline_usec), stop_timeout(c)), items, k);
+                capture_sched_rt_end(&c->sched);
                 for (size_t i = 0; i < k; i++) {
                         RawThread *raw = &rs->raw[deferred[done + i]];
                         ThreadSnapshot *t = &c->s->threads[raw->index];
@@ -515,6 +520,7 @@ static void raw_set_done(RawSet *rs) {
 }
 
 static void capture_done(Capture *c) {
+        capture_sched_end(&c->sched);
         c->symmods = mfree(c->symmods);
         c->symmod_done = mfree(c->symmod_done);
 }
@@ -691,8 +697,13 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
                     (t->tracer_pid == 0 || t->tracer_pid == getpid())) {
                         RawThread again = { .index = raw->index };
                         ThreadSnapshot backup = *t;
+                        bool taken;
 
-                        if (capture_ptrace(c, t, &again) == 0) {
+                        /* Real-time while the thread is stopped, as in capture_ptrace_deferred(). */
+                        (void) capture_sched_rt_begin(&c->sched);
+                        taken = capture_ptrace(c, t, &again) == 0;
+                        capture_sched_rt_end(&c->sched);
+                        if (taken) {
                                 bool clean2 = false;
                                 free(raw->stack.data);
                                 *raw = again;
@@ -738,6 +749,8 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
         c = (Capture) { .pid = pid, .o = o, .s = s, .dirfd = -EBADF, .start_usec = now_usec(CLOCK_MONOTONIC) };
         c.deadline_usec = o->deadline_usec ?: c.start_usec + o->time_budget_usec;
         c.raw_deadline_usec = c.start_usec + usec_left(c.deadline_usec) / 4 * 3;
+        /* Ahead of the load, often the target's own busy threads, until the capture is done. */
+        (void) capture_sched_begin(&c.sched);
 
         kthread = capture_begin(&c, &dirfd, &up);
         if (kthread < 0)
