@@ -30,34 +30,48 @@ int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret) {
         return 0;
 }
 
-int capture_copy_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, size_t max, UnwindStack *ret,
-                       bool *ret_truncated) {
+/* The length to copy from SP: up to MAX, within the mapping that holds SP; 0 when SP is in none. */
+static size_t stack_extent(const ProcMap *maps, size_t n_maps, uint64_t sp, size_t max, bool *ret_truncated) {
         const ProcMap *m = proc_maps_find(maps, n_maps, sp);
-        struct iovec local, remote;
-        uint64_t avail;
-        uint8_t *buf;
-        size_t len;
-        ssize_t n;
 
         if (!m)
+                return 0;
+        if (ret_truncated)
+                *ret_truncated = m->end - sp > max;
+        return (size_t) MIN(m->end - sp, (uint64_t) max);
+}
+
+int capture_read_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, uint8_t *buf, size_t max,
+                       UnwindStack *ret, bool *ret_truncated) {
+        size_t len = stack_extent(maps, n_maps, sp, max, ret_truncated);
+        struct iovec local = { .iov_base = buf, .iov_len = len };
+        struct iovec remote = { .iov_base = (void *) (uintptr_t) sp, .iov_len = len };
+        ssize_t n;
+
+        if (len == 0)
                 return -EFAULT;
-        avail = m->end - sp;
-        len = (size_t) MIN(avail, (uint64_t) max);
+        n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (n <= 0) {
+                int r = n < 0 ? negative_errno() : -EFAULT;
+                return r == -ENOENT ? -ESRCH : r;
+        }
+        *ret = (UnwindStack) { .base = sp, .data = buf, .len = (size_t) n };
+        return 0;
+}
+
+int capture_copy_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, size_t max, UnwindStack *ret,
+                       bool *ret_truncated) {
+        size_t len = stack_extent(maps, n_maps, sp, max, ret_truncated);
+        uint8_t *buf;
+        int r;
+
         if (len == 0)
                 return -EFAULT;
         buf = malloc(len);
         if (!buf)
                 return -ENOMEM;
-        local = (struct iovec) { .iov_base = buf, .iov_len = len };
-        remote = (struct iovec) { .iov_base = (void *) (uintptr_t) sp, .iov_len = len };
-        n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-        if (n <= 0) {
-                int r = n < 0 ? negative_errno() : -EFAULT;
+        r = capture_read_stack(pid, maps, n_maps, sp, buf, len, ret, NULL);
+        if (r < 0)
                 free(buf);
-                return r == -ENOENT ? -ESRCH : r;
-        }
-        *ret = (UnwindStack) { .base = sp, .data = buf, .len = (size_t) n };
-        if (ret_truncated)
-                *ret_truncated = avail > max;
-        return 0;
+        return r;
 }

@@ -17,3 +17,7 @@ int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret);
  * new buffer in RET. RET_TRUNCATED says whether MAX cut it short. */
 int capture_copy_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, size_t max, UnwindStack *ret,
                        bool *ret_truncated);
+/* The same into BUF (MAX bytes, the caller's): no allocation, for a copy taken while the thread is stopped. RET's
+ * data is BUF. */
+int capture_read_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, uint8_t *buf, size_t max,
+                       UnwindStack *ret, bool *ret_truncated);

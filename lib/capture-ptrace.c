@@ -2,6 +2,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
@@ -156,14 +157,44 @@ void ptrace_session_done(PtraceSession *s) {
         (void) ptrace_session_detach(s);
 }
 
-/* A stopped thread of a batch: registers, stack copy, detach; T0 is when it was last seen not stopped yet. */
+/* A buffer for a stack copy taken while the thread is stopped, allocated and faulted in before it stops: the stop
+ * window then allocates nothing and takes no page fault of ours. */
+static uint8_t *stack_buffer_new(size_t max) {
+        uint8_t *buf = malloc(max);
+
+        if (buf)
+                memset(buf, 0, max);
+        return buf;
+}
+
+/* After the window: the copy keeps only what it holds (BUF, if the copy failed, is freed). */
+static void stack_buffer_fit(UnwindStack *st, uint8_t *buf) {
+        uint8_t *fit;
+
+        if (st->data != buf || st->len == 0) {
+                free(buf);
+                *st = (UnwindStack) {};
+                return;
+        }
+        fit = realloc(buf, st->len);
+        if (fit)
+                st->data = fit;
+}
+
+size_t capture_ptrace_batch_max(size_t stack_max) {
+        size_t k = PTRACE_BATCH_BYTES / MAX(stack_max, (size_t) 1);
+
+        return MAX(MIN(k, (size_t) PTRACE_BATCH_MAX), (size_t) 1);
+}
+
+/* A stopped thread of a batch: registers, stack copy into BUF, detach; T0 is when it was last seen not stopped. */
 static void batch_take(PtraceSession *s, PtraceBatchItem *it, pid_t pid, const ProcMap *maps, size_t n_maps,
-                       size_t stack_max, uint64_t t0) {
+                       uint8_t *buf, size_t stack_max, uint64_t t0) {
         int r;
 
         r = ptrace_session_get_regs(s, &it->regs);
         if (r >= 0) {
-                r = capture_copy_stack(pid, maps, n_maps, it->regs.r[UNWIND_REG_RSP], stack_max, &it->stack,
+                r = capture_read_stack(pid, maps, n_maps, it->regs.r[UNWIND_REG_RSP], buf, stack_max, &it->stack,
                                        &it->truncated);
                 if (r == -EFAULT)
                         r = 0;
@@ -176,15 +207,24 @@ static void batch_take(PtraceSession *s, PtraceBatchItem *it, pid_t pid, const P
 int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t stack_max, uint64_t timeout_usec,
                          uint64_t cap_usec, PtraceBatchItem *items, size_t n) {
         PtraceSession s[PTRACE_BATCH_MAX];
+        uint8_t *bufs[PTRACE_BATCH_MAX] = {};
         uint64_t seen[PTRACE_BATCH_MAX], deadline, cap;
         bool pending[PTRACE_BATCH_MAX] = {};
         size_t left = 0;
         unsigned spins = 0;
 
-        if (n > PTRACE_BATCH_MAX)
+        if (n > capture_ptrace_batch_max(stack_max))
                 return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                s[i] = PTRACE_SESSION_NULL;
+                bufs[i] = stack_buffer_new(stack_max);
+        }
         /* All interrupted first: each stops when it next gets a CPU, and those waits overlap. */
         for (size_t i = 0; i < n; i++) {
+                if (!bufs[i]) {
+                        items[i].error = -ENOMEM;
+                        continue;
+                }
                 items[i].error = ptrace_session_seize(&s[i], items[i].tid);
                 if (items[i].error == 0)
                         items[i].error = ptrace_session_interrupt(&s[i]);
@@ -216,7 +256,7 @@ int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t s
                                 items[i].error = r;
                         else
                                 /* Read and released at once: its pause is its own, not the batch's. */
-                                batch_take(&s[i], &items[i], pid, maps, n_maps, stack_max, seen[i]);
+                                batch_take(&s[i], &items[i], pid, maps, n_maps, bufs[i], stack_max, seen[i]);
                 }
                 if (left == 0)
                         break;
@@ -235,8 +275,10 @@ int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t s
         }
         /* Whatever is still attached (it never stopped: uninterruptible sleep) gets ptrace_session_done()'s last
          * chance, then is left to the kernel. */
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 ptrace_session_done(&s[i]);
+                stack_buffer_fit(&items[i].stack, bufs[i]);
+        }
         return 0;
 }
 
@@ -244,11 +286,14 @@ int capture_ptrace_thread(pid_t pid, pid_t tid, const ProcMap *maps, size_t n_ma
                           uint64_t timeout_usec, UnwindRegs *ret_regs, UnwindStack *ret_stack, bool *ret_truncated,
                           double *ret_pause_us) {
         _cleanup_ptrace_session_ PtraceSession s = PTRACE_SESSION_NULL;
+        _cleanup_free_ uint8_t *buf = stack_buffer_new(stack_max);
         UnwindStack stack = {};
         UnwindRegs regs;
         uint64_t t0, t1;
         int r;
 
+        if (!buf)
+                return -ENOMEM;
         r = ptrace_session_seize(&s, tid);
         if (r < 0)
                 return r;
@@ -260,11 +305,12 @@ int capture_ptrace_thread(pid_t pid, pid_t tid, const ProcMap *maps, size_t n_ma
         if (r < 0)
                 return r;
         /* Copy while stopped so the bytes match the registers; the copy is bounded by STACK_MAX. */
-        r = capture_copy_stack(pid, maps, n_maps, regs.r[UNWIND_REG_RSP], stack_max, &stack, ret_truncated);
+        r = capture_read_stack(pid, maps, n_maps, regs.r[UNWIND_REG_RSP], buf, stack_max, &stack, ret_truncated);
         (void) ptrace_session_detach(&s);
         t1 = now_ns();
         if (r < 0 && r != -EFAULT)
                 return r;
+        stack_buffer_fit(&stack, TAKE_PTR(buf));
         *ret_regs = regs;
         *ret_stack = stack;
         *ret_pause_us = (double) (t1 - t0) / 1000.0;

@@ -44,6 +44,8 @@ int capture_ptrace_thread(pid_t pid, pid_t tid, const ProcMap *maps, size_t n_ma
  * stops. On a loaded machine an interrupted thread stops only when it next gets a CPU (tens of ms behind 50 busy
  * threads on 2 cores): one at a time, those waits add up; in a batch they overlap, and each pause stays its own. */
 #define PTRACE_BATCH_MAX 32
+/* The stack buffers of a batch are allocated, and faulted in, before its threads are stopped: at most this much. */
+#define PTRACE_BATCH_BYTES (16U * 1024 * 1024)
 typedef struct PtraceBatchItem {
         pid_t tid;              /* in */
         int error;              /* 0, or -EPERM, -ESRCH (gone), -ETIMEDOUT (did not stop: uninterruptible sleep) */
@@ -53,8 +55,11 @@ typedef struct PtraceBatchItem {
         double pause_us;        /* from when it was last seen running to the end of its detach */
 } PtraceBatchItem;
 
-/* Capture ITEMS[0..N), N <= PTRACE_BATCH_MAX. The threads still running are given up (-ETIMEDOUT) once none of
- * them stopped for TIMEOUT_USEC, or after CAP_USEC in all. Each item says how it went; returns -EINVAL for too many,
- * else 0. No thread is left stopped; one that never stopped stays attached until it wakes or we exit. */
+/* How many threads one batch may hold when each copies up to STACK_MAX bytes: 1..PTRACE_BATCH_MAX. */
+size_t capture_ptrace_batch_max(size_t stack_max);
+/* Capture ITEMS[0..N), N <= capture_ptrace_batch_max(STACK_MAX). The threads still running are given up
+ * (-ETIMEDOUT) once none of them stopped for TIMEOUT_USEC, or after CAP_USEC in all. Each item says how it went;
+ * returns -EINVAL for too many, else 0. Nothing is allocated while a thread is stopped. No thread is left stopped;
+ * one that never stopped stays attached until it wakes or we exit. */
 int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t stack_max, uint64_t timeout_usec,
                          uint64_t cap_usec, PtraceBatchItem *items, size_t n);

@@ -381,7 +381,7 @@ static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferre
         maps = unwind_process_maps(c->up, &n_maps);
 
         for (size_t done = 0; done < n;) {
-                size_t k = MIN(n - done, (size_t) PTRACE_BATCH_MAX);
+                size_t k = MIN(n - done, capture_ptrace_batch_max(c->o->stack_bytes));
 
                 if (usec_left(c->raw_deadline_usec) == 0) {
                         note_budget_spent(c, "stopped", done, n);
