@@ -500,14 +500,20 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
         h->listeners[h->n_listeners++] = l;
 
         bool tls = tcp && h->tls_cert;
+        /* HTTPS with the PEM files read at start (GnuTLS, in libmicrohttpd). Without TLS the list ends at once:
+         * libmicrohttpd logs every HTTPS option it is given for a plain listener. */
+        struct MHD_OptionItem tls_options[] = {
+                { tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert },
+                { MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key },
+                { MHD_OPTION_END, 0, NULL },
+        };
 
-        /* HTTPS with the PEM files read at start (GnuTLS, in libmicrohttpd); the options are ignored without it. */
+        /* The logger first, so that libmicrohttpd's messages about the other options reach it too. */
         l->mhd = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
                 on_request, l,
-                MHD_OPTION_HTTPS_MEM_CERT, tls ? h->tls_cert : NULL,
-                MHD_OPTION_HTTPS_MEM_KEY, tls ? h->tls_key : NULL,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                MHD_OPTION_ARRAY, tls_options,
                 MHD_OPTION_LISTEN_SOCKET, sfd,
                 MHD_OPTION_CONNECTION_LIMIT, l->max_connections,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) DIV_ROUND_UP(c->http_timeout_usec, USEC_PER_SEC),
