@@ -1,0 +1,158 @@
+"""Under pressure: the pause a capture causes stays short on an overloaded machine, and a process with thousands of
+threads is dumped in full. The bounds here are generous (CI machines are shared, and this suite also runs under
+ASan); bench/pressure measures the tight figures beside eu-stack and gdb."""
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import STACKCTL, dump_json, functions, wait_until
+
+NCPU = os.cpu_count() or 1
+# The longest pause a capture may record with 10 CPU hogs per core (issue 15: p99 729 ms before, 2 ms the aim).
+PAUSE_BOUND_MS = 20.0
+DUMPS = 12
+RULES = """
+archive:
+  directory: @ARCHIVE@
+capture:
+  max_per_minute: 60
+"""
+
+
+def can_go_realtime():
+    """Whether this process may use SCHED_FIFO (CAP_SYS_NICE, or RLIMIT_RTPRIO), as the unit grants stackwatchd."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except PermissionError:
+        return False
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    return True
+
+
+needs_realtime = pytest.mark.skipif(not can_go_realtime(),
+                                     reason="needs CAP_SYS_NICE or RLIMIT_RTPRIO >= 1 (the unit's LimitRTPRIO=1)")
+
+
+@contextlib.contextmanager
+def cpu_hogs(n):
+    """N processes spinning in user space, each bounded in time, killed and reaped on the way out."""
+    # timeout(1) leads a process group of its own with the shell: killing the group kills both.
+    hogs = [subprocess.Popen(["timeout", "-s", "KILL", "300", "sh", "-c", "while :; do :; done"]) for _ in range(n)]
+    try:
+        # Every hog on the run queue before the test measures anything.
+        wait_until(lambda: all(p.poll() is None and os.path.exists(f"/proc/{p.pid}/task") for p in hogs),
+                   timeout=30, what="the CPU hogs")
+        yield hogs
+    finally:
+        for p in hogs:
+            os.killpg(p.pid, signal.SIGKILL)
+        for p in hogs:
+            p.wait()
+
+
+def spinner_of(doc):
+    """The pause-probe's spinning thread: the one whose frames hold its pp_level_12 loop."""
+    for t in doc["threads"]:
+        if "pp_level_12" in functions(t):
+            return t
+    raise AssertionError("no thread of the dump is in pp_level_12: "
+                         + repr([(t["tid"], t["capture"], functions(t)[:4]) for t in doc["threads"]]))
+
+
+def assert_pauses_short(pauses_ms, what):
+    assert len(pauses_ms) == DUMPS
+    assert max(pauses_ms) <= PAUSE_BOUND_MS, (
+        f"{what}: longest recorded pause {max(pauses_ms):.3f} ms over {PAUSE_BOUND_MS} ms with {10 * NCPU} CPU hogs "
+        f"on {NCPU} CPUs; all: {sorted(round(p, 3) for p in pauses_ms)}")
+
+
+@needs_realtime
+def test_stackctl_pause_under_10x_load(fixture):
+    fx = fixture("pause-probe")
+    pauses = []
+    with cpu_hogs(10 * NCPU):
+        for _ in range(DUMPS):
+            doc = dump_json("--no-source", fx.pid, timeout=60)[0]
+            t = spinner_of(doc)
+            # Stopped, not read passively: the pause is real, and it is what was recorded.
+            assert t["capture"]["method"] == "ptrace", t["capture"]
+            assert t["capture"]["pause_us"] <= doc["capture"]["max_pause_us"]
+            pauses.append(doc["capture"]["max_pause_us"] / 1000)
+            # The target comes first: running on after every dump, not stopped, not traced.
+            fx.assert_untouched()
+    assert_pauses_short(pauses, "stackctl dump")
+
+
+@needs_realtime
+def test_daemon_capture_pause_under_10x_load(daemon, fixture):
+    d = daemon(RULES)
+    fx = fixture("pause-probe")
+    pauses = []
+    with cpu_hogs(10 * NCPU):
+        for _ in range(DUMPS):
+            doc = d.get_json(f"/stacks/{fx.pid}", timeout=60)
+            spinner_of(doc)
+            pauses.append(doc["capture"]["max_pause_us"] / 1000)
+            fx.assert_untouched()
+    assert_pauses_short(pauses, "the daemon's capture")
+
+
+def test_2000_threads_dumped_in_full(fixture):
+    # Issue 15's large process: 1,900 threads blocked in read(), 50 spinning on a CPU, 50 in nanosleep().
+    fx = fixture("thread-crowd", "--sleeping", "50", "1900", "50")
+    for args in (("--no-source",), ()):
+        t0 = time.monotonic()
+        doc = dump_json(*args, fx.pid, timeout=120, check_rc=None)[0]
+        wall = time.monotonic() - t0
+        cap = doc["capture"]
+        assert not cap["partial"] and not cap["truncated"] and cap["errors"] == [], (args, cap)
+        assert cap["threads_total"] == 2001 and len(doc["threads"]) == 2001
+        kinds = {"crowd_park": 0, "crowd_spin": 0, "crowd_nap": 0}
+        for t in doc["threads"]:
+            assert t["capture"].get("error") is None, (t["tid"], t["capture"])
+            for fn in kinds:
+                if fn in functions(t):
+                    kinds[fn] += 1
+        assert kinds == {"crowd_park": 1900, "crowd_spin": 50, "crowd_nap": 50}, (args, kinds)
+        # Within the default time budget (the dump would say "partial" otherwise), and well under it on a plain
+        # build: the bound is for CI's sanitizer build; bench/pressure has the figures.
+        assert wall < 30, f"dump {args} of 2,001 threads took {wall:.1f} s"
+        fx.assert_untouched()
+
+
+def partial_dump(pid, *args):
+    """A dump of PID cut by its time budget with some threads copied and some not: the budget doubles from 10 ms
+    until one is (how far a budget gets depends on the machine, and on the sanitizer build)."""
+    budget = 10
+    while budget <= 10000:
+        r = subprocess.run([STACKCTL, "dump", "--time-budget", str(budget), "--no-source", *args, str(pid)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode in (0, 5), r  # 5: partial
+        if r.returncode == 5 and "skipped: capture time budget" in r.stdout and (
+                "copied 0 of" not in r.stdout):
+            return budget, r.stdout
+        budget *= 2
+    raise AssertionError("no time budget up to 10 s gave a dump cut short with some threads copied")
+
+
+def test_time_budget_names_the_threads_left_out(fixture):
+    fx = fixture("thread-crowd", "--sleeping", "50", "1900", "50")
+    _, out = partial_dump(fx.pid, "--json")
+    doc = json.loads(out.splitlines()[0])
+    skipped = [t for t in doc["threads"] if (t["capture"]["error"] or "").startswith("skipped: capture time budget")]
+    assert 0 < len(skipped) < 2001 and len(doc["threads"]) == 2001
+    assert f"copied {2001 - len(skipped)} of 2001 threads" in " ".join(doc["capture"]["errors"])
+
+    # In text, each thread left out is named, says it was not read (no state is made up for it), and why.
+    budget, out = partial_dump(fx.pid)
+    lines = out.splitlines()
+    not_read = [i for i, ln in enumerate(lines) if ln.startswith("TID ") and ln.endswith(": not read [none]")]
+    assert not_read, out[:2000]
+    assert all(lines[i + 1].startswith(f"  ! skipped: capture time budget ({budget} ms) exhausted") for i in not_read)
+    assert sum(ln.startswith("TID ") for ln in lines) == 2001
+    fx.assert_untouched()
