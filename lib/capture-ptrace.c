@@ -14,6 +14,8 @@
 #include "capture-ptrace.h"
 #include "log.h"
 #include "macro.h"
+#include "proc-parse.h"
+#include "proc-read.h"
 
 /* Poll this many times before sleeping between polls: a thread on another CPU stops within microseconds, and every
  * microsecond we take to notice is a microsecond the target stays stopped. Then sleep, rather than sched_yield():
@@ -181,6 +183,20 @@ static void stack_buffer_fit(UnwindStack *st, uint8_t *buf) {
                 st->data = fit;
 }
 
+/* Whether TID is runnable, waiting for a CPU: interrupted, it stops as soon as it gets one. A thread that is not (in
+ * uninterruptible sleep) stops only when it wakes. */
+static bool thread_runnable(pid_t pid, pid_t tid) {
+        _cleanup_close_ int fd = -EBADF;
+        ProcStat st;
+        char buf[1024];
+        ssize_t n;
+
+        if (proc_open_dir(pid, tid, &fd) < 0)
+                return false;
+        n = proc_read_small(fd, "stat", buf, sizeof buf);
+        return n > 0 && proc_parse_stat(buf, (size_t) n, &st) >= 0 && st.state == 'R';
+}
+
 size_t capture_ptrace_batch_max(size_t stack_max) {
         size_t k = PTRACE_BATCH_BYTES / MAX(stack_max, (size_t) 1);
 
@@ -261,9 +277,17 @@ int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t s
                 if (left == 0)
                         break;
                 /* The timeout is for no progress: on a loaded machine the interrupted threads stop one by one as
-                 * each gets a CPU, while one in uninterruptible sleep never does. */
+                 * each gets a CPU, while one in uninterruptible sleep never does. So while one of them is still
+                 * runnable, only waiting for a CPU, the wait goes on up to CAP (no thread of ours is stopped now:
+                 * each is released as soon as it is seen stopped). */
                 if (took)
                         deadline = MIN(now_ns() + timeout_usec * NSEC_PER_USEC, cap);
+                if (now_ns() >= deadline && now_ns() < cap)
+                        for (size_t i = 0; i < n; i++)
+                                if (pending[i] && thread_runnable(pid, items[i].tid)) {
+                                        deadline = MIN(now_ns() + timeout_usec * NSEC_PER_USEC, cap);
+                                        break;
+                                }
                 if (now_ns() >= deadline) {
                         for (size_t i = 0; i < n; i++)
                                 if (pending[i])
@@ -279,40 +303,5 @@ int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t s
                 ptrace_session_done(&s[i]);
                 stack_buffer_fit(&items[i].stack, bufs[i]);
         }
-        return 0;
-}
-
-int capture_ptrace_thread(pid_t pid, pid_t tid, const ProcMap *maps, size_t n_maps, size_t stack_max,
-                          uint64_t timeout_usec, UnwindRegs *ret_regs, UnwindStack *ret_stack, bool *ret_truncated,
-                          double *ret_pause_us) {
-        _cleanup_ptrace_session_ PtraceSession s = PTRACE_SESSION_NULL;
-        _cleanup_free_ uint8_t *buf = stack_buffer_new(stack_max);
-        UnwindStack stack = {};
-        UnwindRegs regs;
-        uint64_t t0, t1;
-        int r;
-
-        if (!buf)
-                return -ENOMEM;
-        r = ptrace_session_seize(&s, tid);
-        if (r < 0)
-                return r;
-        t0 = now_ns();
-        r = ptrace_session_stop(&s, timeout_usec);
-        if (r < 0)
-                return r;
-        r = ptrace_session_get_regs(&s, &regs);
-        if (r < 0)
-                return r;
-        /* Copy while stopped so the bytes match the registers; the copy is bounded by STACK_MAX. */
-        r = capture_read_stack(pid, maps, n_maps, regs.r[UNWIND_REG_RSP], buf, stack_max, &stack, ret_truncated);
-        (void) ptrace_session_detach(&s);
-        t1 = now_ns();
-        if (r < 0 && r != -EFAULT)
-                return r;
-        stack_buffer_fit(&stack, TAKE_PTR(buf));
-        *ret_regs = regs;
-        *ret_stack = stack;
-        *ret_pause_us = (double) (t1 - t0) / 1000.0;
         return 0;
 }

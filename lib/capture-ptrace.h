@@ -34,13 +34,8 @@ int ptrace_session_detach(PtraceSession *s);
 void ptrace_session_done(PtraceSession *s);
 #define _cleanup_ptrace_session_ __attribute__((cleanup(ptrace_session_done)))
 
-/* The whole ptrace capture of one thread: seize, stop, registers, stack copy of at most STACK_MAX bytes, detach.
- * RET_PAUSE_US is the time from the interrupt to the end of the detach: an upper bound of the target's pause. */
-int capture_ptrace_thread(pid_t pid, pid_t tid, const ProcMap *maps, size_t n_maps, size_t stack_max,
-                          uint64_t timeout_usec, UnwindRegs *ret_regs, UnwindStack *ret_stack, bool *ret_truncated,
-                          double *ret_pause_us);
-
-/* Several threads of one process at once: all interrupted first, then each one read and released as soon as it
+/* The ptrace capture of threads (one or several) of one process: seize, stop, registers, a stack copy of at most
+ * STACK_MAX bytes, detach. Several at once: all interrupted first, then each one read and released as soon as it
  * stops. On a loaded machine an interrupted thread stops only when it next gets a CPU (tens of ms behind 50 busy
  * threads on 2 cores): one at a time, those waits add up; in a batch they overlap, and each pause stays its own. */
 #define PTRACE_BATCH_MAX 32

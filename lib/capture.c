@@ -260,28 +260,42 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
         return -EAGAIN;
 }
 
-/* A ptrace capture's result recorded: registers and stack taken, the pause it cost. */
-static void ptrace_taken(Capture *c, ThreadSnapshot *t, RawThread *raw, bool truncated) {
+/* A thread of a ptrace batch recorded: its registers and stack copy, and the pause it cost; or its error. */
+static int ptrace_item_take(Capture *c, ThreadSnapshot *t, RawThread *raw, PtraceBatchItem *it) {
+        if (it->error < 0) {
+                free(it->stack.data);
+                return it->error;
+        }
+        raw->regs = it->regs;
+        raw->stack = it->stack;
         raw->have_regs = true;
+        t->pause_us = it->pause_us;
         t->stack_bytes = raw->stack.len;
-        t->truncated = t->truncated || truncated;
+        t->truncated = t->truncated || it->truncated;
         t->method = CAPTURE_METHOD_PTRACE;
         if (t->pause_us > c->s->max_pause_us)
                 c->s->max_pause_us = t->pause_us;
+        return 0;
 }
 
-static int capture_ptrace(Capture *c, ThreadSnapshot *t, RawThread *raw) {
+/* Stop ITEMS[0..N) of the capture's process, real-time while any is stopped: no load delays their release. */
+static void capture_ptrace_items(Capture *c, PtraceBatchItem *items, size_t n) {
+        const ProcMap *maps;
         size_t n_maps;
-        const ProcMap *maps = unwind_process_maps(c->up, &n_maps);
-        bool truncated = false;
-        int r;
 
-        r = capture_ptrace_thread(c->pid, t->tid, maps, n_maps, c->o->stack_bytes, stop_timeout(c),
-                                  &raw->regs, &raw->stack, &truncated, &t->pause_us);
-        if (r < 0)
-                return r;
-        ptrace_taken(c, t, raw, truncated);
-        return 0;
+        maps = unwind_process_maps(c->up, &n_maps);
+        (void) capture_sched_rt_begin(&c->sched);
+        (void) capture_ptrace_batch(c->pid, maps, n_maps, c->o->stack_bytes, stop_timeout(c),
+                                    MAX(usec_left(c->raw_deadline_usec), stop_timeout(c)), items, n);
+        capture_sched_rt_end(&c->sched);
+}
+
+/* One thread, stopped briefly (the unwind pass's fall-back for a sleeping thread). */
+static int capture_ptrace(Capture *c, ThreadSnapshot *t, RawThread *raw) {
+        PtraceBatchItem it = { .tid = t->tid };
+
+        capture_ptrace_items(c, &it, 1);
+        return ptrace_item_take(c, t, raw, &it);
 }
 
 static void note_ptrace_error(Capture *c, ThreadSnapshot *t, int r) {
@@ -370,15 +384,9 @@ static void ptrace_failed(Capture *c, ThreadSnapshot *t, RawThread *raw, int r) 
         note_ptrace_error(c, t, r);
 }
 
-/* The threads the raw pass left for ptrace (RAW indexes in DEFERRED), PTRACE_BATCH_MAX at a time. */
+/* The threads the raw pass left for ptrace (RAW indexes in DEFERRED), in batches. */
 static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferred, size_t n) {
         PtraceBatchItem items[PTRACE_BATCH_MAX];
-        const ProcMap *maps;
-        size_t n_maps;
-
-        if (n == 0)
-                return 0;
-        maps = unwind_process_maps(c->up, &n_maps);
 
         for (size_t done = 0; done < n;) {
                 size_t k = MIN(n - done, capture_ptrace_batch_max(c->o->stack_bytes));
@@ -397,24 +405,14 @@ static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferre
                 }
                 for (size_t i = 0; i < k; i++)
                         items[i] = (PtraceBatchItem) { .tid = c->s->threads[rs->raw[deferred[done + i]].index].tid };
-                /* Real-time while threads are stopped: no load delays their release. */
-                (void) capture_sched_rt_begin(&c->sched);
-                (void) capture_ptrace_batch(c->pid, maps, n_maps, c->o->stack_bytes, stop_timeout(c),
-                                            MAX(usec_left(c->raw_deadline_usec), stop_timeout(c)), items, k);
-                capture_sched_rt_end(&c->sched);
+                capture_ptrace_items(c, items, k);
                 for (size_t i = 0; i < k; i++) {
                         RawThread *raw = &rs->raw[deferred[done + i]];
                         ThreadSnapshot *t = &c->s->threads[raw->index];
+                        int r = ptrace_item_take(c, t, raw, &items[i]);
 
-                        if (items[i].error < 0) {
-                                free(items[i].stack.data);
-                                ptrace_failed(c, t, raw, items[i].error);
-                                continue;
-                        }
-                        raw->regs = items[i].regs;
-                        raw->stack = items[i].stack;
-                        t->pause_us = items[i].pause_us;
-                        ptrace_taken(c, t, raw, items[i].truncated);
+                        if (r < 0)
+                                ptrace_failed(c, t, raw, r);
                 }
                 done += k;
         }
@@ -697,13 +695,8 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
                     (t->tracer_pid == 0 || t->tracer_pid == getpid())) {
                         RawThread again = { .index = raw->index };
                         ThreadSnapshot backup = *t;
-                        bool taken;
 
-                        /* Real-time while the thread is stopped, as in capture_ptrace_deferred(). */
-                        (void) capture_sched_rt_begin(&c->sched);
-                        taken = capture_ptrace(c, t, &again) == 0;
-                        capture_sched_rt_end(&c->sched);
-                        if (taken) {
+                        if (capture_ptrace(c, t, &again) == 0) {
                                 bool clean2 = false;
                                 free(raw->stack.data);
                                 *raw = again;
