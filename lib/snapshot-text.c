@@ -60,10 +60,15 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 put_escaped(f, t->comm);
                 fputc('"', f);
         }
-        fputc(' ', f);
-        put_state(f, t->state);
-        fprintf(f, " (%s)", thread_state_to_string(t->state));
-        print_syscall(f, t);
+        if (t->state == '\0' || t->state == '?')
+                /* Left out before its stat was read (the time budget): nothing is known of its state. */
+                fputs(" not read", f);
+        else {
+                fputc(' ', f);
+                put_state(f, t->state);
+                fprintf(f, " (%s)", thread_state_to_string(t->state));
+                print_syscall(f, t);
+        }
         if (t->wchan) {
                 fputs(" wchan ", f);
                 put_escaped(f, t->wchan);
