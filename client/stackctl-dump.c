@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capture-sched.h"
 #include "capture.h"
 #include "log.h"
 #include "parse-util.h"
@@ -209,10 +208,6 @@ int verb_dump(int argc, char **argv) {
         r = symbolizer_from_args(&sym);
         if (r != EXIT_OK)
                 return r;
-        /* The whole dump ahead of ordinary load, its output too: the process being dumped is often what loads the
-         * machine (capture_process() does the same for itself alone). */
-        CaptureSched sched;
-        (void) capture_sched_begin(&sched);
         if (arg.all)
                 ret = dump_all(sym);
         else

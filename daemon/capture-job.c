@@ -15,7 +15,6 @@
 
 #include "archive-vacuum.h"
 #include "capture-job.h"
-#include "capture-sched.h"
 #include "io-util.h"
 #include "json-util.h"
 #include "log.h"
@@ -235,10 +234,6 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
 
         if (spec->render_id)
                 return job_render_stored(spec, out_fd);
-        /* The whole job (capture, then writing the snapshot) ahead of ordinary load, which is often the target's: a
-         * short-lived child, so the priority goes with it. */
-        CaptureSched sched;
-        (void) capture_sched_begin(&sched);
 
         /* The probe first: it watches the thread spin, and the capture afterwards sees the same loop. */
         if (spec->probe_usec > 0 && spec->trigger.tid > 0) {
