@@ -247,6 +247,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         /* One budget, from here, for the process and its peers: the probe above has its own. */
         options = spec->options;
         options.deadline_usec = now_usec(CLOCK_MONOTONIC) + options.time_budget_usec;
+        options.keep_tid = spec->trigger.tid;
         r = symbolizer_new(options.debuginfo_path, true, &sym);
         if (r >= 0)
                 r = job_symbolizer_apply(sym, spec);

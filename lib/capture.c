@@ -14,6 +14,7 @@
 #include "capture.h"
 #include "log.h"
 #include "macro.h"
+#include "proc-parse.h"
 #include "proc-read.h"
 #include "strv.h"
 #include "time-util.h"
@@ -563,6 +564,47 @@ static int capture_begin(Capture *c, int *ret_dirfd, UnwindProcess **ret_up) {
         return kthread;
 }
 
+/* Whether TID should be kept when the thread budget leaves threads out: the trigger thread, and the threads on a
+ * CPU or in uninterruptible sleep, which are what a hang report is about; the threads that sleep are many and
+ * alike (a pool parked on one queue). */
+static bool thread_wanted(Capture *c, pid_t tid) {
+        _cleanup_close_ int taskfd = -EBADF;
+        char buf[1024];
+        ProcStat st;
+        ssize_t n;
+
+        if (tid == c->o->keep_tid)
+                return true;
+        if (proc_open_task(c->dirfd, tid, &taskfd) < 0)
+                return false;
+        n = proc_read_small(taskfd, "stat", buf, sizeof buf);
+        return n > 0 && proc_parse_stat(buf, (size_t) n, &st) >= 0 && (st.state == 'R' || st.state == 'D');
+}
+
+static int cmp_tid(const void *a, const void *b) {
+        int x = *(const int *) a, y = *(const int *) b;
+
+        return (x > y) - (x < y);
+}
+
+/* Order TIDS[0..N) so that its first MAX are the ones to capture: the wanted threads (thread_wanted()) first, then
+ * the others, each group in TID order. Returns how many were wanted, or -ENOMEM. */
+static ssize_t pick_threads(Capture *c, int *tids, size_t n, size_t max) {
+        _cleanup_free_ int *rest = calloc(n ?: 1, sizeof *rest);
+        size_t k = 0, m = 0;
+
+        if (!rest)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (thread_wanted(c, tids[i]))
+                        tids[k++] = tids[i];
+                else
+                        rest[m++] = tids[i];
+        memcpy(&tids[k], rest, m * sizeof *rest);
+        qsort(tids, MIN(n, max), sizeof *tids, cmp_tid);
+        return (ssize_t) k;
+}
+
 /* The threads to capture: all of them, or just o->tid; at most o->max_threads (the cut is recorded). */
 static int capture_list_threads(Capture *c, int **ret_tids, size_t *ret_n) {
         size_t n = 0;
@@ -582,7 +624,13 @@ static int capture_list_threads(Capture *c, int **ret_tids, size_t *ret_n) {
         }
         c->s->threads_total = n;
         if (n > c->o->max_threads) {
-                snapshot_add_error(c->s, "thread budget: captured %u of %zu threads", c->o->max_threads, n);
+                ssize_t wanted = pick_threads(c, *ret_tids, n, c->o->max_threads);
+
+                if (wanted < 0)
+                        return (int) wanted;
+                snapshot_add_error(c->s, "thread budget: captured %u of %zu threads: the %zd on a CPU or in D state "
+                                   "(and a trigger thread) first, then the others by TID", c->o->max_threads, n,
+                                   wanted);
                 c->s->truncated = true;
                 n = c->o->max_threads;
         }

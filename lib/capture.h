@@ -31,6 +31,7 @@ typedef struct CaptureOptions {
                                          * peers (0: time_budget_usec from the capture's start) */
         uint64_t stop_timeout_usec;     /* how long to wait for a ptrace stop */
         pid_t tid;                      /* only this thread; 0 for all */
+        pid_t keep_tid;                 /* a thread that max_threads never leaves out (a rule's trigger thread) */
         const char *debuginfo_path;     /* libdwfl syntax; NULL for the default */
 } CaptureOptions;
 

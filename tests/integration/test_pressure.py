@@ -104,7 +104,7 @@ def test_daemon_capture_pause_under_10x_load(daemon, fixture):
 
 def test_2000_threads_dumped_in_full(fixture):
     # Issue 15's large process: 1,900 threads blocked in read(), 50 spinning on a CPU, 50 in nanosleep().
-    fx = fixture("thread-crowd", "--sleeping", "50", "1900", "50")
+    fx = fixture("thread-crowd", "--sleeping", "50", "1900", "50", ready=False).wait_line(timeout=60)
     for args in (("--no-source",), ()):
         t0 = time.monotonic()
         doc = dump_json(*args, fx.pid, timeout=120, check_rc=None)[0]
@@ -141,7 +141,7 @@ def partial_dump(pid, *args):
 
 
 def test_time_budget_names_the_threads_left_out(fixture):
-    fx = fixture("thread-crowd", "--sleeping", "50", "1900", "50")
+    fx = fixture("thread-crowd", "--sleeping", "50", "1900", "50", ready=False).wait_line(timeout=60)
     _, out = partial_dump(fx.pid, "--json")
     doc = json.loads(out.splitlines()[0])
     skipped = [t for t in doc["threads"] if (t["capture"]["error"] or "").startswith("skipped: capture time budget")]
@@ -155,4 +155,20 @@ def test_time_budget_names_the_threads_left_out(fixture):
     assert not_read, out[:2000]
     assert all(lines[i + 1].startswith(f"  ! skipped: capture time budget ({budget} ms) exhausted") for i in not_read)
     assert sum(ln.startswith("TID ") for ln in lines) == 2001
+    fx.assert_untouched()
+
+
+def test_thread_budget_keeps_the_threads_on_a_cpu(fixture):
+    # Over the thread budget (4,096), the busy threads have the highest TIDs here: cutting by TID left every one of
+    # them out, the very threads a hang report is about.
+    fx = fixture("thread-crowd", "4300", "20", ready=False).wait_line(timeout=120)
+    # A time budget that does not cut in first (the sanitizer build is slow): this is about the thread budget.
+    doc = dump_json("--no-source", "--time-budget", "100000", fx.pid, timeout=200, check_rc=5)[0]
+    assert doc["capture"]["threads_total"] == 4321 and len(doc["threads"]) == 4096
+    spinning = [t for t in doc["threads"] if "crowd_spin" in functions(t)]
+    assert len(spinning) == 20, [e for e in doc["capture"]["errors"]]
+    assert any(e.startswith("thread budget: captured 4096 of 4321 threads: the 20 on a CPU")
+               for e in doc["capture"]["errors"]), doc["capture"]["errors"]
+    tids = [t["tid"] for t in doc["threads"]]
+    assert tids == sorted(tids)
     fx.assert_untouched()
