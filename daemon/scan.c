@@ -178,16 +178,15 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
         ssize_t n;
 
         if (wants & CLASSIFY_READ_IO) {
+                ProcIo io;
+
                 n = read_task_file(s, t, "io", buf, sizeof buf);
-                if (n > 0) {
-                        const char *keys[] = { "rchar:", "wchar:", "syscr:", "syscw:" };
-                        uint64_t *vals[] = { &cur->rchar, &cur->wchar, &cur->syscr, &cur->syscw };
-                        cur->have_io = true;
-                        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-                                const char *p = strstr(buf, keys[i]);
-                                if (!p || (p += strlen(keys[i]), scan_u64(&p, buf + n, vals[i]) < 0))
-                                        cur->have_io = false;
-                        }
+                cur->have_io = n > 0 && proc_parse_io(buf, (size_t) n, &io) >= 0;
+                if (cur->have_io) {
+                        cur->rchar = io.rchar;
+                        cur->wchar = io.wchar;
+                        cur->syscr = io.syscr;
+                        cur->syscw = io.syscw;
                 }
         }
         if (wants & CLASSIFY_READ_SYSCALL) {

@@ -1,4 +1,4 @@
-/* proc-parse.c: stat, status, syscall, stack, maps, cmdline and cgroup parsers (pure, bounded). */
+/* proc-parse.c: stat, status, syscall, io, fdinfo, stack, maps, cmdline and cgroup parsers (pure, bounded). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +148,57 @@ int proc_parse_status(const char *buf, size_t len, ProcStatus *ret) {
         return 0;
 }
 
+int proc_parse_io(const char *buf, size_t len, ProcIo *ret) {
+        static const char *const keys[] = { "rchar", "wchar", "syscr", "syscw" };
+        const char *end = buf + len;
+        ProcIo io = {};
+        uint64_t *const vals[] = { &io.rchar, &io.wchar, &io.syscr, &io.syscw };
+
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                const char *p = status_field(buf, end, keys[i]);
+                if (!p || scan_u64(&p, end, vals[i]) < 0)
+                        return -EINVAL;
+        }
+        *ret = io;
+        return 0;
+}
+
+int proc_parse_fdinfo_flags(const char *buf, size_t len, unsigned *ret_flags) {
+        const char *end = buf + len, *p = status_field(buf, end, "flags");
+        uint64_t u;
+
+        if (!p)
+                return -EINVAL;
+        while (p < end && (*p == ' ' || *p == '\t'))
+                p++;
+        if (scan_digits(&p, end, 8, &u) < 0 || u > UINT32_MAX)
+                return -EINVAL;
+        *ret_flags = (unsigned) u;
+        return 0;
+}
+
+size_t proc_parse_fdinfo_tfds(const char *buf, size_t len, int *fds, size_t max) {
+        const char *end = buf + len;
+        size_t n = 0;
+
+        /* "tfd:        5 events:       19 data:                5  pos:0 ino:1c sdev:8", one line per fd in the set. */
+        for (const char *l = buf; l < end;) {
+                const char *eol = memchr(l, '\n', (size_t) (end - l)) ?: end, *p;
+                uint64_t fd;
+
+                if (eol - l > 4 && memcmp(l, "tfd:", 4) == 0) {
+                        p = l + 4;
+                        if (scan_u64(&p, eol, &fd) >= 0 && fd <= INT32_MAX) {
+                                if (n < max)
+                                        fds[n] = (int) fd;
+                                n++;
+                        }
+                }
+                l = eol + 1;
+        }
+        return n;
+}
+
 static void copy_bounded(char *dst, size_t size, const char *src, size_t n) {
         n = MIN(n, size - 1);
         memcpy(dst, src, n);
@@ -228,7 +279,8 @@ int proc_parse_maps(char *buf, size_t len, ProcMap **ret, size_t *ret_n) {
                 const char *p = l, *dash;
                 ProcMap m = {};
 
-                *eol = '\0';
+                if (eol < end)
+                        *eol = '\0'; /* the last line ends at the caller's NUL */
                 dash = memchr(l, '-', (size_t) (eol - l));
                 if (!dash || scan_hex_u64(&p, dash, &m.start) < 0)
                         goto next;

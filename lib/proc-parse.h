@@ -62,6 +62,20 @@ typedef struct ProcStatus {
 
 int proc_parse_status(const char *buf, size_t len, ProcStatus *ret);
 
+/* /proc/PID/task/TID/io, the counters we use. */
+typedef struct ProcIo {
+        uint64_t rchar, wchar;  /* bytes through read/write-like calls */
+        uint64_t syscr, syscw;  /* read/write-like calls */
+} ProcIo;
+
+int proc_parse_io(const char *buf, size_t len, ProcIo *ret);
+
+/* /proc/PID/fdinfo/FD: the open flags ("flags:", octal), O_ACCMODE and the rest. */
+int proc_parse_fdinfo_flags(const char *buf, size_t len, unsigned *ret_flags);
+/* An epoll fd's fdinfo: the fds of its "tfd:" lines, the first MAX into FDS. Returns how many lines there are (may
+ * be more than MAX). */
+size_t proc_parse_fdinfo_tfds(const char *buf, size_t len, int *fds, size_t max);
+
 /* One line of /proc/PID/task/TID/stack: "[<0>] function+0x2d2/0x3b0 [module]". */
 typedef struct ProcKernelFrame {
         char function[128];
@@ -84,7 +98,8 @@ typedef struct ProcMap {
         const char *path;       /* points into the parsed buffer (NUL-terminated in place); "" for anon */
 } ProcMap;
 
-/* Parse maps in place (the buffer is modified: line ends become NULs). ret is malloc'd. */
+/* Parse maps in place: BUF is a NUL-terminated string of LEN bytes, and its line ends become NULs, so that each
+ * path is a string. ret is malloc'd. */
 int proc_parse_maps(char *buf, size_t len, ProcMap **ret, size_t *ret_n);
 /* Binary search for the mapping containing ADDR; NULL when none does. */
 const ProcMap *proc_maps_find(const ProcMap *maps, size_t n, uint64_t addr);

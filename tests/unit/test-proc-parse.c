@@ -156,6 +156,14 @@ START_TEST(test_maps) {
         ck_assert_ptr_null(proc_maps_find(m, n, 0x7ffd2000));
         ck_assert_ptr_null(proc_maps_find(m, n, 0));
         free(m);
+
+        /* The last line without its newline (found by fuzz-proc): it ends at the string's NUL, and nothing is
+         * written past LEN. */
+        char last[] = "7fff0000-7fff1000 r-xp 00000000 00:00 0 /lib/x.so";
+        ck_assert_int_eq(proc_parse_maps(last, strlen(last), &m, &n), 0);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_str_eq(m[0].path, "/lib/x.so");
+        free(m);
 }
 END_TEST
 
@@ -208,5 +216,43 @@ START_TEST(test_schedstat) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("proc-parse", test_schedstat, test_stat_hostile_comm, test_stat_broken, test_syscall, test_status, test_kstack, test_maps,
-               test_cmdline_cgroup_unit, test_syscall_names)
+START_TEST(test_io) {
+        const char ok[] = "rchar: 6976\nwchar: 12\nsyscr: 10\nsyscw: 1\nread_bytes: 0\nwrite_bytes: 0\n"
+                          "cancelled_write_bytes: 0\n";
+        /* A key must start its line: "xrchar:" is not "rchar:". */
+        const char shifted[] = "xrchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\n";
+        ProcIo io;
+
+        ck_assert_int_eq(proc_parse_io(ok, strlen(ok), &io), 0);
+        ck_assert_uint_eq(io.rchar, 6976);
+        ck_assert_uint_eq(io.wchar, 12);
+        ck_assert_uint_eq(io.syscr, 10);
+        ck_assert_uint_eq(io.syscw, 1);
+        ck_assert_int_lt(proc_parse_io(shifted, strlen(shifted), &io), 0);
+        ck_assert_int_lt(proc_parse_io(ok, 30, &io), 0); /* cut before syscw */
+        ck_assert_int_lt(proc_parse_io("", 0, &io), 0);
+}
+END_TEST
+
+START_TEST(test_fdinfo) {
+        const char pipe[] = "pos:\t0\nflags:\t0100001\nmnt_id:\t15\nino:\t491111\n";
+        const char epoll[] = "pos:\t0\nflags:\t02\nmnt_id:\t16\nino:\t1057\n"
+                             "tfd:        5 events:       19 data:                5  pos:0 ino:77b31 sdev:8\n"
+                             "tfd:        7 events:       1d data:                7  pos:0 ino:77b33 sdev:d\n"
+                             "tfd: x events: 19\n";
+        unsigned flags = 0;
+        int fds[1] = {};
+
+        ck_assert_int_eq(proc_parse_fdinfo_flags(pipe, strlen(pipe), &flags), 0);
+        ck_assert_uint_eq(flags, 0100001);
+        ck_assert_int_lt(proc_parse_fdinfo_flags("pos:\t0\n", 7, &flags), 0);
+        ck_assert_int_lt(proc_parse_fdinfo_flags("flags:\t9\n", 9, &flags), 0); /* octal */
+        ck_assert_uint_eq(proc_parse_fdinfo_tfds(pipe, strlen(pipe), fds, 1), 0);
+        /* Two fds, of which the first fits; the malformed line is not one. */
+        ck_assert_uint_eq(proc_parse_fdinfo_tfds(epoll, strlen(epoll), fds, 1), 2);
+        ck_assert_int_eq(fds[0], 5);
+}
+END_TEST
+
+UNIT_TEST_MAIN("proc-parse", test_schedstat, test_io, test_fdinfo, test_stat_hostile_comm, test_stat_broken, test_syscall,
+               test_status, test_kstack, test_maps, test_cmdline_cgroup_unit, test_syscall_names)
