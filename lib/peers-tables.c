@@ -215,20 +215,10 @@ int peer_tables_load_inet(PeerResolver *r, uint8_t protocol) {
 }
 
 /* /proc/locks: "1: FLOCK  ADVISORY  WRITE 4232 00:2a:1234 0 EOF", a waiter as "1: -> FLOCK …". */
-int peer_tables_load_locks(PeerResolver *r) {
-        _cleanup_free_ char *buf = NULL;
-        _cleanup_close_ int procfd = -EBADF;
-        size_t size = 0, allocated = 0;
-        int k;
+int peer_tables_parse_locks(char *buf, LockLine **ret, size_t *ret_n) {
+        _cleanup_free_ LockLine *locks = NULL;
+        size_t n = 0, allocated = 0;
 
-        if (r->have_locks)
-                return 0;
-        procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (procfd < 0)
-                return negative_errno();
-        k = proc_read_full(procfd, "locks", LOCKS_FILE_MAX, &buf, &size);
-        if (k < 0)
-                return k;
         for (char *line = buf, *next; line && *line; line = next) {
                 LockLine l = {};
                 char *p, *tok, *save = NULL;
@@ -267,10 +257,32 @@ int peer_tables_load_locks(PeerResolver *r) {
                 if (field < 5 || l.inode == 0)
                         continue;
                 l.pid = (pid_t) pid;
-                if (!GREEDY_REALLOC(r->locks, allocated, r->n_locks + 1))
+                if (!GREEDY_REALLOC(locks, allocated, n + 1))
                         return -ENOMEM;
-                r->locks[r->n_locks++] = l;
+                locks[n++] = l;
         }
+        *ret = TAKE_PTR(locks);
+        *ret_n = n;
+        return 0;
+}
+
+int peer_tables_load_locks(PeerResolver *r) {
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int procfd = -EBADF;
+        size_t size = 0;
+        int k;
+
+        if (r->have_locks)
+                return 0;
+        procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (procfd < 0)
+                return negative_errno();
+        k = proc_read_full(procfd, "locks", LOCKS_FILE_MAX, &buf, &size);
+        if (k < 0)
+                return k;
+        k = peer_tables_parse_locks(buf, &r->locks, &r->n_locks);
+        if (k < 0)
+                return k;
         r->have_locks = true;
         return 0;
 }

@@ -79,3 +79,5 @@ size_t peer_tables_find_owners(PeerResolver *r, FdKind kind, uint64_t inode, siz
 int peer_tables_load_unix(PeerResolver *r);
 int peer_tables_load_inet(PeerResolver *r, uint8_t protocol);
 int peer_tables_load_locks(PeerResolver *r);
+/* The lines of /proc/locks in BUF (NUL-terminated, cut up in place) that name a file; *RET is malloc'd. */
+int peer_tables_parse_locks(char *buf, LockLine **ret, size_t *ret_n);

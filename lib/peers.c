@@ -81,8 +81,7 @@ static int fd_link(pid_t pid, int fd, char *buf, size_t size) {
 static int fd_accmode(pid_t pid, int fd) {
         _cleanup_close_ int dirfd = -EBADF;
         char name[32], buf[512];
-        const char *p;
-        unsigned long flags;
+        unsigned flags;
         ssize_t n;
         int k;
 
@@ -93,9 +92,9 @@ static int fd_accmode(pid_t pid, int fd) {
         n = proc_read_small(dirfd, name, buf, sizeof buf);
         if (n < 0)
                 return (int) n;
-        p = strstr(buf, "flags:");
-        if (!p || sscanf(p + 6, "%lo", &flags) != 1)
-                return -EINVAL;
+        k = proc_parse_fdinfo_flags(buf, (size_t) n, &flags);
+        if (k < 0)
+                return k;
         return (int) (flags & O_ACCMODE);
 }
 
@@ -714,8 +713,9 @@ static int edges_select(EdgeCtx *c, uint64_t nfds, const uint64_t sets[3]) {
 static int edges_epoll(EdgeCtx *c, int epfd) {
         _cleanup_close_ int dirfd = -EBADF;
         _cleanup_free_ char *buf = NULL;
+        int fds[PEERS_WAIT_FDS_MAX];
         char name[32];
-        size_t size, seen = 0;
+        size_t size, n;
         int k;
 
         k = proc_open_dir(c->w->pid, 0, &dirfd);
@@ -726,18 +726,14 @@ static int edges_epoll(EdgeCtx *c, int epfd) {
         if (k < 0)
                 return k;
         c->multiplexed = true;
-        for (const char *p = buf; (p = strstr(p, "tfd:")); p += 4) {
-                int fd;
-                if (sscanf(p + 4, "%d", &fd) != 1)
-                        continue;
-                if (seen++ >= PEERS_WAIT_FDS_MAX) {
-                        c->chain->truncated = true;
-                        break;
-                }
-                k = edges_fd(c, fd);
+        n = proc_parse_fdinfo_tfds(buf, size, fds, ELEMENTSOF(fds));
+        for (size_t i = 0; i < MIN(n, ELEMENTSOF(fds)); i++) {
+                k = edges_fd(c, fds[i]);
                 if (k < 0)
                         return k;
         }
+        if (n > ELEMENTSOF(fds))
+                c->chain->truncated = true;
         return 0;
 }
 

@@ -1,6 +1,7 @@
-/* test-peers.c: sock_diag, the peer resolver and the wait-chain walk against real children: a reader on a
- * socketpair whose other end another child holds, two children reading from each other (a deadlock), a reader
- * whose peer the test itself holds (the resolver never names its own process), and a thread that vanished. */
+/* test-peers.c: sock_diag, the /proc/locks parser, the peer resolver and the wait-chain walk against real children:
+ * a reader on a socketpair whose other end another child holds, two children reading from each other (a deadlock),
+ * a reader whose peer the test itself holds (the resolver never names its own process), and a thread that
+ * vanished. */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -196,6 +197,28 @@ START_TEST(test_a_vanished_process_is_an_error_in_the_chain) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("peers", test_sock_diag_finds_a_socketpair_and_its_peer,
+START_TEST(test_locks_lines) {
+        char locks[] = "1: FLOCK  ADVISORY  WRITE 20681 fe:00:10952957 0 EOF\n"
+                       "1: -> FLOCK  ADVISORY  WRITE 20685 fe:00:10952957 0 EOF\n"
+                       "2: OFDLCK ADVISORY  WRITE -1 fe:00:10953251 0 EOF\n"
+                       "3: POSIX  ADVISORY  WRITE 20686 fe:00:10953250 0 9\n"
+                       "4: POSIX  ADVISORY  WRITE 1 no-device 0 EOF\n"
+                       "garbage\n"
+                       "5: LEASE";
+        _cleanup_free_ LockLine *l = NULL;
+        size_t n = 0;
+
+        ck_assert_int_eq(peer_tables_parse_locks(locks, &l, &n), 0);
+        ck_assert_uint_eq(n, 4);
+        ck_assert(!l[0].waiter && l[1].waiter && l[0].id == l[1].id);
+        ck_assert_int_eq(l[1].pid, 20685);
+        ck_assert_str_eq(l[2].type, "OFDLCK");
+        ck_assert_int_eq(l[2].pid, -1);
+        ck_assert_uint_eq(l[3].major, 0xfe);
+        ck_assert_uint_eq(l[3].inode, 10953250);
+}
+END_TEST
+
+UNIT_TEST_MAIN("peers", test_locks_lines, test_sock_diag_finds_a_socketpair_and_its_peer,
                test_reader_waits_on_the_child_holding_the_other_end, test_the_resolver_never_names_its_own_process,
                test_two_readers_of_each_other_are_a_deadlock_and_one_is_not, test_a_vanished_process_is_an_error_in_the_chain)
