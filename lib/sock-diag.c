@@ -25,6 +25,29 @@
 
 typedef int (*DiagMessage)(const struct nlmsghdr *h, void *userdata);
 
+/* One reply BUF (N bytes, what one recv() returned): ON_MSG for every message in it. 1 at the end of the dump
+ * (NLMSG_DONE), 0 when more replies are to come, -errno for NLMSG_ERROR or what ON_MSG returned. */
+static int diag_reply(const char *buf, ssize_t n, DiagMessage on_msg, void *userdata) {
+        int r;
+
+        /* N stays signed: NLMSG_NEXT() takes the aligned length of a message, more than is left after an unaligned
+         * last one, and N must then go below zero for NLMSG_OK() to stop the walk. */
+        for (const struct nlmsghdr *m = (const struct nlmsghdr *) buf; NLMSG_OK(m, n); m = NLMSG_NEXT(m, n)) {
+                if (m->nlmsg_type == NLMSG_DONE)
+                        return 1;
+                if (m->nlmsg_type == NLMSG_ERROR) {
+                        const struct nlmsgerr *e = NLMSG_DATA(m);
+                        if (m->nlmsg_len < NLMSG_LENGTH(sizeof *e))
+                                return -EIO;
+                        return e->error < 0 ? e->error : -EIO;
+                }
+                r = on_msg(m, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* Send REQ (LEN bytes, a nlmsghdr and its payload) as a dump request and call ON_MSG for every reply message. */
 static int diag_dump(void *req, size_t len, DiagMessage on_msg, void *userdata) {
         struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
@@ -55,19 +78,9 @@ static int diag_dump(void *req, size_t len, DiagMessage on_msg, void *userdata) 
                 }
                 if (n == 0)
                         return -EIO;
-                for (struct nlmsghdr *m = (struct nlmsghdr *) buf; NLMSG_OK(m, (size_t) n); m = NLMSG_NEXT(m, n)) {
-                        if (m->nlmsg_type == NLMSG_DONE)
-                                return 0;
-                        if (m->nlmsg_type == NLMSG_ERROR) {
-                                const struct nlmsgerr *e = NLMSG_DATA(m);
-                                if (m->nlmsg_len < NLMSG_LENGTH(sizeof *e))
-                                        return -EIO;
-                                return e->error < 0 ? e->error : -EIO;
-                        }
-                        r = on_msg(m, userdata);
-                        if (r < 0)
-                                return r;
-                }
+                r = diag_reply(buf, n, on_msg, userdata);
+                if (r != 0)
+                        return MIN(r, 0);
         }
 }
 
@@ -87,13 +100,13 @@ void unix_socks_free(UnixSock *s, size_t n) {
 static int on_unix(const struct nlmsghdr *h, void *userdata) {
         UnixTable *t = userdata;
         const struct unix_diag_msg *m = NLMSG_DATA(h);
-        size_t left;
+        ssize_t left; /* signed, as in diag_reply(): RTA_NEXT() may take more than is left */
         UnixSock u;
 
         if (h->nlmsg_len < NLMSG_LENGTH(sizeof *m))
                 return -EIO;
         u = (UnixSock) { .inode = m->udiag_ino, .type = m->udiag_type, .state = m->udiag_state };
-        left = h->nlmsg_len - NLMSG_LENGTH(sizeof *m);
+        left = (ssize_t) (h->nlmsg_len - NLMSG_LENGTH(sizeof *m));
         for (const struct rtattr *a = (const struct rtattr *) (m + 1); RTA_OK(a, left); a = RTA_NEXT(a, left)) {
                 size_t plen = RTA_PAYLOAD(a);
 
