@@ -1,0 +1,64 @@
+/* fuzz-snapshot-json.c: the stackwatch.snapshot/1 reader: an input is a JSON document (the seeds are real
+ * "stackctl dump --json" output), parsed within json_parse_bounded()'s bounds into a Snapshot, then put through
+ * everything that shows a stored or remote snapshot to someone: the text and folded renderings, an alert's top
+ * frames and a thread's text, and the JSON writer, whose output must read back. */
+#include <errno.h>
+
+#include "fuzz.h"
+#include "json-util.h"
+#include "snapshot-json.h"
+#include "snapshot-text.h"
+#include "strv.h"
+
+static void render(const Snapshot *s, const TextOptions *o) {
+        (void) snapshot_print_text(s, o, fuzz_sink());
+        (void) snapshot_print_folded(s, o->kernel, fuzz_sink());
+        for (size_t i = 0; i < s->n_threads; i++) {
+                _cleanup_strv_free_ char **top = NULL;
+                _cleanup_free_ char *text = NULL;
+
+                (void) snapshot_top_frames(s, s->threads[i].tid, 5, &top);
+                (void) snapshot_thread_text(s, s->threads[i].tid, o, 4096, &text);
+        }
+}
+
+/* What the writer makes of a snapshot the reader accepted is a snapshot again. */
+static void round_trip(const Snapshot *s) {
+        _cleanup_snapshot_free_ Snapshot *again = NULL;
+        json_object *j = snapshot_to_json(s), *k = NULL;
+        const char *text, *why = NULL;
+        int r;
+
+        if (!j)
+                abort();
+        text = json_object_to_json_string(j);
+        r = json_parse_bounded(text, strlen(text), &k, &why);
+        if (r >= 0)
+                r = snapshot_from_json(k, &again, &why);
+        if (r < 0) {
+                fprintf(stderr, "a snapshot written out does not read back: %s\n", strna(why));
+                abort();
+        }
+        json_object_put(k);
+        json_object_put(j);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        _cleanup_free_ char *text = fuzz_memdup(data, size);
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+        TextOptions o = { .kernel = true, .modules = true, .locks = true, .raw_names = size & 1 };
+        const char *why = NULL;
+        json_object *j = NULL;
+
+        /* The stored-document path as the daemon's renderer and "stackctl show" take it. */
+        (void) snapshot_render_stored(text, size, SNAPSHOT_RENDER_JSON, &o, fuzz_sink(), &why);
+
+        if (json_parse_bounded(text, size, &j, &why) < 0)
+                return 0;
+        if (snapshot_from_json(j, &s, &why) >= 0) {
+                render(s, &o);
+                round_trip(s);
+        }
+        json_object_put(j);
+        return 0;
+}
