@@ -39,9 +39,9 @@ static void fuzz_syscall(char *buf, size_t len) {
 }
 
 static void fuzz_schedstat(char *buf, size_t len) {
-        uint64_t timeslices;
+        ProcSchedstat st;
 
-        (void) proc_parse_schedstat(buf, len, &timeslices);
+        (void) proc_parse_schedstat(buf, len, &st);
 }
 
 static void fuzz_io(char *buf, size_t len) {

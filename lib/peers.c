@@ -623,13 +623,17 @@ int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret) {
 
 bool peers_thread_timeslices(pid_t pid, pid_t tid, uint64_t *ret) {
         _cleanup_close_ int dirfd = -EBADF;
+        ProcSchedstat st;
         char buf[128];
         ssize_t n;
 
         if (proc_open_dir(pid, tid, &dirfd) < 0)
                 return false;
         n = proc_read_small(dirfd, "schedstat", buf, sizeof buf);
-        return n >= 0 && proc_parse_schedstat(buf, (size_t) n, ret) >= 0;
+        if (n < 0 || proc_parse_schedstat(buf, (size_t) n, &st) < 0)
+                return false;
+        *ret = st.timeslices;
+        return true;
 }
 
 /* A thread that seems to wait for a mutex it holds: its wait and the lock were read at two moments, and on a busy

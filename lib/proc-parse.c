@@ -108,12 +108,14 @@ static const char *status_field(const char *buf, const char *end, const char *ke
         return NULL;
 }
 
-int proc_parse_schedstat(const char *buf, size_t len, uint64_t *ret_timeslices) {
+int proc_parse_schedstat(const char *buf, size_t len, ProcSchedstat *ret) {
         const char *p = buf, *end = buf + len;
-        uint64_t run, wait;
+        ProcSchedstat st;
 
-        if (scan_u64(&p, end, &run) < 0 || scan_u64(&p, end, &wait) < 0 || scan_u64(&p, end, ret_timeslices) < 0)
+        if (scan_u64(&p, end, &st.run_ns) < 0 || scan_u64(&p, end, &st.wait_ns) < 0 ||
+            scan_u64(&p, end, &st.timeslices) < 0)
                 return -EINVAL;
+        *ret = st;
         return 0;
 }
 

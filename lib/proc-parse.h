@@ -47,8 +47,14 @@ int proc_parse_syscall(const char *buf, size_t len, ProcSyscall *ret);
 /* Whether two syscall records show the thread at the same place (same syscall, SP and PC). */
 bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b);
 
-/* /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices"; *RET_TIMESLICES is how often the thread got a CPU. */
-int proc_parse_schedstat(const char *buf, size_t len, uint64_t *ret_timeslices);
+/* /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices". */
+typedef struct ProcSchedstat {
+        uint64_t run_ns;        /* time on a CPU */
+        uint64_t wait_ns;       /* time runnable, waiting for a CPU */
+        uint64_t timeslices;    /* how often it got a CPU */
+} ProcSchedstat;
+
+int proc_parse_schedstat(const char *buf, size_t len, ProcSchedstat *ret);
 
 /* /proc/PID/status, the fields we use. */
 typedef struct ProcStatus {

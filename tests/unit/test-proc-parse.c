@@ -207,12 +207,14 @@ END_TEST
 
 START_TEST(test_schedstat) {
         const char ok[] = "123456789 2000 42\n";
-        uint64_t n = 0;
+        ProcSchedstat st = {};
 
-        ck_assert_int_eq(proc_parse_schedstat(ok, strlen(ok), &n), 0);
-        ck_assert_uint_eq(n, 42);
-        ck_assert_int_lt(proc_parse_schedstat("1 2\n", 4, &n), 0);
-        ck_assert_int_lt(proc_parse_schedstat("", 0, &n), 0);
+        ck_assert_int_eq(proc_parse_schedstat(ok, strlen(ok), &st), 0);
+        ck_assert_uint_eq(st.run_ns, 123456789);
+        ck_assert_uint_eq(st.wait_ns, 2000);
+        ck_assert_uint_eq(st.timeslices, 42);
+        ck_assert_int_lt(proc_parse_schedstat("1 2\n", 4, &st), 0);
+        ck_assert_int_lt(proc_parse_schedstat("", 0, &st), 0);
 }
 END_TEST
 
