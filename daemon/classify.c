@@ -31,6 +31,9 @@ unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long 
         /* Only a sleeper that used no CPU since the last look can be parked. */
         if (deep_sleepers && asleep(cur->state) && prev && cpu == 0 && !cur->kthread)
                 w |= CLASSIFY_READ_SYSCALL;
+        /* Parked needs the run count, on a CPU the time spent waiting for one. */
+        if (w & (CLASSIFY_READ_IO | CLASSIFY_READ_SYSCALL))
+                w |= CLASSIFY_READ_SCHED;
         return w;
 }
 
@@ -63,6 +66,19 @@ static void set_class(ClassState *st, ThreadClass c, uint64_t since) {
         }
 }
 
+/* Percent of the interval the thread wanted a CPU: on one, or runnable and waiting for one (schedstat). A busy loop
+ * on an overloaded machine gets a small share of a CPU (10 % behind 20 hogs on 2 cores) but never sleeps, and what
+ * it got would call it "running"; without schedstat in both samples, what it got is all there is. */
+static double demand_percent(const ThreadSample *prev, const ThreadSample *cur, double cpu) {
+        uint64_t dt = cur->when_usec - prev->when_usec, want;
+
+        if (!prev->have_sched || !cur->have_sched || dt == 0 || cur->run_ns < prev->run_ns ||
+            cur->wait_ns < prev->wait_ns)
+                return cpu;
+        want = (cur->run_ns - prev->run_ns) + (cur->wait_ns - prev->wait_ns);
+        return MAX(cpu, MIN((double) want / 1000.0 / (double) dt * 100.0, 100.0));
+}
+
 /* On a CPU: busy loop, syscall spin, or work, judged from /proc/…/io and the user/system split. */
 static ThreadClass on_cpu_class(ClassState *st, const ThreadSample *prev, const ThreadSample *cur, double cpu) {
         uint64_t dticks = (cur->utime + cur->stime) - (prev->utime + prev->stime);
@@ -76,7 +92,8 @@ static ThreadClass on_cpu_class(ClassState *st, const ThreadSample *prev, const 
         dbytes = (cur->rchar - prev->rchar) + (cur->wchar - prev->wchar);
         st->syscalls_per_sec = (double) dsys / dt;
         st->bytes_per_sec = (double) dbytes / dt;
-        if (cpu >= CLASSIFY_BUSY_PERCENT && dsys == 0 && sys_share <= CLASSIFY_BUSY_MAX_SYSTEM_SHARE)
+        if (demand_percent(prev, cur, cpu) >= CLASSIFY_BUSY_PERCENT && dsys == 0 &&
+            sys_share <= CLASSIFY_BUSY_MAX_SYSTEM_SHARE)
                 return THREAD_CLASS_BUSY_LOOP;
         if ((st->syscalls_per_sec >= CLASSIFY_SPIN_MIN_SYSCALLS_PER_SEC && dbytes < dsys) ||
             (sys_share >= CLASSIFY_SPIN_MIN_SYSTEM_SHARE && st->bytes_per_sec < CLASSIFY_SPIN_BYTES_MAX_PER_SEC))

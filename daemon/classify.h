@@ -29,6 +29,7 @@ typedef struct ThreadSample {
         bool have_syscall;
         ProcSyscall syscall;
         bool have_sched;
+        uint64_t run_ns, wait_ns;       /* schedstat: time on a CPU, and runnable waiting for one */
         uint64_t timeslices;            /* schedstat field 3: how many times it ran */
 } ThreadSample;
 
@@ -47,8 +48,9 @@ typedef struct ClassState {
 
 enum {
         CLASSIFY_READ_IO = 1 << 0,      /* /proc/…/io */
-        CLASSIFY_READ_SYSCALL = 1 << 1, /* /proc/…/syscall and schedstat */
+        CLASSIFY_READ_SYSCALL = 1 << 1, /* /proc/…/syscall */
         CLASSIFY_READ_WCHAN = 1 << 2,   /* /proc/…/wchan */
+        CLASSIFY_READ_SCHED = 1 << 3,   /* /proc/…/schedstat (with the two above it) */
 };
 
 /* Percent of one core used between two samples. */

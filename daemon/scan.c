@@ -192,8 +192,17 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
         if (wants & CLASSIFY_READ_SYSCALL) {
                 n = read_task_file(s, t, "syscall", buf, sizeof buf);
                 cur->have_syscall = n > 0 && proc_parse_syscall(buf, (size_t) n, &cur->syscall) >= 0;
+        }
+        if (wants & CLASSIFY_READ_SCHED) {
+                ProcSchedstat st;
+
                 n = read_task_file(s, t, "schedstat", buf, sizeof buf);
-                cur->have_sched = n > 0 && proc_parse_schedstat(buf, (size_t) n, &cur->timeslices) >= 0;
+                cur->have_sched = n > 0 && proc_parse_schedstat(buf, (size_t) n, &st) >= 0;
+                if (cur->have_sched) {
+                        cur->run_ns = st.run_ns;
+                        cur->wait_ns = st.wait_ns;
+                        cur->timeslices = st.timeslices;
+                }
         }
         if (wants & CLASSIFY_READ_WCHAN) {
                 n = read_task_file(s, t, "wchan", buf, sizeof buf);

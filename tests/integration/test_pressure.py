@@ -172,3 +172,29 @@ def test_thread_budget_keeps_the_threads_on_a_cpu(fixture):
     tids = [t["tid"] for t in doc["threads"]]
     assert tids == sorted(tids)
     fx.assert_untouched()
+
+
+BUSY_RULE = """
+poll_interval: 200ms
+archive:
+  directory: @ARCHIVE@
+capture:
+  max_per_minute: 60
+rules:
+  - name: busy-under-load
+    class: busy-loop
+    for: 1s
+    comm: busy-loop
+    cooldown: 1h
+"""
+
+
+def test_a_busy_loop_is_caught_under_10x_load(daemon, fixture):
+    # Behind 10 hogs per core a busy loop gets a tenth of a CPU: judged by what it got, it was "running" and the
+    # rule never fired. What it wanted (on a CPU, or runnable waiting for one: schedstat) says busy loop.
+    with cpu_hogs(10 * NCPU):
+        d = daemon(BUSY_RULE)
+        fx = fixture("busy-loop")
+        snaps = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=30, what="the busy loop's snapshot")
+        assert [s["class"] for s in snaps] == ["busy-loop"], snaps
+        fx.assert_untouched()

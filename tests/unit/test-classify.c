@@ -23,6 +23,13 @@ static ThreadSample with_io(ThreadSample s, uint64_t syscr, uint64_t syscw, uint
         return s;
 }
 
+static ThreadSample with_sched(ThreadSample s, uint64_t run_ms, uint64_t wait_ms) {
+        s.have_sched = true;
+        s.run_ns = run_ms * 1000000;
+        s.wait_ns = wait_ms * 1000000;
+        return s;
+}
+
 static ThreadSample with_syscall(ThreadSample s, const char *name, uint64_t a1, uint64_t timeslices) {
         s.have_syscall = s.have_sched = true;
         s.timeslices = timeslices;
@@ -57,6 +64,13 @@ START_TEST(test_on_cpu_classes) {
                   with_io(sample(SEC, 'S', 30, 0), 0, 0, 0, 0), THREAD_CLASS_WAITING },
                 { "busy but syscalls", with_io(sample(0, 'R', 0, 0), 0, 0, 0, 0),
                   with_io(sample(SEC, 'R', 95, 5), 50, 0, 50000, 0), THREAD_CLASS_RUNNING },
+                /* An overloaded machine: 10 ticks on a CPU, 880 ms runnable waiting for one, no syscalls: the busy
+                 * loop it is, though it got 10 % of a CPU. */
+                { "busy loop, starved", with_sched(with_io(sample(0, 'R', 0, 0), 5, 5, 100, 100), 0, 0),
+                  with_sched(with_io(sample(SEC, 'R', 10, 0), 5, 5, 100, 100), 100, 880), THREAD_CLASS_BUSY_LOOP },
+                /* The same 10 % with the rest asleep (waiting only 20 ms for a CPU): not a busy loop. */
+                { "light, on schedstat", with_sched(with_io(sample(0, 'R', 0, 0), 5, 5, 100, 100), 0, 0),
+                  with_sched(with_io(sample(SEC, 'R', 10, 0), 5, 5, 100, 100), 100, 20), THREAD_CLASS_RUNNING },
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
                 ClassState st = {};
@@ -150,11 +164,13 @@ START_TEST(test_idle_waits_and_wants) {
         ck_assert(classify_syscall_is_idle_wait(&sleep.syscall));
         /* Deep reads only for suspects. */
         ck_assert_uint_eq(classify_wants(&p, &q, HZ, false), 0);
-        ck_assert_uint_eq(classify_wants(&p, &q, HZ, true), CLASSIFY_READ_SYSCALL);
+        ck_assert_uint_eq(classify_wants(&p, &q, HZ, true), CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
         ck_assert_uint_eq(classify_wants(NULL, &q, HZ, true), 0);
-        ck_assert_uint_eq(classify_wants(&p, &r, HZ, false), CLASSIFY_READ_IO);
+        /* On a CPU: the counters, and how long it waited for a CPU. */
+        ck_assert_uint_eq(classify_wants(&p, &r, HZ, false), CLASSIFY_READ_IO | CLASSIFY_READ_SCHED);
         q.state = 'D';
-        ck_assert_uint_eq(classify_wants(&p, &q, HZ, false), CLASSIFY_READ_WCHAN | CLASSIFY_READ_SYSCALL);
+        ck_assert_uint_eq(classify_wants(&p, &q, HZ, false),
+                          CLASSIFY_READ_WCHAN | CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
 }
 END_TEST
 
