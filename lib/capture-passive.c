@@ -7,6 +7,7 @@
 
 #include "capture-passive.h"
 #include "macro.h"
+#include "proc-read.h"
 
 int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret) {
         UnwindRegs r = {};
@@ -28,6 +29,19 @@ int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret) {
         }
         *ret = r;
         return 0;
+}
+
+int capture_thread_state(int taskfd) {
+        char buf[1024];
+        ProcStat st;
+        ssize_t n;
+
+        n = proc_read_small(taskfd, "stat", buf, sizeof buf);
+        if (n < 0)
+                return (int) n;
+        if (proc_parse_stat(buf, (size_t) n, &st) < 0)
+                return -EINVAL;
+        return (unsigned char) st.state;
 }
 
 /* The length to copy from SP: up to MAX, within the mapping that holds SP; 0 when SP is in none. */

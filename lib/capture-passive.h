@@ -13,6 +13,10 @@
  * instruction). -EAGAIN for a running thread (no record). */
 int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret);
 
+/* The state letter (R, S, D, …) in the stat file below TASKFD, a /proc/PID/task/TID directory; -errno when it cannot
+ * be read. */
+int capture_thread_state(int taskfd);
+
 /* Copy up to MAX bytes of stack from SP of process PID, clamped to the mapping that holds SP. The copy is in a
  * new buffer in RET. RET_TRUNCATED says whether MAX cut it short. */
 int capture_copy_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, size_t max, UnwindStack *ret,

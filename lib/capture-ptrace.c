@@ -14,7 +14,6 @@
 #include "capture-ptrace.h"
 #include "log.h"
 #include "macro.h"
-#include "proc-parse.h"
 #include "proc-read.h"
 
 /* Poll this many times before sleeping between polls: a thread on another CPU stops within microseconds, and every
@@ -187,14 +186,8 @@ static void stack_buffer_fit(UnwindStack *st, uint8_t *buf) {
  * uninterruptible sleep) stops only when it wakes. */
 static bool thread_runnable(pid_t pid, pid_t tid) {
         _cleanup_close_ int fd = -EBADF;
-        ProcStat st;
-        char buf[1024];
-        ssize_t n;
 
-        if (proc_open_dir(pid, tid, &fd) < 0)
-                return false;
-        n = proc_read_small(fd, "stat", buf, sizeof buf);
-        return n > 0 && proc_parse_stat(buf, (size_t) n, &st) >= 0 && st.state == 'R';
+        return proc_open_dir(pid, tid, &fd) >= 0 && capture_thread_state(fd) == 'R';
 }
 
 size_t capture_ptrace_batch_max(size_t stack_max) {

@@ -569,16 +569,14 @@ static int capture_begin(Capture *c, int *ret_dirfd, UnwindProcess **ret_up) {
  * alike (a pool parked on one queue). */
 static bool thread_wanted(Capture *c, pid_t tid) {
         _cleanup_close_ int taskfd = -EBADF;
-        char buf[1024];
-        ProcStat st;
-        ssize_t n;
+        int state;
 
         if (tid == c->o->keep_tid)
                 return true;
         if (proc_open_task(c->dirfd, tid, &taskfd) < 0)
                 return false;
-        n = proc_read_small(taskfd, "stat", buf, sizeof buf);
-        return n > 0 && proc_parse_stat(buf, (size_t) n, &st) >= 0 && (st.state == 'R' || st.state == 'D');
+        state = capture_thread_state(taskfd);
+        return state == 'R' || state == 'D';
 }
 
 static int cmp_tid(const void *a, const void *b) {
