@@ -25,6 +25,7 @@ typedef struct DaemonView {
         size_t captures_running;
         uint64_t archive_snapshots;     /* after the latest rotation */
         uint64_t archive_bytes;
+        uint64_t archive_tmp_removed;   /* temporary files of killed writes swept since start */
         bool reload_failed;             /* the latest reload failed: the configuration in force is an older one */
         uint64_t reload_success_usec;   /* CLOCK_REALTIME of the latest successful load (the start, or a reload) */
         uint64_t reload_failures;       /* reloads refused since start */

@@ -87,13 +87,27 @@ static void manager_firing_done(Manager *m, Firing *f, bool log) {
         alerts_fire(&m->alerts, m->hooks, f, m->config->hook_repeat_usec);
 }
 
-/* Rotate, then count what is left for /metrics and /healthz. */
+/* Remove the temporary files of killed writes: an earlier daemon's, or a capture child's cut short by its timeout. */
+static void manager_sweep(Manager *m) {
+        int r = archive_sweep_tmp(m->archive, now_usec(CLOCK_REALTIME));
+
+        if (r < 0)
+                log_warning_errno(r, "Failed to sweep the archive's temporary files, ignoring: %m");
+        else if (r > 0) {
+                log_info("Removed %d temporary file(s) that killed writes left in the archive", r);
+                m->archive_tmp_removed += (unsigned) r;
+        }
+}
+
+/* Sweep, rotate, then count what is left for /metrics and /healthz. */
 static void manager_vacuum(Manager *m) {
         ArchiveLimits l = manager_limits(m);
         ArchiveSummary *list = NULL;
         size_t n = 0;
-        int r = archive_vacuum(m->archive, &l, now_usec(CLOCK_REALTIME));
+        int r;
 
+        manager_sweep(m);
+        r = archive_vacuum(m->archive, &l, now_usec(CLOCK_REALTIME));
         if (r < 0)
                 log_warning_errno(r, "Failed to rotate the archive, ignoring: %m");
         else if (r > 0)
@@ -149,6 +163,8 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
         manager_job_free(j);
         if (res->id)
                 manager_vacuum(m);
+        else
+                manager_sweep(m);
         if (m->stopping && m->n_jobs == 0)
                 (void) sd_event_exit(m->event, 0);
 }
@@ -248,6 +264,7 @@ static void manager_view(void *userdata, DaemonView *ret) {
                 .captures_running = m->n_jobs,
                 .archive_snapshots = m->archive_snapshots,
                 .archive_bytes = m->archive_bytes,
+                .archive_tmp_removed = m->archive_tmp_removed,
                 .reload_failed = m->reload_failed,
                 .reload_success_usec = m->reload_success_usec,
                 .reload_failures = m->reload_failures,

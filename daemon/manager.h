@@ -50,6 +50,7 @@ struct Manager {
         uint64_t start_usec;            /* CLOCK_MONOTONIC */
         uint64_t archive_snapshots;     /* after the latest rotation */
         uint64_t archive_bytes;
+        uint64_t archive_tmp_removed;   /* temporary files of killed writes swept since start */
 
         bool reload_failed;             /* the latest reload was refused: an older configuration is in force */
         char *reload_error;             /* and its first error, "file:line:column: message" */

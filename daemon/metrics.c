@@ -309,6 +309,9 @@ int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len
         fprintf(f, "stackwatch_archive_snapshots %llu\n", (unsigned long long) m->archive_snapshots);
         header(f, "stackwatch_archive_bytes", "gauge", "Bytes on disk of the snapshots in the archive.");
         fprintf(f, "stackwatch_archive_bytes %llu\n", (unsigned long long) m->archive_bytes);
+        header(f, "stackwatch_archive_tmp_removed_total", "counter",
+               "Temporary files of killed archive writes removed by the sweep at start and at rotation.");
+        fprintf(f, "stackwatch_archive_tmp_removed_total %llu\n", (unsigned long long) m->archive_tmp_removed);
 
         if (m->hooks) {
                 const HookStats *hs = hooks_stats(m->hooks);

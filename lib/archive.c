@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -24,7 +25,7 @@
 
 /* zstd's default level: fast enough for the capture child, 5-10x on snapshot JSON. */
 #define ARCHIVE_ZSTD_LEVEL 3
-/* A temporary file this old is not a write in progress but what is left of one that was killed. */
+/* Where flock() cannot say (a file system without it): a temporary file this old is not a write in progress. */
 #define ARCHIVE_TMP_MAX_AGE_USEC (3600ULL * USEC_PER_SEC)
 /* Snapshots of one pid within one microsecond get "-2" … "-100"; beyond that something is wrong. */
 #define ARCHIVE_COLLISIONS_MAX 100U
@@ -413,23 +414,54 @@ static int archive_header_read(int fd, const char *id, ArchiveSummary *ret, size
 
 /* ---- open, free ---- */
 
-/* Remove the temporary files of writes that were killed more than ARCHIVE_TMP_MAX_AGE_USEC ago. Only names this
- * module makes are touched; a failure here costs disk space, not correctness, so it is only logged. */
-static void archive_remove_stale(Archive *a, uint64_t now) {
+/* Remove the temporary file NAME (modified at MTIME) if it is what a killed write left: one no writer holds locked,
+ * or, where locks do not work, one older than any write. Returns 1 if removed. The unlink happens under the lock,
+ * and a writer checks after taking it that its file is still linked (archive_tmp_lock()), so a write that has
+ * created its file but not yet locked it loses only the name, and tries another. */
+static int archive_tmp_remove_orphan(Archive *a, const char *name, uint64_t mtime, uint64_t now) {
+        _cleanup_close_ int fd = -EBADF;
+
+        /* O_RDWR: NFS emulates flock() with byte-range locks, and an exclusive one needs a writable fd. */
+        fd = openat(a->dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return 0;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0 && (errno == EWOULDBLOCK || mtime + ARCHIVE_TMP_MAX_AGE_USEC > now))
+                return 0;
+        if (unlinkat(a->dir_fd, name, 0) < 0) {
+                if (errno != ENOENT)
+                        log_debug_errno(negative_errno(), "Failed to remove stale '%s', ignoring: %m", name);
+                return 0;
+        }
+        log_debug("Removed stale temporary file '%s' from the archive.", name);
+        return 1;
+}
+
+/* Take the writer's lock on the new temporary file FD: -ESTALE when archive_tmp_remove_orphan() removed it first.
+ * Where flock() does not work the file's age protects it instead. */
+static int archive_tmp_lock(int fd) {
+        struct stat st;
+
+        if (flock(fd, LOCK_EX) < 0)
+                return 0;
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        return st.st_nlink == 0 ? -ESTALE : 0;
+}
+
+int archive_sweep_tmp(Archive *a, uint64_t now) {
         _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
-        int fd;
+        int fd, removed = 0;
 
+        if (!a)
+                return -EINVAL;
         fd = openat(a->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0) {
-                log_debug_errno(negative_errno(), "Failed to reopen the archive directory, ignoring: %m");
-                return;
-        }
+        if (fd < 0)
+                return negative_errno();
         d = fdopendir(fd);
         if (!d) {
-                log_debug_errno(negative_errno(), "Failed to read the archive directory, ignoring: %m");
                 safe_close(fd);
-                return;
+                return negative_errno();
         }
         while ((de = readdir(d))) {
                 struct stat st;
@@ -440,13 +472,9 @@ static void archive_remove_stale(Archive *a, uint64_t now) {
                 if (fstatat(a->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                         continue;
                 mtime = (uint64_t) st.st_mtim.tv_sec * USEC_PER_SEC + (uint64_t) st.st_mtim.tv_nsec / NSEC_PER_USEC;
-                if (mtime + ARCHIVE_TMP_MAX_AGE_USEC > now)
-                        continue;
-                if (unlinkat(a->dir_fd, de->d_name, 0) < 0)
-                        log_debug_errno(negative_errno(), "Failed to remove stale '%s', ignoring: %m", de->d_name);
-                else
-                        log_debug("Removed stale temporary file '%s' from the archive.", de->d_name);
+                removed += archive_tmp_remove_orphan(a, de->d_name, mtime, now);
         }
+        return removed;
 }
 
 int archive_open(const char *dir, Archive **ret) {
@@ -464,7 +492,6 @@ int archive_open(const char *dir, Archive **ret) {
         a->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (a->dir_fd < 0)
                 return negative_errno();
-        archive_remove_stale(a, now_usec(CLOCK_REALTIME));
         *ret = TAKE_PTR(a);
         return 0;
 }
@@ -552,8 +579,8 @@ static int rename_noreplace(int dir_fd, const char *from, const char *to) {
         return 0;
 }
 
-/* The fallback: write F to ".tmp-<ID>-XXXXXX", fsync, rename to NAME. A crash leaves at most the temporary file,
- * which archive_open() removes once it is an hour old. */
+/* The fallback: write F to ".tmp-<ID>-XXXXXX" under flock(), fsync, rename to NAME. A crash leaves at most the
+ * temporary file, unlocked, which archive_sweep_tmp() removes. */
 static int archive_commit_named(Archive *a, const char *id, const char *name, const ArchiveFile *f) {
         _cleanup_close_ int fd = -EBADF;
         char tmp[NAME_SIZE];
@@ -570,10 +597,20 @@ static int archive_commit_named(Archive *a, const char *id, const char *name, co
                 if (n < 0 || (size_t) n >= sizeof tmp)
                         return -EINVAL;
                 fd = openat(a->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0640);
-                if (fd >= 0)
+                if (fd < 0) {
+                        if (errno != EEXIST)
+                                return negative_errno();
+                        continue;
+                }
+                /* The sign of a live writer for archive_sweep_tmp(), held until FD closes after the rename. */
+                r = archive_tmp_lock(fd);
+                if (r >= 0)
                         break;
-                if (errno != EEXIST)
-                        return negative_errno();
+                fd = safe_close(fd);
+                if (r != -ESTALE) {
+                        (void) unlinkat(a->dir_fd, tmp, 0);
+                        return r;
+                }
         }
         r = archive_file_write(fd, f);
         if (r >= 0)

@@ -243,6 +243,50 @@ def test_kill9_mid_write_leaves_no_partial_snapshot(daemon, fixture, tmp_path):
         assert r.returncode == 0, (n, r.stderr)
 
 
+def metric(d, name):
+    m = re.search(rf"^{name} (\S+)$", d.get("/metrics")[2].decode(), re.M)
+    assert m, name
+    return float(m.group(1))
+
+
+def test_stale_temporary_files_swept_at_start_and_rotation(daemon, fixture, tmp_path):
+    # What a daemon killed mid-write leaves where O_TMPFILE is missing (FUSE, NFS): temporary files of the
+    # fallback's name, young and unlocked. One more is held locked, as a write in progress holds it.
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    orphans = [f".tmp-20260101T000000.00000{i}Z-{100 + i}-Abc12{i}" for i in range(3)]
+    for name in orphans:
+        (archive / name).write_bytes(b"\x50\x2a\x4d\x18partial")
+    live = archive / ".tmp-20260101T000000.000009Z-109-Live00"
+    live.write_bytes(b"writing")
+    foreign = archive / ".tmp-notes"
+    foreign.write_bytes(b"not ours")
+    holder = subprocess.Popen(["python3", "-c", "import fcntl, sys; f = open(sys.argv[1], 'r+'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()",
+                               str(live)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"locked\n"
+        d = daemon(FLOOD.format(max=1000))
+        names = set(os.listdir(archive))
+        assert not names & set(orphans), names
+        assert live.name in names and foreign.name in names
+        assert metric(d, "stackwatch_archive_tmp_removed_total") == 3
+        assert "Removed 3 temporary file(s)" in d.log_text()
+        # The writer is gone: the sweep after the next write (rotation) takes its file, and only it.
+        holder.stdin.close()
+        holder.wait(timeout=10)
+        d.wait_scans(2)
+        assert live.exists()
+        fixture("busy-loop")
+        wait_until(lambda: not live.exists(), timeout=DEADLINE, what="the unlocked file swept at rotation")
+        assert metric(d, "stackwatch_archive_tmp_removed_total") == 4
+        assert foreign.exists()
+        assert all(not s["id"].startswith(".") for s in d.snapshots())
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_full_filesystem_does_not_stop_the_daemon(daemon, fixture, tmp_path):
     archive = tmp_path / "archive"
     archive.mkdir()

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -786,7 +787,7 @@ END_TEST
 START_TEST(test_kill_during_writes) {
         _cleanup_free_ char *doc = doc_new(512 * 1024, 11);
         char *dir = tmpdir_new();
-        size_t complete = 0;
+        size_t complete = 0, left;
 
         for (int mode = 0; mode < 2; mode++)
                 for (int round = 0; round < 6; round++) {
@@ -833,8 +834,13 @@ START_TEST(test_kill_during_writes) {
                         ck_assert_str_eq(json, doc);
                 }
                 complete = n;
-                /* Everything in the directory is a complete snapshot or a named temporary of the fallback. */
+                /* Everything in the directory is a complete snapshot or a named temporary of the fallback... */
                 ck_assert_uint_eq(count_entries(dir, ""), n + count_entries(dir, ".tmp-"));
+                /* ...and the sweep removes every one of those at once: no killed writer holds its lock. */
+                left = count_entries(dir, ".tmp-");
+                ck_assert_int_eq(archive_sweep_tmp(a, T0), (int) left);
+                ck_assert_uint_eq(count_entries(dir, ".tmp-"), 0);
+                ck_assert_uint_eq(count_entries(dir, ""), n);
                 archive_summaries_free(s, n);
         }
         ck_assert_uint_gt(complete, 0);
@@ -846,10 +852,11 @@ START_TEST(test_stale_tmp) {
         _cleanup_(archive_freep) Archive *a = NULL;
         const char *old_ours = ".tmp-20240102T030405.000006Z-42-Ab3xZ9";
         const char *new_ours = ".tmp-20240102T030405.000006Z-43-Qq1234";
+        const char *live_ours = ".tmp-20240102T030405.000006Z-45-Live00";
         const char *old_foreign[] = { ".tmp-notes", ".tmp-20240102T030405.000006Z-42-abc", ".tmpfile" };
         struct timespec two_hours_ago[2];
-        char *dir = tmpdir_new(), *sub;
-        int dfd;
+        char *dir = tmpdir_new(), *sub, *live_path;
+        int dfd, live_fd;
 
         clock_gettime(CLOCK_REALTIME, &two_hours_ago[0]);
         two_hours_ago[0].tv_sec -= 2 * 3600;
@@ -857,12 +864,19 @@ START_TEST(test_stale_tmp) {
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         ck_assert_int_ge(dfd, 0);
         file_put(dir, old_ours, "partial", 7);
-        file_put(dir, new_ours, "writing", 7);
+        file_put(dir, new_ours, "killed", 6);
         ck_assert_int_eq(utimensat(dfd, old_ours, two_hours_ago, 0), 0);
         for (size_t i = 0; i < ELEMENTSOF(old_foreign); i++) {
                 file_put(dir, old_foreign[i], "x", 1);
                 ck_assert_int_eq(utimensat(dfd, old_foreign[i], two_hours_ago, 0), 0);
         }
+        /* A write in progress: its writer holds the lock, however old the file is. */
+        file_put(dir, live_ours, "writing", 7);
+        ck_assert_int_eq(utimensat(dfd, live_ours, two_hours_ago, 0), 0);
+        live_path = path_join(dir, live_ours);
+        live_fd = open(live_path, O_WRONLY | O_CLOEXEC);
+        ck_assert_int_ge(live_fd, 0);
+        ck_assert_int_eq(flock(live_fd, LOCK_EX | LOCK_NB), 0);
         /* An old directory with our temporary pattern is not a file we wrote. */
         sub = path_join(dir, ".tmp-20240102T030405.000006Z-44-dirdir");
         ck_assert_int_eq(mkdir(sub, 0700), 0);
@@ -871,15 +885,63 @@ START_TEST(test_stale_tmp) {
         close(dfd);
 
         ck_assert_int_eq(archive_open(dir, &a), 0);
+        /* Opening sweeps nothing (stackctl opens archives it does not own)... */
+        ck_assert(file_exists(dir, old_ours));
+        /* ...the sweep removes both unlocked files of ours, old and young, and nothing else. */
+        ck_assert_int_eq(archive_sweep_tmp(a, now_usec(CLOCK_REALTIME)), 2);
         ck_assert(!file_exists(dir, old_ours));
-        ck_assert(file_exists(dir, new_ours));
+        ck_assert(!file_exists(dir, new_ours));
+        ck_assert(file_exists(dir, live_ours));
         for (size_t i = 0; i < ELEMENTSOF(old_foreign); i++)
                 ck_assert_msg(file_exists(dir, old_foreign[i]), "%s", old_foreign[i]);
         ck_assert(file_exists(dir, ".tmp-20240102T030405.000006Z-44-dirdir"));
+        /* The writer is gone: its file is the next sweep's. */
+        close(live_fd);
+        ck_assert_int_eq(archive_sweep_tmp(a, now_usec(CLOCK_REALTIME)), 1);
+        ck_assert(!file_exists(dir, live_ours));
+        ck_assert_int_eq(archive_sweep_tmp(a, now_usec(CLOCK_REALTIME)), 0);
         ck_assert(archive_tmp_name_is_ours(old_ours));
         ck_assert(!archive_tmp_name_is_ours(".tmp-../20240102T030405.000006Z-42-Ab3xZ9"));
         ck_assert(!archive_tmp_name_is_ours(".tmp-20240102T030405.000006Z-42-Ab3x/9"));
         ck_assert(!archive_tmp_name_is_ours("20240102T030405.000006Z-42.json.zst"));
+        free(live_path);
+        tmpdir_free(dir);
+}
+END_TEST
+
+/* A sweep that removes a writer's file between its creation and its lock costs the writer a name, not the write. */
+START_TEST(test_sweep_races_writer) {
+        _cleanup_(archive_freep) Archive *a = NULL;
+        _cleanup_free_ char *doc = doc_new(20000, 3);
+        char *dir = tmpdir_new();
+        pid_t pid;
+        size_t n = 0, skipped = 0;
+        ArchiveSummary *s = NULL;
+
+        ck_assert_int_eq(archive_open(dir, &a), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                Archive *b = NULL;
+                if (archive_open(dir, &b) < 0)
+                        _exit(1);
+                for (;;)
+                        (void) archive_sweep_tmp(b, T0);
+        }
+        a->no_tmpfile = true;
+        for (uint64_t i = 0; i < 300; i++) {
+                ArchiveSummary sum = summary_at(T0 + i, 7);
+                char *id = NULL;
+                ck_assert_int_eq(archive_write(a, doc, strlen(doc), &sum, NULL, NULL, &id), 0);
+                free(id);
+        }
+        ck_assert_int_eq(kill(pid, SIGKILL), 0);
+        ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+        list(a, &s, &n, &skipped);
+        ck_assert_uint_eq(n, 300);
+        ck_assert_uint_eq(skipped, 0);
+        archive_summaries_free(s, n);
+        ck_assert_uint_eq(count_entries(dir, ".tmp-"), 0);
         tmpdir_free(dir);
 }
 END_TEST
@@ -1179,5 +1241,6 @@ UNIT_TEST_MAIN("archive", test_round_trip, test_file_bytes_round_trip, test_null
                test_sort_by_time, test_latest,
                test_id_validation, test_hostile_ids, test_foreign_files, test_corrupt_files, test_vacuum_max_snapshots,
                test_vacuum_max_size, test_vacuum_max_age, test_vacuum_keep_free, test_no_tmp_left, test_no_proc_fallback,
-               test_kill_during_writes, test_stale_tmp, test_zstd_cli, test_open_creates_dir, test_bad_args,
+               test_kill_during_writes, test_stale_tmp, test_sweep_races_writer, test_zstd_cli, test_open_creates_dir,
+               test_bad_args,
                test_enospc)
