@@ -271,6 +271,20 @@ static int parse_dev(const char **p, const char *end, unsigned *maj, unsigned *m
         return 0;
 }
 
+char *proc_maps_path_unmangle(char *path) {
+        char *w = path;
+
+        for (const char *r = path; *r;) {
+                if (r[0] == '\\' && r[1] == '0' && r[2] == '1' && r[3] == '2') {
+                        *w++ = '\n';
+                        r += 4;
+                } else
+                        *w++ = *r++;
+        }
+        *w = '\0';
+        return path;
+}
+
 int proc_parse_maps(char *buf, size_t len, ProcMap **ret, size_t *ret_n) {
         _cleanup_free_ ProcMap *maps = NULL;
         char *end = buf + len;
@@ -303,7 +317,7 @@ int proc_parse_maps(char *buf, size_t len, ProcMap **ret, size_t *ret_n) {
                         goto next;
                 while (p < eol && *p == ' ')
                         p++;
-                m.path = p;
+                m.path = proc_maps_path_unmangle((char *) p);
                 if (!GREEDY_REALLOC(maps, alloc, n + 1))
                         return -ENOMEM;
                 maps[n++] = m;

@@ -104,6 +104,10 @@ typedef struct ProcMap {
         const char *path;       /* points into the parsed buffer (NUL-terminated in place); "" for anon */
 } ProcMap;
 
+/* The kernel writes a newline in a mapped file's path as "\012" (seq_file_path(…, "\n")), and nothing else
+ * escaped: undo that in place in the NUL-terminated PATH, so that the path opens and prints as the file's name; returns
+ * PATH. A name that really holds "\012" comes out as a newline too: the kernel leaves no way to tell them apart. */
+char *proc_maps_path_unmangle(char *path);
 /* Parse maps in place: BUF is a NUL-terminated string of LEN bytes, and its line ends become NULs, so that each
  * path is a string. ret is malloc'd. */
 int proc_parse_maps(char *buf, size_t len, ProcMap **ret, size_t *ret_n);

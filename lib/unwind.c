@@ -66,6 +66,9 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
 
                 if (path && (pathcopy = strndup(path, (size_t) (eol - path)))) {
                         bool deleted = ll > sl && memcmp(eol - sl, DELETED_SUFFIX, sl) == 0;
+                        /* The module's name is the file's; a newline in it must not reach the maps text that
+                         * libdwfl reads, so such a file goes through map_files. */
+                        bool newline = strchr(proc_maps_path_unmangle(pathcopy), '\n');
                         _cleanup_free_ char *rooted = NULL;
                         const char *alias = NULL;
 
@@ -79,7 +82,8 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
 
                                 if (sscanf(l, "%llx-%llx %*s %*x %x:%x %llu", &a, &b, &maj, &min, &ino) != 5)
                                         goto plain;
-                                if (!deleted && asprintf(&rooted, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0)
+                                if (!deleted && !newline &&
+                                    asprintf(&rooted, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0)
                                         return -ENOMEM;
                                 /* The path in the target's root must be the very file mapped (device and inode as
                                  * maps has them): else (unmounted since, replaced, an overlay's other face) the

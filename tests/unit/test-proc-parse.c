@@ -164,6 +164,13 @@ START_TEST(test_maps) {
         ck_assert_uint_eq(n, 1);
         ck_assert_str_eq(m[0].path, "/lib/x.so");
         free(m);
+
+        /* A newline in a path is "\012" in maps, the only byte the kernel escapes there. */
+        char nl[] = "7fff0000-7fff1000 r-xp 00000000 00:00 0 /tmp/a\\012b\\e\\01/c\\012\n";
+        ck_assert_int_eq(proc_parse_maps(nl, strlen(nl), &m, &n), 0);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_str_eq(m[0].path, "/tmp/a\nb\\e\\01/c\n");
+        free(m);
 }
 END_TEST
 
