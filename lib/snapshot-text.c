@@ -476,9 +476,10 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
                         fputc(';', f);
                         if (u->function)
                                 put_folded(f, u->function);
-                        else if (module_path(s, u->module))
-                                fprintf(f, "%s+0x%" PRIx64, basename_of(module_path(s, u->module)),
-                                        u->pc - s->modules[u->module].bias);
+                        else if (module_path(s, u->module)) {
+                                put_folded(f, basename_of(module_path(s, u->module)));
+                                fprintf(f, "+0x%" PRIx64, u->pc - s->modules[u->module].bias);
+                        }
                         else
                                 fprintf(f, "0x%" PRIx64, u->pc);
                 }
@@ -505,7 +506,7 @@ int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, con
         r = json_parse_bounded(json, len, &j, &why);
         if (r >= 0 && how == SNAPSHOT_RENDER_JSON) {
                 int flags = o && o->json_flags ? o->json_flags : JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
-                r = fputs(json_object_to_json_string_ext(j, flags), f) < 0 ? -EIO : 0;
+                r = json_fputs(j, flags, f);
         } else if (r >= 0)
                 r = snapshot_from_json(j, &s, &why);
         json_object_put(j);
