@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "alloc-util.h"
+#include "escape.h"
 #include "macro.h"
 #include "metrics.h"
 #include "string-table.h"
@@ -94,19 +95,20 @@ static void header(FILE *f, const char *name, const char *type, const char *help
 }
 
 char *metrics_label_escape(const char *s) {
-        char *e = malloc(strlen(s) * 2 + 1), *p = e;
+        /* First as text output shows it (printable UTF-8 kept, the rest C escapes), then the exposition format's
+         * own escapes for backslash and quote: a label says what `stackctl ps` says. */
+        _cleanup_free_ char *text = escape_string(s);
+        char *e, *p;
 
+        if (!text)
+                return NULL;
+        e = p = malloc(strlen(text) * 2 + 1);
         if (!e)
                 return NULL;
-        for (const unsigned char *c = (const unsigned char *) s; *c; c++) {
-                if (*c == '\\' || *c == '"') {
+        for (const char *c = text; *c; c++) {
+                if (*c == '\\' || *c == '"')
                         *p++ = '\\';
-                        *p++ = (char) *c;
-                } else if (*c == '\n') {
-                        *p++ = '\\';
-                        *p++ = 'n';
-                } else
-                        *p++ = *c < 0x20 || *c >= 0x7f ? '?' : (char) *c;
+                *p++ = *c;
         }
         *p = 0;
         return e;

@@ -69,6 +69,7 @@ void metrics_count_scan(Metrics *m, uint64_t duration_usec);
 /* The whole exposition (text format 0.0.4): the counters of MT and the daemon's state V; -ENOMEM. */
 int metrics_render(Metrics *mt, const DaemonView *v, char **ret, size_t *ret_len);
 
-/* S as a Prometheus label value: \\, \" and \n escaped, other control characters and bytes outside ASCII as
- * "?" (a process name is any bytes; the exposition must be UTF-8); NULL on OOM. */
+/* S as a Prometheus label value, valid UTF-8 whatever S holds: as text output writes it (printable UTF-8 kept,
+ * control characters, backslash and bytes that are not UTF-8 as C escapes: \n, \e, \\, \xNN), then \ and "
+ * escaped for the exposition format; NULL on OOM. */
 char *metrics_label_escape(const char *s);
