@@ -192,7 +192,7 @@ int main(int argc, char **argv) {
                 {},
         };
         _cleanup_(json_object_putp) json_object *ev = NULL, *alerts = NULL;
-        _cleanup_free_ char *url = NULL;
+        _cleanup_free_ char *url = NULL, *body = NULL;
         const char *event = getenv("STACKWATCH_EVENT"), *base;
         size_t len;
         char *end;
@@ -249,7 +249,9 @@ int main(int argc, char **argv) {
                      base, len >= strlen(API_PATH) && strncmp(base + len - strlen(API_PATH), API_PATH,
                                                               strlen(API_PATH)) == 0 ? "" : API_PATH) < 0)
                 return 1;
-        r = post(url, json_object_to_json_string_ext(alerts, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        if (json_to_text(alerts, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &body, NULL) < 0)
+                return 1;
+        r = post(url, body);
         strv_free(arg_headers);
         strv_free(arg_labels);
         return r;

@@ -39,8 +39,8 @@ static int report_status(const HttpTarget *t, const HttpResponse *r) {
         const char *e = NULL;
 
         if (r->content_type && startswith(r->content_type, API_CONTENT_JSON)) {
-                j = json_tokener_parse(r->body);
-                e = json_get_string(j, API_K_ERROR);
+                if (json_parse_bounded(r->body, r->size, &j, &(const char *) { NULL }) >= 0)
+                        e = json_get_string(j, API_K_ERROR);
         }
         if (!e) {
                 /* Not stackwatchd's error document: whatever answered at --host, or a proxy. */
@@ -125,7 +125,8 @@ int daemon_get_json(const char *path_and_query, long also_ok, HttpResponse *ret,
         r = daemon_get(path_and_query, DAEMON_TIMEOUT_USEC, also_ok, &resp);
         if (r != EXIT_OK)
                 return r;
-        j = json_tokener_parse(resp.body);
+        if (json_parse_bounded(resp.body, resp.size, &j, &(const char *) { NULL }) < 0)
+                j = NULL;
         if (!json_object_is_type(j, json_type_object)) {
                 json_object_put(j);
                 log_error("The reply to %s is not a JSON object (%s).", path_and_query, strna(resp.content_type));

@@ -87,11 +87,11 @@ const char *ansi_normal(void) {
 }
 
 int json_print(json_object *o) {
-        const char *s = json_object_to_json_string_ext(o, arg.json_flags);
+        int r = json_fputs(o, arg.json_flags, stdout);
 
-        if (!s)
+        if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;
-        if (puts(s) == EOF)
+        if (r < 0 || putchar('\n') == EOF)
                 return log_error_errno(errno, "Failed to write: %m"), EXIT_FAIL;
         return EXIT_OK;
 }

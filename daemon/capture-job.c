@@ -75,9 +75,7 @@ static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
 
                 if (!j)
                         return -ENOMEM;
-                if (fputs(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
-                          f) < 0)
-                        r = -EIO;
+                r = json_fputs(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, f);
                 json_object_put(j);
                 break;
         }
@@ -190,7 +188,7 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
 static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_strv_free_ char **frames = NULL, **cmdline = NULL;
-        _cleanup_free_ char *stack = NULL;
+        _cleanup_free_ char *stack = NULL, *text = NULL;
         size_t total = 0;
         int r;
 
@@ -210,10 +208,10 @@ static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
         if (r >= 0)
                 r = snapshot_thread_text(s, tid, &(TextOptions) { .kernel = true }, CAPTURE_JOB_STACK_MAX, &stack);
         if (r < 0 || json_add(o, "cmdline", json_new_strv(cmdline ?: s->cmdline)) < 0 ||
-            json_add(o, "frames", json_new_strv(frames)) < 0 || json_add_string(o, "stack", stack) < 0)
+            json_add(o, "frames", json_new_strv(frames)) < 0 || json_add_string(o, "stack", stack) < 0 ||
+            json_to_text(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &text, NULL) < 0)
                 return ENOMEM;
-        dprintf(out_fd, "%s\n",
-                json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        dprintf(out_fd, "%s\n", text);
         return 0;
 }
 
@@ -222,11 +220,11 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
         _cleanup_snapshot_free_ Snapshot *s = NULL;
         _cleanup_(archive_freep) Archive *a = NULL;
-        _cleanup_free_ char *id = NULL;
+        _cleanup_free_ char *id = NULL, *json = NULL;
         ArchiveSummary summary;
         CaptureOptions options;
         json_object *j;
-        const char *json;
+        size_t json_len;
         int r;
 
         SyscallProbe probe = { .nr = -1 };
@@ -293,7 +291,10 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         j = snapshot_to_json(s);
         if (!j)
                 return ENOMEM;
-        json = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        r = json_to_text(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &json, &json_len);
+        json_object_put(j);
+        if (r < 0)
+                return -r;
         summary = (ArchiveSummary) {
                 .timestamp_usec = s->timestamp_usec,
                 .pid = s->pid,
@@ -305,8 +306,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         };
         r = archive_open(spec->archive_dir, &a);
         if (r >= 0)
-                r = archive_write_rotating(a, json, strlen(json), &summary, &spec->limits, &id);
-        json_object_put(j);
+                r = archive_write_rotating(a, json, json_len, &summary, &spec->limits, &id);
         if (r < 0)
                 return -r;
         dprintf(out_fd, "OK %s %.1f %llu %zu\n", id, s->max_pause_us, (unsigned long long) s->duration_usec,

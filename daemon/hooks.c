@@ -160,6 +160,7 @@ static int env_add(char **envp, size_t *n, const char *key, const char *value) {
  * on the way interprets them). */
 static int hook_env_new(const HookEvent *ev, char ***ret) {
         _cleanup_strv_free_ char **envp = NULL;
+        _cleanup_free_ char *event = NULL;
         char pid[32], tid[32], timestamp[32], duration[32];
         json_object *j;
         size_t n = 0;
@@ -190,9 +191,8 @@ static int hook_env_new(const HookEvent *ev, char ***ret) {
             (r = env_add(envp, &n, HOOK_ENV_HOST, ev->host)) < 0 || (r = env_add(envp, &n, HOOK_ENV_EXE, ev->exe)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_UNIT, ev->unit)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_DURATION, ev->since_usec > 0 ? duration : NULL)) < 0 ||
-            (r = env_add(envp, &n, HOOK_ENV_EVENT,
-                         json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE))) <
-                    0) {
+            (r = json_to_text(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &event, NULL)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_EVENT, event)) < 0) {
                 json_object_put(j);
                 return r;
         }

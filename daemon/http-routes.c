@@ -481,12 +481,12 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
         if (!f)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
         o = scan_json(m, false);
-        ok = o && fprintf(f, "{\"%s\":%s,\"%s\":[", API_K_SCAN, json_object_to_json_string_ext(o, JSON_FLAGS),
-                          API_K_THREADS) > 0;
+        ok = o && fprintf(f, "{\"%s\":", API_K_SCAN) > 0 && json_fputs(o, JSON_FLAGS, f) >= 0 &&
+             fprintf(f, ",\"%s\":[", API_K_THREADS) > 0;
         json_object_put(o);
         for (size_t i = 0; ok && i < n; i++) {
                 o = thread_json(list[i], now);
-                ok = o && fprintf(f, "%s%s", i ? "," : "", json_object_to_json_string_ext(o, JSON_FLAGS)) > 0;
+                ok = o && (i == 0 || fputc(',', f) != EOF) && json_fputs(o, JSON_FLAGS, f) >= 0;
                 json_object_put(o);
         }
         ok = ok && fputs("]}", f) >= 0;

@@ -22,6 +22,7 @@
 #include "http-admit.h"
 #include "http.h"
 #include "io-util.h"
+#include "json-util.h"
 #include "log.h"
 #include "time-util.h"
 #include "token-file.h"
@@ -144,15 +145,15 @@ enum MHD_Result http_reply(Http *h, struct MHD_Connection *c, unsigned status, c
 }
 
 enum MHD_Result http_reply_json(Http *h, struct MHD_Connection *c, unsigned status, json_object *j) {
-        const char *s;
+        _cleanup_free_ char *s = NULL;
         size_t len;
         enum MHD_Result r;
 
         if (!j)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-        s = json_object_to_json_string_length(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-        r = s ? http_reply(h, c, status, API_CONTENT_JSON, s, len)
-              : http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        r = json_to_text(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &s, &len) >= 0
+                    ? http_reply(h, c, status, API_CONTENT_JSON, s, len)
+                    : http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
         json_object_put(j);
         return r;
 }
@@ -188,7 +189,7 @@ enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t ret
         char msg[512], secs[24];
         struct MHD_Response *resp;
         json_object *j;
-        const char *s;
+        _cleanup_free_ char *s = NULL;
         enum MHD_Result r;
         va_list ap;
 
@@ -200,8 +201,9 @@ enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t ret
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
         json_object_object_add(j, API_K_ERROR, json_object_new_string(msg));
         json_object_object_add(j, API_K_STATUS, json_object_new_int(MHD_HTTP_TOO_MANY_REQUESTS));
-        s = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN);
-        resp = s ? MHD_create_response_from_buffer(strlen(s), (void *) s, MHD_RESPMEM_MUST_COPY) : NULL;
+        resp = json_to_text(j, JSON_C_TO_STRING_PLAIN, &s, NULL) >= 0
+                       ? MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_COPY)
+                       : NULL;
         json_object_put(j);
         if (!resp)
                 return MHD_NO;

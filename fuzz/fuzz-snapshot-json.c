@@ -4,6 +4,7 @@
  * frames and a thread's text, and the JSON writer, whose output must read back. */
 #include <errno.h>
 
+#include "escape.h"
 #include "fuzz.h"
 #include "json-util.h"
 #include "snapshot-json.h"
@@ -22,17 +23,23 @@ static void render(const Snapshot *s, const TextOptions *o) {
         }
 }
 
-/* What the writer makes of a snapshot the reader accepted is a snapshot again. */
+/* What the writer makes of a snapshot the reader accepted is UTF-8, and a snapshot again. */
 static void round_trip(const Snapshot *s) {
         _cleanup_snapshot_free_ Snapshot *again = NULL;
+        _cleanup_free_ char *text = NULL;
         json_object *j = snapshot_to_json(s), *k = NULL;
-        const char *text, *why = NULL;
+        const char *why = NULL;
+        size_t len, n;
         int r;
 
-        if (!j)
+        if (!j || json_to_text(j, JSON_C_TO_STRING_PLAIN, &text, &len) < 0)
                 abort();
-        text = json_object_to_json_string(j);
-        r = json_parse_bounded(text, strlen(text), &k, &why);
+        for (size_t i = 0; i < len; i += n)
+                if ((n = utf8_sequence_len(text + i, len - i, NULL)) == 0) {
+                        fprintf(stderr, "the JSON writer wrote a byte that is not UTF-8 at %zu\n", i);
+                        abort();
+                }
+        r = json_parse_bounded(text, len, &k, &why);
         if (r >= 0)
                 r = snapshot_from_json(k, &again, &why);
         if (r < 0) {

@@ -273,8 +273,8 @@ void archive_summaries_free(ArchiveSummary *s, size_t n) {
 static int archive_header_build(const char *id, uint64_t timestamp_usec, const ArchiveSummary *summary,
                                 uint64_t size, uint8_t **ret, size_t *ret_size) {
         _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_free_ char *s = NULL;
         uint8_t *buf;
-        const char *s;
         size_t n;
         int r;
 
@@ -296,10 +296,9 @@ static int archive_header_build(const char *id, uint64_t timestamp_usec, const A
             (r = json_add_string(o, "unit", summary->unit)) < 0)
                 return r;
         /* json-c escapes control characters, so a comm like "\e[2J" stays inert in the header. */
-        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        if (!s)
-                return -ENOMEM;
-        n = strlen(s);
+        r = json_to_text(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &s, &n);
+        if (r < 0)
+                return r;
         if (n > ARCHIVE_HEADER_MAX)
                 return -E2BIG;
         buf = malloc(FRAME_HEADER_SIZE + n);
@@ -319,12 +318,18 @@ static int archive_header_parse(const char *p, size_t n, const char *id, Archive
         _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_(archive_summary_done) ArchiveSummary s = {};
+        _cleanup_free_ char *restored = NULL;
         char expect[NAME_SIZE];
         json_object *v;
         uint64_t pid;
         size_t k;
         int r;
 
+        r = json_text_restore_bytes(p, n, &restored, &n);
+        if (r < 0)
+                return r;
+        if (restored)
+                p = restored;
         tok = json_tokener_new();
         if (!tok)
                 return -ENOMEM;

@@ -6,13 +6,18 @@
 
 #include "escape.h"
 
-/* Length of the valid UTF-8 sequence at S (at most LEN bytes), or 0 if it is not one. */
-static size_t utf8_valid_len(const unsigned char *s, size_t len) {
+size_t utf8_sequence_len(const char *str, size_t len, uint32_t *ret_cp) {
+        const unsigned char *s = (const unsigned char *) str;
         size_t n;
         uint32_t cp;
 
-        if (s[0] < 0x80)
+        if (len == 0)
+                return 0;
+        if (s[0] < 0x80) {
+                if (ret_cp)
+                        *ret_cp = s[0];
                 return 1;
+        }
         if ((s[0] & 0xe0) == 0xc0) {
                 n = 2;
                 cp = s[0] & 0x1f;
@@ -31,11 +36,26 @@ static size_t utf8_valid_len(const unsigned char *s, size_t len) {
                         return 0;
                 cp = (cp << 6) | (s[i] & 0x3f);
         }
-        /* Reject overlong forms, surrogates, and C1 controls (U+0080…U+009F act as terminal controls). */
-        if ((n == 2 && cp < 0xa0) || (n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        /* Reject overlong forms, surrogates and what lies beyond U+10FFFF. */
+        if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
             (cp >= 0xd800 && cp <= 0xdfff))
                 return 0;
+        if (ret_cp)
+                *ret_cp = cp;
         return n;
+}
+
+bool unicode_is_control(uint32_t cp) {
+        return cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+               (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* Length of the printable UTF-8 sequence at S: as utf8_sequence_len(), but not the controls. */
+static size_t utf8_printable_len(const unsigned char *s, size_t len) {
+        uint32_t cp;
+        size_t n = utf8_sequence_len((const char *) s, len, &cp);
+
+        return n > 0 && unicode_is_control(cp) ? 0 : n;
 }
 
 char *escape_cstring(const char *s, size_t len) {
@@ -60,7 +80,7 @@ char *escape_cstring(const char *s, size_t len) {
                 case '\\': *o++ = '\\'; *o++ = '\\'; i++; continue;
                 default: break;
                 }
-                n = (c >= 0x20 && c != 0x7f) ? utf8_valid_len(u + i, len - i) : 0;
+                n = (c >= 0x20 && c != 0x7f) ? utf8_printable_len(u + i, len - i) : 0;
                 if (n == 0) {
                         *o++ = '\\';
                         *o++ = 'x';

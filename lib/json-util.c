@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "json-util.h"
 #include "strv.h"
 
@@ -115,13 +116,181 @@ json_object *json_new_string_or_null(const char *s) {
         return s ? json_object_new_string(s) : NULL;
 }
 
+/* Call PUT for each run of TEXT (LEN bytes) as json_to_text() writes it. */
+static int json_text_escape(const char *text, size_t len, int (*put)(const char *s, size_t n, void *userdata),
+                            void *userdata) {
+        static const char hex[] = "0123456789abcdef";
+        size_t start = 0;
+        int r;
+
+        for (size_t i = 0; i < len;) {
+                uint32_t cp;
+                size_t n = utf8_sequence_len(text + i, len - i, &cp);
+                unsigned char c = (unsigned char) text[i];
+                /* A byte that is not UTF-8 as \udcNN; a control json-c leaves raw (DEL, C1, bidi) as \uXXXX. */
+                char esc[] = { '\\', 'u', 'd', 'c', hex[c >> 4], hex[c & 15] };
+
+                if (n > 0 && !(cp >= 0x7f && unicode_is_control(cp))) {
+                        i += n;
+                        continue;
+                }
+                if (n > 0) {
+                        esc[2] = hex[cp >> 12];
+                        esc[3] = hex[(cp >> 8) & 15];
+                        esc[4] = hex[(cp >> 4) & 15];
+                        esc[5] = hex[cp & 15];
+                }
+                r = put(text + start, i - start, userdata);
+                if (r < 0)
+                        return r;
+                r = put(esc, sizeof esc, userdata);
+                if (r < 0)
+                        return r;
+                i += n ?: 1;
+                start = i;
+        }
+        return put(text + start, len - start, userdata);
+}
+
+static int put_file(const char *s, size_t n, void *userdata) {
+        return n == 0 || fwrite(s, 1, n, userdata) == n ? 0 : -EIO;
+}
+
+typedef struct TextBuffer {
+        char *p;
+        size_t n;
+} TextBuffer;
+
+static int put_buffer(const char *s, size_t n, void *userdata) {
+        TextBuffer *b = userdata;
+
+        memcpy(b->p + b->n, s, n);
+        b->n += n;
+        return 0;
+}
+
+int json_to_text(json_object *o, int flags, char **ret, size_t *ret_len) {
+        size_t len, bad = 0;
+        const char *s = json_object_to_json_string_length(o, flags, &len);
+        TextBuffer b;
+
+        if (!s)
+                return -ENOMEM;
+        /* Each escape is 6 bytes for at least 1. */
+        for (size_t i = 0; i < len;) {
+                uint32_t cp;
+                size_t n = utf8_sequence_len(s + i, len - i, &cp);
+                bad += n == 0 || (cp >= 0x7f && unicode_is_control(cp));
+                i += n ?: 1;
+        }
+        b = (TextBuffer) { .p = malloc(len + 5 * bad + 1) };
+        if (!b.p)
+                return -ENOMEM;
+        (void) json_text_escape(s, len, put_buffer, &b);
+        b.p[b.n] = '\0';
+        *ret = b.p;
+        if (ret_len)
+                *ret_len = b.n;
+        return 0;
+}
+
+int json_fputs(json_object *o, int flags, FILE *f) {
+        size_t len;
+        const char *s = json_object_to_json_string_length(o, flags, &len);
+
+        if (!s)
+                return -ENOMEM;
+        return json_text_escape(s, len, put_file, f);
+}
+
+static int hex_digit(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+/* The code unit of the \uXXXX escape at P (LEN bytes from P), or -1 when there is none. */
+static int32_t unicode_escape_at(const char *p, size_t len) {
+        int32_t v = 0;
+
+        if (len < 6 || p[0] != '\\' || p[1] != 'u')
+                return -1;
+        for (size_t i = 2; i < 6; i++) {
+                int d = hex_digit(p[i]);
+                if (d < 0)
+                        return -1;
+                v = v << 4 | d;
+        }
+        return v;
+}
+
+int json_text_restore_bytes(const char *text, size_t len, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *out = NULL;
+        size_t o = 0, copied = 0;
+        bool in_string = false, after_high = false;
+
+        for (size_t i = 0; i < len; i++) {
+                int32_t u;
+
+                if (!in_string) {
+                        in_string = text[i] == '"';
+                        continue;
+                }
+                if (text[i] == '"') {
+                        in_string = after_high = false;
+                        continue;
+                }
+                if (text[i] != '\\') {
+                        after_high = false;
+                        continue;
+                }
+                u = unicode_escape_at(text + i, len - i);
+                if (u < 0xdc80 || u > 0xdcff || after_high) {
+                        /* Another escape; a high surrogate makes the \udcNN after it the second half of a pair. */
+                        after_high = u >= 0xd800 && u <= 0xdbff;
+                        i += u >= 0 ? 5 : 1;
+                        continue;
+                }
+                if (!out) {
+                        out = malloc(len + 1);
+                        if (!out)
+                                return -ENOMEM;
+                }
+                memcpy(out + o, text + copied, i - copied);
+                o += i - copied;
+                out[o++] = (char) (u & 0xff);
+                i += 5;
+                copied = i + 1;
+        }
+        if (out) {
+                memcpy(out + o, text + copied, len - copied);
+                o += len - copied;
+                out[o] = '\0';
+        }
+        if (ret_len)
+                *ret_len = out ? o : len;
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
 int json_parse_bounded(const char *text, size_t len, json_object **ret, const char **ret_error) {
+        _cleanup_free_ char *restored = NULL;
         size_t containers = 0, elements = 0, depth = 0;
         bool in_string = false;
         json_tokener *tok;
         json_object *j;
+        int r;
 
         *ret_error = NULL;
+        r = json_text_restore_bytes(text, len, &restored, &len);
+        if (r < 0)
+                return r;
+        if (restored)
+                text = restored;
         for (size_t i = 0; i < len; i++) {
                 char c = text[i];
 

@@ -936,10 +936,9 @@ int symbolizer_render_resymbolized(Symbolizer *s, const char *json, size_t len, 
                 out = snapshot_to_json(snap);
                 if (!out)
                         return -ENOMEM;
-                return fputs(json_object_to_json_string_ext(out, o && o->json_flags ? o->json_flags
-                                                                                  : JSON_C_TO_STRING_PLAIN |
-                                                                                            JSON_C_TO_STRING_NOSLASHESCAPE),
-                             f) < 0 ? -EIO : 0;
+                return json_fputs(out, o && o->json_flags ? o->json_flags
+                                                          : JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+                                  f);
         }
         if (how == SNAPSHOT_RENDER_FOLDED)
                 return snapshot_print_folded(snap, o && o->kernel, f);

@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc-util.h"
 #include "escape.h"
+#include "json-util.h"
 
 START_TEST(test_escape_table) {
         static const struct {
@@ -23,6 +25,9 @@ START_TEST(test_escape_table) {
                 { "\xc0\xaf", 2, "\\xc0\\xaf" },            /* overlong '/' */
                 { "\xed\xa0\x80", 3, "\\xed\\xa0\\x80" },   /* surrogate */
                 { "nul\0in", 6, "nul\\x00in" },
+                { "exe\xe2\x80\xaetxt", 9, "exe\\xe2\\x80\\xaetxt" },  /* U+202E turns the rest around */
+                { "a\xe2\x80\xa8" "b", 5, "a\\xe2\\x80\\xa8b" },       /* U+2028, a line separator */
+                { "\xe2\x80\x99", 3, "\xe2\x80\x99" },                /* U+2019, a quote, stays */
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
                 char *e = escape_cstring(cases[i].in, cases[i].len);
@@ -48,4 +53,38 @@ START_TEST(test_escape_null_and_all_bytes) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("escape", test_escape_table, test_escape_null_and_all_bytes)
+/* Invalid bytes in JSON text become \udcNN, which json_parse_bounded() turns back into the bytes. */
+START_TEST(test_json_bytes_round_trip) {
+        static const char raw[] = "c\033\n\xff\xfe;\x07 \\ caf\xc3\xa9 \xed\xa0\x80 \xc3";
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *back = NULL;
+        _cleanup_free_ char *text = NULL;
+        const char *why = NULL;
+        size_t len;
+
+        ck_assert_int_eq(json_add_string(o, "comm", raw), 0);
+        /* A pair whose second half is in the \udcNN range stays a pair; an escaped backslash is no escape. */
+        ck_assert_int_eq(json_add_string(o, "pair", "\xf0\x90\x82\x80"), 0);
+        ck_assert_int_eq(json_to_text(o, JSON_C_TO_STRING_PLAIN, &text, &len), 0);
+        ck_assert_uint_eq(strlen(text), len);
+        for (size_t i = 0, n; i < len; i += n) {
+                n = utf8_sequence_len(text + i, len - i, NULL);
+                ck_assert_msg(n > 0, "invalid UTF-8 at %zu of %s", i, text);
+        }
+        ck_assert_ptr_nonnull(strstr(text, "\\udcff\\udcfe"));
+        ck_assert_ptr_nonnull(strstr(text, "\\udced\\udca0\\udc80"));
+        ck_assert_int_eq(json_parse_bounded(text, len, &back, &why), 0);
+        ck_assert_str_eq(json_get_string(back, "comm"), raw);
+        ck_assert_str_eq(json_get_string(back, "pair"), "\xf0\x90\x82\x80");
+        json_object_put(back);
+        back = NULL;
+        {
+                static const char in[] = "{\"a\":\"\\ud800\\udc80\",\"b\":\"\\\\udcff\",\"c\":\"\\udcff\"}";
+                ck_assert_int_eq(json_parse_bounded(in, strlen(in), &back, &why), 0);
+                ck_assert_str_eq(json_get_string(back, "a"), "\xf0\x90\x82\x80");
+                ck_assert_str_eq(json_get_string(back, "b"), "\\udcff");
+                ck_assert_str_eq(json_get_string(back, "c"), "\xff");
+        }
+}
+END_TEST
+
+UNIT_TEST_MAIN("escape", test_escape_table, test_escape_null_and_all_bytes, test_json_bytes_round_trip)
