@@ -192,6 +192,9 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
         if (wants & CLASSIFY_READ_SYSCALL) {
                 n = read_task_file(s, t, "syscall", buf, sizeof buf);
                 cur->have_syscall = n > 0 && proc_parse_syscall(buf, (size_t) n, &cur->syscall) >= 0;
+                /* restart_syscall says which call it continues only with the kernel function it sleeps in. */
+                if (cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_BLOCKED && cur->syscall.nr == 219)
+                        wants |= CLASSIFY_READ_WCHAN;
         }
         if (wants & CLASSIFY_READ_SCHED) {
                 ProcSchedstat st;
@@ -213,6 +216,8 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
                         t->wchan[l] = '\0';
                 } else
                         t->wchan[0] = '\0';
+                if (cur->have_syscall)
+                        proc_syscall_resolve_restart(&cur->syscall, t->wchan);
         }
 }
 

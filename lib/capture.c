@@ -213,6 +213,8 @@ static int read_thread_facts(Capture *c, int taskfd, ThreadSnapshot *t) {
         n = proc_read_small(taskfd, "wchan", buf, sizeof buf);
         if (n > 0 && !streq(buf, "0") && !(t->wchan = strdup(buf)))
                 return -ENOMEM;
+        /* Taken here, before any stop of ours, and kept: a ptrace fall-back turns poll() into restart_syscall. */
+        proc_syscall_resolve_restart(&t->syscall, t->wchan);
 
         if (c->o->kernel) {
                 r = read_kernel_stack(c, taskfd, t);
@@ -247,7 +249,8 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
                         free(stack.data);
                         return (int) n;
                 }
-                if (proc_parse_syscall(buf, (size_t) n, &again) >= 0 && proc_syscall_same_place(&t->syscall, &again)) {
+                if (proc_parse_syscall(buf, (size_t) n, &again) >= 0 &&
+                    (proc_syscall_resolve_restart(&again, t->wchan), proc_syscall_same_place(&t->syscall, &again))) {
                         raw->stack = stack;
                         raw->have_regs = true;
                         t->stack_bytes = stack.len;
@@ -374,11 +377,17 @@ static void ptrace_failed(Capture *c, ThreadSnapshot *t, RawThread *raw, int r) 
                 char buf[512];
                 ssize_t n;
 
+                ProcSyscall sc;
+
                 if (proc_open_task(c->dirfd, t->tid, &taskfd) == 0 &&
                     (n = proc_read_small(taskfd, "syscall", buf, sizeof buf)) >= 0 &&
-                    proc_parse_syscall(buf, (size_t) n, &t->syscall) >= 0 && capture_passive(c, taskfd, t, raw) == 0) {
-                        thread_set_error(c->s, t, "did not stop for ptrace; captured passively");
-                        return;
+                    proc_parse_syscall(buf, (size_t) n, &sc) >= 0) {
+                        proc_syscall_resolve_restart(&sc, t->wchan);
+                        t->syscall = sc;
+                        if (capture_passive(c, taskfd, t, raw) == 0) {
+                                thread_set_error(c->s, t, "did not stop for ptrace; captured passively");
+                                return;
+                        }
                 }
         }
         t->method = CAPTURE_METHOD_NONE;

@@ -54,6 +54,11 @@ int thread_wait_read(pid_t pid, pid_t tid, ThreadWait *ret) {
                 w.syscall = (ProcSyscall) { .kind = PROC_SYSCALL_NONE, .nr = -1 };
         if (n == -ESRCH)
                 return -ESRCH;
+        if (w.syscall.kind == PROC_SYSCALL_BLOCKED && w.syscall.nr == 219) {
+                char wchan[128];
+                ssize_t k2 = proc_read_small(dirfd, "wchan", wchan, sizeof wchan);
+                proc_syscall_resolve_restart(&w.syscall, k2 > 0 ? wchan : NULL);
+        }
         if (st.state == 't' || st.state == 'T') {
                 char sbuf[4096];
                 n = proc_read_small(dirfd, "status", sbuf, sizeof sbuf);

@@ -90,6 +90,31 @@ int proc_parse_syscall(const char *buf, size_t len, ProcSyscall *ret) {
         return 0;
 }
 
+void proc_syscall_resolve_restart(ProcSyscall *sc, const char *wchan) {
+        /* Only these three calls continue through the restart block on x86_64 (select, ppoll, epoll_wait and the
+         * rest are re-issued with their own number), and each sleeps in its own kernel function. */
+        static const struct {
+                const char *wchan;      /* a prefix: the compiler may add ".constprop.0", old kernels "_me" */
+                int64_t nr;
+        } origins[] = {
+                { "poll_schedule_timeout", 7 },         /* poll: do_restart_poll() */
+                { "futex_wait_queue", 202 },            /* futex: futex_wait_restart() */
+                { "do_nanosleep", 35 },                 /* nanosleep or clock_nanosleep: hrtimer_nanosleep_restart() */
+        };
+
+        if (sc->kind != PROC_SYSCALL_BLOCKED || sc->nr != 219 || !wchan)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(origins); i++)
+                if (startswith(wchan, origins[i].wchan)) {
+                        sc->nr = origins[i].nr;
+                        /* clock_nanosleep's first argument is a clock id, nanosleep's a pointer. */
+                        if (sc->nr == 35 && sc->args[0] < 4096)
+                                sc->nr = 230;
+                        sc->restarted = true;
+                        return;
+                }
+}
+
 bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b) {
         return a->kind == b->kind && a->nr == b->nr && a->sp == b->sp && a->pc == b->pc;
 }

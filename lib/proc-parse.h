@@ -41,9 +41,15 @@ typedef struct ProcSyscall {
         uint64_t args[6];
         uint64_t sp;
         uint64_t pc;
+        bool restarted;         /* NR was restart_syscall, and is now the call it continues */
 } ProcSyscall;
 
 int proc_parse_syscall(const char *buf, size_t len, ProcSyscall *ret);
+/* A thread stopped in poll(), futex() or nanosleep() and continued (SIGSTOP/SIGCONT, Ctrl-Z and fg, a debugger or
+ * our own ptrace fall-back) sleeps on in restart_syscall, and /proc shows that number, though the registers still
+ * hold the first call's arguments. Given the thread's WCHAN (the kernel function it sleeps in; NULL or "" when not
+ * known), turn SC back into the call it continues, and set restarted; left as it is when WCHAN does not say. */
+void proc_syscall_resolve_restart(ProcSyscall *sc, const char *wchan);
 /* Whether two syscall records show the thread at the same place (same syscall, SP and PC). */
 bool proc_syscall_same_place(const ProcSyscall *a, const ProcSyscall *b);
 

@@ -236,6 +236,8 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
                 for (size_t i = 0; i < ELEMENTSOF(t->syscall.args); i++)
                         json_object_array_add(args, jhex(t->syscall.args[i]));
                 ADD(sc, "args", args);
+                if (t->syscall.restarted)
+                        ADD(sc, "restarted", json_object_new_boolean(true));
         }
         if (t->syscall.kind != PROC_SYSCALL_RUNNING) {
                 ADD(sc, "sp", jhex(t->syscall.sp));
@@ -448,6 +450,7 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                         : streq(kind, "none")    ? PROC_SYSCALL_NONE
                                                  : PROC_SYSCALL_RUNNING;
         t->syscall.nr = get_i64(sc, "nr", -1);
+        t->syscall.restarted = json_get_bool(sc, "restarted");
         t->syscall.sp = get_u64(sc, "sp");
         t->syscall.pc = get_u64(sc, "pc");
         if ((a = json_member(sc, "args", json_type_array)))

@@ -49,6 +49,8 @@ static void print_syscall(FILE *f, const ThreadSnapshot *t) {
                 for (size_t i = 0; i < 3; i++)
                         fprintf(f, "%s0x%" PRIx64, i ? ", " : "", sc->args[i]);
                 fputs(", …)", f);
+                if (sc->restarted)
+                        fputs(" (restarted after a stop)", f);
                 return;
         }
 }

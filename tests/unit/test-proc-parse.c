@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "macro.h"
 #include "proc-parse.h"
 #include "strv.h"
 
@@ -92,6 +93,37 @@ START_TEST(test_syscall) {
         ck_assert_int_lt(proc_parse_syscall("-2 0x1 0x2", 10, &sc), 0);
         ck_assert_int_lt(proc_parse_syscall("0 0x3 0x1 0x1 0x0 0x0 0xzz 0x1 0x2", 34, &sc), 0);
         ck_assert_int_lt(proc_parse_syscall("-1 0x11111111111111111111 0x1", 29, &sc), 0);
+}
+END_TEST
+
+/* restart_syscall turned back into the call it continues, by the kernel function it sleeps in. */
+START_TEST(test_syscall_restart) {
+        static const struct {
+                const char *line, *wchan;
+                int64_t nr;
+                bool restarted;
+        } cases[] = {
+                { "219 0x7f303c5a4790 0x1 0xffffffff 0x1 0x0 0x0 0x7ff0 0x7f10", "poll_schedule_timeout.constprop.0", 7, true },
+                { "219 0x55d0 0x80 0x0 0x7ffd 0x0 0x0 0x7ff0 0x7f10", "futex_wait_queue", 202, true },
+                { "219 0x55d0 0x80 0x0 0x7ffd 0x0 0x0 0x7ff0 0x7f10", "futex_wait_queue_me", 202, true },
+                { "219 0x7ffd1000 0x0 0x0 0x0 0x0 0x0 0x7ff0 0x7f10", "do_nanosleep", 35, true },
+                { "219 0x1 0x0 0x7ffd1000 0x0 0x0 0x0 0x7ff0 0x7f10", "do_nanosleep", 230, true },
+                /* Not known: left as it is. */
+                { "219 0x1 0x0 0x0 0x0 0x0 0x0 0x7ff0 0x7f10", "ep_poll", 219, false },
+                { "219 0x1 0x0 0x0 0x0 0x0 0x0 0x7ff0 0x7f10", NULL, 219, false },
+                { "219 0x1 0x0 0x0 0x0 0x0 0x0 0x7ff0 0x7f10", "", 219, false },
+                /* Only restart_syscall is touched. */
+                { "7 0x1 0x0 0x0 0x0 0x0 0x0 0x7ff0 0x7f10", "futex_wait_queue", 7, false },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                ProcSyscall sc;
+
+                ck_assert_int_eq(proc_parse_syscall(cases[i].line, strlen(cases[i].line), &sc), 0);
+                proc_syscall_resolve_restart(&sc, cases[i].wchan);
+                ck_assert_int_eq(sc.nr, cases[i].nr);
+                ck_assert_int_eq(sc.restarted, cases[i].restarted);
+        }
 }
 END_TEST
 
@@ -264,4 +296,4 @@ START_TEST(test_fdinfo) {
 END_TEST
 
 UNIT_TEST_MAIN("proc-parse", test_schedstat, test_io, test_fdinfo, test_stat_hostile_comm, test_stat_broken, test_syscall,
-               test_status, test_kstack, test_maps, test_cmdline_cgroup_unit, test_syscall_names)
+               test_syscall_restart, test_status, test_kstack, test_maps, test_cmdline_cgroup_unit, test_syscall_names)

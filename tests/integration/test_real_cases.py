@@ -1,0 +1,120 @@
+"""Cases real programs get into, with the answer a person would give: a poll() continued after a stop, what our
+own ptrace fall-back leaves behind, and their controls."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import dump_json, wait_until
+
+# A client that waits in poll() for its server's reply over a unix socket, and a server that never answers. The
+# server is the test's child; the client is the server's child, so both exit with it.
+POLL_PAIR = r'''
+import os, select, socket, sys
+path = sys.argv[1]
+srv = socket.socket(socket.AF_UNIX); srv.bind(path); srv.listen(1)
+pid = os.fork()
+if pid == 0:
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    c = socket.socket(socket.AF_UNIX); c.connect(path)
+    p = select.poll(); p.register(c, select.POLLIN)
+    p.poll()
+    os._exit(0)
+conn, _ = srv.accept()
+print(pid, flush=True)
+sys.stdin.read()
+'''
+
+
+def syscall_nr(pid):
+    with open(f"/proc/{pid}/syscall") as f:
+        return f.read().split()[0]
+
+
+@pytest.fixture
+def poll_pair(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", POLL_PAIR, str(tmp_path / "s.sock")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    try:
+        client = int(p.stdout.readline())
+        wait_until(lambda: syscall_nr(client) == "7", what="the client in poll()")
+        yield client, p.pid
+    finally:
+        p.kill()
+        p.wait()
+
+
+def client_edge(client):
+    [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", client)
+    edges = [e for e in doc["wait_chain"]["edges"] if e["from"]["pid"] == client]
+    return doc, edges
+
+
+def stop_and_continue(pid):
+    os.kill(pid, signal.SIGSTOP)
+    wait_until(lambda: open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T", what="stopped")
+    os.kill(pid, signal.SIGCONT)
+    # The kernel continues poll() through the restart block: /proc now says restart_syscall.
+    wait_until(lambda: syscall_nr(pid) == "219", what="the client in restart_syscall")
+
+
+def assert_waits_on_server(client, server, edges):
+    assert len(edges) == 1, edges
+    [e] = edges
+    assert e["syscall"] == "poll" and e["kind"] == "unix-socket", e
+    assert e["to"]["pid"] == server, e
+
+
+def test_poll_continued_after_sigstop_keeps_its_chain(poll_pair):
+    client, server = poll_pair
+    _, before = client_edge(client)
+    assert_waits_on_server(client, server, before)
+    stop_and_continue(client)
+    doc, after = client_edge(client)
+    assert_waits_on_server(client, server, after)
+    sc = doc["threads"][0]["syscall"]
+    assert sc["name"] == "poll" and sc["restarted"] is True
+    # The registers still hold poll's arguments: the same fds array and count as before.
+    assert int(sc["args"][1], 16) == 1
+
+
+def test_our_ptrace_fall_back_does_not_lose_the_chain(poll_pair):
+    client, server = poll_pair
+    # A ptrace capture interrupts poll(); the kernel continues it as restart_syscall.
+    [doc] = dump_json("--method", "ptrace", "--peers", "1", "--no-source", "--no-kernel", client)
+    assert_waits_on_server(client, server, [e for e in doc["wait_chain"]["edges"] if e["from"]["pid"] == client])
+    wait_until(lambda: syscall_nr(client) == "219", what="the client in restart_syscall after our stop")
+    # Every later look, passive, still has the edge.
+    for _ in range(2):
+        _, edges = client_edge(client)
+        assert_waits_on_server(client, server, edges)
+
+
+RULES = """
+poll_interval: 200ms
+archive:
+  directory: @ARCHIVE@
+rules:
+  - name: stuck
+    class: [blocked, stopped]
+    for: 1s
+    exe: "{exe}"
+    cooldown: 1h
+"""
+
+
+def test_resumed_client_is_waiting_in_poll_not_flagged(daemon, poll_pair):
+    client, server = poll_pair
+    d = daemon(RULES.format(exe=os.path.realpath(sys.executable)))
+    stop_and_continue(client)
+    d.wait_scans(8)
+
+    def thread():
+        doc = d.get_json("/processes?all=1")
+        return next((t for t in doc["threads"] if t["tid"] == client), None)
+    t = wait_until(thread, what="the client in /processes")
+    assert t["class"] == "waiting" and t["syscall"] == "poll", t
+    assert not d.snapshots("--pid", str(client))
