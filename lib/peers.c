@@ -209,6 +209,16 @@ static int edges_unix(EdgeCtx *c, int fd, const UnixSock *u) {
         _cleanup_free_ char *object = NULL;
         const UnixSock *peer;
 
+        /* Connected, but still in the listener's backlog: its peer is a socket no process holds yet, and whoever
+         * holds the listener is who should accept and answer. */
+        if (u->peer == 0 && u->state != TCP_LISTEN &&
+            (peer = unix_socks_find_listener(c->r->unix_socks, c->r->n_unix, u->inode))) {
+                if (asprintf(&object, "unix socket %" PRIu64 " (not accepted yet by listening socket %" PRIu64 "%s%s)",
+                             u->inode, peer->inode, peer->name ? " " : "", peer->name ?: "") < 0)
+                        return -ENOMEM;
+                return edges_to_holders(c, WAIT_KIND_UNIX, fd, u->inode, object, FD_KIND_SOCKET, peer->inode, NULL,
+                                        -1, "no process holds the listener");
+        }
         if (u->peer == 0) {
                 if (asprintf(&object, "%s unix socket %" PRIu64 "%s%s", u->state == TCP_LISTEN ? "listening" : "unconnected",
                              u->inode, u->name ? " " : "", u->name ?: "") < 0)

@@ -92,8 +92,10 @@ typedef struct UnixTable {
 } UnixTable;
 
 void unix_socks_free(UnixSock *s, size_t n) {
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
                 free(s[i].name);
+                free(s[i].icons);
+        }
         free(s);
 }
 
@@ -123,15 +125,20 @@ static int on_unix(const struct nlmsghdr *h, void *userdata) {
                                 u.name = NULL;
                         if (!u.name)
                                 return -ENOMEM;
+                } else if (a->rta_type == UNIX_DIAG_ICONS && plen >= sizeof(uint32_t) && !u.icons) {
+                        u.n_icons = plen / sizeof(uint32_t);
+                        u.icons = malloc(u.n_icons * sizeof(uint32_t));
+                        if (!u.icons) {
+                                free(u.name);
+                                return -ENOMEM;
+                        }
+                        memcpy(u.icons, RTA_DATA(a), u.n_icons * sizeof(uint32_t));
                 }
         }
-        if (t->n >= DIAG_SOCKETS_MAX) {
+        if (t->n >= DIAG_SOCKETS_MAX || !GREEDY_REALLOC(t->socks, t->allocated, t->n + 1)) {
                 free(u.name);
-                return 0;
-        }
-        if (!GREEDY_REALLOC(t->socks, t->allocated, t->n + 1)) {
-                free(u.name);
-                return -ENOMEM;
+                free(u.icons);
+                return t->n >= DIAG_SOCKETS_MAX ? 0 : -ENOMEM;
         }
         t->socks[t->n++] = u;
         return 0;
@@ -150,7 +157,7 @@ int sock_diag_unix(UnixSock **ret, size_t *ret_n) {
                 .r = {
                         .sdiag_family = AF_UNIX,
                         .udiag_states = ~0U,
-                        .udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_NAME,
+                        .udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_NAME | UDIAG_SHOW_ICONS,
                 },
         };
         UnixTable t = {};
@@ -171,6 +178,14 @@ int sock_diag_unix(UnixSock **ret, size_t *ret_n) {
 const UnixSock *unix_socks_find(const UnixSock *s, size_t n, uint64_t inode) {
         UnixSock key = { .inode = inode };
         return n ? bsearch(&key, s, n, sizeof *s, cmp_unix) : NULL;
+}
+
+const UnixSock *unix_socks_find_listener(const UnixSock *s, size_t n, uint64_t inode) {
+        for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < s[i].n_icons; k++)
+                        if (s[i].icons[k] == inode)
+                                return &s[i];
+        return NULL;
 }
 
 /* ---- inet ---- */

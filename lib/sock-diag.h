@@ -12,6 +12,8 @@ typedef struct UnixSock {
         uint8_t type;           /* SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET */
         uint8_t state;          /* TCP_ESTABLISHED, TCP_LISTEN, … as the kernel reports them for unix sockets */
         char *name;             /* the bound path; abstract names start with '@'; NULL when unbound */
+        uint32_t *icons;        /* a listener's connections not accepted yet: the inodes of their clients' sockets */
+        size_t n_icons;
 } UnixSock;
 
 /* Every unix socket of this network namespace, sorted by inode. */
@@ -19,6 +21,8 @@ int sock_diag_unix(UnixSock **ret, size_t *ret_n);
 void unix_socks_free(UnixSock *s, size_t n);
 /* Binary search by inode; NULL when absent. */
 const UnixSock *unix_socks_find(const UnixSock *s, size_t n, uint64_t inode);
+/* The listener whose backlog holds the connection of the client socket INODE; NULL when none does. */
+const UnixSock *unix_socks_find_listener(const UnixSock *s, size_t n, uint64_t inode);
 
 typedef struct InetSock {
         uint64_t inode;         /* 0 for sockets no process holds yet (a connection still in a listener's backlog) */

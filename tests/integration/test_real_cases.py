@@ -118,3 +118,46 @@ def test_resumed_client_is_waiting_in_poll_not_flagged(daemon, poll_pair):
     t = wait_until(thread, what="the client in /processes")
     assert t["class"] == "waiting" and t["syscall"] == "poll", t
     assert not d.snapshots("--pid", str(client))
+
+
+# A server that accepted one client and leaves the next in its listener's backlog, then sleeps on its stdin.
+BACKLOG = r'''
+import os, socket, sys, ctypes
+path = sys.argv[1]
+srv = socket.socket(socket.AF_UNIX); srv.bind(path); srv.listen(4)
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+        for s in [srv] + [v for k, v in list(globals().items()) if k == "conn"]:
+            s.close()  # the client holds nothing of the server's
+        c = socket.socket(socket.AF_UNIX); c.connect(path)
+        c.recv(1)
+        os._exit(0)
+    kids.append(pid)
+    if not kids[1:]:
+        conn, _ = srv.accept()
+print(*kids, flush=True)
+sys.stdin.read()
+'''
+
+
+def test_unix_client_in_the_listener_backlog_waits_on_the_listener(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", BACKLOG, str(tmp_path / "b.sock")], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    try:
+        accepted, waiting = map(int, p.stdout.readline().split())
+        for pid in (accepted, waiting):
+            wait_until(lambda: syscall_nr(pid) == "45", what=f"{pid} in recvfrom")
+        # Connected, but never accepted: the edge goes to whoever holds the listener, which should accept.
+        _, [e] = client_edge(waiting)
+        assert e["kind"] == "unix-socket" and e["to"]["pid"] == p.pid, e
+        assert "not accepted yet" in e["object"] and str(tmp_path / "b.sock") in e["object"], e
+        # The control: the accepted client waits on the same process, through the accepted socket.
+        _, [e] = client_edge(accepted)
+        assert e["kind"] == "unix-socket" and e["to"]["pid"] == p.pid, e
+        assert "not accepted yet" not in e["object"], e
+    finally:
+        p.kill()
+        p.wait()
