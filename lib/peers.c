@@ -244,12 +244,15 @@ static const InetSock *inet_find_peer(const InetSock *t, size_t n, const InetSoc
         return NULL;
 }
 
-/* A listener on S's destination port (the connection may still sit in its backlog, held by no fd). */
+/* Who receives what S sends, when no socket is connected back to it: for TCP a listener on S's destination port
+ * (the connection may still sit in its backlog, held by no fd), for UDP a socket bound to that address and port
+ * and connected to nobody (a server answering with sendto()). */
 static const InetSock *inet_find_listener(const InetSock *t, size_t n, const InetSock *s) {
         static const uint8_t any[16];
 
         for (size_t i = 0; i < n; i++)
-                if (t[i].state == TCP_LISTEN && t[i].sport == s->dport && t[i].inode != 0 &&
+                if ((s->protocol == IPPROTO_TCP ? t[i].state == TCP_LISTEN : t[i].dport == 0) &&
+                    t[i].sport == s->dport && t[i].family == s->family && t[i].inode != 0 && &t[i] != s &&
                     (memcmp(t[i].src, s->dst, 16) == 0 || memcmp(t[i].src, any, 16) == 0))
                         return &t[i];
         return NULL;
@@ -276,13 +279,16 @@ static int edges_inet(EdgeCtx *c, int fd, const InetSock *s, const InetSock *tab
         if (peer && peer->inode != 0)
                 return edges_to_holders(c, kind, fd, s->inode, object, FD_KIND_SOCKET, peer->inode, NULL, -1,
                                         "no process holds the other end");
-        /* Connected, but not accepted yet: whoever owns the listener is who should answer. */
+        /* TCP connected, but not accepted yet: whoever owns the listener is who should answer. UDP: whoever
+         * owns the socket bound to the address we send to. */
         peer = inet_find_listener(table, n, s);
         if (peer) {
                 char o2[200];
-                snprintf(o2, sizeof o2, "%s (not accepted yet)", object);
+                snprintf(o2, sizeof o2, "%s (%s)", object,
+                         kind == WAIT_KIND_TCP ? "not accepted yet" : "the socket bound there");
                 return edges_to_holders(c, kind, fd, s->inode, o2, FD_KIND_SOCKET, peer->inode, NULL, -1,
-                                        "no process holds the listener");
+                                        kind == WAIT_KIND_TCP ? "no process holds the listener"
+                                                              : "no process holds the bound socket");
         }
         return edge_add(c, kind, fd, s->inode, object, 0, -1, "no local socket at the other end");
 }

@@ -161,3 +161,47 @@ def test_unix_client_in_the_listener_backlog_waits_on_the_listener(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+# A UDP server bound to a loopback port (not connected) that never answers, and a client connected to it waiting
+# for the answer; a second client connected to a port nobody has bound.
+UDP = r'''
+import os, socket, sys, ctypes
+srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); srv.bind(("127.0.0.1", 0))
+free = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); free.bind(("127.0.0.1", 0))
+nobody = free.getsockname(); free.close()
+kids = []
+for addr in (srv.getsockname(), nobody):
+    pid = os.fork()
+    if pid == 0:
+        ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+        srv.close()
+        c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.connect(addr)
+        c.send(b"ping")
+        while True:
+            try:
+                c.recv(1)
+            except ConnectionRefusedError:  # the ICMP from a port nobody has bound
+                pass
+    kids.append(pid)
+print(*kids, flush=True)
+srv.recvfrom(16)
+sys.stdin.read()
+'''
+
+
+def test_udp_client_waits_on_the_local_socket_bound_to_its_destination():
+    p = subprocess.Popen([sys.executable, "-c", UDP], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        client, lonely = map(int, p.stdout.readline().split())
+        for pid in (client, lonely, p.pid):
+            wait_until(lambda: syscall_nr(pid) in ("0", "45"), what=f"{pid} asleep in its read")
+        _, [e] = client_edge(client)
+        assert e["kind"] == "udp" and e["to"]["pid"] == p.pid, e
+        assert "the socket bound there" in e["object"], e
+        # The control: nobody has bound the other client's destination, so its edge leads nowhere.
+        _, [e] = client_edge(lonely)
+        assert not e.get("to"), e
+    finally:
+        p.kill()
+        p.wait()
