@@ -124,8 +124,14 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
                 set_class(st, THREAD_CLASS_STOPPED, start);
                 return;
         case 'D':
-                /* Uninterruptible: the kernel's hung-task case, counted from the first look in D. */
                 st->parked = false;
+                /* Frozen by the cgroup v1 freezer (docker pause on v1) or for suspend: D, but on purpose, and the
+                 * kernel's hung-task detector skips it too. */
+                if (cur->frozen) {
+                        set_class(st, THREAD_CLASS_FROZEN, cur->when_usec);
+                        return;
+                }
+                /* Uninterruptible: the kernel's hung-task case, counted from the first look in D. */
                 set_class(st, THREAD_CLASS_BLOCKED, cur->when_usec);
                 return;
         default:

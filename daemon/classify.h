@@ -31,6 +31,7 @@ typedef struct ThreadSample {
         bool have_sched;
         uint64_t run_ns, wait_ns;       /* schedstat: time on a CPU, and runnable waiting for one */
         uint64_t timeslices;            /* schedstat field 3: how many times it ran */
+        bool frozen;                    /* D, and its wchan is the freezer's (read for D-state threads) */
 } ThreadSample;
 
 typedef struct ClassState {

@@ -216,6 +216,7 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
                         t->wchan[l] = '\0';
                 } else
                         t->wchan[0] = '\0';
+                cur->frozen = cur->state == 'D' && startswith(t->wchan, "__refrigerator");
                 if (cur->have_syscall)
                         proc_syscall_resolve_restart(&cur->syscall, t->wchan);
         }

@@ -10,5 +10,6 @@ static const char *const thread_class_table[_THREAD_CLASS_MAX] = {
         [THREAD_CLASS_SYSCALL_SPIN] = "syscall-spin",
         [THREAD_CLASS_STOPPED] = "stopped",
         [THREAD_CLASS_ZOMBIE] = "zombie",
+        [THREAD_CLASS_FROZEN] = "frozen",
 };
 DEFINE_STRING_TABLE_LOOKUP(thread_class, ThreadClass);

@@ -12,10 +12,11 @@ typedef enum ThreadClass {
         THREAD_CLASS_SYSCALL_SPIN,      /* on a CPU, syscalls climbing while no bytes move */
         THREAD_CLASS_STOPPED,           /* T or t */
         THREAD_CLASS_ZOMBIE,            /* Z */
+        THREAD_CLASS_FROZEN,            /* D in the freezer's __refrigerator (cgroup v1 freezer, docker pause) */
         _THREAD_CLASS_MAX,
         _THREAD_CLASS_INVALID = -EINVAL,
 } ThreadClass;
 
-/* "running", "waiting", "blocked", "busy-loop", "syscall-spin", "stopped", "zombie". */
+/* "running", "waiting", "blocked", "busy-loop", "syscall-spin", "stopped", "zombie", "frozen". */
 const char *thread_class_to_string(ThreadClass c);
 ThreadClass thread_class_from_string(const char *s);

@@ -115,6 +115,16 @@ START_TEST(test_dstate_and_stopped) {
         c.state = 'Z';
         classify_update(&st, &b, &c, HZ);
         ck_assert_int_eq(st.class, THREAD_CLASS_ZOMBIE);
+        /* D in the freezer is frozen, not blocked; thawed and still D, blocked from then on. */
+        c.state = 'D';
+        c.frozen = true;
+        classify_update(&st, &b, &c, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_FROZEN);
+        b.when_usec = 4 * SEC;
+        b.frozen = false;
+        classify_update(&st, &c, &b, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        ck_assert_uint_eq(st.since_usec, 4 * SEC);
 }
 END_TEST
 
