@@ -17,6 +17,15 @@
 #define CLASSIFY_SPIN_MIN_SYSCALLS_PER_SEC 100.0
 #define CLASSIFY_SPIN_MIN_SYSTEM_SHARE 0.50
 #define CLASSIFY_SPIN_BYTES_MAX_PER_SEC 4096.0
+/* Syscall spin with no read/write-family calls to count (an interpreter's loop of non-blocking recv(), or select()
+ * with a zero timeout, burns user time between the calls): wanting the CPU the whole interval, no bytes moved, more
+ * than BUSY_MAX_SYSTEM_SHARE of the time in the kernel, and that time not page faults. Only judged over at least
+ * MIN_TICKS clock ticks of CPU time, where the user/system split is more than noise. */
+#define CLASSIFY_QUIET_SPIN_MIN_TICKS 10
+#define CLASSIFY_QUIET_SPIN_MIN_INTERVALS 3
+#define CLASSIFY_QUIET_SPIN_MAX_FAULTS_PER_SEC 1000.0
+/* The weight of the newest interval in the averaged user/system split (~10 intervals of memory). */
+#define CLASSIFY_SPLIT_WEIGHT 0.2
 
 /* One look at a thread: the cheap stat fields always, the deep ones when they were read. */
 typedef struct ThreadSample {
@@ -32,6 +41,7 @@ typedef struct ThreadSample {
         uint64_t run_ns, wait_ns;       /* schedstat: time on a CPU, and runnable waiting for one */
         uint64_t timeslices;            /* schedstat field 3: how many times it ran */
         bool frozen;                    /* D, and its wchan is the freezer's (read for D-state threads) */
+        uint64_t faults;                /* minor and major page faults, from stat */
 } ThreadSample;
 
 typedef struct ClassState {
@@ -40,6 +50,11 @@ typedef struct ClassState {
         double cpu_percent;
         double syscalls_per_sec;
         double bytes_per_sec;
+        /* On a CPU: the user and system ticks and page faults of each interval, averaged (weight
+         * CLASSIFY_SPLIT_WEIGHT for the newest) over the stretch it has been on one, and how many intervals that is.
+         * A 200 ms interval holds 20 ticks at most, 2 on a loaded machine: too few for the split alone. */
+        unsigned oncpu_intervals;
+        double avg_user_ticks, avg_system_ticks, avg_faults;
         /* A sleeping thread is "parked" while its syscall, arguments, SP, PC and run count stay the same. */
         bool parked;
         ProcSyscall parked_place;

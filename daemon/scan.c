@@ -167,7 +167,7 @@ static int sample_stat(Scanner *s, ThreadEntry *t, ThreadSample *out, ProcStat *
         if (proc_parse_stat(buf, (size_t) n, st) < 0)
                 return -EIO;
         *out = (ThreadSample) { .when_usec = now, .state = st->state, .kthread = st->flags & PROC_PF_KTHREAD,
-                                .utime = st->utime, .stime = st->stime };
+                                .utime = st->utime, .stime = st->stime, .faults = st->minflt + st->majflt };
         memcpy(t->comm, st->comm, sizeof t->comm);
         return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "../../daemon/classify.h"
 #include "intmap.h"
+#include "macro.h"
 
 #define HZ 100
 #define SEC 1000000ULL
@@ -78,6 +79,54 @@ START_TEST(test_on_cpu_classes) {
                 classify_update(&st, &cases[i].prev, &cases[i].cur, HZ);
                 ck_assert_msg(st.class == cases[i].expect, "%s: got %s", cases[i].what, thread_class_to_string(st.class));
         }
+}
+END_TEST
+
+/* Feed SAMPLES 200 ms apart, each interval U user and S system ticks, F faults, no read/write calls and no bytes;
+ * the class after the last. */
+static ThreadClass quiet_loop(unsigned n, uint64_t u, uint64_t s, uint64_t f) {
+        ClassState st = {};
+        ThreadSample prev = with_io(sample(0, 'R', 0, 0), 3, 3, 30, 30);
+
+        classify_update(&st, NULL, &prev, HZ);
+        for (unsigned i = 1; i <= n; i++) {
+                ThreadSample cur = with_io(sample(i * SEC / 5, 'R', prev.utime + u, prev.stime + s), 3, 3, 30, 30);
+                cur.faults = prev.faults + f;
+                classify_update(&st, &prev, &cur, HZ);
+                prev = cur;
+        }
+        return st.class;
+}
+
+/* An interpreter's loop of recv() on an empty non-blocking socket: /proc/…/io counts none of its calls. */
+START_TEST(test_quiet_spin) {
+        /* Python's recv loop: 23 % system, 20 ticks an interval. */
+        ck_assert_int_eq(quiet_loop(5, 15, 5, 0), THREAD_CLASS_SYSCALL_SPIN);
+        /* Each interval alone is too noisy to say, on a loaded machine: 3 ticks, and now and then no system tick
+         * at all. Averaged over the stretch, it is a spin. */
+        {
+                ClassState st = {};
+                ThreadSample prev = with_io(sample(0, 'R', 0, 0), 3, 3, 30, 30);
+                static const uint64_t sys[] = { 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1 };
+
+                classify_update(&st, NULL, &prev, HZ);
+                for (size_t i = 0; i < ELEMENTSOF(sys); i++) {
+                        ThreadSample cur = with_sched(with_io(sample((i + 1) * SEC / 5, 'R', prev.utime + 3 - sys[i],
+                                                                     prev.stime + sys[i]), 3, 3, 30, 30),
+                                                      (i + 1) * 30, (i + 1) * 170);
+                        classify_update(&st, &prev, &cur, HZ);
+                        if (i >= 4)
+                                ck_assert_msg(st.class == THREAD_CLASS_SYSCALL_SPIN, "interval %zu: %s", i,
+                                              thread_class_to_string(st.class));
+                        prev = cur;
+                }
+        }
+        /* The same split from page faults (a loop touching new memory) is not calls returning at once. */
+        ck_assert_int_ne(quiet_loop(5, 15, 5, 40000), THREAD_CLASS_SYSCALL_SPIN);
+        /* No system time: the busy loop. */
+        ck_assert_int_eq(quiet_loop(5, 20, 0, 0), THREAD_CLASS_BUSY_LOOP);
+        /* One interval is not enough to tell from a tick of interrupt time. */
+        ck_assert_int_ne(quiet_loop(1, 4, 1, 0), THREAD_CLASS_SYSCALL_SPIN);
 }
 END_TEST
 
@@ -242,5 +291,5 @@ START_TEST(test_kernel_threads_wait) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("classify", test_on_cpu_classes, test_class_duration_accumulates, test_dstate_and_stopped,
+UNIT_TEST_MAIN("classify", test_on_cpu_classes, test_quiet_spin, test_class_duration_accumulates, test_dstate_and_stopped,
                test_parked_sleepers, test_idle_waits_and_wants, test_kernel_threads_wait, test_intmap_against_reference)
