@@ -439,7 +439,7 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
                         if (k < 0)
                                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                                         "unknown class \"%s\" (expected running, waiting, blocked, "
-                                                        "busy-loop, syscall-spin, stopped or zombie)",
+                                                        "busy-loop, syscall-spin, stopped, zombie or frozen)",
                                                         clip(w, q, sizeof q));
                         classes |= 1U << k;
                 }
