@@ -1,5 +1,6 @@
 /* peers.c: from a waiting thread's syscall to the processes at the other end of what it waits on. */
 #include <asm/unistd.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -54,10 +55,11 @@ int thread_wait_read(pid_t pid, pid_t tid, ThreadWait *ret) {
                 w.syscall = (ProcSyscall) { .kind = PROC_SYSCALL_NONE, .nr = -1 };
         if (n == -ESRCH)
                 return -ESRCH;
-        if (w.syscall.kind == PROC_SYSCALL_BLOCKED && w.syscall.nr == 219) {
-                char wchan[128];
-                ssize_t k2 = proc_read_small(dirfd, "wchan", wchan, sizeof wchan);
-                proc_syscall_resolve_restart(&w.syscall, k2 > 0 ? wchan : NULL);
+        if (w.syscall.kind == PROC_SYSCALL_BLOCKED) {
+                n = proc_read_small(dirfd, "wchan", w.wchan, sizeof w.wchan);
+                if (n <= 0 || streq(w.wchan, "0"))
+                        w.wchan[0] = '\0';
+                proc_syscall_resolve_restart(&w.syscall, w.wchan);
         }
         if (st.state == 't' || st.state == 'T') {
                 char sbuf[4096];
@@ -762,6 +764,259 @@ static int edges_epoll(EdgeCtx *c, int epfd) {
         return 0;
 }
 
+/* ---- FUSE ---- */
+
+/* Whether WCHAN is where a thread waits for a FUSE daemon: for the answer to its request, for the connection's
+ * initialisation or for room among the requests. Not the daemon's own wait for a request (fuse_dev_do_read). */
+static bool wchan_is_fuse_request(const char *wchan) {
+        return startswith(wchan, "request_wait_answer") ||
+               (startswith(wchan, "fuse_") && !startswith(wchan, "fuse_dev_"));
+}
+
+/* The path argument of the path-based calls a FUSE request can come from, and the dirfd argument of the *at()
+ * ones (-1: none, relative to the working directory). -1 for other calls. */
+static int fuse_path_arg(int64_t nr, int *ret_dirfd_arg) {
+        static const struct {
+                int64_t nr;
+                int path, dirfd;
+        } calls[] = {
+                { __NR_open, 0, -1 }, { __NR_stat, 0, -1 }, { __NR_lstat, 0, -1 }, { __NR_access, 0, -1 },
+                { __NR_readlink, 0, -1 }, { __NR_mkdir, 0, -1 }, { __NR_unlink, 0, -1 }, { __NR_rmdir, 0, -1 },
+                { __NR_chdir, 0, -1 }, { __NR_execve, 0, -1 }, { __NR_truncate, 0, -1 }, { __NR_rename, 0, -1 },
+                { __NR_getxattr, 0, -1 }, { __NR_lgetxattr, 0, -1 }, { __NR_creat, 0, -1 },
+                { __NR_openat, 1, 0 }, { __NR_newfstatat, 1, 0 }, { __NR_statx, 1, 0 }, { __NR_faccessat, 1, 0 },
+                { __NR_faccessat2, 1, 0 }, { __NR_readlinkat, 1, 0 }, { __NR_mkdirat, 1, 0 },
+                { __NR_unlinkat, 1, 0 }, { __NR_renameat, 1, 0 }, { __NR_renameat2, 1, 0 }, { __NR_openat2, 1, 0 },
+                { __NR_execveat, 1, 0 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(calls); i++)
+                if (calls[i].nr == nr) {
+                        *ret_dirfd_arg = calls[i].dirfd;
+                        return calls[i].path;
+                }
+        return -1;
+}
+
+/* The NUL-terminated string at ADDR of PID into BUF (SIZE bytes), read a page at most at a time so that a string
+ * near the end of a mapping reads too. */
+static int read_target_string(pid_t pid, uint64_t addr, char *buf, size_t size) {
+        size_t got = 0;
+
+        while (got + 1 < size) {
+                size_t chunk = MIN(4096 - (size_t) ((addr + got) % 4096), size - 1 - got);
+                int k = read_target(pid, addr + got, buf + got, chunk);
+
+                if (k < 0)
+                        return k;
+                if (memchr(buf + got, '\0', chunk))
+                        return 0;
+                got += chunk;
+        }
+        return -ENAMETOOLONG;
+}
+
+/* mountinfo escapes a space, tab, newline and backslash in a path as \ooo: undo it in place. */
+static void mountinfo_unescape(char *s) {
+        char *w = s;
+
+        for (const char *r = s; *r;)
+                if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
+                    r[3] <= '7') {
+                        *w++ = (char) ((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+                        r += 4;
+                } else
+                        *w++ = *r++;
+        *w = '\0';
+}
+
+typedef struct FuseMount {
+        unsigned connection;    /* the device minor of the mount: the connection's id (/sys/fs/fuse/connections) */
+        char mountpoint[PATH_MAX];
+        char fstype[64];
+} FuseMount;
+
+/* The FUSE mount of PID's mount table that is mount MNT_ID (>= 0), or else that holds PATH (the longest mount point
+ * that is a prefix of it, at a component boundary), or else whose connection is CONNECTION (> 0). Paths are as PID
+ * sees them. 1 when found, 0 when that mount is not FUSE or there is none. Nothing here touches a FUSE file. */
+static int fuse_mount_find(pid_t pid, int mnt_id, const char *path, unsigned connection, FuseMount *ret) {
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ char *text = NULL;
+        size_t len, best = 0;
+        bool found = false;
+        int k;
+
+        k = proc_open_dir(pid, 0, &dirfd);
+        if (k < 0)
+                return k;
+        k = proc_read_full(dirfd, "mountinfo", 16U * 1024 * 1024, &text, &len);
+        if (k < 0)
+                return k;
+        for (char *line = text, *next; line && *line; line = next) {
+                char mountpoint[PATH_MAX], fstype[64], *sep;
+                unsigned id, parent, major, minor;
+                size_t l;
+
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                sep = strstr(line, " - ");
+                if (!sep || sscanf(line, "%u %u %u:%u %*s %4095s", &id, &parent, &major, &minor, mountpoint) != 5 ||
+                    sscanf(sep + 3, "%63s", fstype) != 1)
+                        continue;
+                if (!streq(fstype, "fuse") && !startswith(fstype, "fuse.") && !streq(fstype, "fuseblk"))
+                        continue;
+                mountinfo_unescape(mountpoint);
+                l = strlen(mountpoint);
+                if (mnt_id >= 0 ? (int) id != mnt_id
+                    : path ? !(startswith(path, mountpoint) && (path[l] == '/' || path[l] == '\0' || streq(mountpoint, "/")) &&
+                               l >= best)
+                           : minor != connection || major != 0)
+                        continue;
+                best = l;
+                found = true;
+                ret->connection = minor;
+                snprintf(ret->mountpoint, sizeof ret->mountpoint, "%s", mountpoint);
+                snprintf(ret->fstype, sizeof ret->fstype, "%s", fstype);
+                if (mnt_id >= 0 || !path)
+                        break;
+        }
+        return found;
+}
+
+/* The decimal number after KEY (at a line start; "" for the file's start) in the small file PATH; -ENOENT when
+ * the file has no such line. */
+static int file_number(const char *path, const char *key, uint64_t *ret) {
+        char buf[1024];
+        const char *p = buf;
+        ssize_t n;
+
+        n = proc_read_small(AT_FDCWD, path, buf, sizeof buf);
+        if (n < 0)
+                return (int) n;
+        if (key[0]) {
+                p = strstr(buf, key);
+                if (!p || (p != buf && p[-1] != '\n'))
+                        return -ENOENT;
+                p += strlen(key);
+        }
+        p += strspn(p, " \t");
+        if (*p < '0' || *p > '9')
+                return -EBADMSG;
+        *ret = strtoull(p, NULL, 10);
+        return 0;
+}
+
+/* The value of field KEY ("mnt_id:", "fuse_connection:") of /proc/PID/fdinfo/FD; -ENOENT when it has none. */
+static int fdinfo_field(pid_t pid, int fd, const char *key, uint64_t *ret) {
+        char path[64];
+
+        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int) pid, fd);
+        return file_number(path, key, ret);
+}
+
+/* The connection a thread's FUSE request is on: the mount of the fd or path its call names, else the one
+ * connection with requests waiting. */
+static int fuse_request_mount(EdgeCtx *c, int fd, FuseMount *ret) {
+        const ProcSyscall *sc = &c->w->syscall;
+        char path[PATH_MAX], base[PATH_MAX], full[2 * PATH_MAX];
+        int arg, dirfd_arg, k;
+        uint64_t mnt_id;
+
+        if (fd < 0 && sc->args[0] <= INT32_MAX && fuse_path_arg(sc->nr, &dirfd_arg) < 0)
+                fd = (int) sc->args[0];  /* fsync, getdents64, ioctl, fstat…: the fd comes first */
+        if (fd >= 0 && fdinfo_field(c->w->pid, fd, "mnt_id:", &mnt_id) >= 0 && mnt_id <= INT32_MAX &&
+            fuse_mount_find(c->w->pid, (int) mnt_id, NULL, 0, ret) > 0)
+                return 1;
+        arg = fuse_path_arg(sc->nr, &dirfd_arg);
+        if (arg >= 0 && read_target_string(c->w->pid, sc->args[arg], path, sizeof path) >= 0) {
+                if (path[0] == '/')
+                        snprintf(full, sizeof full, "%s", path);
+                else {
+                        char link[64];
+                        int dirfd = dirfd_arg >= 0 ? (int) (int32_t) sc->args[dirfd_arg] : AT_FDCWD;
+                        ssize_t n;
+
+                        if (dirfd == AT_FDCWD)
+                                snprintf(link, sizeof link, "/proc/%d/cwd", (int) c->w->pid);
+                        else
+                                snprintf(link, sizeof link, "/proc/%d/fd/%d", (int) c->w->pid, dirfd);
+                        /* readlink() names the directory without asking its file system anything. */
+                        n = readlink(link, base, sizeof base - 1);
+                        if (n < 0)
+                                n = 0;
+                        base[n] = '\0';
+                        snprintf(full, sizeof full, "%s/%s", base, path);
+                }
+                k = fuse_mount_find(c->w->pid, -1, full, 0, ret);
+                if (k != 0)
+                        return k;
+        }
+        /* The call names nothing we can read: if one connection has requests waiting, it is that one. */
+        {
+                _cleanup_closedir_ DIR *d = opendir("/sys/fs/fuse/connections");
+                unsigned only = 0, busy = 0;
+                struct dirent *de;
+
+                while (d && (de = readdir(d))) {
+                        char p[PATH_MAX];
+                        uint64_t id, waiting;
+
+                        if (safe_atou64(de->d_name, &id) < 0 || id > UINT32_MAX)
+                                continue;
+                        snprintf(p, sizeof p, "/sys/fs/fuse/connections/%s/waiting", de->d_name);
+                        if (file_number(p, "", &waiting) >= 0 && waiting > 0) {
+                                only = (unsigned) id;
+                                busy++;
+                        }
+                }
+                if (busy == 1)
+                        return fuse_mount_find(c->w->pid, -1, NULL, only, ret);
+        }
+        return 0;
+}
+
+/* A thread waiting for a FUSE daemon: an edge to the processes holding /dev/fuse for that mount's connection. */
+static int edges_fuse(EdgeCtx *c, int fd) {
+        char object[PATH_MAX + 128];
+        FuseMount m = {};
+        size_t added = 0, unknown = 0;
+        pid_t last = 0;
+        int k;
+
+        k = fuse_request_mount(c, fd, &m);
+        if (k <= 0)
+                return k < 0 ? k
+                             : edge_add(c, WAIT_KIND_FUSE, fd, 0, "a FUSE request", 0, -1,
+                                        "the FUSE mount it is on could not be told");
+        snprintf(object, sizeof object, "%s mount %s (connection %u)", m.fstype, m.mountpoint, m.connection);
+        k = peer_tables_load_owners(c->r);
+        if (k < 0)
+                return k;
+        for (size_t i = c->r->n_indexed; i < c->r->n_owners; i++) {
+                const FdOwner *o = &c->r->owners[i];
+                uint64_t conn;
+
+                if (!streq(o->path, "/dev/fuse") || o->pid == last)
+                        continue;
+                k = fdinfo_field(o->pid, o->fd, "fuse_connection:", &conn);
+                if (k == -ENOENT)
+                        unknown++;
+                if (k < 0 || conn != m.connection)
+                        continue;
+                k = edge_add(c, WAIT_KIND_FUSE, fd, 0, object, o->pid, o->fd, NULL);
+                if (k < 0)
+                        return k;
+                last = o->pid;
+                added++;
+        }
+        if (added == 0)
+                return edge_add(c, WAIT_KIND_FUSE, fd, 0, object, 0, -1,
+                                unknown > 0 ? "this kernel does not say which /dev/fuse serves a connection"
+                                            : "no process holds /dev/fuse for it (the daemon is gone)");
+        return 0;
+}
+
 int peers_syscall_fd(const ProcSyscall *sc) {
         if (sc->kind != PROC_SYSCALL_BLOCKED)
                 return -1;
@@ -809,6 +1064,11 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
                 return 0;
         c.syscall = syscall_name(sc->nr) ?: "?";
         fd = peers_syscall_fd(sc);
+        /* Waiting for a FUSE daemon, whatever the call: its file is not to be looked at (a stat would wait too). */
+        if (wchan_is_fuse_request(w->wchan)) {
+                k = edges_fuse(&c, fd);
+                return k < 0 ? k : c.added;
+        }
         switch (sc->nr) {
         case __NR_flock:
                 k = edges_lock(&c, fd, WAIT_KIND_FLOCK);

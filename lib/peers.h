@@ -23,6 +23,7 @@ typedef struct ThreadWait {
         char state;
         ProcSyscall syscall;
         pid_t tracer_pid;       /* 0 when not traced */
+        char wchan[64];         /* the kernel function it sleeps in, when in a syscall; "" when not known */
 } ThreadWait;
 
 /* Read pid/tid's state, syscall and tracer from /proc. -ESRCH when it is gone. */

@@ -30,6 +30,7 @@ static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_UNIX] = "unix-socket",
         [WAIT_KIND_PIPE] = "pipe",
         [WAIT_KIND_FIFO] = "fifo",
+        [WAIT_KIND_FUSE] = "fuse",
         [WAIT_KIND_TCP] = "tcp",
         [WAIT_KIND_UDP] = "udp",
         [WAIT_KIND_FLOCK] = "flock",

@@ -125,6 +125,7 @@ typedef enum WaitKind {
         WAIT_KIND_OTHER,        /* an fd we can name but that leads to no process (a listening socket, a timerfd …) */
         WAIT_KIND_MUTEX,        /* a pthread mutex (futex): the thread holding it, by the TID the lock records */
         WAIT_KIND_CONDVAR,      /* a condition variable: no owner, any thread may signal it (from the frames) */
+        WAIT_KIND_FUSE,         /* a request to a FUSE file system: the daemon serving its connection */
         _WAIT_KIND_MAX,
         _WAIT_KIND_INVALID = -EINVAL,
 } WaitKind;

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import dump_json, wait_until
+from conftest import dump_json, stackctl, wait_until
 
 # A client that waits in poll() for its server's reply over a unix socket, and a server that never answers. The
 # server is the test's child; the client is the server's child, so both exit with it.
@@ -322,3 +322,44 @@ def test_interpreter_loops_classed_as_a_person_would_under_load(daemon):
         for p in list(procs.values()) + hogs:
             p.kill()
             p.wait()
+
+
+@pytest.fixture
+def fuse_mount(tmp_path):
+    """A mount point for the fuse-hang fixture, unmounted (lazily: its daemon may hang) at teardown."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse here")
+    mnt = tmp_path / "fuse"
+    mnt.mkdir()
+    yield str(mnt)
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def start_fuse(fixture, mnt, mode):
+    fx = fixture("fuse-hang", mnt, mode, ready=False)
+    daemon_pid, client = map(int, fx.wait_line_prefix(b"PIDS ").split()[1:])
+    fx.wait_line()
+    return fx, daemon_pid, client
+
+
+def test_a_request_to_a_hung_fuse_daemon_leads_to_the_daemon(fixture, fuse_mount):
+    fx, fuse_daemon, client = start_fuse(fixture, fuse_mount, "hung")
+    wait_until(lambda: open(f"/proc/{client}/wchan").read() == "request_wait_answer", what="the client's request")
+    _, [e] = client_edge(client)
+    # The edge names the mount and goes to the process serving its connection (not just any /dev/fuse holder).
+    assert e["kind"] == "fuse" and e["to"]["pid"] == fuse_daemon, e
+    assert fuse_mount in e["object"] and "fuse.fxhang" in e["object"], e
+    out = stackctl("dump", "--peers", "1", "--no-source", client, check_rc=0).stdout.decode()
+    assert f"→ fuse.fxhang mount {fuse_mount} (connection " in out and f"→ {fuse_daemon} (fuse-hang)" in out, out
+
+
+def test_an_idle_fuse_mount_leads_nowhere(fixture, fuse_mount):
+    fx, fuse_daemon, client = start_fuse(fixture, fuse_mount, "idle")
+    wait_until(lambda: syscall_nr(client) in ("35", "230"), what="the idle client asleep")
+    wait_until(lambda: syscall_nr(fuse_daemon) == "0", what="the FUSE daemon waiting for a request")
+    # The client sleeps with its working directory in the mount: that is not a wait on the daemon.
+    [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", client)
+    assert not doc["wait_chain"]["edges"], doc["wait_chain"]
+    # The daemon waits for requests on /dev/fuse: no edge to anyone.
+    [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", fuse_daemon)
+    assert all(not e.get("to") and e["kind"] != "fuse" for e in doc["wait_chain"]["edges"]), doc["wait_chain"]
