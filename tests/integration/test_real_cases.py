@@ -1,5 +1,7 @@
-"""Cases real programs get into, with the answer a person would give: a poll() continued after a stop, what our
-own ptrace fall-back leaves behind, and their controls."""
+"""Cases real programs get into, with the answer a person would give (issue 14): a poll() continued after a stop, what
+our own ptrace fall-back leaves behind, a connection in a backlog, UDP, a frozen container, interpreter loops, a hung
+FUSE daemon, each with its control."""
+import ctypes
 import os
 import signal
 import subprocess
@@ -331,6 +333,16 @@ def fuse_mount(tmp_path):
         pytest.skip("no /dev/fuse here")
     mnt = tmp_path / "fuse"
     mnt.mkdir()
+    # Whether this machine lets us mount FUSE at all (a container may not): mount one and take it down at once.
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    try:
+        if libc.mount(b"fxprobe", str(mnt).encode(), b"fuse.fxprobe", 0,
+                      f"fd={fd},rootmode=40000,user_id=0,group_id=0".encode()) != 0:
+            pytest.skip(f"cannot mount FUSE here: {os.strerror(ctypes.get_errno())}")
+        libc.umount2(str(mnt).encode(), 2)  # MNT_DETACH
+    finally:
+        os.close(fd)
     yield str(mnt)
     subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
