@@ -56,7 +56,8 @@ typedef struct Archive Archive;
 /* Open the archive directory DIR (NULL: ARCHIVE_DIR_DEFAULT), creating it (0750) if missing. */
 int archive_open(const char *dir, Archive **ret);
 /* Remove the temporary files ".tmp-<id>-XXXXXX" that killed writes left behind (only where O_TMPFILE is missing:
- * FUSE, NFS, old kernels): those no writer holds locked; where flock() does not work, those an hour old. Returns how many it removed, or -errno when the directory cannot be read. */
+ * FUSE, NFS, old kernels): those no writer holds locked; where flock() does not work, those an hour old. Returns
+ * how many it removed, or -errno when the directory cannot be read. */
 int archive_sweep_tmp(Archive *a, uint64_t now);
 /* Close the directory and free; NULL-safe, returns NULL. */
 Archive *archive_free(Archive *a);

@@ -45,10 +45,10 @@ int json_add_int64(json_object *o, const char *key, int64_t v);
 #define JSON_CONTAINERS_MAX (1024U * 1024U)
 #define JSON_ELEMENTS_MAX (8U * 1024U * 1024U)
 
-/* Parse LEN bytes of TEXT (with its \udcNN escapes as bytes, see json_to_text()) into *RET after a linear pre-scan that refuses, before json-c allocates anything,
- * more nesting than JSON_DEPTH_MAX, more containers than JSON_CONTAINERS_MAX or one per 16 bytes (plus 1024),
- * and more elements than JSON_ELEMENTS_MAX or one per 4 bytes (plus 4096). -EINVAL with *RET_ERROR saying why
- * (a static string), -ENOMEM. */
+/* Parse LEN bytes of TEXT (its \udcNN escapes read as the bytes, see json_to_text()) into *RET after a linear
+ * pre-scan that refuses, before json-c allocates anything, more nesting than JSON_DEPTH_MAX, more containers than
+ * JSON_CONTAINERS_MAX or one per 16 bytes (plus 1024), and more elements than JSON_ELEMENTS_MAX or one per 4 bytes
+ * (plus 4096). -EINVAL with *RET_ERROR saying why (a static string), -ENOMEM. */
 int json_parse_bounded(const char *text, size_t len, json_object **ret, const char **ret_error);
 
 /* JSON text of O (json-c's FLAGS) that is UTF-8 whatever its strings hold, and inert on a terminal. json-c copies
@@ -56,7 +56,8 @@ int json_parse_bounded(const char *text, size_t len, json_object **ret, const ch
  * well-formed UTF-8, 0xNN, is written as the escape \udcNN instead, a lone low surrogate as Python's
  * "surrogateescape" writes it (in Python, s.encode("utf-8", "surrogateescape") gives the bytes back), and the
  * controls json-c leaves raw (DEL, C1, bidi, see unicode_is_control()) as their \uXXXX. json_parse_bounded()
- * turns the \udcNN escapes back into the bytes. json_to_text() returns a malloc'd string (-ENOMEM); json_fputs() writes to F (-EIO, -ENOMEM). */
+ * turns the \udcNN escapes back into the bytes. json_to_text() returns a malloc'd string (-ENOMEM); json_fputs()
+ * writes to F (-EIO, -ENOMEM). */
 int json_to_text(json_object *o, int flags, char **ret, size_t *ret_len);
 int json_fputs(json_object *o, int flags, FILE *f);
 /* The bytes escaped by json_to_text() restored in a copy of TEXT (LEN bytes): *RET is NULL when there were none

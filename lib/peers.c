@@ -869,9 +869,9 @@ static int fuse_mount_find(pid_t pid, int mnt_id, const char *path, unsigned con
                 mountinfo_unescape(mountpoint);
                 l = strlen(mountpoint);
                 if (mnt_id >= 0 ? (int) id != mnt_id
-                    : path ? !(startswith(path, mountpoint) && (path[l] == '/' || path[l] == '\0' || streq(mountpoint, "/")) &&
-                               l >= best)
-                           : minor != connection || major != 0)
+                    : path      ? !(startswith(path, mountpoint) && l >= best &&
+                                    (path[l] == '/' || path[l] == '\0' || streq(mountpoint, "/")))
+                                : minor != connection || major != 0)
                         continue;
                 best = l;
                 found = true;

@@ -291,5 +291,6 @@ START_TEST(test_kernel_threads_wait) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("classify", test_on_cpu_classes, test_quiet_spin, test_class_duration_accumulates, test_dstate_and_stopped,
+UNIT_TEST_MAIN("classify", test_on_cpu_classes, test_quiet_spin, test_class_duration_accumulates,
+               test_dstate_and_stopped,
                test_parked_sleepers, test_idle_waits_and_wants, test_kernel_threads_wait, test_intmap_against_reference)
