@@ -105,11 +105,21 @@ static int fd_accmode(pid_t pid, int fd) {
         return (int) (flags & O_ACCMODE);
 }
 
+/* The type, inode and device of the file behind PID's FD, as the kernel has them cached: AT_STATX_DONT_SYNC keeps
+ * a FUSE or network file system from being asked, so a hung FUSE daemon (a dead sshfs) cannot hang us too. */
 static int fd_stat(pid_t pid, int fd, struct stat *ret) {
+        struct statx stx;
         char path[64];
 
         snprintf(path, sizeof path, "/proc/%d/fd/%d", (int) pid, fd);
-        return stat(path, ret) < 0 ? proc_errno(negative_errno()) : 0;
+        if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &stx) < 0)
+                return proc_errno(negative_errno());
+        *ret = (struct stat) {
+                .st_mode = stx.stx_mode,
+                .st_ino = stx.stx_ino,
+                .st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor),
+        };
+        return 0;
 }
 
 /* ---- edges ---- */

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -375,3 +376,17 @@ def test_an_idle_fuse_mount_leads_nowhere(fixture, fuse_mount):
     # The daemon waits for requests on /dev/fuse: no edge to anyone.
     [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", fuse_daemon)
     assert all(not e.get("to") and e["kind"] != "fuse" for e in doc["wait_chain"]["edges"]), doc["wait_chain"]
+
+
+def test_a_lock_wait_on_a_hung_fuse_mount_does_not_hang_the_dump(fixture, fuse_mount):
+    # A dead sshfs with a flock() waiter on one of its files: a stat() of that file would now wait forever for
+    # the daemon, and the dump used to stat it to compare against /proc/locks.
+    fx = fixture("fuse-hang", fuse_mount, "flock", ready=False)
+    fuse_daemon, holder, waiter = map(int, fx.wait_line_prefix(b"PIDS ").split()[1:])
+    fx.wait_line()
+    t0 = time.monotonic()
+    [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", waiter, timeout=20)
+    assert time.monotonic() - t0 < 10
+    [e] = [e for e in doc["wait_chain"]["edges"] if e["from"]["pid"] == waiter]
+    assert e["kind"] == "flock" and e["to"]["pid"] == holder, e
+    assert e["object"] == f"flock {fuse_mount}/file", e
