@@ -55,6 +55,7 @@ static void fuzz_fdinfo(char *buf, size_t len) {
         unsigned flags;
 
         (void) proc_parse_fdinfo_flags(buf, len, &flags);
+        (void) proc_parse_fdinfo_field(buf, len, "fuse_connection", 10, &(uint64_t) { 0 });
         (void) proc_parse_fdinfo_tfds(buf, len, fds, ELEMENTSOF(fds));
         (void) proc_parse_fdinfo_tfds(buf, len, NULL, 0);
 }

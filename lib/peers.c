@@ -84,25 +84,25 @@ static int fd_link(pid_t pid, int fd, char *buf, size_t size) {
         return 0;
 }
 
-/* O_RDONLY, O_WRONLY or O_RDWR of PID's FD; -errno when unknown. */
-static int fd_accmode(pid_t pid, int fd) {
-        _cleanup_close_ int dirfd = -EBADF;
-        char name[32], buf[512];
-        unsigned flags;
+/* Field KEY ("flags", "mnt_id", "fuse_connection") of /proc/PID/fdinfo/FD, a number in BASE; -ENOENT when the
+ * file has none. */
+static int fdinfo_field(pid_t pid, int fd, const char *key, unsigned base, uint64_t *ret) {
+        char path[64], buf[1024];
         ssize_t n;
-        int k;
 
-        k = proc_open_dir(pid, 0, &dirfd);
-        if (k < 0)
-                return k;
-        snprintf(name, sizeof name, "fdinfo/%d", fd);
-        n = proc_read_small(dirfd, name, buf, sizeof buf);
+        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int) pid, fd);
+        n = proc_read_small(AT_FDCWD, path, buf, sizeof buf);
         if (n < 0)
                 return (int) n;
-        k = proc_parse_fdinfo_flags(buf, (size_t) n, &flags);
-        if (k < 0)
-                return k;
-        return (int) (flags & O_ACCMODE);
+        return proc_parse_fdinfo_field(buf, (size_t) n, key, base, ret);
+}
+
+/* O_RDONLY, O_WRONLY or O_RDWR of PID's FD; -errno when unknown. */
+static int fd_accmode(pid_t pid, int fd) {
+        uint64_t flags;
+        int k = fdinfo_field(pid, fd, "flags", 8, &flags);
+
+        return k < 0 ? k : (int) (flags & O_ACCMODE);
 }
 
 /* The type, inode and device of the file behind PID's FD, as the kernel has them cached: AT_STATX_DONT_SYNC keeps
@@ -894,37 +894,6 @@ static int fuse_mount_find(pid_t pid, int mnt_id, const char *path, unsigned con
         return found;
 }
 
-/* The decimal number after KEY (at a line start; "" for the file's start) in the small file PATH; -ENOENT when
- * the file has no such line. */
-static int file_number(const char *path, const char *key, uint64_t *ret) {
-        char buf[1024];
-        const char *p = buf;
-        ssize_t n;
-
-        n = proc_read_small(AT_FDCWD, path, buf, sizeof buf);
-        if (n < 0)
-                return (int) n;
-        if (key[0]) {
-                p = strstr(buf, key);
-                if (!p || (p != buf && p[-1] != '\n'))
-                        return -ENOENT;
-                p += strlen(key);
-        }
-        p += strspn(p, " \t");
-        if (*p < '0' || *p > '9')
-                return -EBADMSG;
-        *ret = strtoull(p, NULL, 10);
-        return 0;
-}
-
-/* The value of field KEY ("mnt_id:", "fuse_connection:") of /proc/PID/fdinfo/FD; -ENOENT when it has none. */
-static int fdinfo_field(pid_t pid, int fd, const char *key, uint64_t *ret) {
-        char path[64];
-
-        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int) pid, fd);
-        return file_number(path, key, ret);
-}
-
 /* The connection a thread's FUSE request is on: the mount of the fd or path its call names, else the one
  * connection with requests waiting. */
 static int fuse_request_mount(EdgeCtx *c, int fd, FuseMount *ret) {
@@ -935,7 +904,7 @@ static int fuse_request_mount(EdgeCtx *c, int fd, FuseMount *ret) {
 
         if (fd < 0 && sc->args[0] <= INT32_MAX && fuse_path_arg(sc->nr, &dirfd_arg) < 0)
                 fd = (int) sc->args[0];  /* fsync, getdents64, ioctl, fstat…: the fd comes first */
-        if (fd >= 0 && fdinfo_field(c->w->pid, fd, "mnt_id:", &mnt_id) >= 0 && mnt_id <= INT32_MAX &&
+        if (fd >= 0 && fdinfo_field(c->w->pid, fd, "mnt_id", 10, &mnt_id) >= 0 && mnt_id <= INT32_MAX &&
             fuse_mount_find(c->w->pid, (int) mnt_id, NULL, 0, ret) > 0)
                 return 1;
         arg = fuse_path_arg(sc->nr, &dirfd_arg);
@@ -969,13 +938,16 @@ static int fuse_request_mount(EdgeCtx *c, int fd, FuseMount *ret) {
                 struct dirent *de;
 
                 while (d && (de = readdir(d))) {
-                        char p[PATH_MAX];
+                        char p[PATH_MAX], buf[32];
+                        const char *q = buf;
                         uint64_t id, waiting;
+                        ssize_t n;
 
                         if (safe_atou64(de->d_name, &id) < 0 || id > UINT32_MAX)
                                 continue;
                         snprintf(p, sizeof p, "/sys/fs/fuse/connections/%s/waiting", de->d_name);
-                        if (file_number(p, "", &waiting) >= 0 && waiting > 0) {
+                        n = proc_read_small(AT_FDCWD, p, buf, sizeof buf);
+                        if (n > 0 && scan_u64(&q, buf + n, &waiting) >= 0 && waiting > 0) {
                                 only = (unsigned) id;
                                 busy++;
                         }
@@ -1009,7 +981,7 @@ static int edges_fuse(EdgeCtx *c, int fd) {
 
                 if (!streq(o->path, "/dev/fuse") || o->pid == last)
                         continue;
-                k = fdinfo_field(o->pid, o->fd, "fuse_connection:", &conn);
+                k = fdinfo_field(o->pid, o->fd, "fuse_connection", 10, &conn);
                 if (k == -ENOENT)
                         unknown++;
                 if (k < 0 || conn != m.connection)

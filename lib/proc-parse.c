@@ -190,15 +190,20 @@ int proc_parse_io(const char *buf, size_t len, ProcIo *ret) {
         return 0;
 }
 
-int proc_parse_fdinfo_flags(const char *buf, size_t len, unsigned *ret_flags) {
-        const char *end = buf + len, *p = status_field(buf, end, "flags");
-        uint64_t u;
+int proc_parse_fdinfo_field(const char *buf, size_t len, const char *key, unsigned base, uint64_t *ret) {
+        const char *end = buf + len, *p = status_field(buf, end, key);
 
         if (!p)
-                return -EINVAL;
+                return -ENOENT;
         while (p < end && (*p == ' ' || *p == '\t'))
                 p++;
-        if (scan_digits(&p, end, 8, &u) < 0 || u > UINT32_MAX)
+        return scan_digits(&p, end, base, ret) < 0 ? -EINVAL : 0;
+}
+
+int proc_parse_fdinfo_flags(const char *buf, size_t len, unsigned *ret_flags) {
+        uint64_t u;
+
+        if (proc_parse_fdinfo_field(buf, len, "flags", 8, &u) < 0 || u > UINT32_MAX)
                 return -EINVAL;
         *ret_flags = (unsigned) u;
         return 0;

@@ -82,6 +82,9 @@ typedef struct ProcIo {
 
 int proc_parse_io(const char *buf, size_t len, ProcIo *ret);
 
+/* /proc/PID/fdinfo/FD: the number of field KEY ("mnt_id", "fuse_connection"…) in BASE; -ENOENT when the file has
+ * no such field, -EINVAL when it is not a number. */
+int proc_parse_fdinfo_field(const char *buf, size_t len, const char *key, unsigned base, uint64_t *ret);
 /* /proc/PID/fdinfo/FD: the open flags ("flags:", octal), O_ACCMODE and the rest. */
 int proc_parse_fdinfo_flags(const char *buf, size_t len, unsigned *ret_flags);
 /* An epoll fd's fdinfo: the fds of its "tfd:" lines, the first MAX into FDS. Returns how many lines there are (may

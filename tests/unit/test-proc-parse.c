@@ -289,6 +289,18 @@ START_TEST(test_fdinfo) {
         ck_assert_uint_eq(flags, 0100001);
         ck_assert_int_lt(proc_parse_fdinfo_flags("pos:\t0\n", 7, &flags), 0);
         ck_assert_int_lt(proc_parse_fdinfo_flags("flags:\t9\n", 9, &flags), 0); /* octal */
+        {
+                /* /dev/fuse on a kernel that names the connection (6.18 here). */
+                static const char fuse[] = "pos:\t0\nflags:\t02100002\nmnt_id:\t24\nino:\t90\nfuse_connection:\t39\n";
+                uint64_t v;
+
+                ck_assert_int_eq(proc_parse_fdinfo_field(fuse, strlen(fuse), "fuse_connection", 10, &v), 0);
+                ck_assert_uint_eq(v, 39);
+                ck_assert_int_eq(proc_parse_fdinfo_field(fuse, strlen(fuse), "mnt_id", 10, &v), 0);
+                ck_assert_uint_eq(v, 24);
+                ck_assert_int_eq(proc_parse_fdinfo_field(fuse, strlen(fuse), "fuse", 10, &v), -ENOENT);
+                ck_assert_int_eq(proc_parse_fdinfo_field("mnt_id:\tx\n", 10, "mnt_id", 10, &v), -EINVAL);
+        }
         ck_assert_uint_eq(proc_parse_fdinfo_tfds(pipe, strlen(pipe), fds, 1), 0);
         /* Two fds, of which the first fits; the malformed line is not one. */
         ck_assert_uint_eq(proc_parse_fdinfo_tfds(epoll, strlen(epoll), fds, 1), 2);
