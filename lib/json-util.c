@@ -116,13 +116,13 @@ json_object *json_new_string_or_null(const char *s) {
         return s ? json_object_new_string(s) : NULL;
 }
 
-/* Call PUT for each run of TEXT (LEN bytes) as json_to_text() writes it. */
-static int json_text_escape(const char *text, size_t len, int (*put)(const char *s, size_t n, void *userdata),
-                            void *userdata) {
+int json_fputs(json_object *o, int flags, FILE *f) {
         static const char hex[] = "0123456789abcdef";
-        size_t start = 0;
-        int r;
+        size_t len, start = 0;
+        const char *text = json_object_to_json_string_length(o, flags, &len);
 
+        if (!text)
+                return -ENOMEM;
         for (size_t i = 0; i < len;) {
                 uint32_t cp;
                 size_t n = utf8_sequence_len(text + i, len - i, &cp);
@@ -140,67 +140,29 @@ static int json_text_escape(const char *text, size_t len, int (*put)(const char 
                         esc[4] = hex[(cp >> 4) & 15];
                         esc[5] = hex[cp & 15];
                 }
-                r = put(text + start, i - start, userdata);
-                if (r < 0)
-                        return r;
-                r = put(esc, sizeof esc, userdata);
-                if (r < 0)
-                        return r;
+                if (fwrite(text + start, 1, i - start, f) != i - start || fwrite(esc, 1, sizeof esc, f) != sizeof esc)
+                        return -EIO;
                 i += n ?: 1;
                 start = i;
         }
-        return put(text + start, len - start, userdata);
-}
-
-static int put_file(const char *s, size_t n, void *userdata) {
-        return n == 0 || fwrite(s, 1, n, userdata) == n ? 0 : -EIO;
-}
-
-typedef struct TextBuffer {
-        char *p;
-        size_t n;
-} TextBuffer;
-
-static int put_buffer(const char *s, size_t n, void *userdata) {
-        TextBuffer *b = userdata;
-
-        memcpy(b->p + b->n, s, n);
-        b->n += n;
-        return 0;
+        return fwrite(text + start, 1, len - start, f) == len - start ? 0 : -EIO;
 }
 
 int json_to_text(json_object *o, int flags, char **ret, size_t *ret_len) {
-        size_t len, bad = 0;
-        const char *s = json_object_to_json_string_length(o, flags, &len);
-        TextBuffer b;
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+        int r;
 
-        if (!s)
+        if (!f)
                 return -ENOMEM;
-        /* Each escape is 6 bytes for at least 1. */
-        for (size_t i = 0; i < len;) {
-                uint32_t cp;
-                size_t n = utf8_sequence_len(s + i, len - i, &cp);
-                bad += n == 0 || (cp >= 0x7f && unicode_is_control(cp));
-                i += n ?: 1;
-        }
-        b = (TextBuffer) { .p = malloc(len + 5 * bad + 1) };
-        if (!b.p)
-                return -ENOMEM;
-        (void) json_text_escape(s, len, put_buffer, &b);
-        b.p[b.n] = '\0';
-        *ret = b.p;
+        r = json_fputs(o, flags, f);
+        if (fclose(f) != 0 || r < 0)
+                return -ENOMEM; /* a memory stream fails only for memory */
+        *ret = TAKE_PTR(buf);
         if (ret_len)
-                *ret_len = b.n;
+                *ret_len = size;
         return 0;
-}
-
-int json_fputs(json_object *o, int flags, FILE *f) {
-        size_t len;
-        const char *s = json_object_to_json_string_length(o, flags, &len);
-
-        if (!s)
-                return -ENOMEM;
-        return json_text_escape(s, len, put_file, f);
 }
 
 static int hex_digit(char c) {
