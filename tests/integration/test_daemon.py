@@ -43,7 +43,7 @@ rules:
   - name: healthy
     class: [blocked, busy-loop, syscall-spin]
     for: 1s
-    comm: [sleep, dd, sh]
+    comm: [sw-idle-sleep, sw-io-dd, sw-io-sh]
     cooldown: 1h
 """
 
@@ -107,10 +107,17 @@ def test_class_fires_exactly_one_snapshot(daemon, fixture, name, args, rule, kla
 
 def test_healthy_idle_and_real_io_produce_nothing(daemon, fixture, tmp_path):
     d = daemon(RULES)
-    idle = subprocess.Popen(["sleep", "60"])
+    # Our own sleep, dd and sh under names of their own, which the "healthy" rule watches: a shell of the machine's
+    # that really is blocked in read() (CI's, reading a pipe) must not count against them.
+    for prog in ("sleep", "dd", "sh"):
+        os.symlink(f"/bin/{prog}", tmp_path / f"sw-{'idle' if prog == 'sleep' else 'io'}-{prog}")
+    idle = subprocess.Popen([tmp_path / "sw-idle-sleep", "60"])
     target = tmp_path / "io.dat"
-    io = subprocess.Popen(["sh", "-c", f"while :; do dd if=/dev/zero of={target} bs=64k count=256 status=none; done"])
+    io = subprocess.Popen([tmp_path / "sw-io-sh", "-c",
+                           f"while :; do {tmp_path}/sw-io-dd if=/dev/zero of={target} bs=64k count=256 status=none; done"])
     try:
+        # The rule sees them by these names (comm is the name exec'd, the link's).
+        assert [open(f"/proc/{p.pid}/comm").read() for p in (idle, io)] == ["sw-idle-sleep\n", "sw-io-sh\n"]
         # A busy loop started after them, as the control: once it has fired, the idle and the I/O processes have
         # been watched past every threshold; give them several more scans on top.
         busy = fixture("busy-loop")
