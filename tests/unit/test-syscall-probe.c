@@ -1,5 +1,6 @@
 /* test-syscall-probe.c: the probe against real children: one spinning on read() = -EAGAIN, one blocked in read(),
- * one that receives a signal while probed. Each is checked afterwards: not stopped, not traced. */
+ * one that receives a signal while probed, one polling for a lock and one only sleeping. Each is checked afterwards:
+ * not stopped, not traced. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -179,5 +180,81 @@ START_TEST(test_probe_of_a_missing_thread) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("syscall-probe", test_probe_names_the_spinning_call, test_probe_of_a_blocked_thread_sees_nothing_and_lets_go,
+/* A child that polls for a write lock on bytes 100-109 of FD every 20 ms (or, POLL false, only sleeps that way), as
+ * SQLite's busy handler does; it exits 0 once it gets the lock. */
+static pid_t start_lock_poller(int fd, bool poll) {
+        pid_t pid = fork();
+
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 100, .l_len = 10 };
+
+                for (;;) {
+                        if (poll && fcntl(fd, F_SETLK, &fl) == 0)
+                                _exit(0);
+                        nanosleep(&(struct timespec) { .tv_nsec = 20000000 }, NULL);
+                }
+        }
+        return pid;
+}
+
+START_TEST(test_lock_probe_sees_the_failing_try) {
+        char path[] = "/tmp/test-lock-probe-XXXXXX";
+        int fd = mkstemp(path), status;
+        LockAttempt a;
+        pid_t holder, poller, idle;
+
+        ck_assert_int_ge(fd, 0);
+        /* The holder: another process, as POSIX locks are per process. */
+        holder = fork();
+        ck_assert_int_ge(holder, 0);
+        if (holder == 0) {
+                struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+                if (fcntl(fd, F_SETLK, &fl) < 0)
+                        _exit(1);
+                pause();
+                _exit(0);
+        }
+        for (int i = 0; i < 5000; i++) {
+                struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 100, .l_len = 10 };
+                if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+                        break;
+                nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+        }
+        poller = start_lock_poller(fd, true);
+        idle = start_lock_poller(fd, false);
+
+        ck_assert_int_eq(lock_retry_probe(poller, 300000, &a), 1);
+        assert_untouched(poller);
+        ck_assert_int_eq(a.nr, SYS_fcntl);
+        ck_assert_int_eq(a.fd, fd);
+        ck_assert_int_eq(a.cmd, F_SETLK);
+        ck_assert(a.write);
+        ck_assert_int_eq(a.whence, SEEK_SET);
+        ck_assert_int_eq(a.start, 100);
+        ck_assert_int_eq(a.len, 10);
+        ck_assert(a.result == -EAGAIN || a.result == -EACCES);
+        /* Seen at its first try: well within one 20 ms sleep and the window. */
+        ck_assert_uint_lt(a.window_usec, 300000);
+
+        /* The control sleeps the same way but never asks: the whole window, nothing seen, left as it was. */
+        ck_assert_int_eq(lock_retry_probe(idle, 100000, &a), 0);
+        assert_untouched(idle);
+        ck_assert_int_eq(a.nr, -1);
+        ck_assert_uint_ge(a.window_usec, 100000);
+
+        /* The holder lets go: the poller gets the lock at its next try. */
+        ck_assert_int_eq(kill(holder, SIGKILL), 0);
+        ck_assert_int_eq(waitpid(holder, NULL, 0), holder);
+        ck_assert_int_eq(waitpid(poller, &status, 0), poller);
+        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        ck_assert_int_eq(kill(idle, SIGKILL), 0);
+        ck_assert_int_eq(waitpid(idle, NULL, 0), idle);
+        close(fd);
+        unlink(path);
+}
+END_TEST
+
+UNIT_TEST_MAIN("syscall-probe", test_lock_probe_sees_the_failing_try,
+               test_probe_names_the_spinning_call, test_probe_of_a_blocked_thread_sees_nothing_and_lets_go,
                test_probe_passes_signals_on, test_probe_of_a_missing_thread)
