@@ -220,7 +220,7 @@ int peer_tables_parse_locks(char *buf, LockLine **ret, size_t *ret_n) {
         size_t n = 0, allocated = 0;
 
         for (char *line = buf, *next; line && *line; line = next) {
-                LockLine l = {};
+                LockLine l = { .end = UINT64_MAX };
                 char *p, *tok, *save = NULL;
                 int field = 0;
                 int pid = 0;
@@ -243,6 +243,9 @@ int peer_tables_parse_locks(char *buf, LockLine **ret, size_t *ret_n) {
                         case 0:
                                 snprintf(l.type, sizeof l.type, "%s", tok);
                                 break;
+                        case 2:
+                                l.write = streq(tok, "WRITE");
+                                break;
                         case 3:
                                 /* OFD locks show -1: they belong to an open file, not to a process. */
                                 if (safe_atoi(tok, &pid) < 0)
@@ -251,6 +254,14 @@ int peer_tables_parse_locks(char *buf, LockLine **ret, size_t *ret_n) {
                         case 4:
                                 if (sscanf(tok, "%x:%x:%" SCNu64, &l.major, &l.minor, &l.inode) != 3)
                                         l.inode = 0;
+                                break;
+                        case 5:
+                                if (safe_atou64(tok, &l.start) < 0)
+                                        l.start = 0;
+                                break;
+                        case 6:
+                                if (streq(tok, "EOF") || safe_atou64(tok, &l.end) < 0)
+                                        l.end = UINT64_MAX;
                                 break;
                         }
                 }

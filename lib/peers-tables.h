@@ -32,9 +32,11 @@ typedef struct LockLine {
         unsigned id;            /* the number before ':'; a waiter repeats its blocker's */
         bool waiter;            /* "->": blocked on the lock of the line with the same id */
         char type[8];           /* FLOCK, POSIX, OFDLCK, LEASE … */
+        bool write;             /* WRITE (exclusive), not READ (shared) */
         pid_t pid;              /* -1 for OFD locks */
         unsigned major, minor;
         uint64_t inode;
+        uint64_t start, end;    /* the byte range, END included; UINT64_MAX for "EOF" (to the end, as flock's) */
 } LockLine;
 
 /* The tables a resolution needs (socket tables, every process's fds, /proc/locks), each read once on first use

@@ -203,19 +203,24 @@ START_TEST(test_locks_lines) {
                        "2: OFDLCK ADVISORY  WRITE -1 fe:00:10953251 0 EOF\n"
                        "3: POSIX  ADVISORY  WRITE 20686 fe:00:10953250 0 9\n"
                        "4: POSIX  ADVISORY  WRITE 1 no-device 0 EOF\n"
+                       "6: POSIX  ADVISORY  READ  20687 fe:00:10953250 1073741824 1073742335\n"
                        "garbage\n"
                        "5: LEASE";
         _cleanup_free_ LockLine *l = NULL;
         size_t n = 0;
 
         ck_assert_int_eq(peer_tables_parse_locks(locks, &l, &n), 0);
-        ck_assert_uint_eq(n, 4);
+        ck_assert_uint_eq(n, 5);
         ck_assert(!l[0].waiter && l[1].waiter && l[0].id == l[1].id);
         ck_assert_int_eq(l[1].pid, 20685);
         ck_assert_str_eq(l[2].type, "OFDLCK");
         ck_assert_int_eq(l[2].pid, -1);
         ck_assert_uint_eq(l[3].major, 0xfe);
         ck_assert_uint_eq(l[3].inode, 10953250);
+        /* The mode and the byte range, which a lock retried without waiting is checked against. */
+        ck_assert(l[0].write && l[0].start == 0 && l[0].end == UINT64_MAX);
+        ck_assert(l[3].write && l[3].start == 0 && l[3].end == 9);
+        ck_assert(!l[4].write && l[4].start == 1073741824 && l[4].end == 1073742335);
 }
 END_TEST
 
