@@ -434,6 +434,161 @@ static int edges_lock(EdgeCtx *c, int fd, WaitKind kind) {
         return edge_add(c, kind, fd, st.st_ino, object, 0, -1, "no holder found in /proc/locks");
 }
 
+/* ---- locks polled for: F_SETLK or flock(LOCK_NB) failing, a sleep, again (SQLite's busy handler) ---- */
+
+/* Whether lock L (another owner's, on the same file) conflicts with attempt A: the same family (flock() locks are
+ * their own; POSIX and OFD locks conflict with each other), one of the two exclusive, the byte ranges overlapping.
+ * A range from the file position or its end (SEEK_CUR, SEEK_END) is taken as the whole file: the offset the kernel
+ * resolved it against is not known here. */
+static bool lock_conflicts(const LockLine *l, const LockAttempt *a) {
+        uint64_t s = 0, e = UINT64_MAX;
+
+        if ((a->nr == __NR_flock) != streq(l->type, "FLOCK") || (!a->write && !l->write))
+                return false;
+        if (a->nr == __NR_fcntl && a->whence == SEEK_SET && a->start >= 0) {
+                if (a->len > 0) {
+                        s = (uint64_t) a->start;
+                        e = (uint64_t) a->start + (uint64_t) a->len - 1;
+                } else if (a->len == 0)
+                        s = (uint64_t) a->start;
+                else if (a->start + a->len >= 0) {
+                        s = (uint64_t) (a->start + a->len);
+                        e = (uint64_t) a->start - 1;
+                }
+        }
+        return s <= l->end && l->start <= e;
+}
+
+/* "lock /var/lib/x.db, retried: F_SETLK read bytes 1073741824-1073741824 = -EAGAIN" */
+static void lock_retry_object(const LockAttempt *a, const char *path, char *buf, size_t size) {
+        const char *err = strerrorname_np((int) -a->result) ?: "?";
+        char range[64] = "";
+
+        if (a->nr == __NR_flock) {
+                snprintf(buf, size, "flock %s, retried: flock(%s|LOCK_NB) = -%s", path,
+                         a->write ? "LOCK_EX" : "LOCK_SH", err);
+                return;
+        }
+        if (a->whence != SEEK_SET)
+                snprintf(range, sizeof range, "from %s %+" PRIi64 ", length %" PRIi64,
+                         a->whence == SEEK_CUR ? "the file position" : "the end", a->start, a->len);
+        else if (a->len == 0)
+                snprintf(range, sizeof range, "bytes %" PRIi64 "-EOF", a->start);
+        else if (a->len > 0)
+                snprintf(range, sizeof range, "bytes %" PRIi64 "-%" PRIi64, a->start, a->start + a->len - 1);
+        else
+                snprintf(range, sizeof range, "bytes %" PRIi64 "-%" PRIi64, a->start + a->len, a->start - 1);
+        snprintf(buf, size, "lock %s, retried: %s %s %s = -%s", path, a->cmd == F_OFD_SETLK ? "F_OFD_SETLK" : "F_SETLK",
+                 a->write ? "write" : "read", range, err);
+}
+
+/* The thread polls for a lock (W->retry, seen failing by lock_retry_probe()): an edge to each process holding a
+ * lock on the file that conflicts with the one it asks for, as /proc/locks has them now. */
+static int edges_lock_retry(EdgeCtx *c) {
+        const LockAttempt *a = &c->w->retry;
+        WaitKind kind = a->nr == __NR_flock ? WAIT_KIND_FLOCK : WAIT_KIND_POSIX_LOCK;
+        char link[4097], object[4300];
+        pid_t seen[PEERS_HOLDERS_MAX];
+        size_t added = 0;
+        bool ofd = false;
+        struct stat st;
+        int k;
+
+        k = fd_link(c->w->pid, a->fd, link, sizeof link);
+        if (k >= 0)
+                k = fd_stat(c->w->pid, a->fd, &st);
+        if (k < 0)
+                return k;
+        lock_retry_object(a, link, object, sizeof object);
+        k = peer_tables_load_locks(c->r);
+        if (k < 0)
+                return edge_add(c, kind, a->fd, st.st_ino, object, 0, -1, "/proc/locks is unreadable");
+        for (size_t i = 0; i < c->r->n_locks; i++) {
+                const LockLine *l = &c->r->locks[i];
+                bool dup = false;
+
+                if (l->waiter || l->inode != (uint64_t) st.st_ino || makedev(l->major, l->minor) != st.st_dev ||
+                    !lock_conflicts(l, a))
+                        continue;
+                if (l->pid <= 0) {
+                        ofd = true; /* an open file's lock: whoever else has the file open */
+                        continue;
+                }
+                if (l->pid == c->w->pid)
+                        continue;
+                for (size_t j = 0; j < added; j++)
+                        dup = dup || seen[j] == l->pid;
+                if (dup)
+                        continue;
+                if (added >= PEERS_HOLDERS_MAX) {
+                        c->chain->truncated = true;
+                        break;
+                }
+                k = edge_add(c, kind, a->fd, st.st_ino, object, l->pid, -1, NULL);
+                if (k < 0)
+                        return k;
+                seen[added++] = l->pid;
+        }
+        if (added > 0)
+                return 0;
+        if (ofd)
+                return edges_to_holders(c, WAIT_KIND_OFD_LOCK, a->fd, st.st_ino, object, FD_KIND_PATH, 0, link, -1,
+                                        "no other process has the locked file open");
+        return edge_add(c, kind, a->fd, st.st_ino, object, 0, -1,
+                        "no conflicting lock in /proc/locks now: released since the try");
+}
+
+bool peers_syscall_is_sleep(const ProcSyscall *sc) {
+        if (sc->kind != PROC_SYSCALL_BLOCKED)
+                return false;
+        switch (sc->nr) {
+        case __NR_nanosleep: case __NR_clock_nanosleep:
+                return true;
+        case __NR_poll: case __NR_ppoll: case __NR_select: case __NR_pselect6:
+                return sc->args[sc->nr == __NR_poll || sc->nr == __NR_ppoll ? 1 : 0] == 0; /* no fds: a timeout */
+        default:
+                return false;
+        }
+}
+
+int peers_lock_suspect(PeerResolver *r, pid_t pid, int *ret_fd, pid_t *ret_holder) {
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ int *fds = NULL;
+        size_t n_fds = 0;
+        bool others = false;
+        int k;
+
+        k = peer_tables_load_locks(r);
+        if (k < 0)
+                return k;
+        for (size_t i = 0; i < r->n_locks && !others; i++)
+                others = !r->locks[i].waiter && r->locks[i].pid != pid;
+        if (!others)
+                return 0; /* the common case, and one read of /proc/locks */
+        k = proc_open_dir(pid, 0, &dirfd);
+        if (k >= 0)
+                k = proc_list_numeric(dirfd, "fd", &fds, &n_fds);
+        if (k < 0)
+                return k;
+        for (size_t f = 0; f < MIN(n_fds, (size_t) PEERS_SUSPECT_FDS_MAX); f++) {
+                struct stat st;
+
+                if (fd_stat(pid, fds[f], &st) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                for (size_t i = 0; i < r->n_locks; i++) {
+                        const LockLine *l = &r->locks[i];
+
+                        if (l->waiter || l->pid == pid || l->inode != (uint64_t) st.st_ino ||
+                            makedev(l->major, l->minor) != st.st_dev)
+                                continue;
+                        *ret_fd = fds[f];
+                        *ret_holder = MAX(l->pid, 0);
+                        return 1;
+                }
+        }
+        return 0;
+}
+
 /* The children a wait4()/waitid()/vfork() waits for: every thread's "children" file (a child belongs to the thread
  * that forked it, but any thread may reap it). ONLY > 0 keeps that child. NONE_EDGE: with no child, an edge that
  * says so (a wait4() that waits for nobody); without it, nothing. */
@@ -1041,6 +1196,14 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
                 snprintf(object, sizeof object, "traced by %d", (int) w->tracer_pid);
                 k = edge_add(&c, WAIT_KIND_TRACER, -1, 0, object, w->tracer_pid, -1, NULL);
                 return k < 0 ? k : c.added;
+        }
+        /* Polling for a lock, seen failing: the holders of the lock it asks for, whatever it sleeps in now. */
+        if (w->retrying) {
+                c.syscall = w->retry.nr == __NR_flock ? "flock" : "fcntl";
+                k = edges_lock_retry(&c);
+                if (k < 0)
+                        log_debug_errno(k, "Could not follow the lock retried by thread %d: %m", (int) w->tid);
+                return k < 0 && (k == -ENOMEM || c.added == 0) ? k : c.added;
         }
         if (sc->kind != PROC_SYSCALL_BLOCKED)
                 return 0;

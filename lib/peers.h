@@ -12,10 +12,13 @@
 #include "peers-tables.h"
 #include "proc-parse.h"
 #include "snapshot.h"
+#include "syscall-probe.h"
 
-/* Budgets: fds looked at in one poll/select/epoll wait, holders listed for one object. */
+/* Budgets: fds looked at in one poll/select/epoll wait, holders listed for one object, fds of one process matched
+ * against /proc/locks for a lock it may poll for. */
 #define PEERS_WAIT_FDS_MAX 32U
 #define PEERS_HOLDERS_MAX 8U
+#define PEERS_SUSPECT_FDS_MAX 1024U
 
 /* One thread, as /proc shows it: what the resolution starts from. */
 typedef struct ThreadWait {
@@ -24,6 +27,8 @@ typedef struct ThreadWait {
         ProcSyscall syscall;
         pid_t tracer_pid;       /* 0 when not traced */
         char wchan[64];         /* the kernel function it sleeps in, when in a syscall; "" when not known */
+        bool retrying;          /* it polls for a lock: RETRY is the last try, seen failing (lock_retry_probe()) */
+        LockAttempt retry;
 } ThreadWait;
 
 /* Read pid/tid's state, syscall and tracer from /proc. -ESRCH when it is gone. */
@@ -60,3 +65,13 @@ int peers_syscall_fd(const ProcSyscall *sc);
 /* Whether syscall NR is one peers_thread_edges() can follow to another process (fd, lock and child waits); futex,
  * nanosleep and the like are not. Cheap: the daemon asks it before paying for a walk. */
 bool peers_syscall_follows(int64_t nr);
+
+/* Whether SC is a sleep with nothing to wait for but time (nanosleep, clock_nanosleep, a poll or select of no fds):
+ * where a program polling for a lock spends the time between tries. */
+bool peers_syscall_is_sleep(const ProcSyscall *sc);
+
+/* Whether process PID could be polling for a lock: it has a regular file open (one of its first
+ * PEERS_SUSPECT_FDS_MAX fds) that another owner holds a lock on, in /proc/locks. 1 with *RET_FD and *RET_HOLDER (0
+ * for an open file's OFD lock), 0 when not, -errno. Only a lock_retry_probe() can tell that it does; this is what
+ * earns one. */
+int peers_lock_suspect(PeerResolver *r, pid_t pid, int *ret_fd, pid_t *ret_holder);

@@ -11,6 +11,7 @@
 #include "macro.h"
 #include "proc-read.h"
 #include "strv.h"
+#include "syscall-probe.h"
 #include "time-util.h"
 #include "wait-chain.h"
 
@@ -30,6 +31,7 @@ typedef struct Builder {
         pid_t self;
         uint64_t deadline_usec;         /* CLOCK_MONOTONIC: the capture's time budget; 0 for none */
         bool cut;                       /* the deadline passed: nothing more was read */
+        unsigned lock_probes;           /* sleeping threads that may still be traced for a lock they poll for */
 } Builder;
 
 /* Whether the budget is spent; the first time, the chain says how far it got. */
@@ -99,9 +101,33 @@ static void builder_mark_peer_tid(Builder *b, const ThreadWait *w) {
 
 /* Add the edges of thread W of process IDX (one more of the threads followed there, unless it waits in futex():
  * those cost one read of the lock, and a lock table wants every one), and queue what they reach. */
-static int builder_follow(Builder *b, size_t idx, const ThreadWait *w, unsigned depth, size_t *followed) {
-        bool futex = w->syscall.kind == PROC_SYSCALL_BLOCKED && w->syscall.nr == __NR_futex;
+/* A thread that sleeps, in a process with a file open that another owner holds a lock on, may be polling for that
+ * lock: watch its syscalls until a lock call fails (it then waits on the holder) or the window ends. */
+static void builder_probe_lock_retry(Builder *b, ThreadWait *w) {
+        uint64_t window = WAIT_CHAIN_LOCK_PROBE_USEC, now;
+        pid_t holder;
+        int fd, k;
+
+        if (b->lock_probes == 0 || !peers_syscall_is_sleep(&w->syscall) ||
+            peers_lock_suspect(b->r, w->pid, &fd, &holder) <= 0)
+                return;
+        if (b->deadline_usec > 0) {
+                now = now_usec(CLOCK_MONOTONIC);
+                if (now >= b->deadline_usec)
+                        return;
+                window = MIN(window, b->deadline_usec - now);
+        }
+        b->lock_probes--;
+        k = lock_retry_probe(w->tid, window, &w->retry);
+        if (k < 0)
+                log_debug_errno(k, "Could not watch thread %d for a lock it polls for: %m", (int) w->tid);
+        w->retrying = k > 0;
+}
+
+static int builder_follow(Builder *b, size_t idx, const ThreadWait *wait, unsigned depth, size_t *followed) {
+        bool futex = wait->syscall.kind == PROC_SYSCALL_BLOCKED && wait->syscall.nr == __NR_futex;
         size_t first = b->chain->n_edges;
+        ThreadWait tw = *wait, *w = &tw;
         int k;
 
         if (futex ? b->n_lock_edges >= WAIT_CHAIN_LOCK_EDGES_MAX
@@ -111,6 +137,7 @@ static int builder_follow(Builder *b, size_t idx, const ThreadWait *w, unsigned 
         }
         if (!futex)
                 (*followed)++;
+        builder_probe_lock_retry(b, w);
         k = peers_thread_edges(b->r, w, b->chain);
         if (k == -ENOMEM)
                 return k;
@@ -351,11 +378,11 @@ static int builder_find_lock_cycle(Builder *b) {
         return 0;
 }
 
-static int chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, uint64_t deadline_usec, WaitChain **ret,
-                       pid_t **ret_peers, size_t *ret_n_peers) {
+static int chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, uint64_t deadline_usec,
+                       unsigned lock_probes, WaitChain **ret, pid_t **ret_peers, size_t *ret_n_peers) {
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
         uint64_t start = now_usec(CLOCK_MONOTONIC);
-        Builder b = { .r = r, .self = getpid(), .deadline_usec = deadline_usec };
+        Builder b = { .r = r, .self = getpid(), .deadline_usec = deadline_usec, .lock_probes = lock_probes };
         pid_t *peers;
         int k;
 
@@ -394,7 +421,7 @@ static int chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, ui
 
 int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
                      size_t *ret_n_peers) {
-        return chain_build(r, pid, tid, depth, 0, ret, ret_peers, ret_n_peers);
+        return chain_build(r, pid, tid, depth, 0, 0, ret, ret_peers, ret_n_peers);
 }
 
 /* Whether one of T's innermost frames is a function named PREFIX… (or __PREFIX…, ___PREFIX…). */
@@ -510,7 +537,7 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
          * none) one more budget from here. Building the chain is part of it. */
         if (po.deadline_usec == 0)
                 po.deadline_usec = now_usec(CLOCK_MONOTONIC) + o->time_budget_usec;
-        k = chain_build(r, root->pid, tid, depth, po.deadline_usec, &c, &peers, &n);
+        k = chain_build(r, root->pid, tid, depth, po.deadline_usec, WAIT_CHAIN_LOCK_PROBES_MAX, &c, &peers, &n);
         if (k < 0)
                 return k;
         root->peers = calloc(MAX(n, 1U), sizeof *root->peers);

@@ -17,6 +17,10 @@
 #define WAIT_CHAIN_EDGES_MAX 256U       /* edges other than mutex waits */
 #define WAIT_CHAIN_THREADS_MAX 64U      /* threads of one process whose waits are followed, futex() waits aside */
 #define WAIT_CHAIN_LOCK_EDGES_MAX 1024U /* mutex waits: one read of the lock each, so many more of them */
+/* A capture's chain (never the daemon's own walks) traces at most this many sleeping threads that may poll for a
+ * lock, each until a lock call fails or this long: SQLite's busy handler sleeps 100 ms at most between tries. */
+#define WAIT_CHAIN_LOCK_PROBES_MAX 4U
+#define WAIT_CHAIN_LOCK_PROBE_USEC (300 * 1000ULL)
 
 /*
  * Build the wait chain of thread TID of PID (TID 0: every thread of PID that waits in a syscall), DEPTH hops deep:

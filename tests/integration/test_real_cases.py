@@ -1,6 +1,6 @@
 """Cases real programs get into, with the answer a person would give (issue 14): a poll() continued after a stop, what
 our own ptrace fall-back leaves behind, a connection in a backlog, UDP, a frozen container, interpreter loops, a hung
-FUSE daemon, each with its control."""
+FUSE daemon, each with its control, and a lock polled for."""
 import ctypes
 import os
 import signal
@@ -390,3 +390,53 @@ def test_a_lock_wait_on_a_hung_fuse_mount_does_not_hang_the_dump(fixture, fuse_m
     [e] = [e for e in doc["wait_chain"]["edges"] if e["from"]["pid"] == waiter]
     assert e["kind"] == "flock" and e["to"]["pid"] == holder, e
     assert e["object"] == f"flock {fuse_mount}/file", e
+
+
+
+def retry_edges(doc, pid):
+    return [e for e in doc["wait_chain"]["edges"] if e["from"]["pid"] == pid]
+
+
+# flock(LOCK_NB) in a loop, a sleep between tries: the same chain, through the flock family.
+FLOCK_POLL = r'''
+import fcntl, sys, time
+f = open(sys.argv[1], "w")
+print("ready", flush=True)
+while True:
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        break
+    except BlockingIOError:
+        time.sleep(0.05)
+'''
+
+
+def test_a_flock_poller_leads_to_the_holder(tmp_path):
+    path = tmp_path / "job.lock"
+    holder = subprocess.Popen(["flock", str(path), "sleep", "600"])
+    try:
+        wait_until(lambda: children(holder.pid), what="flock(1) to take the lock and start its command")
+        poller = subprocess.Popen([sys.executable, "-c", FLOCK_POLL, str(path)], stdout=subprocess.PIPE)
+        try:
+            assert poller.stdout.readline() == b"ready\n"
+            [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", poller.pid)
+            [e] = retry_edges(doc, poller.pid)
+            assert (e["kind"], e["syscall"]) == ("flock", "flock"), e
+            assert e["to"]["pid"] == holder.pid, e
+            assert e["object"] == f"flock {path}, retried: flock(LOCK_EX|LOCK_NB) = -EAGAIN", e
+        finally:
+            poller.kill()
+            poller.wait()
+    finally:
+        for c in children(holder.pid):
+            os.kill(c, signal.SIGKILL)
+        holder.kill()
+        holder.wait()
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except FileNotFoundError:
+        return []
