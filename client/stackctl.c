@@ -282,7 +282,7 @@ static int parse_classes(const char *s) {
         for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save), n++)
                 if (thread_class_from_string(w) < 0) {
                         log_error("Unknown class '%s': expected running, waiting, blocked, busy-loop, syscall-spin, "
-                                  "stopped, zombie or frozen.", w);
+                                  "stopped, zombie, frozen or lock-retry.", w);
                         return -EINVAL;
                 }
         if (n == 0) {

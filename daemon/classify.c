@@ -189,6 +189,13 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
                 return;
         }
 
+        /* Asleep between tries for a lock: it wakes every time, so it is never parked, yet it makes no progress. */
+        if (cur->lock_retry) {
+                st->parked = false;
+                set_class(st, THREAD_CLASS_LOCK_RETRY, start);
+                return;
+        }
+
         /* Asleep. Parked when nothing about its wait changed since we first saw it there. */
         /* Without a previous look there is no CPU delta, so no evidence yet of "no progress". */
         if (prev && cur->have_syscall && cur->have_sched && cur->syscall.kind == PROC_SYSCALL_BLOCKED && cpu == 0) {

@@ -41,6 +41,8 @@ typedef struct ThreadSample {
         uint64_t run_ns, wait_ns;       /* schedstat: time on a CPU, and runnable waiting for one */
         uint64_t timeslices;            /* schedstat field 3: how many times it ran */
         bool frozen;                    /* D, and its wchan is the freezer's (read for D-state threads) */
+        bool lock_retry;                /* asleep between tries for a file lock another process holds (the scanner
+                                         * judges it: it takes /proc/locks and the process's fds) */
         uint64_t faults;                /* minor and major page faults, from stat */
 } ThreadSample;
 

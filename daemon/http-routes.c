@@ -323,7 +323,7 @@ static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const cha
 
 static bool class_unhealthy(ThreadClass c) {
         return c == THREAD_CLASS_BLOCKED || c == THREAD_CLASS_BUSY_LOOP || c == THREAD_CLASS_SYSCALL_SPIN ||
-               c == THREAD_CLASS_STOPPED || c == THREAD_CLASS_ZOMBIE;
+               c == THREAD_CLASS_STOPPED || c == THREAD_CLASS_ZOMBIE || c == THREAD_CLASS_LOCK_RETRY;
 }
 
 static int compare_threads(const void *a, const void *b) {
@@ -439,7 +439,8 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
                         if (k < 0)
                                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                                         "unknown class \"%s\" (expected running, waiting, blocked, "
-                                                        "busy-loop, syscall-spin, stopped, zombie or frozen)",
+                                                        "busy-loop, syscall-spin, stopped, zombie, frozen or "
+                                                        "lock-retry)",
                                                         clip(w, q, sizeof q));
                         classes |= 1U << k;
                 }

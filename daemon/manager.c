@@ -375,6 +375,7 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
                 log_debug("Scan %llu: %u threads in %u processes in %llu us, %llu deep reads so far",
                           (unsigned long long) st->scans, st->threads, st->processes,
                           (unsigned long long) st->last_duration_usec, (unsigned long long) st->deep_reads);
+                lock_probes_start_wanted(m->lock_probes);
                 (void) trigger_evaluate(&m->trigger, m->config, m->scanner, now, on_fire, m);
                 alerts_check(&m->alerts, m->hooks, m->scanner, m->config, now);
         }
@@ -544,6 +545,9 @@ int manager_new(const char *config_path, const char *rules_dir, Config *config, 
         r = sd_event_set_watchdog(m->event, true);
         if (r < 0)
                 log_warning_errno(r, "Failed to enable the watchdog, ignoring: %m");
+        r = lock_probes_new(m->event, m->scanner, &m->metrics, &m->lock_probes);
+        if (r < 0)
+                return log_oom();
         r = hooks_new(m->event, &m->hooks);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up hooks: %m");
@@ -581,6 +585,7 @@ Manager *manager_free(Manager *m) {
         hooks_free(m->hooks);
         metrics_done(&m->metrics);
         sd_event_source_disable_unref(m->poll_source);
+        lock_probes_free(m->lock_probes);
         sd_event_unref(m->event);
         archive_free(m->archive);
         trigger_done(&m->trigger);

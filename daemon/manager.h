@@ -11,6 +11,7 @@
 #include "config.h"
 #include "firing.h"
 #include "hooks.h"
+#include "lock-probe.h"
 #include "metrics.h"
 #include "scan.h"
 #include "trigger.h"
@@ -31,6 +32,7 @@ struct Manager {
         Config *config;
 
         Scanner *scanner;
+        LockProbes *lock_probes;        /* confirm the scanner's lock-retry suspects, in children */
         Trigger trigger;
         Archive *archive;
 

@@ -115,7 +115,8 @@ char *metrics_label_escape(const char *s) {
 }
 
 static bool class_is_problem(int c) {
-        return c == THREAD_CLASS_BLOCKED || c == THREAD_CLASS_BUSY_LOOP || c == THREAD_CLASS_SYSCALL_SPIN;
+        return c == THREAD_CLASS_BLOCKED || c == THREAD_CLASS_BUSY_LOOP || c == THREAD_CLASS_SYSCALL_SPIN ||
+               c == THREAD_CLASS_LOCK_RETRY;
 }
 
 typedef struct ProblemGroup {
@@ -306,6 +307,13 @@ int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len
         header(f, "stackwatch_capture_duration_seconds", "summary", "Wall time of successful captures.");
         fprintf(f, "stackwatch_capture_duration_seconds_sum %.6f\n", mt->capture_seconds_sum);
         fprintf(f, "stackwatch_capture_duration_seconds_count %llu\n", (unsigned long long) mt->capture_count);
+
+        header(f, "stackwatch_lock_probes_total", "counter",
+               "Threads traced briefly to tell whether they poll for a lock, by what the trace saw.");
+        for (MetricsLockProbe v = 0; v < METRICS_LOCK_PROBE_MAX; v++)
+                fprintf(f, "stackwatch_lock_probes_total{verdict=\"%s\"} %llu\n",
+                        (const char *[]) { "retrying", "not-seen", "failed" }[v],
+                        (unsigned long long) mt->lock_probes[v]);
 
         header(f, "stackwatch_archive_snapshots", "gauge", "Snapshots in the archive.");
         fprintf(f, "stackwatch_archive_snapshots %llu\n", (unsigned long long) m->archive_snapshots);

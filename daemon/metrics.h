@@ -37,6 +37,14 @@ typedef struct MetricsHttp {
         uint64_t count;
 } MetricsHttp;
 
+/* How a lock probe (lock-probe.h) ended: a lock call failed, none did, it could not trace the thread. */
+typedef enum MetricsLockProbe {
+        METRICS_LOCK_PROBE_RETRYING,
+        METRICS_LOCK_PROBE_NOT_SEEN,
+        METRICS_LOCK_PROBE_FAILED,
+        METRICS_LOCK_PROBE_MAX,
+} MetricsLockProbe;
+
 typedef struct Metrics {
         MetricsRule *rules;
         size_t n_rules, n_rules_allocated;
@@ -52,11 +60,12 @@ typedef struct Metrics {
         uint64_t http_cut_head_deadline; /* connections cut: a request head past its deadline */
         uint64_t http_cut_room;         /* connections cut to make room (or refused) */
         uint64_t problem_threads_dropped; /* problem threads left out of stackwatch_problem_threads by the cap */
+        uint64_t lock_probes[METRICS_LOCK_PROBE_MAX]; /* lock probes ended, by verdict (MetricsLockProbe) */
 } Metrics;
 
 /* stackwatch_problem_threads{class,unit,comm}: one series per class, unit and process name that has threads in a
- * problem class now (blocked, busy-loop, syscall-spin), at most this many; the threads of further groups are
- * counted in stackwatch_problem_threads_dropped_total. */
+ * problem class now (blocked, busy-loop, syscall-spin, lock-retry), at most this many; the threads of further
+ * groups are counted in stackwatch_problem_threads_dropped_total. */
 #define METRICS_PROBLEM_SERIES_MAX 100
 
 void metrics_done(Metrics *m);

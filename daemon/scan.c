@@ -13,6 +13,7 @@
 #include "log.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "peers.h"
 #include "proc-parse.h"
 #include "proc-read.h"
 #include "scan.h"
@@ -91,6 +92,7 @@ static void process_drop(Scanner *s, ProcessEntry *p) {
 Scanner *scanner_free(Scanner *s) {
         if (!s)
                 return NULL;
+        peer_resolver_free(s->locks);
         for (size_t i = 0; i < s->processes.size; i++)
                 if (s->processes.keys[i] > 0) {
                         ProcessEntry *p = s->processes.values[i];
@@ -222,6 +224,72 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
         }
 }
 
+/* Whether T, which looks like it polls for a lock, does: as a probe saw it, or a probe is asked for. */
+static bool thread_lock_verdict(Scanner *s, ThreadEntry *t, uint64_t now) {
+        uint64_t age = now - t->lock_probe_usec;
+
+        switch (t->lock_probe) {
+        case LOCK_PROBE_RUNNING:
+                return false;
+        case LOCK_PROBE_RETRYING:
+                if (age < SCAN_LOCK_RECONFIRM_USEC)
+                        return true;
+                break;
+        case LOCK_PROBE_NOT_SEEN:
+        case LOCK_PROBE_FAILED:
+                if (age < SCAN_LOCK_NOT_SEEN_USEC)
+                        return false;
+                break;
+        default:
+                break;
+        }
+        if (s->n_lock_probe_wanted < SCAN_LOCK_PROBE_WANTED_MAX)
+                s->lock_probe_wanted[s->n_lock_probe_wanted++] = t->tid;
+        /* Seen before: it stays so while the new probe runs. */
+        return t->lock_probe == LOCK_PROBE_RETRYING;
+}
+
+void scanner_lock_probe_done(Scanner *s, pid_t pid, pid_t tid, uint64_t starttime, LockProbeVerdict v, uint64_t now) {
+        ThreadEntry *t = intmap_get(&s->threads, tid);
+
+        if (!t || t->pid != pid || t->process->starttime != starttime)
+                return; /* gone meanwhile */
+        t->lock_probe = v;
+        t->lock_probe_usec = now;
+}
+
+/* Whether thread T, sampled as CUR, sleeps between tries for a lock (see SCAN_LOCK_RETRY_WAKE_USEC). A sample whose
+ * syscall was not read (it used a little CPU on a wake) keeps what the last one said. */
+static bool thread_lock_retry(Scanner *s, ThreadEntry *t, const ThreadSample *cur) {
+        const ThreadSample *prev = t->have_sample ? &t->sample : NULL;
+        ProcessEntry *p = t->process;
+        pid_t holder;
+        int fd, k;
+
+        if (!prev || cur->kthread || !(cur->state == 'S' || cur->state == 'R')) {
+                t->woke_usec = 0;
+                return false;
+        }
+        if (!cur->have_syscall)
+                return prev->lock_retry;
+        if (!cur->have_sched || !peers_syscall_is_sleep(&cur->syscall)) {
+                t->woke_usec = 0;
+                return false;
+        }
+        if (prev->have_sched && cur->timeslices != prev->timeslices)
+                t->woke_usec = cur->when_usec;
+        if (t->woke_usec == 0 || cur->when_usec - t->woke_usec > SCAN_LOCK_RETRY_WAKE_USEC)
+                return false;
+        if (p->lock_checked_usec == 0 || cur->when_usec - p->lock_checked_usec >= SCAN_LOCK_RECHECK_USEC) {
+                if (!s->locks && peer_resolver_new(&s->locks) < 0)
+                        return false;
+                k = peers_lock_suspect(s->locks, p->pid, &fd, &holder);
+                p->lock_suspect = k > 0;
+                p->lock_checked_usec = cur->when_usec;
+        }
+        return p->lock_suspect && thread_lock_verdict(s, t, cur->when_usec);
+}
+
 /* A new entry for thread TID of P, not sampled yet; NULL on OOM. */
 static ThreadEntry *thread_add(Scanner *s, ProcessEntry *p, pid_t tid) {
         ThreadEntry *t = calloc(1, sizeof *t);
@@ -258,6 +326,8 @@ static int thread_scan(Scanner *s, ThreadEntry *t, ProcStat *st, uint64_t now) {
         wants = classify_wants(t->have_sample ? &t->sample : NULL, &cur, s->hz, s->deep_sleepers);
         if (wants)
                 sample_deep(s, t, &cur, wants);
+        if (s->deep_sleepers)
+                cur.lock_retry = thread_lock_retry(s, t, &cur);
         if (cur.state != 'D')
                 t->wchan[0] = '\0';
         classify_update(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);
@@ -389,6 +459,7 @@ int scanner_scan(Scanner *s, uint64_t now) {
         start = now_usec(CLOCK_MONOTONIC);
         s->gen++;
         s->seen_threads = s->seen_processes = 0;
+        s->n_lock_probe_wanted = 0;
         memset(s->stats.by_class, 0, sizeof s->stats.by_class);
         fd = openat(s->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
@@ -407,6 +478,7 @@ int scanner_scan(Scanner *s, uint64_t now) {
         }
         closedir(d);
         sweep(s);
+        s->locks = peer_resolver_free(s->locks); /* /proc/locks is read again next time */
 
         s->stats.threads = (unsigned) s->threads.used;
         s->stats.processes = (unsigned) s->processes.used;

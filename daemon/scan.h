@@ -8,6 +8,27 @@
 
 #include "classify.h"
 #include "intmap.h"
+#include "peers-tables.h"
+
+/* A thread asleep between tries for a lock: it woke from its sleep within WAKE_USEC, and its process has a file open
+ * that another owner holds a lock on, checked at most every RECHECK_USEC (one read of /proc/locks a scan, and the
+ * process's fds only when another process holds a lock at all). */
+#define SCAN_LOCK_RETRY_WAKE_USEC (3 * USEC_PER_SEC)
+#define SCAN_LOCK_RECHECK_USEC USEC_PER_SEC
+/* Such a thread is only classed lock-retry once a probe (lock-probe.h) saw a lock call of it fail; seen, the verdict
+ * holds for RECONFIRM_USEC, then a new probe is asked for; not seen, no probe of it for NOT_SEEN_USEC. Threads asked
+ * for in one scan: WANTED_MAX. */
+#define SCAN_LOCK_RECONFIRM_USEC (60 * USEC_PER_SEC)
+#define SCAN_LOCK_NOT_SEEN_USEC (60 * USEC_PER_SEC)
+#define SCAN_LOCK_PROBE_WANTED_MAX 4U
+
+typedef enum LockProbeVerdict {
+        LOCK_PROBE_NONE,                /* no probe yet, or its verdict expired */
+        LOCK_PROBE_RUNNING,
+        LOCK_PROBE_RETRYING,            /* a lock call of it failed while it was traced */
+        LOCK_PROBE_NOT_SEEN,            /* none did in the probe's window */
+        LOCK_PROBE_FAILED,              /* it could not be traced (another tracer, gone) */
+} LockProbeVerdict;
 
 /* Descriptors kept for things other than stat files (sockets, the archive, captures in flight). */
 #define SCAN_FD_RESERVE 256U
@@ -24,6 +45,8 @@ typedef struct ProcessEntry {
         bool identity_loaded;           /* exe, unit, cgroup, uid: read once, when a rule first needs them */
         char *exe, *unit, *cgroup;
         uid_t uid;
+        uint64_t lock_checked_usec;     /* when its fds were last matched against /proc/locks; 0: never */
+        bool lock_suspect;              /* then: it has a file open that another owner holds a lock on */
 } ProcessEntry;
 
 struct ThreadEntry {
@@ -37,6 +60,9 @@ struct ThreadEntry {
         bool have_sample;
         ClassState cls;
         char wchan[64];                 /* read for D-state threads */
+        uint64_t woke_usec;             /* when it was last seen to have woken from a sleep it is in again; 0: not */
+        LockProbeVerdict lock_probe;    /* whether it polls for a lock, as a probe saw it */
+        uint64_t lock_probe_usec;       /* when that verdict came */
 };
 
 typedef struct ScanStats {
@@ -58,6 +84,9 @@ typedef struct Scanner {
         size_t seen_threads, seen_processes; /* in this scan; the sweep has nothing to do when all were seen */
         long hz;
         bool deep_sleepers;             /* some rule cares about sleeping threads (see classify_wants) */
+        PeerResolver *locks;            /* this scan's /proc/locks, read on first need */
+        pid_t lock_probe_wanted[SCAN_LOCK_PROBE_WANTED_MAX]; /* threads that need a lock probe, this scan */
+        size_t n_lock_probe_wanted;
         ScanStats stats;
 } Scanner;
 
@@ -67,5 +96,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Scanner *, scanner_free);
 
 /* One pass over every process and thread; classification included. Vanished ones are swept. */
 int scanner_scan(Scanner *s, uint64_t now_usec);
+/* A lock probe of thread TID of process PID (started at STARTTIME) ended with verdict V at NOW. */
+void scanner_lock_probe_done(Scanner *s, pid_t pid, pid_t tid, uint64_t starttime, LockProbeVerdict v, uint64_t now);
 /* Read exe, unit, cgroup and uid of a process once (rules that filter on them call this). */
 int scanner_load_identity(Scanner *s, ProcessEntry *p);

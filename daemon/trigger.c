@@ -27,7 +27,8 @@ void trigger_done(Trigger *t) {
 bool trigger_rules_need_sleepers(const Config *c) {
         for (size_t i = 0; i < c->n_rules; i++) {
                 const Rule *r = &c->rules[i];
-                if ((r->classes & ((1U << THREAD_CLASS_BLOCKED) | (1U << THREAD_CLASS_WAITING))) &&
+                if ((r->classes & ((1U << THREAD_CLASS_BLOCKED) | (1U << THREAD_CLASS_WAITING) |
+                                   (1U << THREAD_CLASS_LOCK_RETRY))) &&
                     (!r->states || strchr(r->states, 'S')))
                         return true;
         }

@@ -11,5 +11,6 @@ static const char *const thread_class_table[_THREAD_CLASS_MAX] = {
         [THREAD_CLASS_STOPPED] = "stopped",
         [THREAD_CLASS_ZOMBIE] = "zombie",
         [THREAD_CLASS_FROZEN] = "frozen",
+        [THREAD_CLASS_LOCK_RETRY] = "lock-retry",
 };
 DEFINE_STRING_TABLE_LOOKUP(thread_class, ThreadClass);

@@ -13,10 +13,12 @@ typedef enum ThreadClass {
         THREAD_CLASS_STOPPED,           /* T or t */
         THREAD_CLASS_ZOMBIE,            /* Z */
         THREAD_CLASS_FROZEN,            /* D in the freezer's __refrigerator (cgroup v1 freezer, docker pause) */
+        THREAD_CLASS_LOCK_RETRY,        /* sleeps between tries for a file lock another process holds (polls for it
+                                         * with F_SETLK or flock(LOCK_NB), as SQLite's busy handler does) */
         _THREAD_CLASS_MAX,
         _THREAD_CLASS_INVALID = -EINVAL,
 } ThreadClass;
 
-/* "running", "waiting", "blocked", "busy-loop", "syscall-spin", "stopped", "zombie", "frozen". */
+/* "running", "waiting", "blocked", "busy-loop", "syscall-spin", "stopped", "zombie", "frozen", "lock-retry". */
 const char *thread_class_to_string(ThreadClass c);
 ThreadClass thread_class_from_string(const char *s);

@@ -46,7 +46,8 @@ def rules(comm="nothing-matches"):
 
 
 BR_CHAIN = [f"br_level_{i:02d}" for i in range(20, 0, -1)]
-CLASSES = ["running", "waiting", "blocked", "busy-loop", "syscall-spin", "stopped", "zombie", "frozen"]
+CLASSES = ["running", "waiting", "blocked", "busy-loop", "syscall-spin", "stopped", "zombie", "frozen",
+           "lock-retry"]
 COMPLETION = os.path.join(SRCDIR, "client", "stackctl.bash-completion")
 NO_DAEMON = re.compile(r"^stackwatchd is not running \(no daemon listening on (\S+)\)$", re.M)
 

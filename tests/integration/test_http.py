@@ -379,7 +379,8 @@ def test_metrics_parse_and_move(daemon, fixture):
     code, headers, body = d.get("/metrics")
     assert code == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
     before = parse_metrics(body.decode())
-    for cls in ("running", "waiting", "blocked", "busy-loop", "syscall-spin", "stopped", "zombie", "frozen"):
+    for cls in ("running", "waiting", "blocked", "busy-loop", "syscall-spin", "stopped", "zombie", "frozen",
+                "lock-retry"):
         assert ("stackwatch_threads", (("class", cls),)) in before
     assert before[("stackwatch_scans_total", ())] >= 1
     ok = ("stackwatch_captures_total", (("rule", "api"), ("outcome", "ok")))

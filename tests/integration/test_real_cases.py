@@ -1,8 +1,9 @@
 """Cases real programs get into, with the answer a person would give (issue 14): a poll() continued after a stop, what
 our own ptrace fall-back leaves behind, a connection in a backlog, UDP, a frozen container, interpreter loops, a hung
-FUSE daemon, each with its control, and a lock polled for."""
+FUSE daemon, a lock polled for, each with its control."""
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -392,9 +393,100 @@ def test_a_lock_wait_on_a_hung_fuse_mount_does_not_hang_the_dump(fixture, fuse_m
     assert e["object"] == f"flock {fuse_mount}/file", e
 
 
+# Real SQLite (Python's sqlite3 module, Debian's libsqlite3) under a name of its own: a holder that keeps a write
+# transaction open; a client whose busy handler polls for the lock (fcntl(F_SETLK) fails with EAGAIN, it sleeps,
+# again); and the control, a connection to the same database whose thread also sleeps and wakes ten times a second
+# while the lock is held, but never asks for it.
+SQLITE = r'''
+import ctypes, sqlite3, sys, time
+ctypes.CDLL(None).prctl(15, sys.argv[1].encode())  # PR_SET_NAME
+c = sqlite3.connect(sys.argv[2], timeout=600, isolation_level=None)
+if sys.argv[1] != "sql-client":
+    c.execute("create table if not exists t(x)")
+if sys.argv[1] == "sql-holder":
+    c.execute("BEGIN EXCLUSIVE")
+    print("ready", flush=True)
+    sys.stdin.read()
+elif sys.argv[1] == "sql-idle":
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.1)
+else:
+    print("ready", flush=True)
+    c.execute("BEGIN IMMEDIATE")
+'''
+LOCK_RULES = """
+poll_interval: 200ms
+archive:
+  directory: @ARCHIVE@
+rules:
+  - name: lock-pollers
+    class: lock-retry
+    for: 1s
+    comm: "sql-*"
+    peers: 1
+    cooldown: 1h
+"""
+
+
+@pytest.fixture
+def sqlite_procs(tmp_path):
+    procs = {}
+
+    def start(name):
+        p = subprocess.Popen([sys.executable, "-c", SQLITE, name, str(tmp_path / "app.db")], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)
+        procs[name] = p
+        assert p.stdout.readline() == b"ready\n"
+        return p.pid
+    try:
+        yield start
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
+
 
 def retry_edges(doc, pid):
     return [e for e in doc["wait_chain"]["edges"] if e["from"]["pid"] == pid]
+
+
+def test_a_client_polling_for_a_sqlite_lock_is_lock_retry_and_leads_to_the_holder(daemon, sqlite_procs, tmp_path):
+    d = daemon(LOCK_RULES)
+    idle = sqlite_procs("sql-idle")
+    holder = sqlite_procs("sql-holder")
+    client = sqlite_procs("sql-client")
+
+    def cls(tid):
+        doc = d.get_json("/processes?all=1")
+        return next((t["class"] for t in doc["threads"] if t["tid"] == tid), None)
+    # The class says it retries a lock; the snapshot's chain goes to the holder through the file it names.
+    assert wait_until(lambda: cls(client) == "lock-retry", timeout=20, what="the client classed lock-retry")
+    [snap] = wait_until(lambda: d.snapshots("--pid", str(client)), timeout=20, what="the client's snapshot")
+    doc = d.show(snap["id"])
+    assert doc["trigger"]["class"] == "lock-retry" and doc["trigger"]["rule"] == "lock-pollers"
+    [e] = retry_edges(doc, client)
+    assert (e["kind"], e["syscall"], e["to"]["pid"]) == ("posix-lock", "fcntl", holder), e
+    assert e["object"].startswith(f"lock {tmp_path}/app.db, retried: F_SETLK "), e
+    assert e["object"].endswith(" = -EAGAIN"), e
+    # stackctl dump finds the same edge, with the process untouched.
+    [live] = dump_json("--peers", "1", "--no-source", "--no-kernel", client)
+    [e2] = retry_edges(live, client)
+    assert (e2["kind"], e2["to"]["pid"]) == ("posix-lock", holder) and "retried: F_SETLK" in e2["object"], e2
+    # The control sleeps and wakes with the same file open while the lock is held: it was looked at (the probe ran
+    # long before the client fired), and is waiting, with no snapshot and no lock edge.
+    d.wait_scans(5)
+    metrics = d.get("/metrics")[2].decode()
+    assert re.search(r'^stackwatch_lock_probes_total\{verdict="not-seen"\} [1-9]', metrics, re.M), metrics
+    assert re.search(r'^stackwatch_lock_probes_total\{verdict="retrying"\} [1-9]', metrics, re.M), metrics
+    assert cls(idle) == "waiting"
+    assert not d.snapshots("--pid", str(idle))
+    [ctl_doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", idle)
+    assert not [e for e in retry_edges(ctl_doc, idle) if "retried" in (e["object"] or "")], ctl_doc["wait_chain"]
+    # Once the holder lets go, the client gets the lock, is no longer lock-retry, and ends its script.
+    os.kill(holder, signal.SIGKILL)
+    wait_until(lambda: cls(client) != "lock-retry", timeout=20, what="the client past the lock")
+    wait_until(lambda: os.waitpid(client, os.WNOHANG)[0] == client, timeout=20, what="the client's exit")
 
 
 # flock(LOCK_NB) in a loop, a sleep between tries: the same chain, through the flock family.

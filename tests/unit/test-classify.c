@@ -177,6 +177,34 @@ START_TEST(test_dstate_and_stopped) {
 }
 END_TEST
 
+START_TEST(test_lock_retry_holds_across_wakes) {
+        ClassState st = {};
+        ThreadSample a = with_syscall(sample(0, 'S', 5, 5), "clock_nanosleep", 0, 7);
+        ThreadSample b = with_syscall(sample(SEC, 'S', 5, 5), "clock_nanosleep", 0, 17);
+        ThreadSample c = with_syscall(sample(2 * SEC, 'S', 5, 5), "clock_nanosleep", 0, 27);
+        ThreadSample d = with_syscall(sample(3 * SEC, 'S', 5, 5), "clock_nanosleep", 0, 37);
+
+        /* A sleep it wakes from ten times a second is a wait, never parked (blocked): it moves. */
+        classify_update(&st, NULL, &a, HZ);
+        classify_update(&st, &a, &b, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+        /* The scanner saw a lock call of it fail: lock-retry, from the look before, and it holds while it wakes. */
+        c.lock_retry = d.lock_retry = true;
+        classify_update(&st, &b, &c, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_LOCK_RETRY);
+        ck_assert_uint_eq(st.since_usec, SEC);
+        classify_update(&st, &c, &d, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_LOCK_RETRY);
+        ck_assert_uint_eq(st.since_usec, SEC);
+        ck_assert(!st.parked);
+        /* It got the lock: a plain wait again, from then. */
+        a = with_syscall(sample(4 * SEC, 'S', 5, 5), "clock_nanosleep", 0, 47);
+        classify_update(&st, &d, &a, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+        ck_assert_uint_eq(st.since_usec, 4 * SEC);
+}
+END_TEST
+
 START_TEST(test_parked_sleepers) {
         ClassState st = {};
         ThreadSample a = with_syscall(sample(0, 'S', 5, 5), "read", 0, 7);
@@ -292,5 +320,5 @@ START_TEST(test_kernel_threads_wait) {
 END_TEST
 
 UNIT_TEST_MAIN("classify", test_on_cpu_classes, test_quiet_spin, test_class_duration_accumulates,
-               test_dstate_and_stopped,
+               test_dstate_and_stopped, test_lock_retry_holds_across_wakes,
                test_parked_sleepers, test_idle_waits_and_wants, test_kernel_threads_wait, test_intmap_against_reference)

@@ -822,7 +822,7 @@ START_TEST(test_value_errors) {
                   "expected a string in the list for \"class\", got a mapping" },
                 { "rules:\n  - {name: a, class: hung}\n", 2,
                   "unknown thread class \"hung\" (expected one of: running, waiting, blocked, busy-loop, "
-                  "syscall-spin, stopped, zombie, frozen)" },
+                  "syscall-spin, stopped, zombie, frozen, lock-retry)" },
                 { "rules:\n  - {name: a, class: blocked, state: DS}\n", 2, "unknown thread state \"DS\"" },
                 { "rules:\n  - {name: a, class: blocked, comm: \"\"}\n", 2, "expected a glob pattern, got an empty "
                                                                             "value" },
