@@ -112,6 +112,8 @@ static _Noreturn void probe_child(pid_t parent, pid_t tid) {
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
         (void) close_range(3, ~0U, 0);
         r = lock_retry_probe(tid, LOCK_PROBE_WINDOW_USEC, &a);
+        if (r < 0)
+                log_debug_errno(r, "Could not trace thread %d for a lock it polls for: %m", (int) tid);
         _exit(r > 0 ? PROBE_EXIT_RETRYING : r == 0 ? PROBE_EXIT_NOT_SEEN : PROBE_EXIT_FAILED);
 }
 
@@ -129,8 +131,12 @@ static int probe_start(LockProbes *lp, size_t slot, ThreadEntry *t) {
                 free(p);
                 return r;
         }
-        if (p->child == 0)
-                probe_child(parent, p->tid);
+        if (p->child == 0) {
+                pid_t tid = p->tid;
+
+                free(p); /* the parent's bookkeeping, not ours */
+                probe_child(parent, tid);
+        }
         lp->running[slot] = p;
         r = sd_event_add_child(lp->event, &p->child_source, p->child, WEXITED, on_probe_exit, p);
         if (r >= 0)
