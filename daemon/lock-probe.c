@@ -78,12 +78,8 @@ static int on_probe_exit(sd_event_source *s, const siginfo_t *si, void *userdata
                 v = LOCK_PROBE_RETRYING;
         else if (si->si_code == CLD_EXITED && si->si_status == PROBE_EXIT_NOT_SEEN)
                 v = LOCK_PROBE_NOT_SEEN;
-        log_debug("Lock probe of thread %d of %d: %s", (int) p->tid, (int) p->pid,
-                  v == LOCK_PROBE_RETRYING ? "a lock call failed" : v == LOCK_PROBE_NOT_SEEN ? "no lock call failed"
-                                                                                           : "could not trace it");
-        p->owner->metrics->lock_probes[v == LOCK_PROBE_RETRYING ? METRICS_LOCK_PROBE_RETRYING
-                                       : v == LOCK_PROBE_NOT_SEEN ? METRICS_LOCK_PROBE_NOT_SEEN
-                                                                  : METRICS_LOCK_PROBE_FAILED]++;
+        log_debug("Lock probe of thread %d of %d: %s", (int) p->tid, (int) p->pid, lock_probe_verdict_to_string(v));
+        p->owner->metrics->lock_probes[v]++;
         scanner_lock_probe_done(p->owner->scanner, p->pid, p->tid, p->starttime, v, now_usec(CLOCK_MONOTONIC));
         probe_free(p);
         return 0;

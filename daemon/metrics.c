@@ -310,9 +310,8 @@ int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len
 
         header(f, "stackwatch_lock_probes_total", "counter",
                "Threads traced briefly to tell whether they poll for a lock, by what the trace saw.");
-        for (MetricsLockProbe v = 0; v < METRICS_LOCK_PROBE_MAX; v++)
-                fprintf(f, "stackwatch_lock_probes_total{verdict=\"%s\"} %llu\n",
-                        (const char *[]) { "retrying", "not-seen", "failed" }[v],
+        for (LockProbeVerdict v = LOCK_PROBE_RETRYING; v < _LOCK_PROBE_VERDICT_MAX; v++)
+                fprintf(f, "stackwatch_lock_probes_total{verdict=\"%s\"} %llu\n", lock_probe_verdict_to_string(v),
                         (unsigned long long) mt->lock_probes[v]);
 
         header(f, "stackwatch_archive_snapshots", "gauge", "Snapshots in the archive.");

@@ -37,14 +37,6 @@ typedef struct MetricsHttp {
         uint64_t count;
 } MetricsHttp;
 
-/* How a lock probe (lock-probe.h) ended: a lock call failed, none did, it could not trace the thread. */
-typedef enum MetricsLockProbe {
-        METRICS_LOCK_PROBE_RETRYING,
-        METRICS_LOCK_PROBE_NOT_SEEN,
-        METRICS_LOCK_PROBE_FAILED,
-        METRICS_LOCK_PROBE_MAX,
-} MetricsLockProbe;
-
 typedef struct Metrics {
         MetricsRule *rules;
         size_t n_rules, n_rules_allocated;
@@ -60,7 +52,7 @@ typedef struct Metrics {
         uint64_t http_cut_head_deadline; /* connections cut: a request head past its deadline */
         uint64_t http_cut_room;         /* connections cut to make room (or refused) */
         uint64_t problem_threads_dropped; /* problem threads left out of stackwatch_problem_threads by the cap */
-        uint64_t lock_probes[METRICS_LOCK_PROBE_MAX]; /* lock probes ended, by verdict (MetricsLockProbe) */
+        uint64_t lock_probes[_LOCK_PROBE_VERDICT_MAX]; /* lock probes (lock-probe.h) ended, by verdict */
 } Metrics;
 
 /* stackwatch_problem_threads{class,unit,comm}: one series per class, unit and process name that has threads in a

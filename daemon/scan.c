@@ -224,6 +224,18 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
         }
 }
 
+static const char *const lock_probe_verdict_table[_LOCK_PROBE_VERDICT_MAX] = {
+        [LOCK_PROBE_NONE] = "none",
+        [LOCK_PROBE_RUNNING] = "running",
+        [LOCK_PROBE_RETRYING] = "retrying",
+        [LOCK_PROBE_NOT_SEEN] = "not-seen",
+        [LOCK_PROBE_FAILED] = "failed",
+};
+
+const char *lock_probe_verdict_to_string(LockProbeVerdict v) {
+        return v >= 0 && v < _LOCK_PROBE_VERDICT_MAX ? lock_probe_verdict_table[v] : NULL;
+}
+
 /* Whether T, which looks like it polls for a lock, does: as a probe saw it, or a probe is asked for. */
 static bool thread_lock_verdict(Scanner *s, ThreadEntry *t, uint64_t now) {
         uint64_t age = now - t->lock_probe_usec;

@@ -2,6 +2,7 @@
  * classification, and mark-and-sweep of what vanished. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -28,7 +29,12 @@ typedef enum LockProbeVerdict {
         LOCK_PROBE_RETRYING,            /* a lock call of it failed while it was traced */
         LOCK_PROBE_NOT_SEEN,            /* none did in the probe's window */
         LOCK_PROBE_FAILED,              /* it could not be traced (another tracer, gone) */
+        _LOCK_PROBE_VERDICT_MAX,
+        _LOCK_PROBE_VERDICT_INVALID = -EINVAL,
 } LockProbeVerdict;
+
+/* "none", "running", "retrying", "not-seen", "failed": the label of stackwatch_lock_probes_total. */
+const char *lock_probe_verdict_to_string(LockProbeVerdict v);
 
 /* Descriptors kept for things other than stat files (sockets, the archive, captures in flight). */
 #define SCAN_FD_RESERVE 256U
