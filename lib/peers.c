@@ -384,56 +384,6 @@ static int edges_fd(EdgeCtx *c, int fd) {
         return 0;
 }
 
-/* flock()/fcntl() waits: the blocker from /proc/locks. A waiter's line repeats its blocker's id after "->". */
-static int edges_lock(EdgeCtx *c, int fd, WaitKind kind) {
-        char link[4097], object[4200];
-        struct stat st;
-        size_t added = 0;
-        int k;
-
-        k = fd_link(c->w->pid, fd, link, sizeof link);
-        if (k < 0)
-                return k;
-        snprintf(object, sizeof object, "%s %s", kind == WAIT_KIND_FLOCK ? "flock" : "lock", link);
-        k = fd_stat(c->w->pid, fd, &st);
-        if (k < 0)
-                return k;
-        k = peer_tables_load_locks(c->r);
-        if (k < 0)
-                return edge_add(c, kind, fd, st.st_ino, object, 0, -1, "/proc/locks is unreadable");
-        for (size_t i = 0; i < c->r->n_locks; i++) {
-                const LockLine *w = &c->r->locks[i];
-
-                if (!w->waiter || w->pid != c->w->pid || w->inode != (uint64_t) st.st_ino ||
-                    makedev(w->major, w->minor) != st.st_dev)
-                        continue;
-                /* The blocker: the line with the same id that is not a waiter. */
-                for (size_t h = 0; h < c->r->n_locks; h++) {
-                        const LockLine *l = &c->r->locks[h];
-                        if (l->waiter || l->id != w->id)
-                                continue;
-                        if (l->pid <= 0) {
-                                /* An OFD lock belongs to an open file, not a process: whoever has it open. */
-                                kind = WAIT_KIND_OFD_LOCK;
-                                break;
-                        }
-                        if (l->pid == c->w->pid)
-                                continue;
-                        k = edge_add(c, kind, fd, st.st_ino, object, l->pid, -1, NULL);
-                        if (k < 0)
-                                return k;
-                        added++;
-                }
-                break;
-        }
-        if (added > 0)
-                return 0;
-        if (kind == WAIT_KIND_OFD_LOCK)
-                return edges_to_holders(c, kind, fd, st.st_ino, object, FD_KIND_PATH, 0, link, -1,
-                                        "no other process has the locked file open");
-        return edge_add(c, kind, fd, st.st_ino, object, 0, -1, "no holder found in /proc/locks");
-}
-
 /* ---- locks polled for: F_SETLK or flock(LOCK_NB) failing, a sleep, again (SQLite's busy handler) ---- */
 
 /* Whether lock L (another owner's, on the same file) conflicts with attempt A: the same family (flock() locks are
@@ -482,36 +432,48 @@ static void lock_retry_object(const LockAttempt *a, const char *path, char *buf,
                  a->write ? "write" : "read", range, err);
 }
 
-/* The thread polls for a lock (W->retry, seen failing by lock_retry_probe()): an edge to each process holding a
- * lock on the file that conflicts with the one it asks for, as /proc/locks has them now. */
-static int edges_lock_retry(EdgeCtx *c) {
-        const LockAttempt *a = &c->w->retry;
-        WaitKind kind = a->nr == __NR_flock ? WAIT_KIND_FLOCK : WAIT_KIND_POSIX_LOCK;
+/* Whether /proc/locks line L is a lock on the file ST. */
+static bool lock_on(const LockLine *l, const struct stat *st) {
+        return l->inode == (uint64_t) st->st_ino && makedev(l->major, l->minor) == st->st_dev;
+}
+
+/* The edges of a thread held up by file locks on its FD: one to each process holding a lock that stops it, as
+ * /proc/locks has them now. A thread waiting in flock() or F_SETLKW (RETRY NULL) is stopped by the lock its own
+ * "->" line names; a thread polling for a lock (RETRY, its last try) by every lock that conflicts with the one it
+ * asks for. An OFD lock belongs to an open file, not a process: it leads to whoever else has the file open. */
+static int edges_lock(EdgeCtx *c, WaitKind kind, int fd, const LockAttempt *retry) {
         char link[4097], object[4300];
         pid_t seen[PEERS_HOLDERS_MAX];
+        const LockLine *waiter = NULL;
         size_t added = 0;
         bool ofd = false;
         struct stat st;
         int k;
 
-        k = fd_link(c->w->pid, a->fd, link, sizeof link);
+        k = fd_link(c->w->pid, fd, link, sizeof link);
         if (k >= 0)
-                k = fd_stat(c->w->pid, a->fd, &st);
+                k = fd_stat(c->w->pid, fd, &st);
         if (k < 0)
                 return k;
-        lock_retry_object(a, link, object, sizeof object);
+        if (retry)
+                lock_retry_object(retry, link, object, sizeof object);
+        else
+                snprintf(object, sizeof object, "%s %s", kind == WAIT_KIND_FLOCK ? "flock" : "lock", link);
         k = peer_tables_load_locks(c->r);
         if (k < 0)
-                return edge_add(c, kind, a->fd, st.st_ino, object, 0, -1, "/proc/locks is unreadable");
+                return edge_add(c, kind, fd, st.st_ino, object, 0, -1, "/proc/locks is unreadable");
+        for (size_t i = 0; !retry && !waiter && i < c->r->n_locks; i++)
+                if (c->r->locks[i].waiter && c->r->locks[i].pid == c->w->pid && lock_on(&c->r->locks[i], &st))
+                        waiter = &c->r->locks[i];
         for (size_t i = 0; i < c->r->n_locks; i++) {
                 const LockLine *l = &c->r->locks[i];
                 bool dup = false;
 
-                if (l->waiter || l->inode != (uint64_t) st.st_ino || makedev(l->major, l->minor) != st.st_dev ||
-                    !lock_conflicts(l, a))
+                if (l->waiter || !lock_on(l, &st) ||
+                    (retry ? !lock_conflicts(l, retry) : !waiter || l->id != waiter->id))
                         continue;
                 if (l->pid <= 0) {
-                        ofd = true; /* an open file's lock: whoever else has the file open */
+                        ofd = true;
                         continue;
                 }
                 if (l->pid == c->w->pid)
@@ -524,7 +486,7 @@ static int edges_lock_retry(EdgeCtx *c) {
                         c->chain->truncated = true;
                         break;
                 }
-                k = edge_add(c, kind, a->fd, st.st_ino, object, l->pid, -1, NULL);
+                k = edge_add(c, kind, fd, st.st_ino, object, l->pid, -1, NULL);
                 if (k < 0)
                         return k;
                 seen[added++] = l->pid;
@@ -532,10 +494,11 @@ static int edges_lock_retry(EdgeCtx *c) {
         if (added > 0)
                 return 0;
         if (ofd)
-                return edges_to_holders(c, WAIT_KIND_OFD_LOCK, a->fd, st.st_ino, object, FD_KIND_PATH, 0, link, -1,
+                return edges_to_holders(c, WAIT_KIND_OFD_LOCK, fd, st.st_ino, object, FD_KIND_PATH, 0, link, -1,
                                         "no other process has the locked file open");
-        return edge_add(c, kind, a->fd, st.st_ino, object, 0, -1,
-                        "no conflicting lock in /proc/locks now: released since the try");
+        return edge_add(c, kind, fd, st.st_ino, object, 0, -1,
+                        retry ? "no conflicting lock in /proc/locks now: released since the try"
+                              : "no holder found in /proc/locks");
 }
 
 bool peers_syscall_is_sleep(const ProcSyscall *sc) {
@@ -578,8 +541,7 @@ int peers_lock_suspect(PeerResolver *r, pid_t pid, int *ret_fd, pid_t *ret_holde
                 for (size_t i = 0; i < r->n_locks; i++) {
                         const LockLine *l = &r->locks[i];
 
-                        if (l->waiter || l->pid == pid || l->inode != (uint64_t) st.st_ino ||
-                            makedev(l->major, l->minor) != st.st_dev)
+                        if (l->waiter || l->pid == pid || !lock_on(l, &st))
                                 continue;
                         *ret_fd = fds[f];
                         *ret_holder = MAX(l->pid, 0);
@@ -1200,7 +1162,8 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
         /* Polling for a lock, seen failing: the holders of the lock it asks for, whatever it sleeps in now. */
         if (w->retrying) {
                 c.syscall = w->retry.nr == __NR_flock ? "flock" : "fcntl";
-                k = edges_lock_retry(&c);
+                k = edges_lock(&c, w->retry.nr == __NR_flock ? WAIT_KIND_FLOCK : WAIT_KIND_POSIX_LOCK, w->retry.fd,
+                               &w->retry);
                 if (k < 0)
                         log_debug_errno(k, "Could not follow the lock retried by thread %d: %m", (int) w->tid);
                 return k < 0 && (k == -ENOMEM || c.added == 0) ? k : c.added;
@@ -1216,13 +1179,13 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
         }
         switch (sc->nr) {
         case __NR_flock:
-                k = edges_lock(&c, fd, WAIT_KIND_FLOCK);
+                k = edges_lock(&c, WAIT_KIND_FLOCK, fd, NULL);
                 break;
         case __NR_fcntl:
                 if (sc->args[1] == F_SETLKW)
-                        k = edges_lock(&c, fd, WAIT_KIND_POSIX_LOCK);
+                        k = edges_lock(&c, WAIT_KIND_POSIX_LOCK, fd, NULL);
                 else if (sc->args[1] == F_OFD_SETLKW)
-                        k = edges_lock(&c, fd, WAIT_KIND_OFD_LOCK);
+                        k = edges_lock(&c, WAIT_KIND_OFD_LOCK, fd, NULL);
                 break;
         case __NR_poll:
         case __NR_ppoll:
