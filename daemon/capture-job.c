@@ -333,6 +333,19 @@ static void close_all_but(int a, int b) {
         (void) close_range(lo, ~0U, 0);
 }
 
+bool capture_job_child_init(pid_t parent, int keep_a, int keep_b) {
+        sigset_t none;
+
+        /* Die with the daemon: the kernel then detaches anything we hold. */
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+                return false;
+        sigemptyset(&none);
+        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+        close_all_but(keep_a, keep_b);
+        return true;
+}
+
 /* The report's size: a line of numbers, and the identity line, a command line escaped into JSON and a few frames. */
 #define JOB_REPORT_MAX (256 * 1024)
 
@@ -434,16 +447,9 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
                 return r;
         }
         if (child == 0) {
-                sigset_t none;
-
-                /* Die with the daemon: the kernel then detaches anything we hold. */
-                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-                if (getppid() != parent)
-                        _exit(ESRCH);
-                sigemptyset(&none);
-                (void) sigprocmask(SIG_SETMASK, &none, NULL);
                 safe_close(fds[0]);
-                close_all_but(fds[1], spec->output_fd);
+                if (!capture_job_child_init(parent, fds[1], spec->output_fd))
+                        _exit(ESRCH);
                 free(j->rule); /* the parent's bookkeeping, not ours */
                 free(j);
                 _exit(job_child(spec, fds[1]));

@@ -50,6 +50,10 @@ typedef struct CaptureJobResult {
 /* And of the trigger thread's whole stack as text (CaptureJobResult.stack), for the journal record. */
 #define CAPTURE_JOB_STACK_MAX (12 * 1024)
 
+/* In a child the daemon (PARENT) just forked for a job: die with the daemon, take the default signal mask, and
+ * close every fd above stderr but KEEP_A and KEEP_B (-1: none). false when the daemon is gone already. */
+bool capture_job_child_init(pid_t parent, int keep_a, int keep_b);
+
 /* Called in the daemon when the job ended. */
 typedef void (*CaptureJobDone)(CaptureJob *job, const CaptureJobResult *result, void *userdata);
 

@@ -2,10 +2,10 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "capture-job.h"
 #include "lock-probe.h"
 #include "log.h"
 #include "syscall-probe.h"
@@ -97,16 +97,11 @@ static int on_probe_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 
 static _Noreturn void probe_child(pid_t parent, pid_t tid) {
         LockAttempt a;
-        sigset_t none;
         int r;
 
-        /* Die with the daemon: the kernel then detaches the thread we trace. */
-        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
+        /* Dying with the daemon, the kernel detaches the thread we trace. */
+        if (!capture_job_child_init(parent, -1, -1))
                 _exit(PROBE_EXIT_FAILED);
-        sigemptyset(&none);
-        (void) sigprocmask(SIG_SETMASK, &none, NULL);
-        (void) close_range(3, ~0U, 0);
         r = lock_retry_probe(tid, LOCK_PROBE_WINDOW_USEC, &a);
         if (r < 0)
                 log_debug_errno(r, "Could not trace thread %d for a lock it polls for: %m", (int) tid);
