@@ -32,6 +32,8 @@ typedef struct Builder {
         uint64_t deadline_usec;         /* CLOCK_MONOTONIC: the capture's time budget; 0 for none */
         bool cut;                       /* the deadline passed: nothing more was read */
         unsigned lock_probes;           /* sleeping threads that may still be traced for a lock they poll for */
+        pid_t suspect_pid;              /* the process peers_lock_suspect() was last asked about, and its answer: */
+        int suspect;                    /* its threads are read one after another */
 } Builder;
 
 /* Whether the budget is spent; the first time, the chain says how far it got. */
@@ -108,8 +110,13 @@ static void builder_probe_lock_retry(Builder *b, ThreadWait *w) {
         pid_t holder;
         int fd, k;
 
-        if (b->lock_probes == 0 || !peers_syscall_is_sleep(&w->syscall) ||
-            peers_lock_suspect(b->r, w->pid, &fd, &holder) <= 0)
+        if (b->lock_probes == 0 || !peers_syscall_is_sleep(&w->syscall))
+                return;
+        if (b->suspect_pid != w->pid) {
+                b->suspect_pid = w->pid;
+                b->suspect = peers_lock_suspect(b->r, w->pid, &fd, &holder);
+        }
+        if (b->suspect <= 0)
                 return;
         if (b->deadline_usec > 0) {
                 now = now_usec(CLOCK_MONOTONIC);
