@@ -113,11 +113,13 @@ def test_healthy_idle_and_real_io_produce_nothing(daemon, fixture, tmp_path):
         os.symlink(f"/bin/{prog}", tmp_path / f"sw-{'idle' if prog == 'sleep' else 'io'}-{prog}")
     idle = subprocess.Popen([tmp_path / "sw-idle-sleep", "60"])
     target = tmp_path / "io.dat"
-    io = subprocess.Popen([tmp_path / "sw-io-sh", "-c",
-                           f"while :; do {tmp_path}/sw-io-dd if=/dev/zero of={target} bs=64k count=256 status=none; done"])
+    loop = f"while :; do {tmp_path}/sw-io-dd if=/dev/zero of={target} bs=64k count=256 status=none; done"
+    io = subprocess.Popen([tmp_path / "sw-io-sh", "-c", loop])
     try:
-        # The rule sees them by these names (comm is the name exec'd, the link's).
-        assert [open(f"/proc/{p.pid}/comm").read() for p in (idle, io)] == ["sw-idle-sleep\n", "sw-io-sh\n"]
+        # The rule sees them by these names (comm is the name exec'd, the link's), once they have exec'd.
+        names = ["sw-idle-sleep\n", "sw-io-sh\n"]
+        wait_until(lambda: [open(f"/proc/{p.pid}/comm").read() for p in (idle, io)] == names,
+                   what="the processes under their own names")
         # A busy loop started after them, as the control: once it has fired, the idle and the I/O processes have
         # been watched past every threshold; give them several more scans on top.
         busy = fixture("busy-loop")
