@@ -56,8 +56,9 @@ needs_remote = pytest.mark.skipif(not all(os.access(p, os.X_OK) for p in (JOURNA
 
 def journal_records(jdir, *matches):
     import json
-    r = subprocess.run(["journalctl", "-D", str(jdir), "-o", "json", "--no-pager", *matches], capture_output=True,
-                       text=True, timeout=30)
+    # --all: without it journalctl writes a field over 4096 bytes (a whole stack often is) as null.
+    r = subprocess.run(["journalctl", "-D", str(jdir), "-o", "json", "--all", "--no-pager", *matches],
+                       capture_output=True, text=True, timeout=30)
     return [json.loads(ln) for ln in r.stdout.splitlines() if ln.strip()]
 
 

@@ -78,8 +78,9 @@ def journald_daemon(daemon, tmp_path):
 
 
 def journal(jdir, *matches):
-    r = subprocess.run(["journalctl", "-D", str(jdir), "-o", "json", "--no-pager", *matches], capture_output=True,
-                       text=True, timeout=30)
+    # --all: without it journalctl writes a field over 4096 bytes (a whole stack often is) as null.
+    r = subprocess.run(["journalctl", "-D", str(jdir), "-o", "json", "--all", "--no-pager", *matches],
+                       capture_output=True, text=True, timeout=30)
     return [json.loads(ln) for ln in r.stdout.splitlines() if ln.strip()]
 
 
