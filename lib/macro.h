@@ -98,6 +98,12 @@ static inline bool startswith(const char *s, const char *prefix) {
         return s && __builtin_strncmp(s, prefix, __builtin_strlen(prefix)) == 0;
 }
 
+/* Whether S ends with SUFFIX, and has more before it. */
+static inline bool endswith(const char *s, const char *suffix) {
+        size_t n = s ? __builtin_strlen(s) : 0, k = __builtin_strlen(suffix);
+        return n > k && __builtin_strcmp(s + n - k, suffix) == 0;
+}
+
 static inline const char *strna(const char *s) {
         return s ?: "n/a";
 }

@@ -27,6 +27,7 @@
 /* Entries looked at by a trim; a cache with more is trimmed of what it sees. */
 #define SYMCACHE_ENTRIES_MAX 65536
 #define SYMCACHE_SUFFIX ".debug"
+#define SYMCACHE_PCS_SUFFIX ".pcs"
 #define SYMCACHE_TMP_PREFIX ".tmp-"
 /* Build-ids are 20 bytes (sha1) for GNU ld, 16 for some linkers, up to 64 in the note format we accept. */
 #define SYMCACHE_BID_HEX_MAX 128
@@ -295,8 +296,26 @@ static int inflate_in_place(int fd) {
         return r;
 }
 
+#define SYMCACHE_TMP_NAME_MAX (sizeof SYMCACHE_TMP_PREFIX + SYMCACHE_BID_HEX_MAX + 8)
+
+/* A new temporary file in the cache for an entry of BID, its name in TMP: the entry is renamed into place whole. */
+static int tmp_create(SymCache *c, const char *bid, char tmp[static SYMCACHE_TMP_NAME_MAX]) {
+        char path[PATH_MAX];
+        int fd;
+
+        snprintf(tmp, SYMCACHE_TMP_NAME_MAX, SYMCACHE_TMP_PREFIX "%s.XXXXXX", bid);
+        /* mkostemp() works relative to the cwd: name the directory through its fd. */
+        snprintf(path, sizeof path, "/proc/self/fd/%d/%s", c->dir_fd, tmp);
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        memcpy(tmp, strrchr(path, '/') + 1, strlen(strrchr(path, '/') + 1) + 1);
+        (void) fchmod(fd, 0644);
+        return fd;
+}
+
 int symcache_store(SymCache *c, const char *bid, const char *src) {
-        char tmp[sizeof SYMCACHE_TMP_PREFIX + SYMCACHE_BID_HEX_MAX + 8];
+        char tmp[SYMCACHE_TMP_NAME_MAX];
         char name[SYMCACHE_BID_HEX_MAX + sizeof SYMCACHE_SUFFIX];
         _cleanup_close_ int sfd = -EBADF, tfd = -EBADF;
         uint64_t size;
@@ -315,15 +334,9 @@ int symcache_store(SymCache *c, const char *bid, const char *src) {
         if (size == 0 || size > c->max_size)
                 return 0;
         snprintf(name, sizeof name, "%s" SYMCACHE_SUFFIX, bid);
-        snprintf(tmp, sizeof tmp, SYMCACHE_TMP_PREFIX "%s.XXXXXX", bid);
-        /* mkostemp() works relative to the cwd: name the directory through its fd. */
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "/proc/self/fd/%d/%s", c->dir_fd, tmp);
-        tfd = mkostemp(path, O_CLOEXEC);
+        tfd = tmp_create(c, bid, tmp);
         if (tfd < 0)
-                return negative_errno();
-        memcpy(tmp, strrchr(path, '/') + 1, strlen(strrchr(path, '/') + 1) + 1);
-        (void) fchmod(tfd, 0644);
+                return tfd;
         r = copy_fd(sfd, tfd);
         if (r >= 0)
                 r = inflate_in_place(tfd);
@@ -337,6 +350,66 @@ int symcache_store(SymCache *c, const char *bid, const char *src) {
         }
         (void) symcache_trim(c);
         return 1;
+}
+
+int symcache_read_pcs(SymCache *c, const char *bid, char **ret, size_t *ret_size) {
+        char name[SYMCACHE_BID_HEX_MAX + sizeof SYMCACHE_PCS_SUFFIX];
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        int r;
+
+        if (!bid_ok(bid))
+                return -ENOENT;
+        snprintf(name, sizeof name, "%s" SYMCACHE_PCS_SUFFIX, bid);
+        fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0)
+                return negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode))
+                return -ENOENT;
+        r = read_full_fd(fd, SYMCACHE_PCS_MAX_SIZE, ret, ret_size);
+        if (r == -EFBIG)
+                (void) unlinkat(c->dir_fd, name, 0);
+        if (r < 0)
+                return r;
+        if (timespec_load(&st.st_mtim) + SYMCACHE_TOUCH_USEC < now_usec(CLOCK_REALTIME))
+                (void) futimens(fd, NULL);
+        return 0;
+}
+
+int symcache_write_pcs(SymCache *c, const char *bid, const void *data, size_t size) {
+        char tmp[SYMCACHE_TMP_NAME_MAX];
+        char name[SYMCACHE_BID_HEX_MAX + sizeof SYMCACHE_PCS_SUFFIX];
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (!bid_ok(bid) || size > SYMCACHE_PCS_MAX_SIZE)
+                return -EINVAL;
+        snprintf(name, sizeof name, "%s" SYMCACHE_PCS_SUFFIX, bid);
+        fd = tmp_create(c, bid, tmp);
+        if (fd < 0)
+                return fd;
+        r = loop_write(fd, data, size);
+        if (r >= 0 && renameat(c->dir_fd, tmp, c->dir_fd, name) < 0)
+                r = negative_errno();
+        if (r < 0)
+                (void) unlinkat(c->dir_fd, tmp, 0);
+        return r;
+}
+
+void symcache_remove_pcs(SymCache *c, const char *bid) {
+        char name[SYMCACHE_BID_HEX_MAX + sizeof SYMCACHE_PCS_SUFFIX];
+
+        if (!bid_ok(bid))
+                return;
+        snprintf(name, sizeof name, "%s" SYMCACHE_PCS_SUFFIX, bid);
+        (void) unlinkat(c->dir_fd, name, 0);
+}
+
+/* Whether NAME is an entry of the cache, debuginfo or resolved addresses. */
+static bool entry_name(const char *name) {
+        return endswith(name, SYMCACHE_SUFFIX) || endswith(name, SYMCACHE_PCS_SUFFIX);
 }
 
 static int entry_cmp(const void *a, const void *b) {
@@ -363,7 +436,6 @@ int symcache_trim(SymCache *c) {
         }
         while ((de = readdir(d)) && n < SYMCACHE_ENTRIES_MAX) {
                 struct stat st;
-                size_t len = strlen(de->d_name);
 
                 if (fstatat(c->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                         continue;
@@ -372,8 +444,7 @@ int symcache_trim(SymCache *c) {
                                 (void) unlinkat(c->dir_fd, de->d_name, 0);
                         continue;
                 }
-                if (len <= strlen(SYMCACHE_SUFFIX) || !streq(de->d_name + len - strlen(SYMCACHE_SUFFIX),
-                                                             SYMCACHE_SUFFIX))
+                if (!entry_name(de->d_name))
                         continue;
                 if (!GREEDY_REALLOC(e, n_alloc, n + 1))
                         break;

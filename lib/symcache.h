@@ -41,6 +41,17 @@ int symcache_open(SymCache *c, const char *bid, char **ret_path);
  * system is full) with nothing left behind. Then trims the cache to its bound. */
 int symcache_store(SymCache *c, const char *bid, const char *src);
 
+/* Beside a build-id's debuginfo, what was resolved from it: DIR/<build-id>.pcs, written whole by one writer at a time
+ * (temporary name, rename), read whole, within the same size bound and LRU order as the debuginfo. The format is the
+ * caller's (symbolize.c); a file the caller finds wrong is removed with symcache_remove_pcs(). */
+#define SYMCACHE_PCS_MAX_SIZE (4U * 1024 * 1024)
+/* The file for BID into *RET (NUL-terminated; *RET_SIZE bytes). -ENOENT: none; -EFBIG: over SYMCACHE_PCS_MAX_SIZE
+ * (removed); -ENOMEM, -errno. */
+int symcache_read_pcs(SymCache *c, const char *bid, char **ret, size_t *ret_size);
+/* Replace the file for BID by DATA; -errno (-ENOSPC…) with nothing left behind. Does not trim. */
+int symcache_write_pcs(SymCache *c, const char *bid, const void *data, size_t size);
+void symcache_remove_pcs(SymCache *c, const char *bid);
+
 /* Entries removed until the cache is within its bound (least recently used first), and temporary files of writers
  * that died. Returns the number of entries removed. */
 int symcache_trim(SymCache *c);

@@ -216,6 +216,7 @@ START_TEST(test_trim) {
         time_t now = time(NULL);
         SymCache *c;
 
+        make_file(dir, "a0.pcs", 1, now - 4000);         /* resolved addresses: in the same bound and order */
         make_file(dir, "aa.debug", 6, now - 3000);
         make_file(dir, "bb.debug", 6, now - 2000);
         make_file(dir, "cc.debug", 6, now - 1000);
@@ -224,7 +225,8 @@ START_TEST(test_trim) {
         make_file(dir, ".tmp-ff.XXXXXX", 1, now);        /* one writing now */
         make_file(dir, "unrelated", 1, now - 9000);       /* not ours: never touched */
         ck_assert_int_eq(symcache_new(dir, SYMCACHE_MAX_SIZE_MIN, &c), 0);
-        ck_assert_int_eq(symcache_trim(c), 2);
+        ck_assert_int_eq(symcache_trim(c), 3);
+        ck_assert(!exists(dir, "a0.pcs"));
         ck_assert(!exists(dir, "aa.debug"));
         ck_assert(!exists(dir, "bb.debug"));
         ck_assert(exists(dir, "cc.debug"));
@@ -233,6 +235,43 @@ START_TEST(test_trim) {
         ck_assert(exists(dir, ".tmp-ff.XXXXXX"));
         ck_assert(exists(dir, "unrelated"));
         ck_assert_int_eq(symcache_trim(c), 0);
+        symcache_free(c);
+        tmpdir_free(dir);
+}
+END_TEST
+
+/* A build-id's resolved addresses: written whole, read whole, replaced, removed; nothing else read under the name. */
+START_TEST(test_pcs) {
+        char *dir = tmpdir_new(), *buf = NULL, *p;
+        const char *bid = "0123456789abcdef0123456789abcdef01234567";
+        size_t size;
+        SymCache *c;
+
+        ck_assert_int_eq(symcache_new(dir, SYMCACHE_MAX_SIZE_MIN, &c), 0);
+        ck_assert_int_eq(symcache_read_pcs(c, bid, &buf, &size), -ENOENT);
+        ck_assert_int_eq(symcache_write_pcs(c, bid, "first", 5), 0);
+        ck_assert_int_eq(symcache_write_pcs(c, bid, "second\0x", 8), 0);
+        ck_assert_int_eq(symcache_read_pcs(c, bid, &buf, &size), 0);
+        ck_assert_uint_eq(size, 8);
+        ck_assert_mem_eq(buf, "second\0x", 8);
+        free(buf);
+        /* Not a build-id: no file name made of it. */
+        ck_assert_int_eq(symcache_write_pcs(c, "../x", "y", 1), -EINVAL);
+        ck_assert_int_eq(symcache_read_pcs(c, "ABC", &buf, &size), -ENOENT);
+        symcache_remove_pcs(c, bid);
+        ck_assert_int_eq(symcache_read_pcs(c, bid, &buf, &size), -ENOENT);
+        /* Over the bound: not read, and removed. */
+        ck_assert_int_ge(asprintf(&p, "%s.pcs", bid), 0);
+        make_file(dir, p, SYMCACHE_PCS_MAX_SIZE / (1 << 20) + 1, time(NULL));
+        ck_assert_int_eq(symcache_read_pcs(c, bid, &buf, &size), -EFBIG);
+        ck_assert(!exists(dir, p));
+        /* A symbolic link under the name is not followed. */
+        char *link;
+        ck_assert_int_ge(asprintf(&link, "%s/%s", dir, p), 0);
+        ck_assert_int_eq(symlink("/etc/passwd", link), 0);
+        ck_assert_int_lt(symcache_read_pcs(c, bid, &buf, &size), 0);
+        free(link);
+        free(p);
         symcache_free(c);
         tmpdir_free(dir);
 }
@@ -260,5 +299,5 @@ START_TEST(test_default_dir) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("symcache", test_store_and_open, test_nothing_to_gain, test_damaged_entries, test_trim,
+UNIT_TEST_MAIN("symcache", test_store_and_open, test_nothing_to_gain, test_damaged_entries, test_trim, test_pcs,
                test_default_dir)
