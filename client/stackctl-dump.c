@@ -163,8 +163,9 @@ void symbolizer_done(Symbolizer *sym) {
                 log_debug_errno(r, "Debuginfo not cached: %m");
         symbolizer_get_stats(sym, &st);
         log_debug("symbolizer: %u modules cached (%u hits, %u misses), addresses: %u hits, %u misses; "
-                  "debuginfo cache: %u hits, %u stored", st.modules_cached, st.module_hits, st.module_misses, st.addr_hits,
-                  st.addr_misses, st.cache_hits, st.cache_stored);
+                  "debuginfo cache: %u hits, %u stored; resolved addresses cache: %u read, %u modules stored",
+                  st.modules_cached, st.module_hits, st.module_misses, st.addr_hits, st.addr_misses, st.cache_hits,
+                  st.cache_stored, st.pcs_loaded, st.pcs_stored);
 }
 
 int verb_dump(int argc, char **argv) {

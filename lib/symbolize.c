@@ -45,12 +45,16 @@ typedef struct SymEntry {
 struct SymModule {
         Symbolizer *symbolizer; /* for the find_debuginfo callback, which gets the module's userdata */
         char *root;             /* the target's /proc/PID/root, where its separate debuginfo is looked up first */
+        char *name;             /* the module's path, for opening it on the first address the memo lacks */
         char *build_id;
+        bool opened;            /* sym_module_open() was tried */
         Dwfl *dwfl;             /* NULL: could not be opened (or is not the binary loaded); not retried */
         Dwfl_Module *mod;
         GElf_Addr bias;
         int debuginfo;          /* -1 not yet known */
+        bool dirty;             /* resolved with DWARF since the memo was read from the cache: write it back */
 
+        /* The memo, keyed by ELF address (the module's own, whatever its load or report bias). */
         SymEntry *table;        /* open addressing, size a power of two */
         size_t table_size, table_used;
         SymFrame *pool;
@@ -90,6 +94,15 @@ struct Symbolizer {
         SymDebuginfo *found;            /* debuginfo found elsewhere this run, for symbolizer_flush_cache() */
         size_t n_found, n_found_allocated;
 };
+
+/* Whether memos are read from and written to the on-disk cache: they hold what a default lookup gives (source
+ * lines, demangled names), so only a symbolizer that gives the same uses them. */
+static bool memo_persistent(const Symbolizer *s) {
+        return s->cache && s->source && s->demangle;
+}
+
+static int memo_load(Symbolizer *s, SymModule *m);
+static int memo_store(Symbolizer *s, SymModule *m);
 
 /* The deadline of the query in progress, for its progress callback: set only around debuginfod_find_debuginfo(),
  * on this thread (the one exception to lib/'s no-mutable-globals rule: the callback has no other context without
@@ -280,6 +293,7 @@ static void sym_module_free(SymModule *m) {
         free(m->pool);
         free(m->table);
         free(m->build_id);
+        free(m->name);
         free(m->root);
         if (m->dwfl)
                 dwfl_end(m->dwfl);
@@ -343,6 +357,23 @@ int symbolizer_flush_cache(Symbolizer *s) {
         }
         s->n_found = 0;
         s->stats.cache_stored += (unsigned) stored;
+        for (size_t i = 0; memo_persistent(s) && i < s->n_modules; i++) {
+                SymModule *m = s->modules[i];
+                int r;
+
+                if (!m->dirty || m->debuginfo <= 0)
+                        continue;
+                r = memo_store(s, m);
+                if (r < 0) {
+                        log_debug_errno(r, "Failed to cache the resolved addresses of %s: %m", m->build_id);
+                        err = err ?: r;
+                        continue;
+                }
+                m->dirty = false;
+                s->stats.pcs_stored++;
+        }
+        if (s->stats.pcs_stored > 0 && stored == 0)
+                (void) symcache_trim(s->cache);
         return err < 0 ? err : stored;
 }
 
@@ -417,6 +448,7 @@ static void sym_module_open(Symbolizer *s, SymModule *m, const char *name, const
         Dwfl_Module *om;
         int fd;
 
+        m->opened = true;
         if (!name || name[0] != '/')
                 return;
         /* map_files aliases of deleted binaries are already absolute /proc paths. */
@@ -453,7 +485,20 @@ fail:
         m->dwfl = NULL;
 }
 
-/* The cache entry for the module with build-id BID, opened on first use from NAME under ROOT. */
+/* Whether M can answer: opened, or with a memo from the cache (opened when an address is not in it). */
+static bool module_usable(const SymModule *m) {
+        return m->mod || (!m->opened && m->table_used > 0);
+}
+
+/* Open M now if it was left for later, as its memo answered so far. Whether it is open. */
+static bool module_ensure_open(Symbolizer *s, SymModule *m) {
+        if (!m->opened)
+                sym_module_open(s, m, m->name, m->root);
+        return m->mod;
+}
+
+/* The cache entry for the module with build-id BID, from NAME under ROOT: opened on first use, or only when an
+ * address is not in the memo the on-disk cache has for BID. */
 static SymModule *get_module(Symbolizer *s, const char *bid, const char *name, const char *root) {
         SymModule *m;
 
@@ -462,7 +507,7 @@ static SymModule *get_module(Symbolizer *s, const char *bid, const char *name, c
         for (size_t i = 0; i < s->n_modules; i++)
                 if (streq(s->modules[i]->build_id, bid)) {
                         s->stats.module_hits++;
-                        return s->modules[i]->mod ? s->modules[i] : NULL;
+                        return module_usable(s->modules[i]) ? s->modules[i] : NULL;
                 }
         s->stats.module_misses++;
         if (s->n_modules >= SYMBOLIZER_MODULES_MAX)
@@ -479,14 +524,19 @@ static SymModule *get_module(Symbolizer *s, const char *bid, const char *name, c
         }
         m->debuginfo = -1;
         m->symbolizer = s;
-        if (root && !(m->root = strdup(root))) {
+        if ((root && !(m->root = strdup(root))) || (name && !(m->name = strdup(name)))) {
+                free(m->root);
                 free(m->build_id);
                 free(m);
                 return NULL;
         }
         s->modules[s->n_modules++] = m;
-        sym_module_open(s, m, name, root);
-        return m->mod ? m : NULL;
+        /* Only a memo with DWARF's answers is stored: the module has debuginfo. */
+        if (memo_persistent(s) && memo_load(s, m) > 0)
+                m->debuginfo = 1;
+        else
+                sym_module_open(s, m, name, root);
+        return module_usable(m) ? m : NULL;
 }
 
 SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *root) {
@@ -505,7 +555,7 @@ char *symbolizer_data_symbol(Symbolizer *s, const ModuleInfo *mi, const char *ro
         if (!mi->build_id || !mi->path || addr < mi->start || addr >= mi->end)
                 return NULL;
         m = get_module(s, mi->build_id, mi->path, root);
-        if (!m)
+        if (!m || !module_ensure_open(s, m))
                 return NULL;
         name = dwfl_module_addrinfo(m->mod, addr - mi->bias + m->bias, &offset, &sym, NULL, NULL, NULL);
         if (!name || GELF_ST_TYPE(sym.st_info) != STT_OBJECT || offset >= MAX(sym.st_size, 1U))
@@ -556,6 +606,170 @@ static int memo_insert(SymModule *m, SymEntry e) {
         m->table[i] = e;
         m->table_used++;
         return 0;
+}
+
+/* A memo on disk (symcache_read_pcs()): MEMO_MAGIC, then a 64-bit FNV-1a hash of the rest, then entries: the ELF
+ * address (u64), the frame count (u8, 1..INLINE_DEPTH_MAX + 1), and per frame inlined (u8), offset (u64), line and
+ * column (u32), then function, linkage name and file, each a u32 length (MEMO_NULL: none) and its bytes. Native byte
+ * order: the file never leaves the machine, and the magic is read as bytes. Entries are those resolved with DWARF. */
+#define MEMO_MAGIC "SWPCS1\n"
+#define MEMO_NULL UINT32_MAX
+#define MEMO_HEADER_SIZE (sizeof MEMO_MAGIC + sizeof(uint64_t))
+/* Strings longer than this are not stored: the memo would be larger than what it saves. */
+#define MEMO_STRING_MAX 4096U
+
+static uint64_t fnv1a(const void *p, size_t n) {
+        uint64_t h = 0xcbf29ce484222325ULL;
+
+        for (const unsigned char *c = p; n > 0; n--, c++)
+                h = (h ^ *c) * 0x100000001b3ULL;
+        return h;
+}
+
+typedef struct MemoReader {
+        const char *p, *end;
+} MemoReader;
+
+static bool memo_get(MemoReader *rd, void *v, size_t n) {
+        if ((size_t) (rd->end - rd->p) < n)
+                return false;
+        memcpy(v, rd->p, n);
+        rd->p += n;
+        return true;
+}
+
+static bool memo_get_str(MemoReader *rd, char **ret) {
+        uint32_t len;
+
+        *ret = NULL;
+        if (!memo_get(rd, &len, sizeof len))
+                return false;
+        if (len == MEMO_NULL)
+                return true;
+        if (len > MEMO_STRING_MAX || (size_t) (rd->end - rd->p) < len || memchr(rd->p, 0, len))
+                return false;
+        *ret = strndup(rd->p, len);
+        rd->p += len;
+        return *ret;
+}
+
+/* Drop every entry of M's memo. */
+static void memo_clear(SymModule *m) {
+        for (size_t i = 0; i < m->n_pool; i++)
+                sym_frame_done(&m->pool[i]);
+        m->n_pool = 0;
+        m->pool = mfree(m->pool);
+        m->pool_alloc = 0;
+        m->table = mfree(m->table);
+        m->table_size = m->table_used = 0;
+}
+
+/* Read M's memo from the cache: the number of entries, 0 when there is none. A file that is not one (damaged,
+ * truncated, another format) is removed, and M starts empty. */
+static int memo_load(Symbolizer *s, SymModule *m) {
+        _cleanup_free_ char *buf = NULL;
+        uint64_t sum;
+        size_t size;
+        MemoReader rd;
+
+        if (symcache_read_pcs(s->cache, m->build_id, &buf, &size) < 0)
+                return 0;
+        if (size < MEMO_HEADER_SIZE || memcmp(buf, MEMO_MAGIC, sizeof MEMO_MAGIC) != 0)
+                goto bad;
+        memcpy(&sum, buf + sizeof MEMO_MAGIC, sizeof sum);
+        if (sum != fnv1a(buf + MEMO_HEADER_SIZE, size - MEMO_HEADER_SIZE))
+                goto bad;
+        rd = (MemoReader) { buf + MEMO_HEADER_SIZE, buf + size };
+        while (rd.p < rd.end) {
+                SymEntry e = { .source = true };
+                uint8_t count, inlined;
+
+                if (!memo_get(&rd, &e.addr, sizeof e.addr) || e.addr == 0 || memo_find(m, e.addr) ||
+                    !memo_get(&rd, &count, 1) || count == 0 || count > INLINE_DEPTH_MAX + 1 ||
+                    !GREEDY_REALLOC(m->pool, m->pool_alloc, m->n_pool + count))
+                        goto bad;
+                e.first = (uint32_t) m->n_pool;
+                for (; e.count < count; e.count++) {
+                        SymFrame *f = &m->pool[m->n_pool];
+
+                        *f = (SymFrame) {};
+                        /* Counted in the pool before its strings, so that memo_clear() frees what was read. */
+                        m->n_pool++;
+                        if (!memo_get(&rd, &inlined, 1) || inlined > 1 ||
+                            !memo_get(&rd, &f->offset, sizeof f->offset) || !memo_get(&rd, &f->line, sizeof f->line) ||
+                            !memo_get(&rd, &f->column, sizeof f->column) ||
+                            !memo_get_str(&rd, &f->function) || !memo_get_str(&rd, &f->linkage_name) ||
+                            !memo_get_str(&rd, &f->file))
+                                goto bad;
+                        f->inlined = inlined;
+                }
+                if (memo_insert(m, e) < 0)
+                        goto bad;
+        }
+        s->stats.pcs_loaded += (unsigned) m->table_used;
+        return (int) m->table_used;
+bad:
+        log_debug("Resolved-address memo of %s in the symbol cache is damaged; removing it.", m->build_id);
+        memo_clear(m);
+        symcache_remove_pcs(s->cache, m->build_id);
+        return 0;
+}
+
+static void memo_put_str(FILE *f, const char *str) {
+        uint32_t len = str ? (uint32_t) strlen(str) : MEMO_NULL;
+
+        fwrite(&len, sizeof len, 1, f);
+        if (str)
+                fwrite(str, 1, len, f);
+}
+
+/* Write M's memo (its entries resolved with DWARF) to the cache, whole. */
+static int memo_store(Symbolizer *s, SymModule *m) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        uint64_t sum;
+        FILE *f;
+
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return -ENOMEM;
+        fwrite(MEMO_MAGIC, 1, sizeof MEMO_MAGIC, f);
+        fwrite(&(uint64_t) { 0 }, sizeof(uint64_t), 1, f);
+        for (size_t i = 0; i < m->table_size; i++) {
+                const SymEntry *e = &m->table[i];
+                bool fits = e->addr && e->source;
+
+                for (uint32_t k = 0; fits && k < e->count; k++) {
+                        const SymFrame *fr = &m->pool[e->first + k];
+                        fits = strlen(fr->function ?: "") <= MEMO_STRING_MAX &&
+                               strlen(fr->linkage_name ?: "") <= MEMO_STRING_MAX &&
+                               strlen(fr->file ?: "") <= MEMO_STRING_MAX;
+                }
+                if (!fits)
+                        continue;
+                fwrite(&e->addr, sizeof e->addr, 1, f);
+                fputc((int) e->count, f);
+                for (uint32_t k = 0; k < e->count; k++) {
+                        const SymFrame *fr = &m->pool[e->first + k];
+
+                        fputc(fr->inlined, f);
+                        fwrite(&fr->offset, sizeof fr->offset, 1, f);
+                        fwrite(&fr->line, sizeof fr->line, 1, f);
+                        fwrite(&fr->column, sizeof fr->column, 1, f);
+                        memo_put_str(f, fr->function);
+                        memo_put_str(f, fr->linkage_name);
+                        memo_put_str(f, fr->file);
+                }
+                if (ftell(f) > (long) SYMCACHE_PCS_MAX_SIZE)
+                        break;
+        }
+        if (fclose(f) != 0 || !buf)
+                return -ENOMEM;
+        if (size > SYMCACHE_PCS_MAX_SIZE)
+                return -EFBIG;
+        sum = fnv1a(buf + MEMO_HEADER_SIZE, size - MEMO_HEADER_SIZE);
+        memcpy(buf + sizeof MEMO_MAGIC, &sum, sizeof sum);
+        return symcache_write_pcs(s->cache, m->build_id, buf, size);
 }
 
 static int set_str(char **dst, const char *src) {
@@ -719,6 +933,8 @@ oom:
         return -ENOMEM;
 }
 
+/* The frames of ELF address ADDR in M, from its memo or resolved now. -ENXIO: M cannot be opened (its memo from the
+ * cache answered until now); -ENOMEM. */
 static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFrame **ret, size_t *ret_n) {
         SymFrame tmp[INLINE_DEPTH_MAX + 1];
         SymEntry *e = memo_find(m, addr), entry;
@@ -735,12 +951,16 @@ static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFr
                 *ret_n = e->count;
                 return 0;
         }
+        if (!module_ensure_open(s, m))
+                return -ENXIO;
         s->stats.addr_misses++;
-        r = resolve(m->mod, addr, source, s->demangle, tmp, ELEMENTSOF(tmp), &n);
+        r = resolve(m->mod, addr + m->bias, source, s->demangle, tmp, ELEMENTSOF(tmp), &n);
         if (r < 0)
                 return r;
-        if (source)
+        if (source) {
                 note_debuginfo(m);
+                m->dirty = m->dirty || m->debuginfo > 0;
+        }
         if (!GREEDY_REALLOC(m->pool, m->pool_alloc, m->n_pool + n)) {
                 for (size_t i = 0; i < n; i++)
                         sym_frame_done(&tmp[i]);
@@ -794,10 +1014,15 @@ int symbolizer_add_frames(Symbolizer *s, SymModule *sm, Dwfl_Module *mod, const 
                 return append_frames(t, tmpl, &(SymFrame) {}, 1);
         /* Return addresses point after the call: look up the call itself. */
         addr = tmpl->pc - (tmpl->activation ? 0 : 1);
-        if (sm)
-                return memo_resolve(s, sm, addr - pbias + sm->bias, &sf, &n) < 0 ? -ENOMEM
-                                                                               : append_frames(t, tmpl, sf, n);
-        /* Not cacheable (the vdso, a binary without build-id): resolve in the process's own module. */
+        if (sm) {
+                r = memo_resolve(s, sm, addr - pbias, &sf, &n);
+                if (r >= 0)
+                        return append_frames(t, tmpl, sf, n);
+                if (r != -ENXIO)
+                        return r;
+        }
+        /* Not cacheable (the vdso, a binary without build-id, one that cannot be opened offline): resolve in the
+         * process's own module. */
         r = resolve(mod, addr, want_source(s), s->demangle, tmp, ELEMENTSOF(tmp), &n);
         if (r < 0)
                 return r;
@@ -841,7 +1066,7 @@ static int resymbolize_thread(Symbolizer *s, const Snapshot *snap, ThreadSnapsho
                                                                                     : NULL;
                 if (mi && mi->build_id && mi->path && last->pc >= mi->start && last->pc < mi->end)
                         m = get_module(s, mi->build_id, mi->path, root);
-                if (m && memo_resolve(s, m, last->pc - (last->activation ? 0 : 1) - mi->bias + m->bias, &sf, &n) >= 0)
+                if (m && memo_resolve(s, m, last->pc - (last->activation ? 0 : 1) - mi->bias, &sf, &n) >= 0)
                         r = append_frames(&fresh, last, sf, n);
                 else
                         for (size_t k = i; k <= j && r >= 0; k++) {

@@ -46,8 +46,10 @@ typedef struct SymbolizerSettings {
 /* Apply ST: -ENOMEM; a cache directory that cannot be used leaves the symbolizer without a cache (-errno). */
 int symbolizer_apply(Symbolizer *s, const SymbolizerSettings *st);
 
-/* Store in the cache the debuginfo this symbolizer found elsewhere, inflated. The number of entries stored, or the
- * first error (-ENOSPC…): nothing else depends on it. */
+/* Store in the cache the debuginfo this symbolizer found elsewhere, inflated, and each module's resolved addresses
+ * (function, file:line and inline chain by ELF address) when it has DWARF and names are demangled: a later dump of
+ * the same build-ids reads those instead of opening the debuginfo at all. The number of debuginfo entries stored,
+ * or the first error (-ENOSPC…): nothing else depends on it. */
 int symbolizer_flush_cache(Symbolizer *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Symbolizer *, symbolizer_free);
 
@@ -95,5 +97,7 @@ typedef struct SymbolizerStats {
         unsigned debuginfod_skipped;    /* not asked: past the deadline */
         unsigned cache_hits;            /* debuginfo read from the on-disk cache */
         unsigned cache_stored;          /* and added to it by symbolizer_flush_cache() */
+        unsigned pcs_loaded;            /* resolved addresses read from the cache's memos (no DWARF opened for them) */
+        unsigned pcs_stored;            /* memos written back to it by symbolizer_flush_cache() */
 } SymbolizerStats;
 void symbolizer_get_stats(const Symbolizer *s, SymbolizerStats *ret);

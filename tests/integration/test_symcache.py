@@ -1,12 +1,13 @@
 """The debuginfo cache, as a user meets it: the stripped fixture's debuginfo is compressed as Debian ships debuginfo;
 the first dump stores it inflated, by build-id, and later dumps read it from there (even once the original is gone),
-with the same frames. Concurrent dumps, a damaged entry and a full file system never cost a dump its output."""
+with the same frames. Beside it, each build-id's resolved addresses (<build-id>.pcs): a later dump of the same pcs
+opens no debuginfo at all. Concurrent dumps, a damaged entry and a full file system never cost a dump its output."""
 import glob
 import os
 import re
 import subprocess
 
-from conftest import DEBUGDIR, STACKCTL, stackctl
+from conftest import DEBUGDIR, STACKCTL, stackctl, wait_until
 
 NOWHERE = ":/nonexistent"  # a --debuginfo-path under which no debuginfo is found: only the cache can resolve
 
@@ -34,6 +35,23 @@ def resolved(out):
     return "br_level_20+0x" in out and "block-read.c:" in out
 
 
+def memos(cache):
+    return sorted(n for n in os.listdir(cache) if n.endswith(".pcs"))
+
+
+def drop_memos(cache):
+    """Forget the resolved addresses, so that the next dump reads the debuginfo entries."""
+    for n in memos(cache):
+        os.unlink(os.path.join(cache, n))
+
+
+def memo_counts(err):
+    m = re.search(r"addresses: (\d+) hits, (\d+) misses; debuginfo cache: (\d+) hits, \d+ stored; "
+                  r"resolved addresses cache: (\d+) read, (\d+) modules stored", err)
+    assert m, err
+    return dict(zip(("addr_hits", "addr_misses", "debuginfo_hits", "read", "stored"), map(int, m.groups())))
+
+
 def test_first_dump_stores_then_later_dumps_read_the_cache(fixture, tmp_path):
     src, bid = fixture_debuginfo()
     assert compressed_sections(src), "the fixture's debuginfo should be compressed, as Debian's is"
@@ -49,10 +67,20 @@ def test_first_dump_stores_then_later_dumps_read_the_cache(fixture, tmp_path):
     assert compressed_sections(entry) == [], "stored inflated"
     assert os.path.getsize(entry) > os.path.getsize(src)
 
+    assert bid + ".pcs" in memos(cache), os.listdir(cache)
+
+    # Warm: every pc from the memo, no debuginfo opened, not even the cached copy.
     warm, err = dump(fx.pid, cache)
-    assert re.search(r"debuginfo cache: [12] hits, 0 stored", err), err
+    c = memo_counts(err)
+    assert c["read"] > 0 and c["addr_misses"] == 0 and c["debuginfo_hits"] == 0 and c["stored"] == 0, err
     assert warm == cold  # the same frames, lines and columns
-    # The cache alone resolves it: the original debuginfo is out of reach now.
+    # The memo alone resolves it: neither the original debuginfo nor the cached copy is there.
+    os.rename(entry, entry + ".away")
+    alone, err = dump(fx.pid, cache, NOWHERE)
+    assert alone == cold, err
+    os.rename(entry + ".away", entry)
+    # The debuginfo entry alone resolves it too: the original debuginfo is out of reach now.
+    drop_memos(cache)
     alone, err = dump(fx.pid, cache, NOWHERE)
     assert alone == cold and re.search(r"debuginfo cache: [12] hits", err), err
     # Without the cache, and without the original: unresolved, as before.
@@ -72,7 +100,8 @@ def test_concurrent_cold_dumps(fixture, tmp_path):
     assert len({o for o, _ in outs}) == 1 and resolved(outs[0][0].decode())
     # The entry, whole, and no writer's temporary file left behind (libc's entry too with libc6-dbg).
     left = os.listdir(cache)
-    assert bid + ".debug" in left and all(n.endswith(".debug") and not n.startswith(".") for n in left), left
+    assert bid + ".debug" in left and bid + ".pcs" in left, left
+    assert all(n.endswith((".debug", ".pcs")) and not n.startswith(".") for n in left), left
     alone, _ = dump(fx.pid, cache, NOWHERE)
     assert alone == outs[0][0].decode()
 
@@ -84,6 +113,7 @@ def test_a_damaged_entry_is_not_used_and_is_replaced(fixture, tmp_path):
     good, _ = dump(fx.pid, cache)
     entry = os.path.join(cache, bid + ".debug")
     size = os.path.getsize(entry)
+    drop_memos(cache)  # else the memo answers and the entry is never opened
 
     os.truncate(entry, size // 2)  # a disk that filled up under another tool, a copy cut short
     out, err = dump(fx.pid, cache, NOWHERE)
@@ -95,6 +125,7 @@ def test_a_damaged_entry_is_not_used_and_is_replaced(fixture, tmp_path):
     out, err = dump(fx.pid, cache)
     assert out == good and " 0 stored" not in err  # the original used, and the entry written again
     assert os.path.getsize(entry) == size
+    drop_memos(cache)
 
     # A whole, valid ELF file of another build under this build-id's name is not this build's debuginfo.
     with open("/usr/bin/true", "rb") as f, open(entry, "wb") as g:
@@ -116,8 +147,10 @@ def test_a_full_file_system_costs_the_cache_not_the_dump(fixture, tmp_path):
                        env=dict(os.environ, CACHE=str(cache)))
     assert r.returncode == 0, r.stderr
     assert resolved(r.stdout)
-    assert ", 0 stored" in r.stderr
-    assert "LEFT: \n" in r.stderr or r.stderr.rstrip().endswith("LEFT:"), r.stderr  # nothing half-written
+    assert "debuginfo cache: 0 hits, 0 stored" in r.stderr
+    # Nothing half-written: no debuginfo entry (it did not fit), no writer's temporary file; the small memos fit.
+    left = r.stderr.rsplit("LEFT:", 1)[1].split()
+    assert all(n.endswith(".pcs") and not n.startswith(".") for n in left), r.stderr
 
 
 def test_an_unusable_cache_directory_is_a_warning_not_a_failure(fixture, tmp_path):
@@ -130,3 +163,58 @@ def test_an_unusable_cache_directory_is_a_warning_not_a_failure(fixture, tmp_pat
     assert "Cannot use the debuginfo cache" in r.stderr.decode()
     r = stackctl("dump", "--cache-dir", "relative", fx.pid, check_rc=2)
     assert "absolute path" in r.stderr.decode()
+
+
+def test_a_damaged_memo_is_removed_and_the_dump_is_the_same(fixture, tmp_path):
+    _, bid = fixture_debuginfo()
+    fx = fixture("block-read-stripped").wait_wchan("pipe_read")
+    cache = str(tmp_path / "cache")
+    good, _ = dump(fx.pid, cache)
+    memo = os.path.join(cache, bid + ".pcs")
+    with open(memo, "rb") as f:
+        whole = f.read()
+    flipped = bytearray(whole)
+    flipped[-3] ^= 0x20  # one letter of a file name: the checksum catches what the structure cannot
+    for bad in (whole[:len(whole) // 2], bytes(flipped), b"SWPCS1\n\0" + os.urandom(200), b""):
+        with open(memo, "wb") as f:
+            f.write(bad)
+        out, err = dump(fx.pid, cache)
+        assert out == good, err  # resolved from the debuginfo, never from the damaged memo
+        c = memo_counts(err)
+        assert c["addr_misses"] > 0 and c["stored"] >= 1, err
+        with open(memo, "rb") as f:
+            assert f.read() == whole  # removed, and written again whole
+
+
+def test_no_memo_without_debuginfo_so_debuginfo_installed_later_is_used(fixture, tmp_path):
+    _, bid = fixture_debuginfo()
+    fx = fixture("block-read-stripped").wait_wchan("pipe_read")
+    cache = str(tmp_path / "cache")
+    before, _ = dump(fx.pid, cache, NOWHERE)
+    assert "br_level_20" not in before
+    assert bid + ".pcs" not in memos(cache)  # a symbols-only answer is not kept for later
+    after, err = dump(fx.pid, cache)  # the debuginfo is there now
+    assert resolved(after), after
+
+
+def test_a_pc_the_memo_lacks_opens_the_module_and_extends_the_memo(fixture, tmp_path):
+    cache = str(tmp_path / "cache")
+    a = fixture("block-read").wait_wchan("pipe_read")
+    first, _ = dump(a.pid, cache)
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        wait_until(lambda: open(f"/proc/{sleeper.pid}/wchan").read() == "hrtimer_nanosleep", what="sleep asleep")
+        out, err = dump(sleeper.pid, cache)
+        c = memo_counts(err)
+        # libc's memo came from block-read's dump; sleep's nanosleep pcs were not in it.
+        assert c["read"] > 0 and c["addr_misses"] > 0 and c["stored"] >= 1, err
+        assert out == dump(sleeper.pid, cache, DEBUGDIR, "--no-cache")[0]
+        again, err = dump(sleeper.pid, cache)
+        c2 = memo_counts(err)
+        # libc's memo has sleep's pcs now; sleep's own (no debuginfo here) are resolved each time, never stored.
+        assert again == out and c2["read"] > c["read"] and c2["addr_misses"] < c["addr_misses"], err
+        assert c2["stored"] == 0, err
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert dump(a.pid, cache)[0] == first
