@@ -95,10 +95,15 @@ struct Symbolizer {
         size_t n_found, n_found_allocated;
 };
 
-/* Whether memos are read from and written to the on-disk cache: they hold what a default lookup gives (source
- * lines, demangled names), so only a symbolizer that gives the same uses them. */
-static bool memo_persistent(const Symbolizer *s) {
-        return s->cache && s->source && s->demangle;
+/* Whether memos are read from the on-disk cache: they hold what a default lookup gives (source lines, demangled
+ * names), which a symbolizer without source cuts to the containing function (see append_frames()); and whether
+ * they are written to it: only by a symbolizer that gives what they hold. */
+static bool memo_readable(const Symbolizer *s) {
+        return s->cache && s->demangle;
+}
+
+static bool memo_writable(const Symbolizer *s) {
+        return memo_readable(s) && s->source;
 }
 
 static int memo_load(Symbolizer *s, SymModule *m);
@@ -357,7 +362,7 @@ int symbolizer_flush_cache(Symbolizer *s) {
         }
         s->n_found = 0;
         s->stats.cache_stored += (unsigned) stored;
-        for (size_t i = 0; memo_persistent(s) && i < s->n_modules; i++) {
+        for (size_t i = 0; memo_writable(s) && i < s->n_modules; i++) {
                 SymModule *m = s->modules[i];
                 int r;
 
@@ -531,9 +536,10 @@ static SymModule *get_module(Symbolizer *s, const char *bid, const char *name, c
                 return NULL;
         }
         s->modules[s->n_modules++] = m;
-        /* Only a memo with DWARF's answers is stored: the module has debuginfo. */
-        if (memo_persistent(s) && memo_load(s, m) > 0)
-                m->debuginfo = 1;
+        /* Only a memo with DWARF's answers is stored: the module has debuginfo (a symbolizer without source does
+         * not say, as it does not look). */
+        if (memo_readable(s) && memo_load(s, m) > 0)
+                m->debuginfo = s->source ? 1 : -1;
         else
                 sym_module_open(s, m, name, root);
         return module_usable(m) ? m : NULL;
@@ -980,7 +986,13 @@ static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFr
         return 0;
 }
 
-static int append_frames(ThreadSnapshot *t, const UserFrame *tmpl, const SymFrame *sf, size_t n) {
+/* Append the frames SF[0..N) of the pc in TMPL to T. A symbolizer without source gives the containing function only
+ * (the last frame), without file:line, as a lookup of its own would: a memo from the cache holds more. */
+static int append_frames(Symbolizer *s, ThreadSnapshot *t, const UserFrame *tmpl, const SymFrame *sf, size_t n) {
+        if (!s->source && n > 1) {
+                sf += n - 1;
+                n = 1;
+        }
         for (size_t i = 0; i < n; i++) {
                 UserFrame *f = thread_add_frame(t);
 
@@ -993,10 +1005,10 @@ static int append_frames(ThreadSnapshot *t, const UserFrame *tmpl, const SymFram
                 f->inlined = sf[i].inlined;
                 /* The lookup used pc-1 for a return address; the offset shown is that of pc itself. */
                 f->function_offset = sf[i].function && !sf[i].inlined ? sf[i].offset + (tmpl->activation ? 0 : 1) : 0;
-                f->line = sf[i].line;
-                f->column = sf[i].column;
+                f->line = s->source ? sf[i].line : 0;
+                f->column = s->source ? sf[i].column : 0;
                 if (set_str(&f->function, sf[i].function) < 0 || set_str(&f->linkage_name, sf[i].linkage_name) < 0 ||
-                    set_str(&f->file, sf[i].file) < 0)
+                    set_str(&f->file, s->source ? sf[i].file : NULL) < 0)
                         return -ENOMEM;
         }
         return (int) n;
@@ -1011,13 +1023,13 @@ int symbolizer_add_frames(Symbolizer *s, SymModule *sm, Dwfl_Module *mod, const 
         int r;
 
         if (!mod || !dwfl_module_getelf(mod, &pbias))
-                return append_frames(t, tmpl, &(SymFrame) {}, 1);
+                return append_frames(s, t, tmpl, &(SymFrame) {}, 1);
         /* Return addresses point after the call: look up the call itself. */
         addr = tmpl->pc - (tmpl->activation ? 0 : 1);
         if (sm) {
                 r = memo_resolve(s, sm, addr - pbias, &sf, &n);
                 if (r >= 0)
-                        return append_frames(t, tmpl, sf, n);
+                        return append_frames(s, t, tmpl, sf, n);
                 if (r != -ENXIO)
                         return r;
         }
@@ -1026,7 +1038,7 @@ int symbolizer_add_frames(Symbolizer *s, SymModule *sm, Dwfl_Module *mod, const 
         r = resolve(mod, addr, want_source(s), s->demangle, tmp, ELEMENTSOF(tmp), &n);
         if (r < 0)
                 return r;
-        r = append_frames(t, tmpl, tmp, n);
+        r = append_frames(s, t, tmpl, tmp, n);
         for (size_t i = 0; i < n; i++)
                 sym_frame_done(&tmp[i]);
         return r;
@@ -1067,7 +1079,7 @@ static int resymbolize_thread(Symbolizer *s, const Snapshot *snap, ThreadSnapsho
                 if (mi && mi->build_id && mi->path && last->pc >= mi->start && last->pc < mi->end)
                         m = get_module(s, mi->build_id, mi->path, root);
                 if (m && memo_resolve(s, m, last->pc - (last->activation ? 0 : 1) - mi->bias, &sf, &n) >= 0)
-                        r = append_frames(&fresh, last, sf, n);
+                        r = append_frames(s, &fresh, last, sf, n);
                 else
                         for (size_t k = i; k <= j && r >= 0; k++) {
                                 UserFrame *f = thread_add_frame(&fresh);

@@ -218,3 +218,20 @@ def test_a_pc_the_memo_lacks_opens_the_module_and_extends_the_memo(fixture, tmp_
         sleeper.kill()
         sleeper.wait()
     assert dump(a.pid, cache)[0] == first
+
+
+def test_no_source_answers_from_the_memo_with_its_own_output(fixture, tmp_path):
+    cache = str(tmp_path / "cache")
+    fx = fixture("inline-read").wait_wchan("pipe_read")
+    full, _ = dump(fx.pid, cache)
+    assert "inlined" in full  # the memo holds an inline chain
+    plain, _ = dump(fx.pid, cache, DEBUGDIR, "--no-source", "--no-cache")
+    out, err = dump(fx.pid, cache, DEBUGDIR, "--no-source")
+    # The containing functions only, without file:line, exactly as a --no-source lookup of its own prints them.
+    assert out == plain and "inlined" not in out and ".c:" not in out, out
+    c = memo_counts(err)
+    assert c["read"] > 0 and c["addr_misses"] == 0 and c["stored"] == 0, err
+    # --no-demangle's answers are not the memo's: it neither reads nor writes it.
+    _, err = dump(fx.pid, cache, DEBUGDIR, "--no-demangle")
+    c = memo_counts(err)
+    assert c["read"] == 0 and c["stored"] == 0, err
