@@ -621,8 +621,9 @@ static int memo_insert(SymModule *m, SymEntry e) {
 #define MEMO_MAGIC "SWPCS1\n"
 #define MEMO_NULL UINT32_MAX
 #define MEMO_HEADER_SIZE (sizeof MEMO_MAGIC + sizeof(uint64_t))
-/* Strings longer than this are not stored: the memo would be larger than what it saves. */
-#define MEMO_STRING_MAX 4096U
+/* Strings longer than this are not stored (heavy C++ templates demangle to kilobytes; more is not a name anyone
+ * reads), and the entries that do not fit in SYMCACHE_PCS_MAX_SIZE are left out. */
+#define MEMO_STRING_MAX 65536U
 
 static uint64_t fnv1a(const void *p, size_t n) {
         uint64_t h = 0xcbf29ce484222325ULL;
@@ -729,10 +730,11 @@ static void memo_put_str(FILE *f, const char *str) {
                 fwrite(str, 1, len, f);
 }
 
-/* Write M's memo (its entries resolved with DWARF) to the cache, whole. */
+/* Write M's memo (its entries resolved with DWARF, as many as fit) to the cache, whole. */
 static int memo_store(Symbolizer *s, SymModule *m) {
         _cleanup_free_ char *buf = NULL;
         size_t size = 0;
+        long whole = MEMO_HEADER_SIZE;  /* where the last entry that fits ends */
         uint64_t sum;
         FILE *f;
 
@@ -768,11 +770,12 @@ static int memo_store(Symbolizer *s, SymModule *m) {
                 }
                 if (ftell(f) > (long) SYMCACHE_PCS_MAX_SIZE)
                         break;
+                whole = ftell(f);
         }
         if (fclose(f) != 0 || !buf)
                 return -ENOMEM;
-        if (size > SYMCACHE_PCS_MAX_SIZE)
-                return -EFBIG;
+        /* Past the bound: the entries before the one that crossed it. */
+        size = MIN(size, (size_t) whole);
         sum = fnv1a(buf + MEMO_HEADER_SIZE, size - MEMO_HEADER_SIZE);
         memcpy(buf + sizeof MEMO_MAGIC, &sum, sizeof sum);
         return symcache_write_pcs(s->cache, m->build_id, buf, size);
