@@ -349,6 +349,7 @@ int symbolizer_apply(Symbolizer *s, const SymbolizerSettings *st) {
 
 int symbolizer_flush_cache(Symbolizer *s) {
         int stored = 0, err = 0;
+        unsigned memos = 0;
 
         for (size_t i = 0; s->cache && i < s->n_found; i++) {
                 int r = symcache_store(s->cache, s->found[i].build_id, s->found[i].path);
@@ -375,9 +376,11 @@ int symbolizer_flush_cache(Symbolizer *s) {
                         continue;
                 }
                 m->dirty = false;
-                s->stats.pcs_stored++;
+                memos++;
         }
-        if (s->stats.pcs_stored > 0 && stored == 0)
+        s->stats.pcs_stored += memos;
+        /* symcache_store() trims after a store; memos alone are trimmed here. */
+        if (memos > 0 && stored == 0)
                 (void) symcache_trim(s->cache);
         return err < 0 ? err : stored;
 }
