@@ -449,8 +449,10 @@ bool sym_module_has_debuginfo(const SymModule *sm) {
         return sm && sm->debuginfo > 0;
 }
 
-/* Open the module's file as the target sees it (its mount namespace) and report it offline. */
-static void sym_module_open(Symbolizer *s, SymModule *m, const char *name, const char *root) {
+/* Open the module's file (M's name under its root: as the target sees it, in its mount namespace) and report it
+ * offline. */
+static void sym_module_open(Symbolizer *s, SymModule *m) {
+        const char *name = m->name, *root = m->root;
         _cleanup_free_ char *path = NULL, *bid = NULL;
         Dwarf_Addr dwbias;
         Dwfl_Module *om;
@@ -501,7 +503,7 @@ static bool module_usable(const SymModule *m) {
 /* Open M now if it was left for later, as its memo answered so far. Whether it is open. */
 static bool module_ensure_open(Symbolizer *s, SymModule *m) {
         if (!m->opened)
-                sym_module_open(s, m, m->name, m->root);
+                sym_module_open(s, m);
         return m->mod;
 }
 
@@ -544,7 +546,7 @@ static SymModule *get_module(Symbolizer *s, const char *bid, const char *name, c
         if (memo_readable(s) && memo_load(s, m) > 0)
                 m->debuginfo = s->source ? 1 : -1;
         else
-                sym_module_open(s, m, name, root);
+                (void) module_ensure_open(s, m);
         return module_usable(m) ? m : NULL;
 }
 
