@@ -352,15 +352,24 @@ int symcache_store(SymCache *c, const char *bid, const char *src) {
         return 1;
 }
 
+#define SYMCACHE_PCS_NAME_MAX (SYMCACHE_BID_HEX_MAX + sizeof SYMCACHE_PCS_SUFFIX)
+
+/* The file name of BID's resolved addresses in NAME; false when BID is not a build-id (no name made of it). */
+static bool pcs_name(const char *bid, char name[static SYMCACHE_PCS_NAME_MAX]) {
+        if (!bid_ok(bid))
+                return false;
+        snprintf(name, SYMCACHE_PCS_NAME_MAX, "%s" SYMCACHE_PCS_SUFFIX, bid);
+        return true;
+}
+
 int symcache_read_pcs(SymCache *c, const char *bid, char **ret, size_t *ret_size) {
-        char name[SYMCACHE_BID_HEX_MAX + sizeof SYMCACHE_PCS_SUFFIX];
+        char name[SYMCACHE_PCS_NAME_MAX];
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
         int r;
 
-        if (!bid_ok(bid))
+        if (!pcs_name(bid, name))
                 return -ENOENT;
-        snprintf(name, sizeof name, "%s" SYMCACHE_PCS_SUFFIX, bid);
         fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0)
                 return negative_errno();
@@ -380,13 +389,12 @@ int symcache_read_pcs(SymCache *c, const char *bid, char **ret, size_t *ret_size
 
 int symcache_write_pcs(SymCache *c, const char *bid, const void *data, size_t size) {
         char tmp[SYMCACHE_TMP_NAME_MAX];
-        char name[SYMCACHE_BID_HEX_MAX + sizeof SYMCACHE_PCS_SUFFIX];
+        char name[SYMCACHE_PCS_NAME_MAX];
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (!bid_ok(bid) || size > SYMCACHE_PCS_MAX_SIZE)
+        if (!pcs_name(bid, name) || size > SYMCACHE_PCS_MAX_SIZE)
                 return -EINVAL;
-        snprintf(name, sizeof name, "%s" SYMCACHE_PCS_SUFFIX, bid);
         fd = tmp_create(c, bid, tmp);
         if (fd < 0)
                 return fd;
@@ -399,12 +407,10 @@ int symcache_write_pcs(SymCache *c, const char *bid, const void *data, size_t si
 }
 
 void symcache_remove_pcs(SymCache *c, const char *bid) {
-        char name[SYMCACHE_BID_HEX_MAX + sizeof SYMCACHE_PCS_SUFFIX];
+        char name[SYMCACHE_PCS_NAME_MAX];
 
-        if (!bid_ok(bid))
-                return;
-        snprintf(name, sizeof name, "%s" SYMCACHE_PCS_SUFFIX, bid);
-        (void) unlinkat(c->dir_fd, name, 0);
+        if (pcs_name(bid, name))
+                (void) unlinkat(c->dir_fd, name, 0);
 }
 
 /* Whether NAME is an entry of the cache, debuginfo or resolved addresses. */
