@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse-conn.h"
 #include "fuzz.h"
 #include "peers-tables.h"
 #include "proc-parse.h"
@@ -121,6 +122,18 @@ static void fuzz_locks(char *buf, size_t len) {
                         abort();
 }
 
+static void fuzz_mountinfo(char *buf, size_t len) {
+        _cleanup_free_ FuseMount *mounts = NULL;
+        size_t n = 0;
+
+        if (fuse_mounts_parse(buf, &mounts, &n) < 0)
+                return;
+        for (size_t i = 0; i < n; i++)
+                if (strnlen(mounts[i].mountpoint, sizeof mounts[i].mountpoint) == sizeof mounts[i].mountpoint ||
+                    !startswith(mounts[i].fstype, "fuse"))
+                        abort();
+}
+
 static void fuzz_fd_link(char *buf, size_t len) {
         uint64_t inode;
 
@@ -145,6 +158,7 @@ static const struct {
         { 'g', "cgroup", fuzz_cgroup },
         { 'l', "/proc/locks", fuzz_locks, true },
         { 'L', "fd/FD (the link)", fuzz_fd_link, true },
+        { 'M', "mountinfo (its FUSE mounts)", fuzz_mountinfo, true },
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -14,6 +14,7 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "peers-tables.h"
+#include "proc-parse.h"
 #include "proc-read.h"
 
 int peer_resolver_new(PeerResolver **ret) {
@@ -101,6 +102,17 @@ static int cmp_owner(const void *a, const void *b) {
 
 /* One pass over /proc/[0-9]*\/fd: readlinkat into a stack buffer, keep sockets and pipes by inode, and paths (for
  * FIFOs and OFD locks). A process that vanishes or that we may not read is skipped. */
+int peer_tables_fdinfo_field(pid_t pid, int fd, const char *key, unsigned base, uint64_t *ret) {
+        char path[64], buf[1024];
+        ssize_t n;
+
+        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int) pid, fd);
+        n = proc_read_small(AT_FDCWD, path, buf, sizeof buf);
+        if (n < 0)
+                return (int) n;
+        return proc_parse_fdinfo_field(buf, (size_t) n, key, base, ret);
+}
+
 int peer_tables_load_owners(PeerResolver *r) {
         _cleanup_close_ int procfd = -EBADF;
         _cleanup_free_ int *pids = NULL;

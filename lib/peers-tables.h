@@ -77,6 +77,8 @@ FdKind peer_tables_fd_link_parse(const char *link, uint64_t *ret_inode);
 int peer_tables_load_owners(PeerResolver *r);
 /* The holders of (KIND, INODE): how many, the first at *RET_FIRST in r->owners. */
 size_t peer_tables_find_owners(PeerResolver *r, FdKind kind, uint64_t inode, size_t *ret_first);
+/* The field KEY of PID's FD's fdinfo, a number in BASE: -ENOENT when the kernel does not print it. */
+int peer_tables_fdinfo_field(pid_t pid, int fd, const char *key, unsigned base, uint64_t *ret);
 /* The unix, TCP or UDP (PROTOCOL) socket table, and /proc/locks, each once. */
 int peer_tables_load_unix(PeerResolver *r);
 int peer_tables_load_inet(PeerResolver *r, uint8_t protocol);

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fuse-conn.h"
 #include "log.h"
 #include "macro.h"
 #include "parse-util.h"
@@ -86,21 +87,10 @@ static int fd_link(pid_t pid, int fd, char *buf, size_t size) {
 
 /* Field KEY ("flags", "mnt_id", "fuse_connection") of /proc/PID/fdinfo/FD, a number in BASE; -ENOENT when the
  * file has none. */
-static int fdinfo_field(pid_t pid, int fd, const char *key, unsigned base, uint64_t *ret) {
-        char path[64], buf[1024];
-        ssize_t n;
-
-        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int) pid, fd);
-        n = proc_read_small(AT_FDCWD, path, buf, sizeof buf);
-        if (n < 0)
-                return (int) n;
-        return proc_parse_fdinfo_field(buf, (size_t) n, key, base, ret);
-}
-
 /* O_RDONLY, O_WRONLY or O_RDWR of PID's FD; -errno when unknown. */
 static int fd_accmode(pid_t pid, int fd) {
         uint64_t flags;
-        int k = fdinfo_field(pid, fd, "flags", 8, &flags);
+        int k = peer_tables_fdinfo_field(pid, fd, "flags", 8, &flags);
 
         return k < 0 ? k : (int) (flags & O_ACCMODE);
 }
@@ -943,70 +933,34 @@ static int read_target_string(pid_t pid, uint64_t addr, char *buf, size_t size) 
         return -ENAMETOOLONG;
 }
 
-/* mountinfo escapes a space, tab, newline and backslash in a path as \ooo: undo it in place. */
-static void mountinfo_unescape(char *s) {
-        char *w = s;
-
-        for (const char *r = s; *r;)
-                if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
-                    r[3] <= '7') {
-                        *w++ = (char) ((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
-                        r += 4;
-                } else
-                        *w++ = *r++;
-        *w = '\0';
-}
-
-typedef struct FuseMount {
-        unsigned connection;    /* the device minor of the mount: the connection's id (/sys/fs/fuse/connections) */
-        char mountpoint[PATH_MAX];
-        char fstype[64];
-} FuseMount;
-
 /* The FUSE mount of PID's mount table that is mount MNT_ID (>= 0), or else that holds PATH (the longest mount point
  * that is a prefix of it, at a component boundary), or else whose connection is CONNECTION (> 0). Paths are as PID
  * sees them. 1 when found, 0 when that mount is not FUSE or there is none. Nothing here touches a FUSE file. */
 static int fuse_mount_find(pid_t pid, int mnt_id, const char *path, unsigned connection, FuseMount *ret) {
-        _cleanup_close_ int dirfd = -EBADF;
-        _cleanup_free_ char *text = NULL;
-        size_t len, best = 0;
+        _cleanup_free_ FuseMount *mounts = NULL;
+        size_t n = 0, best = 0;
         bool found = false;
         int k;
 
-        k = proc_open_dir(pid, 0, &dirfd);
+        k = fuse_mounts_load(pid, &mounts, &n);
         if (k < 0)
                 return k;
-        k = proc_read_full(dirfd, "mountinfo", 16U * 1024 * 1024, &text, &len);
-        if (k < 0)
-                return k;
-        for (char *line = text, *next; line && *line; line = next) {
-                char mountpoint[PATH_MAX], fstype[64], *sep;
-                unsigned id, parent, major, minor;
-                size_t l;
+        for (size_t i = 0; i < n; i++) {
+                const FuseMount *m = &mounts[i];
+                size_t l = strlen(m->mountpoint);
 
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = '\0';
-                sep = strstr(line, " - ");
-                if (!sep || sscanf(line, "%u %u %u:%u %*s %4095s", &id, &parent, &major, &minor, mountpoint) != 5 ||
-                    sscanf(sep + 3, "%63s", fstype) != 1)
-                        continue;
-                if (!streq(fstype, "fuse") && !startswith(fstype, "fuse.") && !streq(fstype, "fuseblk"))
-                        continue;
-                mountinfo_unescape(mountpoint);
-                l = strlen(mountpoint);
-                if (mnt_id >= 0 ? (int) id != mnt_id
-                    : path      ? !(startswith(path, mountpoint) && l >= best &&
-                                    (path[l] == '/' || path[l] == '\0' || streq(mountpoint, "/")))
-                                : minor != connection || major != 0)
-                        continue;
-                best = l;
-                found = true;
-                ret->connection = minor;
-                snprintf(ret->mountpoint, sizeof ret->mountpoint, "%s", mountpoint);
-                snprintf(ret->fstype, sizeof ret->fstype, "%s", fstype);
-                if (mnt_id >= 0 || !path)
-                        break;
+                if (mnt_id >= 0 || !path) {
+                        if (mnt_id >= 0 ? m->mnt_id != mnt_id : fuse_mount_connection(m) != connection)
+                                continue;
+                        *ret = *m;
+                        return 1;
+                }
+                if (startswith(path, m->mountpoint) && l >= best &&
+                    (path[l] == '/' || path[l] == '\0' || streq(m->mountpoint, "/"))) {
+                        best = l;
+                        found = true;
+                        *ret = *m;
+                }
         }
         return found;
 }
@@ -1021,7 +975,7 @@ static int fuse_request_mount(EdgeCtx *c, int fd, FuseMount *ret) {
 
         if (fd < 0 && sc->args[0] <= INT32_MAX && fuse_path_arg(sc->nr, &dirfd_arg) < 0)
                 fd = (int) sc->args[0];  /* fsync, getdents64, ioctl, fstat…: the fd comes first */
-        if (fd >= 0 && fdinfo_field(c->w->pid, fd, "mnt_id", 10, &mnt_id) >= 0 && mnt_id <= INT32_MAX &&
+        if (fd >= 0 && peer_tables_fdinfo_field(c->w->pid, fd, "mnt_id", 10, &mnt_id) >= 0 && mnt_id <= INT32_MAX &&
             fuse_mount_find(c->w->pid, (int) mnt_id, NULL, 0, ret) > 0)
                 return 1;
         arg = fuse_path_arg(sc->nr, &dirfd_arg);
@@ -1078,41 +1032,30 @@ static int fuse_request_mount(EdgeCtx *c, int fd, FuseMount *ret) {
 /* A thread waiting for a FUSE daemon: an edge to the processes holding /dev/fuse for that mount's connection. */
 static int edges_fuse(EdgeCtx *c, int fd) {
         char object[PATH_MAX + 128];
+        const FdOwner *holders[PEERS_HOLDERS_MAX];
         FuseMount m = {};
-        size_t added = 0, unknown = 0;
-        pid_t last = 0;
-        int k;
+        bool unknown;
+        int k, n;
 
         k = fuse_request_mount(c, fd, &m);
         if (k <= 0)
                 return k < 0 ? k
                              : edge_add(c, WAIT_KIND_FUSE, fd, 0, "a FUSE request", 0, -1,
                                         "the FUSE mount it is on could not be told");
-        snprintf(object, sizeof object, "%s mount %s (connection %u)", m.fstype, m.mountpoint, m.connection);
-        k = peer_tables_load_owners(c->r);
-        if (k < 0)
-                return k;
-        for (size_t i = c->r->n_indexed; i < c->r->n_owners; i++) {
-                const FdOwner *o = &c->r->owners[i];
-                uint64_t conn;
-
-                if (!streq(o->path, "/dev/fuse") || o->pid == last)
-                        continue;
-                k = fdinfo_field(o->pid, o->fd, "fuse_connection", 10, &conn);
-                if (k == -ENOENT)
-                        unknown++;
-                if (k < 0 || conn != m.connection)
-                        continue;
-                k = edge_add(c, WAIT_KIND_FUSE, fd, 0, object, o->pid, o->fd, NULL);
+        snprintf(object, sizeof object, "%s mount %s (connection %u)", m.fstype, m.mountpoint,
+                 fuse_mount_connection(&m));
+        n = fuse_connection_holders(c->r, fuse_mount_connection(&m), holders, ELEMENTSOF(holders), &unknown);
+        if (n < 0)
+                return n;
+        for (int i = 0; i < n; i++) {
+                k = edge_add(c, WAIT_KIND_FUSE, fd, 0, object, holders[i]->pid, holders[i]->fd, NULL);
                 if (k < 0)
                         return k;
-                last = o->pid;
-                added++;
         }
-        if (added == 0)
+        if (n == 0)
                 return edge_add(c, WAIT_KIND_FUSE, fd, 0, object, 0, -1,
-                                unknown > 0 ? "this kernel does not say which /dev/fuse serves a connection"
-                                            : "no process holds /dev/fuse for it (the daemon is gone)");
+                                unknown ? "this kernel does not say which /dev/fuse serves a connection"
+                                        : "no process holds /dev/fuse for it (the daemon is gone)");
         return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "unit.h"
+#include "fuse-conn.h"
 #include "peers.h"
 #include "sock-diag.h"
 #include "wait-chain.h"
@@ -224,6 +225,44 @@ START_TEST(test_locks_lines) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("peers", test_locks_lines, test_sock_diag_finds_a_socketpair_and_its_peer,
+START_TEST(test_fuse_mounts_of_a_mountinfo) {
+        char text[] = "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
+                      "86 27 0:41 / /mnt/a\\040dir rw,nosuid - fuse.sshfs me@host:/ rw,user_id=0\n"
+                      "87 27 0:52 / /media/appimage ro - fuse.squashfuse squashfuse ro\n"
+                      "88 27 8:17 / /mnt/win rw - fuseblk /dev/sdb1 rw\n"
+                      "89 27 0:53 / /mnt/plain rw - fuse fxhang rw\n"
+                      "90 27 0:54 / /mnt/notfuse rw - fusectl fusectl rw\n"
+                      "91 27 0:55 /mnt/short\n"
+                      "garbage - fuse.x\n";
+        _cleanup_free_ FuseMount *m = NULL;
+        size_t n = 0;
+
+        ck_assert_int_eq(fuse_mounts_parse(text, &m, &n), 0);
+        ck_assert_uint_eq(n, 4);
+        ck_assert_str_eq(m[0].mountpoint, "/mnt/a dir");
+        ck_assert_str_eq(m[0].fstype, "fuse.sshfs");
+        ck_assert_int_eq(m[0].mnt_id, 86);
+        /* The connection is the superblock's device, as fdinfo and /sys/fs/fuse/connections number it. */
+        ck_assert_uint_eq(fuse_mount_connection(&m[0]), 41);
+        ck_assert_uint_eq(fuse_mount_connection(&m[2]), 8U << 20 | 17);
+        ck_assert_str_eq(m[3].fstype, "fuse");
+        ck_assert_ptr_eq(fuse_mounts_by_dev(m, n, 0, 52), &m[1]);
+        ck_assert_ptr_null(fuse_mounts_by_dev(m, n, 0, 54));
+}
+END_TEST
+
+START_TEST(test_a_fuse_connection_nobody_holds_answers) {
+        _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
+        char why[128] = "";
+
+        /* The kernel aborts a connection when its last /dev/fuse closes: requests then fail at once. */
+        ck_assert_int_eq(peer_resolver_new(&r), 0);
+        ck_assert_int_eq(fuse_connection_answering(r, 0xfffff, why, sizeof why), 1);
+        ck_assert_str_eq(why, "");
+}
+END_TEST
+
+UNIT_TEST_MAIN("peers", test_locks_lines, test_fuse_mounts_of_a_mountinfo, test_a_fuse_connection_nobody_holds_answers,
+               test_sock_diag_finds_a_socketpair_and_its_peer,
                test_reader_waits_on_the_child_holding_the_other_end, test_the_resolver_never_names_its_own_process,
                test_two_readers_of_each_other_are_a_deadlock_and_one_is_not, test_a_vanished_process_is_an_error_in_the_chain)
