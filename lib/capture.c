@@ -449,8 +449,13 @@ static int module_index_cb(Dwfl_Module *mod, void **userdata, const char *name, 
         else
                 m->missing = name && name[0] == '/'; /* a file, not [vdso] or an anonymous mapping */
         m->build_id = dwfl_module_build_id_hex(mod);
+        if (unwind_process_module_not_read(c->up, name)) {
+                m->missing_reason = strdup(unwind_process_module_not_read(c->up, name));
+                if (!m->missing_reason)
+                        return DWARF_CB_ABORT;
+        }
         /* A file that cannot be reached is still named by its build-id, from the image the loader mapped: what
-         * debuginfod and a later --resymbolize look it up by. */
+         * debuginfod and a later --resymbolize look it up by. (Of a file not read, only from pages in memory.) */
         if (m->missing && !m->build_id)
                 (void) unwind_process_build_id(c->up, low, &m->build_id);
         *userdata = (void *) (uintptr_t) c->s->n_modules; /* index + 1 */

@@ -173,6 +173,7 @@ static const JsonField module_fields[] = {
         ROW("bias", JF_HEX, ModuleInfo, bias),
         ROW("debuginfo", JF_BOOL, ModuleInfo, debuginfo),
         ROW("missing", JF_BOOL, ModuleInfo, missing),
+        ROW("missing_reason", JF_STRING, ModuleInfo, missing_reason, .omit_null = true),
 };
 /* A thread's scalars before "syscall", and after it. */
 static const JsonField thread_head_fields[] = {

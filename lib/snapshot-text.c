@@ -120,7 +120,12 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                                         put_escaped(f, s->modules[u->module].build_id);
                                         fputs(", ", f);
                                 }
-                                fputs("not found: the file as the process sees it cannot be read]", f);
+                                if (s->modules[u->module].missing_reason) {
+                                        fputs("not read: ", f);
+                                        put_escaped(f, s->modules[u->module].missing_reason);
+                                        fputc(']', f);
+                                } else
+                                        fputs("not found: the file as the process sees it cannot be read]", f);
                         }
                 }
                 if (u->inlined)

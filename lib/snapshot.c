@@ -72,6 +72,7 @@ Snapshot *snapshot_free(Snapshot *s) {
         for (size_t i = 0; i < s->n_modules; i++) {
                 free(s->modules[i].path);
                 free(s->modules[i].build_id);
+                free(s->modules[i].missing_reason);
         }
         free(s->modules);
         free(s->hostname);

@@ -87,6 +87,8 @@ typedef struct ModuleInfo {
         bool debuginfo;         /* DWARF debuginfo was found (file:line available) */
         bool missing;           /* the file could not be read as the process sees it: its frames are ??, never
                                  * another file's names */
+        char *missing_reason;   /* when MISSING because it was not even tried: why (a FUSE daemon that does not
+                                 * answer); NULL for a file that was tried and could not be read */
 } ModuleInfo;
 
 /* Why the daemon took a snapshot: the rule, the thread that matched, its class and the evidence for it. */

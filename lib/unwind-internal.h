@@ -1,6 +1,7 @@
 /* unwind-internal.h: the UnwindProcess layout, shared by unwind.c and its backends only. */
 #pragma once
 
+#include "fuse-conn.h"
 #include "unwind.h"
 
 struct UnwindProcess {
@@ -13,8 +14,19 @@ struct UnwindProcess {
         int arch_fd;                    /* our own executable, opened for its architecture only */
         Elf *arch_elf;
         char *maps_buf;
-        char **aliases;                 /* pairs: /proc/PID/map_files/… path, original " (deleted)" name */
+        char **aliases;                 /* triples: the name libdwfl knows (a path under /proc/PID/root, a
+                                         * /proc/PID/map_files/… path, or UNWIND_NOT_READ_PREFIX…), the file's own
+                                         * name, and why it is not read (NULL: it is) */
         size_t n_aliases, n_aliases_allocated;
+        FuseMount *fuse_mounts;         /* the target's FUSE mounts, read at its first file on a FUSE device */
+        size_t n_fuse_mounts;
+        bool fuse_mounts_loaded;
+        int *fuse_answering;            /* per mount: -1 not asked yet, 0 or 1 */
+        char **fuse_why;                /* per mount, when 0: why */
+        uint64_t (*unread)[2];          /* the address ranges of files not read: memory there is read only where
+                                         * resident, as a page fault would ask their file system too */
+        size_t n_unread, n_unread_allocated;
+        int pagemap_fd;
         ProcMap *maps;
         size_t n_maps;
 

@@ -12,6 +12,7 @@
 #include "alloc-util.h"
 #include "log.h"
 #include "macro.h"
+#include "peers-tables.h"
 #include "proc-read.h"
 #include "unwind-internal.h"
 
@@ -23,23 +24,72 @@
 
 
 #define DELETED_SUFFIX " (deleted)"
+/* The name libdwfl knows a file not to be read by: no such path exists, and find_elf() opens none. */
+#define UNWIND_NOT_READ_PREFIX "//stackwatch-not-read/"
 
-/* Remember that libdwfl knows the module shown as NAME under ALIAS. */
-static int add_alias(UnwindProcess *p, const char *alias, const char *name) {
+/* Remember that libdwfl knows the module shown as NAME under ALIAS; WHY (NULL: it is read) says why it is not read. */
+static int add_alias(UnwindProcess *p, const char *alias, const char *name, const char *why) {
         char **na;
 
-        if (!GREEDY_REALLOC(p->aliases, p->n_aliases_allocated, 2 * (p->n_aliases + 1)))
+        if (!GREEDY_REALLOC(p->aliases, p->n_aliases_allocated, 3 * (p->n_aliases + 1)))
                 return -ENOMEM;
-        na = p->aliases;
-        na[2 * p->n_aliases] = strdup(alias);
-        na[2 * p->n_aliases + 1] = strdup(name);
-        if (!na[2 * p->n_aliases] || !na[2 * p->n_aliases + 1]) {
-                free(na[2 * p->n_aliases]);
-                free(na[2 * p->n_aliases + 1]);
+        na = p->aliases + 3 * p->n_aliases;
+        na[0] = strdup(alias);
+        na[1] = strdup(name);
+        na[2] = why ? strdup(why) : NULL;
+        if (!na[0] || !na[1] || (why && !na[2])) {
+                free(na[0]);
+                free(na[1]);
+                free(na[2]);
                 return -ENOMEM;
         }
         p->n_aliases++;
         return 0;
+}
+
+/* Why the file on device MAJOR:MINOR is not to be read at all, or NULL: it sits on a FUSE mount whose daemon would
+ * not answer, and any look at it (a stat() of its path, an open(), a read of a page not in memory) would wait for that
+ * daemon with the target, in D state once the daemon has read our request. The target's FUSE mounts are read at its
+ * first file on one; each connection is asked about once. */
+static const char *fuse_not_answering(UnwindProcess *p, unsigned major, unsigned minor) {
+        _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
+        const FuseMount *m;
+        size_t i;
+        char why[256];
+
+        if (!p->fuse_mounts_loaded) {
+                p->fuse_mounts_loaded = true;
+                if (fuse_mounts_load(p->pid, &p->fuse_mounts, &p->n_fuse_mounts) < 0)
+                        p->n_fuse_mounts = 0;
+                if (p->n_fuse_mounts > 0) {
+                        p->fuse_answering = malloc(p->n_fuse_mounts * sizeof *p->fuse_answering);
+                        p->fuse_why = calloc(p->n_fuse_mounts, sizeof *p->fuse_why);
+                        if (!p->fuse_answering || !p->fuse_why) {
+                                p->n_fuse_mounts = 0; /* and unwind_process_free() frees what there is */
+                                return "not enough memory to tell whether its FUSE daemon answers";
+                        }
+                        for (i = 0; i < p->n_fuse_mounts; i++)
+                                p->fuse_answering[i] = -1;
+                }
+        }
+        m = fuse_mounts_by_dev(p->fuse_mounts, p->n_fuse_mounts, major, minor);
+        if (!m)
+                return NULL;
+        i = (size_t) (m - p->fuse_mounts);
+        if (p->fuse_answering[i] < 0) {
+                int k = peer_resolver_new(&r);
+
+                if (k >= 0)
+                        k = fuse_connection_answering(r, fuse_mount_connection(m), why, sizeof why);
+                if (k < 0)
+                        snprintf(why, sizeof why, "cannot tell whether its daemon answers: %s", strerror(-k));
+                p->fuse_answering[i] = k > 0;
+                if (k <= 0 && asprintf(&p->fuse_why[i], "on %s mount %s, and %s", m->fstype, m->mountpoint, why) < 0)
+                        p->fuse_why[i] = NULL;
+                if (k <= 0)
+                        log_debug("Not reading the files of %d on %s: %s", (int) p->pid, m->mountpoint, why);
+        }
+        return p->fuse_answering[i] ? NULL : p->fuse_why[i] ?: "on a FUSE mount whose daemon does not answer";
 }
 
 /* Every file is opened as the target sees it, never by its name on the host, where another file may sit at the same
@@ -72,16 +122,37 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
                         _cleanup_free_ char *rooted = NULL;
                         const char *alias = NULL;
 
+                        const char *why = NULL;
+                        unsigned long long a, b, ino;
+                        unsigned maj, min;
+
+                        if (sscanf(l, "%llx-%llx %*s %*x %x:%x %llu", &a, &b, &maj, &min, &ino) != 5)
+                                goto plain;
                         for (size_t i = 0; i < p->n_aliases; i++)
-                                if (streq(p->aliases[2 * i + 1], pathcopy))
-                                        alias = p->aliases[2 * i];
+                                if (streq(p->aliases[3 * i + 1], pathcopy)) {
+                                        alias = p->aliases[3 * i];
+                                        why = p->aliases[3 * i + 2];
+                                }
                         if (!alias) {
-                                unsigned long long a, b, ino;
-                                unsigned maj, min;
+                                why = fuse_not_answering(p, maj, min);
+                                if (why) {
+                                        /* Not even map_files: opening that is an open() of the file too. */
+                                        snprintf(repl, sizeof repl, UNWIND_NOT_READ_PREFIX "%llx-%llx", a, b);
+                                        if (add_alias(p, repl, pathcopy, why) < 0)
+                                                return -ENOMEM;
+                                        alias = p->aliases[3 * (p->n_aliases - 1)];
+                                        why = p->aliases[3 * (p->n_aliases - 1) + 2];
+                                }
+                        }
+                        if (why) {
+                                if (!GREEDY_REALLOC(p->unread, p->n_unread_allocated, p->n_unread + 1))
+                                        return -ENOMEM;
+                                p->unread[p->n_unread][0] = a;
+                                p->unread[p->n_unread++][1] = b;
+                        }
+                        if (!alias) {
                                 struct stat st;
 
-                                if (sscanf(l, "%llx-%llx %*s %*x %x:%x %llu", &a, &b, &maj, &min, &ino) != 5)
-                                        goto plain;
                                 if (!deleted && !newline &&
                                     asprintf(&rooted, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0)
                                         return -ENOMEM;
@@ -94,9 +165,9 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
                                 if (!rooted)
                                         snprintf(repl, sizeof repl, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a,
                                                  b);
-                                if (add_alias(p, rooted ?: repl, pathcopy) < 0)
+                                if (add_alias(p, rooted ?: repl, pathcopy, NULL) < 0)
                                         return -ENOMEM;
-                                alias = p->aliases[2 * (p->n_aliases - 1)];
+                                alias = p->aliases[3 * (p->n_aliases - 1)];
                         }
                         /* Emit the line up to the path, then the alias. */
                         size_t head = (size_t) (path - l), need = olen + head + strlen(alias) + 2;
@@ -126,9 +197,26 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
 
 const char *unwind_process_module_name(UnwindProcess *p, const char *dwfl_name) {
         for (size_t i = 0; dwfl_name && i < p->n_aliases; i++)
-                if (streq(p->aliases[2 * i], dwfl_name))
-                        return p->aliases[2 * i + 1];
+                if (streq(p->aliases[3 * i], dwfl_name))
+                        return p->aliases[3 * i + 1];
         return dwfl_name;
+}
+
+const char *unwind_process_module_not_read(UnwindProcess *p, const char *dwfl_name) {
+        for (size_t i = 0; dwfl_name && i < p->n_aliases; i++)
+                if (streq(p->aliases[3 * i], dwfl_name))
+                        return p->aliases[3 * i + 2];
+        return NULL;
+}
+
+/* libdwfl's find_elf for /proc maps, but a file not to be read is not opened: its module has no ELF. */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base, char **file_name,
+                    Elf **elfp) {
+        if (startswith(name, UNWIND_NOT_READ_PREFIX)) {
+                *elfp = NULL;
+                return -1;
+        }
+        return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
 }
 
 int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **ret) {
@@ -145,6 +233,7 @@ int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **re
         p->pid = pid;
         p->mem_fd = -EBADF;
         p->arch_fd = -EBADF;
+        p->pagemap_fd = -EBADF;
 
         r = proc_open_dir(pid, 0, &dirfd);
         if (r < 0)
@@ -169,7 +258,7 @@ int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **re
                         return -ENOMEM;
         }
         p->callbacks = (Dwfl_Callbacks) {
-                .find_elf = dwfl_linux_proc_find_elf,
+                .find_elf = find_elf,
                 .find_debuginfo = dwfl_standard_find_debuginfo,
                 .debuginfo_path = p->debuginfo_path ? &p->debuginfo_path : NULL,
         };
@@ -194,7 +283,7 @@ int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **re
                 if (streq(p->maps[i].path, "[vdso]")) {
                         char name[32];
                         snprintf(name, sizeof name, "[vdso: %d]", (int) pid);
-                        r = add_alias(p, name, "[vdso]");
+                        r = add_alias(p, name, "[vdso]", NULL);
                         if (r < 0)
                                 return r;
                         if (!dwfl_report_module(p->dwfl, name, p->maps[i].start, p->maps[i].end))
@@ -230,9 +319,16 @@ UnwindProcess *unwind_process_free(UnwindProcess *p) {
                 elf_end(p->arch_elf);
         safe_close(p->arch_fd);
         safe_close(p->mem_fd);
-        for (size_t i = 0; i < 2 * p->n_aliases; i++)
+        for (size_t i = 0; i < 3 * p->n_aliases; i++)
                 free(p->aliases[i]);
         free(p->aliases);
+        for (size_t i = 0; p->fuse_why && i < p->n_fuse_mounts; i++)
+                free(p->fuse_why[i]);
+        free(p->fuse_why);
+        free(p->fuse_answering);
+        free(p->fuse_mounts);
+        free(p->unread);
+        safe_close(p->pagemap_fd);
         free(p->maps);
         free(p->maps_buf);
         free(p->debuginfo_path);
@@ -250,12 +346,39 @@ const ProcMap *unwind_process_maps(UnwindProcess *p, size_t *ret_n) {
         return p ? p->maps : NULL;
 }
 
-int unwind_process_mem_fd(UnwindProcess *p) {
-        return p->mem_fd;
-}
 
 pid_t unwind_process_pid(UnwindProcess *p) {
         return p->pid;
+}
+
+/* Whether every page of [ADDR, ADDR + LEN) is in memory (bit 63 of its pagemap entry). */
+static bool mem_resident(UnwindProcess *p, uint64_t addr, size_t len) {
+        uint64_t first = addr / 4096, last = (addr + len - 1) / 4096, e;
+
+        if (p->pagemap_fd < 0) {
+                char path[32];
+
+                snprintf(path, sizeof path, "/proc/%d/pagemap", (int) p->pid);
+                p->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (p->pagemap_fd < 0)
+                        return false;
+        }
+        for (uint64_t pg = first; pg <= last; pg++)
+                if (pg > (uint64_t) INT64_MAX / sizeof e ||
+                    pread(p->pagemap_fd, &e, sizeof e, (off_t) (pg * sizeof e)) != (ssize_t) sizeof e || !(e >> 63))
+                        return false;
+        return true;
+}
+
+/* Read target memory. In a file not read (see fuse_not_answering()), only what is in memory: a page that is not
+ * would be faulted in from that file, through its daemon. */
+static int mem_read(UnwindProcess *p, uint64_t addr, void *buf, size_t len) {
+        if (p->mem_fd < 0 || len == 0 || addr > (uint64_t) INT64_MAX - len)
+                return -EIO;
+        for (size_t i = 0; i < p->n_unread; i++)
+                if (addr < p->unread[i][1] && addr + len > p->unread[i][0] && !mem_resident(p, addr, len))
+                        return -EIO;
+        return pread(p->mem_fd, buf, len, (off_t) addr) == (ssize_t) len ? 0 : -EIO;
 }
 
 bool unwind_process_read_word(UnwindProcess *p, uint64_t addr, uint64_t *ret) {
@@ -265,15 +388,7 @@ bool unwind_process_read_word(UnwindProcess *p, uint64_t addr, uint64_t *ret) {
                 memcpy(ret, s->data + (addr - s->base), sizeof *ret);
                 return true;
         }
-        if (p->mem_fd < 0 || addr > (uint64_t) INT64_MAX)
-                return false;
-        return pread(p->mem_fd, ret, sizeof *ret, (off_t) addr) == (ssize_t) sizeof *ret;
-}
-
-static int mem_read(UnwindProcess *p, uint64_t addr, void *buf, size_t len) {
-        if (p->mem_fd < 0 || addr > (uint64_t) INT64_MAX - len)
-                return -EIO;
-        return pread(p->mem_fd, buf, len, (off_t) addr) == (ssize_t) len ? 0 : -EIO;
+        return mem_read(p, addr, ret, sizeof *ret) == 0;
 }
 
 /* Notes larger than this are not a build-id note's segment. */

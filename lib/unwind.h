@@ -74,8 +74,9 @@ const ProcMap *unwind_process_maps(UnwindProcess *p, size_t *ret_n);
 /* The name to show for a module: the original path where libdwfl was pointed at /proc/PID/map_files/… for a
  * deleted file. */
 const char *unwind_process_module_name(UnwindProcess *p, const char *dwfl_name);
-/* The fd of /proc/PID/mem, or -EBADF when it could not be opened. */
-int unwind_process_mem_fd(UnwindProcess *p);
+/* Why the module libdwfl knows as DWFL_NAME was not read at all (no ELF, no symbols), or NULL: a file on a FUSE
+ * mount whose daemon does not answer, which any look would wait for with the target. */
+const char *unwind_process_module_not_read(UnwindProcess *p, const char *dwfl_name);
 
 /* Result of unwinding one thread. END names why it stopped; CLEAN is true when it reached the outermost frame. */
 typedef struct UnwindResult {

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import dump_json, stackctl, wait_until
+from conftest import FIXTURES, dump_json, stackctl, tracer_of, wait_until
 
 # A client that waits in poll() for its server's reply over a unix socket, and a server that never answers. The
 # server is the test's child; the client is the server's child, so both exit with it.
@@ -391,6 +391,54 @@ def test_a_lock_wait_on_a_hung_fuse_mount_does_not_hang_the_dump(fixture, fuse_m
     [e] = [e for e in doc["wait_chain"]["edges"] if e["from"]["pid"] == waiter]
     assert e["kind"] == "flock" and e["to"]["pid"] == holder, e
     assert e["object"] == f"flock {fuse_mount}/file", e
+
+
+def exec_on_fuse(fixture, mnt, mode):
+    """A copy of block-read run from the FUSE mount MNT; its pids (daemon, program, and the stuck client)."""
+    fx = fixture("fuse-hang", mnt, mode, os.path.join(FIXTURES, "block-read"), ready=False)
+    pids = list(map(int, fx.wait_line_prefix(b"PIDS ").split()[1:]))
+    fx.wait_line()
+    return pids
+
+
+def frames_by_module(doc, path):
+    mods = {i for i, m in enumerate(doc["modules"]) if m["path"] == path}
+    return [f for t in doc["threads"] for f in t["frames"] if f["module"] in mods]
+
+
+def test_a_program_on_a_hung_fuse_mount_is_dumped_without_asking_its_daemon(fixture, fuse_mount):
+    # A service run from a dead sshfs (or an AppImage whose squashfuse hangs): any stat(), open() or page fault on its
+    # file now waits for the daemon, and the dump used to stat the file to check it was the one mapped. It hung with
+    # the program's own threads, in the FUSE request, until its timeout killed it.
+    fuse_daemon, prog, stuck = exec_on_fuse(fixture, fuse_mount, "exec-hung")
+    wait_until(lambda: open(f"/proc/{stuck}/wchan").read() == "request_wait_answer", what="a request nobody reads")
+    path = f"{fuse_mount}/prog"
+    t0 = time.monotonic()
+    [doc] = dump_json("--no-kernel", prog, timeout=20)
+    assert time.monotonic() - t0 < 5
+    [mod] = [m for m in doc["modules"] if m["path"] == path]
+    assert mod["missing"] and f"mount {fuse_mount}" in mod["missing_reason"], mod
+    assert f"process {fuse_daemon}" in mod["missing_reason"] and "not waiting for requests" in mod["missing_reason"]
+    # Its frames are ??, never a guess; libc's, on a healthy file system, keep their names.
+    frames = frames_by_module(doc, path)
+    assert frames and all(f["function"] is None for f in frames), frames
+    assert doc["threads"][0]["frames"][0]["function"] == "read", doc["threads"][0]["frames"][0]
+    out = stackctl("dump", "--no-kernel", "--no-source", prog, check_rc=0, timeout=20).stdout.decode()
+    assert f"?? - {path} [" in out and f"not read: on fuse.fxhang mount {fuse_mount}, and its daemon" in out, out
+    # The program and the stuck client are where they were, untraced.
+    assert tracer_of(prog, prog) == 0 and open(f"/proc/{prog}/wchan").read() == "anon_pipe_read"
+    assert open(f"/proc/{stuck}/wchan").read() == "request_wait_answer"
+
+
+def test_a_program_on_a_live_fuse_mount_keeps_its_names(fixture, fuse_mount):
+    # The control: the same program on a FUSE mount whose daemon answers (an AppImage) is read as any other file.
+    fuse_daemon, prog = exec_on_fuse(fixture, fuse_mount, "exec")
+    wait_until(lambda: syscall_nr(fuse_daemon) == "0", what="the FUSE daemon waiting for a request")
+    [doc] = dump_json("--no-kernel", prog, timeout=20)
+    [mod] = [m for m in doc["modules"] if m["path"] == f"{fuse_mount}/prog"]
+    assert not mod["missing"] and "missing_reason" not in mod, mod
+    names = [f["function"] for f in frames_by_module(doc, f"{fuse_mount}/prog")]
+    assert "br_level_20" in names and "main" in names, names
 
 
 # Real SQLite (Python's sqlite3 module, Debian's libsqlite3) under a name of its own: a holder that keeps a write
