@@ -76,6 +76,7 @@ static const struct {
         { "-u --unwinder U", "dump: libdw (default), libunwind, or fp" },
         { "   --no-kernel", "dump, show: leave out kernel stacks" },
         { "   --max-frames N", "dump: at most N user frames per thread (default 256)" },
+        { "   --max-threads N", "dump: at most N threads per process (default 4096)" },
         { "   --stack-bytes N", "dump: copy at most N bytes of each thread's stack (default 262144)" },
         { "   --time-budget MS", "dump: stop capturing a process and its peers after MS ms (default 10000)" },
         { "   --debuginfo-path P", "dump, show --resymbolize: where separate debuginfo is (:.debug:/usr/lib/debug)" },
@@ -139,6 +140,7 @@ enum {
         ARG_FOLDED,
         ARG_NO_KERNEL,
         ARG_MAX_FRAMES,
+        ARG_MAX_THREADS,
         ARG_STACK_BYTES,
         ARG_TIME_BUDGET,
         ARG_DEBUGINFO_PATH,
@@ -201,6 +203,7 @@ static const struct {
         { 'u', "--unwinder", V_DUMP },
         { ARG_NO_KERNEL, "--no-kernel", V_DUMP | V_SHOW },
         { ARG_MAX_FRAMES, "--max-frames", V_DUMP },
+        { ARG_MAX_THREADS, "--max-threads", V_DUMP },
         { ARG_STACK_BYTES, "--stack-bytes", V_DUMP },
         { ARG_TIME_BUDGET, "--time-budget", V_DUMP },
         { ARG_DEBUGINFO_PATH, "--debuginfo-path", V_DUMP | V_SHOW },
@@ -326,6 +329,7 @@ static const struct {
         { 'u', "--unwinder" },
         { ARG_NO_KERNEL, "--no-kernel" },
         { ARG_MAX_FRAMES, "--max-frames" },
+        { ARG_MAX_THREADS, "--max-threads" },
         { ARG_STACK_BYTES, "--stack-bytes" },
         { ARG_TIME_BUDGET, "--time-budget" },
         { ARG_DEBUGINFO_PATH, "--debuginfo-path" },
@@ -350,6 +354,7 @@ static int parse_argv(int argc, char **argv) {
                 { "unwinder", required_argument, NULL, 'u' },
                 { "no-kernel", no_argument, NULL, ARG_NO_KERNEL },
                 { "max-frames", required_argument, NULL, ARG_MAX_FRAMES },
+                { "max-threads", required_argument, NULL, ARG_MAX_THREADS },
                 { "stack-bytes", required_argument, NULL, ARG_STACK_BYTES },
                 { "time-budget", required_argument, NULL, ARG_TIME_BUDGET },
                 { "debuginfo-path", required_argument, NULL, ARG_DEBUGINFO_PATH },
@@ -473,6 +478,11 @@ static int parse_argv(int argc, char **argv) {
                         if (parse_uint_arg("--max-frames", optarg, 1, CAPTURE_FRAMES_MAX, &v) < 0)
                                 return -EINVAL;
                         arg.capture.max_frames = (unsigned) v;
+                        break;
+                case ARG_MAX_THREADS:
+                        if (parse_uint_arg("--max-threads", optarg, 1, CAPTURE_THREADS_MAX, &v) < 0)
+                                return -EINVAL;
+                        arg.capture.max_threads = (unsigned) v;
                         break;
                 case ARG_STACK_BYTES:
                         if (parse_uint_arg("--stack-bytes", optarg, 64, CAPTURE_STACK_BYTES_MAX, &v) < 0)

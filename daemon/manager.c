@@ -181,6 +181,7 @@ static void manager_capture_options(const Manager *m, CaptureOptions *o) {
         o->unwinder = m->config->unwinder;
         o->kernel = m->config->kernel;
         o->max_frames = m->config->max_frames;
+        o->max_threads = m->config->max_threads;
         o->stack_bytes = m->config->stack_bytes;
         o->time_budget_usec = m->config->time_budget_usec;
 }

@@ -903,6 +903,8 @@ static const ConfigKey capture_keys[] = {
         KEY("unwinder", CONFIG_NODE_SCALAR, parse_unwinder, Config, unwinder),
         KEY("max_frames", CONFIG_NODE_SCALAR, parse_unsigned, Config, max_frames, .min = CONFIG_MAX_FRAMES_MIN,
             .max = CONFIG_MAX_FRAMES_MAX),
+        KEY("max_threads", CONFIG_NODE_SCALAR, parse_unsigned, Config, max_threads, .min = CONFIG_MAX_THREADS_MIN,
+            .max = CONFIG_MAX_THREADS_MAX),
         KEY("stack_bytes", CONFIG_NODE_SCALAR, parse_size, Config, stack_bytes, .min = CONFIG_STACK_BYTES_MIN,
             .max = CONFIG_STACK_BYTES_MAX),
         KEY("time_budget", CONFIG_NODE_SCALAR, parse_duration, Config, time_budget_usec,

@@ -28,6 +28,7 @@
 #define CONFIG_DEFAULT_JOURNAL_MAX_SIZE (8 * CONFIG_MIB)
 #define CONFIG_DEFAULT_MAX_PER_MINUTE 6
 #define CONFIG_DEFAULT_MAX_FRAMES 256
+#define CONFIG_DEFAULT_MAX_THREADS 4096                                /* CAPTURE_THREADS_DEFAULT */
 #define CONFIG_DEFAULT_STACK_BYTES (256 * CONFIG_KIB)
 #define CONFIG_DEFAULT_TIME_BUDGET_USEC (10 * USEC_PER_SEC)
 #define CONFIG_DEFAULT_HTTP_SOCKET "/run/stackwatch/stackwatch.sock"       /* API_SOCKET_DEFAULT */
@@ -53,6 +54,7 @@
                 .method = CAPTURE_METHOD_AUTO,                          \
                 .unwinder = UNWINDER_LIBDW,                             \
                 .max_frames = CONFIG_DEFAULT_MAX_FRAMES,                \
+                .max_threads = CONFIG_DEFAULT_MAX_THREADS,              \
                 .stack_bytes = CONFIG_DEFAULT_STACK_BYTES,              \
                 .time_budget_usec = CONFIG_DEFAULT_TIME_BUDGET_USEC,    \
                 .kernel = true,                                         \
@@ -80,6 +82,8 @@
 #define CONFIG_MAX_PER_MINUTE_MAX 600
 #define CONFIG_MAX_FRAMES_MIN 1
 #define CONFIG_MAX_FRAMES_MAX 4096
+#define CONFIG_MAX_THREADS_MIN 1
+#define CONFIG_MAX_THREADS_MAX 65536                                    /* CAPTURE_THREADS_MAX */
 #define CONFIG_STACK_BYTES_MIN (4 * CONFIG_KIB)
 #define CONFIG_JOURNAL_MAX_SIZE_MIN CONFIG_KIB
 #define CONFIG_JOURNAL_MAX_SIZE_MAX (256 * CONFIG_MIB)       /* journald takes entries up to 768 MiB */
@@ -134,6 +138,7 @@ typedef struct Config {
         CaptureMethod method;
         UnwinderKind unwinder;
         unsigned max_frames;
+        unsigned max_threads;
         uint64_t stack_bytes;
         uint64_t time_budget_usec;
         bool kernel;

@@ -174,6 +174,22 @@ def test_thread_budget_keeps_the_threads_on_a_cpu(fixture):
     fx.assert_untouched()
 
 
+def test_max_threads_caps_a_dump_and_the_daemons_captures(fixture, daemon):
+    # The thread budget was a constant (4,096): a site with 10,000-thread JVMs, or a small device, could not move it.
+    fx = fixture("thread-crowd", "60", "2", ready=False).wait_line(timeout=30)
+    doc = dump_json("--no-source", "--max-threads", "10", fx.pid, check_rc=5)[0]
+    assert doc["capture"]["threads_total"] == 63 and len(doc["threads"]) == 10, doc["capture"]
+    assert any(e.startswith("thread budget: captured 10 of 63 threads: the 2 on a CPU")
+               for e in doc["capture"]["errors"]), doc["capture"]["errors"]
+    assert len([t for t in doc["threads"] if "crowd_spin" in functions(t)]) == 2
+    assert subprocess.run([STACKCTL, "dump", "--max-threads", "0", str(fx.pid)], capture_output=True).returncode == 2
+    # The daemon's own captures, by capture.max_threads.
+    d = daemon("capture:\n  max_threads: 10\nhttp:\n  socket: @SOCKET@\n")
+    doc = d.get_json(f"/stacks/{fx.pid}")
+    assert doc["capture"]["threads_total"] == 63 and len(doc["threads"]) == 10, doc["capture"]
+    fx.assert_untouched()
+
+
 BUSY_RULE = """
 poll_interval: 200ms
 archive:
