@@ -563,7 +563,9 @@ char *symbolizer_data_symbol(Symbolizer *s, const ModuleInfo *mi, const char *ro
         GElf_Sym sym;
         SymModule *m;
 
-        if (!mi->build_id || !mi->path || addr < mi->start || addr >= mi->end)
+        /* A module the capture could not read, or did not dare to (a FUSE daemon that does not answer), is not
+         * opened again to name a lock. */
+        if (!mi->build_id || !mi->path || mi->missing || addr < mi->start || addr >= mi->end)
                 return NULL;
         m = get_module(s, mi->build_id, mi->path, root);
         if (!m || !module_ensure_open(s, m))

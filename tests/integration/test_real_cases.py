@@ -393,9 +393,9 @@ def test_a_lock_wait_on_a_hung_fuse_mount_does_not_hang_the_dump(fixture, fuse_m
     assert e["object"] == f"flock {fuse_mount}/file", e
 
 
-def exec_on_fuse(fixture, mnt, mode):
-    """A copy of block-read run from the FUSE mount MNT; its pids (daemon, program, and the stuck client)."""
-    fx = fixture("fuse-hang", mnt, mode, os.path.join(FIXTURES, "block-read"), ready=False)
+def exec_on_fuse(fixture, mnt, mode, program="block-read"):
+    """A copy of PROGRAM run from the FUSE mount MNT; its pids (daemon, program, and the stuck client)."""
+    fx = fixture("fuse-hang", mnt, mode, os.path.join(FIXTURES, program), ready=False)
     pids = list(map(int, fx.wait_line_prefix(b"PIDS ").split()[1:]))
     fx.wait_line()
     return pids
@@ -428,6 +428,17 @@ def test_a_program_on_a_hung_fuse_mount_is_dumped_without_asking_its_daemon(fixt
     # The program and the stuck client are where they were, untraced.
     assert tracer_of(prog, prog) == 0 and open(f"/proc/{prog}/wchan").read() == "anon_pipe_read"
     assert open(f"/proc/{stuck}/wchan").read() == "request_wait_answer"
+
+
+def test_a_deadlock_on_a_hung_fuse_mount_is_found_without_its_file(fixture, fuse_mount):
+    # The wait chain names a mutex by the symbol at its address, from the module's file: for a program on a FUSE
+    # mount whose daemon is stuck, that open() hung the dump too.
+    _, prog, stuck = exec_on_fuse(fixture, fuse_mount, "exec-hung", "deadlock-abba")
+    wait_until(lambda: open(f"/proc/{stuck}/wchan").read() == "request_wait_answer", what="a request nobody reads")
+    t0 = time.monotonic()
+    out = stackctl("dump", "--peers", "1", "--no-kernel", "--no-source", prog, check_rc=0, timeout=20).stdout.decode()
+    assert time.monotonic() - t0 < 5
+    assert f"DEADLOCK in {prog} (fh-prog)" in out and "each waits for a mutex the next one holds" in out, out
 
 
 def test_a_program_on_a_live_fuse_mount_keeps_its_names(fixture, fuse_mount):
