@@ -4,6 +4,7 @@ ASan); bench/pressure measures the tight figures beside eu-stack and gdb."""
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -187,6 +188,33 @@ def test_max_threads_caps_a_dump_and_the_daemons_captures(fixture, daemon):
     d = daemon("capture:\n  max_threads: 10\nhttp:\n  socket: @SOCKET@\n")
     doc = d.get_json(f"/stacks/{fx.pid}")
     assert doc["capture"]["threads_total"] == 63 and len(doc["threads"]) == 10, doc["capture"]
+    fx.assert_untouched()
+
+
+def scan_metrics(d):
+    text = d.get("/metrics")[2].decode()
+    return [float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+            for name in ("stackwatch_scans_total", "stackwatch_scan_duration_seconds_sum")]
+
+
+def test_scans_slower_than_the_interval_leave_the_loop_time_for_clients(fixture, daemon):
+    # On a loaded machine a scan of thousands of threads outlasts a short poll interval. The next scan was armed
+    # relative to the loop's clock from before the scan, so it followed at once: the loop scanned without a break,
+    # and a 3.3 MB /stacks reply got one socket buffer per scan (seconds, after a 0.8 s capture).
+    fx = fixture("thread-crowd", "4000", "0", ready=False).wait_line(timeout=60)
+    d = daemon("poll_interval: 50ms\nhttp:\n  socket: @SOCKET@\n")
+    with cpu_hogs(4 * NCPU):
+        wait_until(lambda: scan_metrics(d)[0] >= 3, timeout=30, what="three scans")
+        n0, busy0 = scan_metrics(d)
+        t0 = time.monotonic()
+        time.sleep(3)
+        n1, busy1 = scan_metrics(d)
+        wall = time.monotonic() - t0
+    mean = (busy1 - busy0) / max(n1 - n0, 1)
+    if mean < 0.05:
+        pytest.skip(f"scans here take {mean * 1000:.0f} ms, less than the 50 ms interval: nothing to test")
+    # Half an interval of rest at least after each scan: at most 2/3 of the loop scans, never all of it.
+    assert (busy1 - busy0) / wall <= 0.75, f"scanning {100 * (busy1 - busy0) / wall:.0f}% of the time ({n1 - n0} scans)"
     fx.assert_untouched()
 
 
