@@ -86,6 +86,19 @@ const FuseMount *fuse_mounts_by_dev(const FuseMount *m, size_t n, unsigned major
         return NULL;
 }
 
+const FuseMount *fuse_mounts_by_path(const FuseMount *m, size_t n, const char *path) {
+        const FuseMount *best = NULL;
+
+        for (size_t i = 0; path && i < n; i++) {
+                size_t l = strlen(m[i].mountpoint);
+
+                if (startswith(path, m[i].mountpoint) && (!best || l >= strlen(best->mountpoint)) &&
+                    (path[l] == '/' || path[l] == '\0' || streq(m[i].mountpoint, "/")))
+                        best = &m[i];
+        }
+        return best;
+}
+
 /* The distinct holders of /dev/fuse in R's fd pass, up to MAX: those for CONNECTION, or every one (ANY). */
 static int dev_fuse_holders(PeerResolver *r, bool any, unsigned connection, const FdOwner **ret, size_t max,
                             bool *ret_unknown) {

@@ -30,6 +30,9 @@ int fuse_mounts_load(pid_t pid, FuseMount **ret, size_t *ret_n);
 
 /* The mount on device MAJOR:MINOR, or NULL. */
 const FuseMount *fuse_mounts_by_dev(const FuseMount *m, size_t n, unsigned major, unsigned minor);
+/* The mount that holds PATH (absolute, as the process sees it): the longest mount point that is a prefix of it at a
+ * component boundary; NULL when it is on no FUSE mount. Mounts over a FUSE mount's subtree are not told apart. */
+const FuseMount *fuse_mounts_by_path(const FuseMount *m, size_t n, const char *path);
 
 /* The fds of distinct processes holding /dev/fuse for CONNECTION in R's fd pass (loaded if it was not), up to MAX
  * in RET: how many. *RET_UNKNOWN says that some /dev/fuse fd does not name its connection (a kernel without

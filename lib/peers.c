@@ -938,31 +938,21 @@ static int read_target_string(pid_t pid, uint64_t addr, char *buf, size_t size) 
  * sees them. 1 when found, 0 when that mount is not FUSE or there is none. Nothing here touches a FUSE file. */
 static int fuse_mount_find(pid_t pid, int mnt_id, const char *path, unsigned connection, FuseMount *ret) {
         _cleanup_free_ FuseMount *mounts = NULL;
-        size_t n = 0, best = 0;
-        bool found = false;
+        const FuseMount *found = NULL;
+        size_t n = 0;
         int k;
 
         k = fuse_mounts_load(pid, &mounts, &n);
         if (k < 0)
                 return k;
-        for (size_t i = 0; i < n; i++) {
-                const FuseMount *m = &mounts[i];
-                size_t l = strlen(m->mountpoint);
-
-                if (mnt_id >= 0 || !path) {
-                        if (mnt_id >= 0 ? m->mnt_id != mnt_id : fuse_mount_connection(m) != connection)
-                                continue;
-                        *ret = *m;
-                        return 1;
-                }
-                if (startswith(path, m->mountpoint) && l >= best &&
-                    (path[l] == '/' || path[l] == '\0' || streq(m->mountpoint, "/"))) {
-                        best = l;
-                        found = true;
-                        *ret = *m;
-                }
-        }
-        return found;
+        if (mnt_id < 0 && path)
+                found = fuse_mounts_by_path(mounts, n, path);
+        for (size_t i = 0; !found && (mnt_id >= 0 || !path) && i < n; i++)
+                if (mnt_id >= 0 ? mounts[i].mnt_id == mnt_id : fuse_mount_connection(&mounts[i]) == connection)
+                        found = &mounts[i];
+        if (found)
+                *ret = *found;
+        return !!found;
 }
 
 /* The connection a thread's FUSE request is on: the mount of the fd or path its call names, else the one

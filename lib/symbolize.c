@@ -16,9 +16,10 @@
 #include "alloc-util.h"
 #include "demangle.h"
 #include "escape.h"
+#include "fuse-conn.h"
 #include "json-util.h"
-#include "snapshot-json.h"
 #include "log.h"
+#include "snapshot-json.h"
 #include "symbolize.h"
 #include "symcache.h"
 #include "time-util.h"
@@ -89,6 +90,12 @@ struct Symbolizer {
         typeof(debuginfod_set_progressfn) *dbgd_set_progressfn;
         typeof(debuginfod_end) *dbgd_end;
         bool dbgd_dead;                 /* a query got no answer in time, or the library is missing: no more */
+
+        /* The FUSE mounts of the process whose root modules are opened under (fuse_pid; ours for none), read at
+         * the first module opened: a file on one whose daemon does not answer is not opened. */
+        FuseMount *fuse_mounts;
+        size_t n_fuse_mounts;
+        pid_t fuse_pid;
 
         SymCache *cache;                /* NULL: no on-disk cache */
         SymDebuginfo *found;            /* debuginfo found elsewhere this run, for symbolizer_flush_cache() */
@@ -322,6 +329,7 @@ Symbolizer *symbolizer_free(Symbolizer *s) {
                 free(s->found[i].path);
         }
         free(s->found);
+        free(s->fuse_mounts);
         symcache_free(s->cache);
         free(s);
         return NULL;
@@ -449,6 +457,32 @@ bool sym_module_has_debuginfo(const SymModule *sm) {
         return sm && sm->debuginfo > 0;
 }
 
+/* Whether NAME, under ROOT (a /proc/PID/root; NULL: ours), may be opened: not a file on a FUSE mount whose daemon
+ * does not answer, which an open() would wait for, in D state once the daemon has the request (fuse-conn.h). The
+ * capture checks the modules it reports; this is for the rest: a stored snapshot symbolized again, a lock named. */
+static bool module_path_openable(Symbolizer *s, const char *root, const char *name) {
+        _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
+        const FuseMount *m;
+        pid_t pid = 0;
+        char why[256];
+
+        if (!root || sscanf(root, "/proc/%d/root", &pid) != 1 || pid <= 0)
+                pid = getpid();
+        if (!s->fuse_pid || s->fuse_pid != pid) {
+                s->fuse_mounts = mfree(s->fuse_mounts);
+                s->n_fuse_mounts = 0;
+                if (fuse_mounts_load(pid, &s->fuse_mounts, &s->n_fuse_mounts) < 0)
+                        s->n_fuse_mounts = 0;
+                s->fuse_pid = pid;
+        }
+        m = fuse_mounts_by_path(s->fuse_mounts, s->n_fuse_mounts, name);
+        if (!m || peer_resolver_new(&r) < 0 || fuse_connection_answering(r, fuse_mount_connection(m), why,
+                                                                         sizeof why) != 0)
+                return true;
+        log_debug("Not opening %s: on %s mount %s, and %s", name, m->fstype, m->mountpoint, why);
+        return false;
+}
+
 /* Open the module's file (M's name under its root: as the target sees it, in its mount namespace) and report it
  * offline. */
 static void sym_module_open(Symbolizer *s, SymModule *m) {
@@ -460,6 +494,8 @@ static void sym_module_open(Symbolizer *s, SymModule *m) {
 
         m->opened = true;
         if (!name || name[0] != '/')
+                return;
+        if (!startswith(name, "/proc/") && !module_path_openable(s, root, name))
                 return;
         /* map_files aliases of deleted binaries are already absolute /proc paths. */
         if (asprintf(&path, "%s%s", startswith(name, "/proc/") ? "" : root ?: "", name) < 0)

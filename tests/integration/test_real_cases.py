@@ -444,12 +444,32 @@ def test_a_deadlock_on_a_hung_fuse_mount_is_found_without_its_file(fixture, fuse
 def test_a_program_on_a_live_fuse_mount_keeps_its_names(fixture, fuse_mount):
     # The control: the same program on a FUSE mount whose daemon answers (an AppImage) is read as any other file.
     fuse_daemon, prog = exec_on_fuse(fixture, fuse_mount, "exec")
-    wait_until(lambda: syscall_nr(fuse_daemon) == "0", what="the FUSE daemon waiting for a request")
+    wait_until(lambda: syscall_nr(fuse_daemon) == "7", what="the FUSE daemon waiting for a request in poll()")
     [doc] = dump_json("--no-kernel", prog, timeout=20)
     [mod] = [m for m in doc["modules"] if m["path"] == f"{fuse_mount}/prog"]
     assert not mod["missing"] and "missing_reason" not in mod, mod
     names = [f["function"] for f in frames_by_module(doc, f"{fuse_mount}/prog")]
     assert "br_level_20" in names and "main" in names, names
+
+
+def test_a_snapshot_is_resymbolized_without_asking_a_fuse_daemon_that_hung_since(fixture, fuse_mount, daemon):
+    # Taken while the mount answered; shown again with --resymbolize after its daemon stopped answering: opening
+    # the module's file by its path to resolve the pcs again waited for that daemon.
+    fuse_daemon, prog = exec_on_fuse(fixture, fuse_mount, "exec")
+    d = daemon('poll_interval: 200ms\narchive:\n  directory: "@ARCHIVE@"\nhttp:\n  socket: "@SOCKET@"\nrules:\n'
+               '  - name: fuse-prog\n    class: blocked\n    for: 500ms\n    comm: fh-prog\n')
+    sid = wait_until(lambda: d.snapshots("--pid", str(prog)), timeout=20, what="the snapshot")[0]["id"]
+    before = stackctl("--archive", d.archive, "show", "--no-kernel", sid, check_rc=0).stdout.decode()
+    assert f"br_level_20+0x" in before and f" - {fuse_mount}/prog" in before, before
+    os.kill(fuse_daemon, signal.SIGUSR1)
+    wait_until(lambda: syscall_nr(fuse_daemon) == "34", what="the FUSE daemon in pause()")
+    t0 = time.monotonic()
+    r = stackctl("--archive", d.archive, "show", "--no-kernel", "--resymbolize", sid, check_rc=0, timeout=20)
+    assert time.monotonic() - t0 < 5
+    # What cannot be opened now is not resolved again; the stored names stay as they were taken.
+    assert r.stdout.decode() == before and "-> " not in r.stderr.decode(), r.stderr.decode()
+    code, _, body = d.get(f"/snapshots/{sid}?format=text&resymbolize=1", timeout=20)
+    assert code == 200 and b"br_level_20+0x" in body, body[:300]
 
 
 # Real SQLite (Python's sqlite3 module, Debian's libsqlite3) under a name of its own: a holder that keeps a write

@@ -248,6 +248,11 @@ START_TEST(test_fuse_mounts_of_a_mountinfo) {
         ck_assert_str_eq(m[3].fstype, "fuse");
         ck_assert_ptr_eq(fuse_mounts_by_dev(m, n, 0, 52), &m[1]);
         ck_assert_ptr_null(fuse_mounts_by_dev(m, n, 0, 54));
+        /* A path is on the longest mount point that is a prefix of it at a component boundary. */
+        ck_assert_ptr_eq(fuse_mounts_by_path(m, n, "/mnt/a dir/bin/app"), &m[0]);
+        ck_assert_ptr_eq(fuse_mounts_by_path(m, n, "/mnt/plain"), &m[3]);
+        ck_assert_ptr_null(fuse_mounts_by_path(m, n, "/mnt/a dirx/app"));
+        ck_assert_ptr_null(fuse_mounts_by_path(m, n, "/usr/bin/app"));
 }
 END_TEST
 
