@@ -18,7 +18,7 @@ struct UnwindProcess {
                                          * /proc/PID/map_files/… path, or UNWIND_NOT_READ_PREFIX…), the file's own
                                          * name, and why it is not read (NULL: it is) */
         size_t n_aliases, n_aliases_allocated;
-        FuseMount *fuse_mounts;         /* the target's FUSE mounts, read at its first file on a FUSE device */
+        FuseMount *fuse_mounts;         /* the target's FUSE mounts, read at its first mapped file */
         size_t n_fuse_mounts;
         bool fuse_mounts_loaded;
         int *fuse_answering;            /* per mount: -1 not asked yet, 0 or 1 */

@@ -49,8 +49,8 @@ static int add_alias(UnwindProcess *p, const char *alias, const char *name, cons
 
 /* Why the file on device MAJOR:MINOR is not to be read at all, or NULL: it sits on a FUSE mount whose daemon would
  * not answer, and any look at it (a stat() of its path, an open(), a read of a page not in memory) would wait for that
- * daemon with the target, in D state once the daemon has read our request. The target's FUSE mounts are read at its
- * first file on one; each connection is asked about once. */
+ * daemon with the target, in D state once the daemon has read our request. The target's FUSE mounts are read once,
+ * at its first file; each connection is asked about once. */
 static const char *fuse_not_answering(UnwindProcess *p, unsigned major, unsigned minor) {
         _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
         const FuseMount *m;
@@ -120,9 +120,7 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
                          * libdwfl reads, so such a file goes through map_files. */
                         bool newline = strchr(proc_maps_path_unmangle(pathcopy), '\n');
                         _cleanup_free_ char *rooted = NULL;
-                        const char *alias = NULL;
-
-                        const char *why = NULL;
+                        const char *alias = NULL, *why = NULL;
                         unsigned long long a, b, ino;
                         unsigned maj, min;
 
