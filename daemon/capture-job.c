@@ -458,9 +458,6 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
         j->pipe_fd = fds[0];
         j->child = child;
         r = sd_event_add_child(e, &j->child_source, child, WEXITED, on_child, j);
-        /* A job's end, before the scan: its reply, alert and journal record then wait for no scan (see http.c). */
-        if (r >= 0)
-                r = sd_event_source_set_priority(j->child_source, SD_EVENT_PRIORITY_IMPORTANT);
         if (r >= 0)
                 r = sd_event_add_time_relative(e, &j->timeout_source, CLOCK_MONOTONIC, spec->timeout_usec, 0,
                                                on_timeout, j);

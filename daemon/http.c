@@ -542,15 +542,6 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
                 r = sd_event_add_time(h->daemon.event, &l->reaper, CLOCK_MONOTONIC, UINT64_MAX, 0, on_reaper, l);
         if (r >= 0)
                 r = sd_event_source_set_enabled(l->reaper, SD_EVENT_OFF);
-        /* Clients before the scan. sd-event dispatches one source per iteration, and on a loaded machine a scan of
-         * a few thousand threads outlasts the poll interval, so at equal priority a reply got one socket buffer per
-         * scan: 3.3 MB of /stacks took seconds to deliver after a capture of 0.8 s. The rate limit keeps a flood
-         * of requests from holding the scan (and the watchdog, which waits on it) off for more than a moment. */
-        for (size_t i = 0; r >= 0 && i < 3; i++)
-                r = sd_event_source_set_priority((sd_event_source *[]) { l->io, l->timer, l->reaper }[i],
-                                                 SD_EVENT_PRIORITY_IMPORTANT);
-        if (r >= 0)
-                r = sd_event_source_set_ratelimit(l->io, HTTP_RATELIMIT_INTERVAL_USEC, HTTP_RATELIMIT_BURST);
         if (r < 0)
                 return log_error_errno(r, "Failed to add the HTTP server on %s to the event loop: %m", name);
         if (tls && startswith(name, "http://"))

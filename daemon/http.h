@@ -32,10 +32,6 @@ typedef struct HttpListener HttpListener;
  * a good client's head is in by then. */
 #define HTTP_HEAD_DEADLINE_USEC (5ULL * USEC_PER_SEC)
 #define HTTP_CUT_MIN_AGE_USEC (250ULL * USEC_PER_MSEC)
-/* The listeners run before the scan; at most this many runs of one per interval, so that a flood of requests
- * cannot keep the scan off the loop for long (a big reply needs one run per socket buffer, ~20 for 3 MB). */
-#define HTTP_RATELIMIT_INTERVAL_USEC (1ULL * USEC_PER_SEC)
-#define HTTP_RATELIMIT_BURST 1000U
 
 /* What the API reads of the daemon and the one thing it asks of it, handed over by the manager at http_new(). */
 typedef struct HttpDaemon {
