@@ -92,10 +92,16 @@ struct Symbolizer {
         bool dbgd_dead;                 /* a query got no answer in time, or the library is missing: no more */
 
         /* The FUSE mounts of the process whose root modules are opened under (fuse_pid; ours for none), read at
-         * the first module opened: a file on one whose daemon does not answer is not opened. */
+         * the first module opened: a file on one whose daemon does not answer is not opened. Whether a connection's
+         * daemon answers is asked once per symbolizer (a pass over every process's fds): FuseVerdict. */
         FuseMount *fuse_mounts;
         size_t n_fuse_mounts;
         pid_t fuse_pid;
+        struct FuseVerdict {
+                unsigned connection;
+                bool answering;
+        } *fuse_verdicts;
+        size_t n_fuse_verdicts, n_fuse_verdicts_allocated;
 
         SymCache *cache;                /* NULL: no on-disk cache */
         SymDebuginfo *found;            /* debuginfo found elsewhere this run, for symbolizer_flush_cache() */
@@ -330,6 +336,7 @@ Symbolizer *symbolizer_free(Symbolizer *s) {
         }
         free(s->found);
         free(s->fuse_mounts);
+        free(s->fuse_verdicts);
         symcache_free(s->cache);
         free(s);
         return NULL;
@@ -463,6 +470,8 @@ bool sym_module_has_debuginfo(const SymModule *sm) {
 static bool module_path_openable(Symbolizer *s, const char *root, const char *name) {
         _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
         const FuseMount *m;
+        unsigned conn;
+        bool answering;
         pid_t pid = 0;
         char why[256];
 
@@ -476,11 +485,18 @@ static bool module_path_openable(Symbolizer *s, const char *root, const char *na
                 s->fuse_pid = pid;
         }
         m = fuse_mounts_by_path(s->fuse_mounts, s->n_fuse_mounts, name);
-        if (!m || peer_resolver_new(&r) < 0 || fuse_connection_answering(r, fuse_mount_connection(m), why,
-                                                                         sizeof why) != 0)
+        if (!m)
                 return true;
-        log_debug("Not opening %s: on %s mount %s, and %s", name, m->fstype, m->mountpoint, why);
-        return false;
+        conn = fuse_mount_connection(m);
+        for (size_t i = 0; i < s->n_fuse_verdicts; i++)
+                if (s->fuse_verdicts[i].connection == conn)
+                        return s->fuse_verdicts[i].answering;
+        answering = peer_resolver_new(&r) < 0 || fuse_connection_answering(r, conn, why, sizeof why) != 0;
+        if (GREEDY_REALLOC(s->fuse_verdicts, s->n_fuse_verdicts_allocated, s->n_fuse_verdicts + 1))
+                s->fuse_verdicts[s->n_fuse_verdicts++] = (struct FuseVerdict) { conn, answering };
+        if (!answering)
+                log_debug("Not opening the files on %s mount %s: %s", m->fstype, m->mountpoint, why);
+        return answering;
 }
 
 /* Open the module's file (M's name under its root: as the target sees it, in its mount namespace) and report it
