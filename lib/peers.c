@@ -85,8 +85,6 @@ static int fd_link(pid_t pid, int fd, char *buf, size_t size) {
         return 0;
 }
 
-/* Field KEY ("flags", "mnt_id", "fuse_connection") of /proc/PID/fdinfo/FD, a number in BASE; -ENOENT when the
- * file has none. */
 /* O_RDONLY, O_WRONLY or O_RDWR of PID's FD; -errno when unknown. */
 static int fd_accmode(pid_t pid, int fd) {
         uint64_t flags;
