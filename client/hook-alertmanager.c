@@ -17,9 +17,9 @@
 
 #include <json-c/json.h>
 
-#include "json-util.h"
-#include "macro.h"
-#include "strv.h"
+#include "base/json-util.h"
+#include "base/macro.h"
+#include "base/strv.h"
 
 #define ALERTNAME "StackwatchHang"
 #define API_PATH "/api/v2/alerts"

@@ -7,13 +7,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "archive.h"
-#include "escape.h"
-#include "log.h"
-#include "parse-util.h"
-#include "snapshot-json.h"
-#include "snapshot-text.h"
-#include "symbolize.h"
+#include "store/archive.h"
+#include "base/escape.h"
+#include "base/log.h"
+#include "base/parse-util.h"
+#include "model/snapshot-json.h"
+#include "model/snapshot-text.h"
+#include "capture/symbolize.h"
 #include "stackctl-format.h"
 #include "stackctl.h"
 

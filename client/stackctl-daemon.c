@@ -6,12 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alloc-util.h"
-#include "api.h"
-#include "escape.h"
-#include "log.h"
+#include "base/alloc-util.h"
+#include "serve/api.h"
+#include "base/escape.h"
+#include "base/log.h"
 #include "stackctl.h"
-#include "token-file.h"
+#include "serve/token-file.h"
 
 static int read_token(const char *path, char **ret) {
         int r = token_file_read(path, ret);

@@ -6,17 +6,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capture.h"
-#include "log.h"
-#include "parse-util.h"
-#include "proc-read.h"
-#include "snapshot-json.h"
-#include "snapshot-text.h"
+#include "capture/capture.h"
+#include "base/log.h"
+#include "base/parse-util.h"
+#include "proc/proc-read.h"
+#include "model/snapshot-json.h"
+#include "model/snapshot-text.h"
 #include "stackctl.h"
-#include "symcache.h"
-#include "symbolize.h"
-#include "time-util.h"
-#include "wait-chain.h"
+#include "capture/symcache.h"
+#include "capture/symbolize.h"
+#include "base/time-util.h"
+#include "chain/wait-chain.h"
 
 static int print_snapshot(const Snapshot *s) {
         switch (arg.format) {

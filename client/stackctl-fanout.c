@@ -12,11 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "escape.h"
-#include "io-util.h"
-#include "log.h"
+#include "base/escape.h"
+#include "base/io-util.h"
+#include "base/log.h"
 #include "stackctl.h"
-#include "time-util.h"
+#include "base/time-util.h"
 
 /* A reply holds a whole /processes document: bounded, as the single-host client is by libcurl's buffer. */
 #define FANOUT_REPLY_MAX (64U * 1024U * 1024U)

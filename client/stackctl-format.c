@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "macro.h"
+#include "base/macro.h"
 #include "stackctl-format.h"
 
 /* Two units at most, the smaller one left out when it is zero; tenths below 10 (truncated, never rounded up, so

@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alloc-util.h"
-#include "api.h"
-#include "log.h"
-#include "parse-util.h"
+#include "base/alloc-util.h"
+#include "serve/api.h"
+#include "base/log.h"
+#include "base/parse-util.h"
 #include "stackctl-http.h"
 
 /* libcurl is opened on the first request, not linked: its dependencies (OpenSSL, GnuTLS, Kerberos, LDAP, ssh2,

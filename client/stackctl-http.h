@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "macro.h"
+#include "base/macro.h"
 
 /* A reply may not be larger than this; a live capture of a big process is a few MiB. */
 #define HTTP_BODY_MAX (64U * 1024U * 1024U)

@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "macro.h"
+#include "base/log.h"
+#include "base/macro.h"
 #include "stackctl.h"
 
 static pid_t pager_pid;

@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api.h"
-#include "escape.h"
-#include "log.h"
+#include "serve/api.h"
+#include "base/escape.h"
+#include "base/log.h"
 #include "stackctl-format.h"
 #include "stackctl.h"
 

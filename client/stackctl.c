@@ -8,14 +8,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "log.h"
-#include "macro.h"
-#include "parse-util.h"
+#include "serve/api.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/parse-util.h"
 #include "stackctl.h"
-#include "symcache.h"
-#include "thread-class.h"
-#include "wait-chain.h"
+#include "capture/symcache.h"
+#include "model/thread-class.h"
+#include "chain/wait-chain.h"
 
 StackctlArgs arg;
 

@@ -6,11 +6,11 @@
 
 #include <json-c/json.h>
 
-#include "archive.h"
-#include "capture.h"
-#include "json-util.h"
+#include "store/archive.h"
+#include "capture/capture.h"
+#include "base/json-util.h"
 #include "stackctl-http.h"
-#include "symbolize.h"
+#include "capture/symbolize.h"
 
 /* Exit codes a script can use. */
 enum {

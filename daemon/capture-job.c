@@ -13,20 +13,20 @@
 #include <linux/close_range.h>
 #include <unistd.h>
 
-#include "archive-vacuum.h"
+#include "store/archive-vacuum.h"
 #include "capture-job.h"
-#include "io-util.h"
-#include "json-util.h"
-#include "log.h"
-#include "macro.h"
-#include "snapshot-json.h"
-#include "snapshot-text.h"
-#include "strv.h"
-#include "string-table.h"
-#include "symbolize.h"
-#include "time-util.h"
-#include "syscall-probe.h"
-#include "wait-chain.h"
+#include "base/io-util.h"
+#include "base/json-util.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "model/snapshot-json.h"
+#include "model/snapshot-text.h"
+#include "base/strv.h"
+#include "base/string-table.h"
+#include "capture/symbolize.h"
+#include "base/time-util.h"
+#include "capture/syscall-probe.h"
+#include "chain/wait-chain.h"
 
 static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
         [CAPTURE_JOB_FORMAT_JSON] = "json",

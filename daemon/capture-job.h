@@ -8,11 +8,11 @@
 
 #include <systemd/sd-event.h>
 
-#include "archive.h"
-#include "capture.h"
-#include "config.h"
-#include "snapshot.h"
-#include "symbolize.h"
+#include "store/archive.h"
+#include "capture/capture.h"
+#include "model/config.h"
+#include "model/snapshot.h"
+#include "capture/symbolize.h"
 
 typedef struct CaptureJob CaptureJob;
 

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "classify.h"
-#include "macro.h"
+#include "base/macro.h"
 
 double classify_cpu_percent(const ThreadSample *prev, const ThreadSample *cur, long hz) {
         uint64_t dticks, dt;

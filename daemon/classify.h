@@ -4,8 +4,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "proc-parse.h"
-#include "thread-class.h"
+#include "model/proc-parse.h"
+#include "model/thread-class.h"
 
 /* On-CPU thresholds, in percent of one core over the interval. */
 #define CLASSIFY_ON_CPU_PERCENT 50.0

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "archive.h"
-#include "config.h"
+#include "store/archive.h"
+#include "model/config.h"
 #include "firing.h"
 #include "hooks.h"
 #include "scan.h"

@@ -6,15 +6,15 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "alloc-util.h"
-#include "archive.h"
-#include "escape.h"
+#include "base/alloc-util.h"
+#include "store/archive.h"
+#include "base/escape.h"
 #include "firing.h"
 #include "journal.h"
-#include "log.h"
-#include "macro.h"
-#include "strv.h"
-#include "time-util.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/strv.h"
+#include "base/time-util.h"
 
 /* A firing alert expires after this many repeat intervals without being sent again: one missed repeat (a loaded
  * machine, a hook that failed once) does not end it. */

@@ -14,15 +14,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alloc-util.h"
-#include "config.h"
-#include "escape.h"
+#include "base/alloc-util.h"
+#include "model/config.h"
+#include "base/escape.h"
 #include "hooks.h"
 #include "journal.h"
-#include "json-util.h"
-#include "log.h"
-#include "macro.h"
-#include "strv.h"
+#include "base/json-util.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/strv.h"
 
 /* A longer line of a hook's output is logged cut, marked with "…"; the rest of it is skipped. */
 #define HOOK_LINE_MAX 1024

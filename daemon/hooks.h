@@ -8,7 +8,7 @@
 #include <json-c/json.h>
 #include <systemd/sd-event.h>
 
-#include "macro.h"
+#include "base/macro.h"
 
 typedef struct Hooks Hooks;
 

@@ -5,7 +5,7 @@
 #include <sys/socket.h>
 
 #include "http-admit.h"
-#include "macro.h"
+#include "base/macro.h"
 
 struct HttpAdmitConn {
         HttpAdmitConn *next, *prev;

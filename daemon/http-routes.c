@@ -11,16 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "archive.h"
+#include "serve/api.h"
+#include "store/archive.h"
 #include "http.h"
-#include "json-util.h"
-#include "log.h"
-#include "parse-util.h"
-#include "peers.h"
-#include "snapshot-json.h"
-#include "snapshot-text.h"
-#include "time-util.h"
+#include "base/json-util.h"
+#include "base/log.h"
+#include "base/parse-util.h"
+#include "chain/peers.h"
+#include "model/snapshot-json.h"
+#include "model/snapshot-text.h"
+#include "base/time-util.h"
 
 /* The kernel's PID_MAX_LIMIT on 64-bit: no pid or tid is larger. */
 #define HTTP_PID_MAX 4194304

@@ -17,15 +17,15 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
-#include "alloc-util.h"
-#include "api.h"
+#include "base/alloc-util.h"
+#include "serve/api.h"
 #include "http-admit.h"
 #include "http.h"
-#include "io-util.h"
-#include "json-util.h"
-#include "log.h"
-#include "time-util.h"
-#include "token-file.h"
+#include "base/io-util.h"
+#include "base/json-util.h"
+#include "base/log.h"
+#include "base/time-util.h"
+#include "serve/token-file.h"
 
 struct HttpListener {
         Http *http;

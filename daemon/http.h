@@ -14,7 +14,7 @@
 
 #include "capture-job.h"
 #include "daemon-view.h"
-#include "macro.h"
+#include "base/macro.h"
 #include "metrics.h"
 
 typedef struct Http Http;

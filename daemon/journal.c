@@ -9,11 +9,11 @@
 
 #include <systemd/sd-journal.h>
 
-#include "escape.h"
+#include "base/escape.h"
 #include "journal.h"
-#include "log.h"
-#include "macro.h"
-#include "string-table.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/string-table.h"
 
 static bool use_journal;
 

@@ -7,9 +7,9 @@
 
 #include "capture-job.h"
 #include "lock-probe.h"
-#include "log.h"
-#include "syscall-probe.h"
-#include "time-util.h"
+#include "base/log.h"
+#include "capture/syscall-probe.h"
+#include "base/time-util.h"
 
 /* The child's exit status: seen failing, not seen, or the probe could not run. */
 enum {

@@ -4,7 +4,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "macro.h"
+#include "base/macro.h"
 #include "metrics.h"
 #include "scan.h"
 

@@ -8,18 +8,18 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "alloc-util.h"
+#include "base/alloc-util.h"
 #include "http.h"
 #include "journal.h"
-#include "log.h"
-#include "macro.h"
-#include "config-load.h"
-#include "archive-vacuum.h"
-#include "escape.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "model/config-load.h"
+#include "store/archive-vacuum.h"
+#include "base/escape.h"
 #include "manager.h"
-#include "symcache.h"
-#include "strv.h"
-#include "time-util.h"
+#include "capture/symcache.h"
+#include "base/strv.h"
+#include "base/time-util.h"
 
 /* On SIGTERM, how long the captures in flight get to finish: the evidence of a hang is worth a short wait, but
  * systemd's stop timeout is not ours to spend. */

@@ -6,9 +6,9 @@
 
 #include <systemd/sd-event.h>
 
-#include "archive.h"
+#include "store/archive.h"
 #include "capture-job.h"
-#include "config.h"
+#include "model/config.h"
 #include "firing.h"
 #include "hooks.h"
 #include "lock-probe.h"

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc-util.h"
-#include "escape.h"
-#include "macro.h"
+#include "base/alloc-util.h"
+#include "base/escape.h"
+#include "base/macro.h"
 #include "metrics.h"
-#include "string-table.h"
-#include "time-util.h"
+#include "base/string-table.h"
+#include "base/time-util.h"
 
 static const char *const capture_outcome_table[_CAPTURE_OUTCOME_MAX] = {
         [CAPTURE_OUTCOME_OK] = "ok",

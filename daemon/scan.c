@@ -10,14 +10,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "macro.h"
-#include "parse-util.h"
-#include "peers.h"
-#include "proc-parse.h"
-#include "proc-read.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/parse-util.h"
+#include "chain/peers.h"
+#include "model/proc-parse.h"
+#include "proc/proc-read.h"
 #include "scan.h"
-#include "time-util.h"
+#include "base/time-util.h"
 
 int scanner_new(Scanner **ret) {
         Scanner *s = calloc(1, sizeof *s);

@@ -4,13 +4,13 @@
 #include <time.h>
 #include <sys/syscall.h>
 
-#include "alloc-util.h"
-#include "log.h"
-#include "macro.h"
-#include "rules.h"
-#include "time-util.h"
+#include "base/alloc-util.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "model/rules.h"
+#include "base/time-util.h"
 #include "trigger.h"
-#include "wait-chain.h"
+#include "chain/wait-chain.h"
 
 void trigger_done(Trigger *t) {
         for (size_t i = 0; i < t->n_cooldowns; i++)

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "config-load.h"
+#include "model/config-load.h"
 #include "fuzz.h"
-#include "rules.h"
+#include "model/rules.h"
 
 static char main_path[PATH_MAX], dropin_dir[PATH_MAX], dropin_path[PATH_MAX];
 

@@ -12,10 +12,10 @@
 #include <math.h>
 
 #include "../daemon/http.c"
-#include "config.h"
+#include "model/config.h"
 #include "fuzz.h"
-#include "intmap.h"
-#include "string-table.h"
+#include "base/intmap.h"
+#include "base/string-table.h"
 
 /* ---- the connection, as libmicrohttpd keeps it ---- */
 

@@ -4,12 +4,12 @@
  * frames and a thread's text, and the JSON writer, whose output must read back. */
 #include <errno.h>
 
-#include "escape.h"
+#include "base/escape.h"
 #include "fuzz.h"
-#include "json-util.h"
-#include "snapshot-json.h"
-#include "snapshot-text.h"
-#include "strv.h"
+#include "base/json-util.h"
+#include "model/snapshot-json.h"
+#include "model/snapshot-text.h"
+#include "base/strv.h"
 
 static void render(const Snapshot *s, const TextOptions *o) {
         (void) snapshot_print_text(s, o, fuzz_sink());

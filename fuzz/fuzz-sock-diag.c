@@ -4,7 +4,7 @@
  * real ones). Nothing here opens a socket: the statics are reached by including the module, as the unit tests do. */
 #include <netinet/in.h>
 
-#include "../lib/sock-diag.c"
+#include "../lib/proc/sock-diag.c"
 #include "fuzz.h"
 
 static void fuzz_unix(const char *buf, size_t n) {

@@ -104,7 +104,7 @@ def test_configure_honours_an_explicit_unit_directory(tmp_path):
     """configure alone, in a copy of what it reads (the source tree may be configured already, and read-only)."""
     if not os.access(os.path.join(SRCDIR, "configure"), os.X_OK):
         pytest.skip("no configure script in the source tree")
-    for f in ("configure", "Makefile.in", "build-config.h.in", "lib/macro.h"):
+    for f in ("configure", "Makefile.in", "build-config.h.in", "lib/base/macro.h"):
         os.makedirs(os.path.dirname(tmp_path / f), exist_ok=True)
         shutil.copy(os.path.join(SRCDIR, f), tmp_path / f)
     shutil.copytree(os.path.join(SRCDIR, "build-aux"), tmp_path / "build-aux")

@@ -10,9 +10,9 @@
 
 #include "unit.h"
 
-#include "alloc-util.h"
-#include "io-util.h"
-#include "macro.h"
+#include "base/alloc-util.h"
+#include "base/io-util.h"
+#include "base/macro.h"
 
 START_TEST(test_greedy_realloc_appends) {
         _cleanup_free_ uint32_t *a = NULL;

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 /* The module itself, for its static helpers and Archive's insides (the named-temp fallback), as chrony's tests do. */
-#include "../../lib/archive.c"
-#include "archive-vacuum.h"
+#include "../../lib/store/archive.c"
+#include "store/archive-vacuum.h"
 
 /* 2024-01-02T03:04:05.000006Z */
 #define T0 1704164645000006ULL

@@ -9,7 +9,7 @@
 #include "unit.h"
 
 /* The static helpers under test (chrony's pattern: include the module rather than export its internals). */
-#include "../../lib/capture.c"
+#include "../../lib/capture/capture.c"
 
 static int make_taskdir(char *tmpl, bool with_stack, const char *stack_text) {
         int dirfd, fd;

@@ -5,8 +5,8 @@
 #include "unit.h"
 
 #include "../../daemon/classify.h"
-#include "intmap.h"
-#include "macro.h"
+#include "base/intmap.h"
+#include "base/macro.h"
 
 #define HZ 100
 #define SEC 1000000ULL

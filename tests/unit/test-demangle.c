@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "demangle.h"
+#include "base/demangle.h"
 
 START_TEST(test_demangle_table) {
         static const struct {

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc-util.h"
-#include "escape.h"
-#include "json-util.h"
+#include "base/alloc-util.h"
+#include "base/escape.h"
+#include "base/json-util.h"
 
 START_TEST(test_escape_table) {
         static const struct {

@@ -18,8 +18,8 @@
 #include "unit.h"
 
 #include "../../daemon/hooks.h"
-#include "macro.h"
-#include "time-util.h"
+#include "base/macro.h"
+#include "base/time-util.h"
 
 /* Every wait has a deadline well inside Check's 4 s per test; valgrind (CK_FORK=no) has none. */
 #define DEADLINE_USEC (3 * USEC_PER_SEC)

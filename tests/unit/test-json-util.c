@@ -4,8 +4,8 @@
 
 #include "unit.h"
 
-#include "json-util.h"
-#include "macro.h"
+#include "base/json-util.h"
+#include "base/macro.h"
 
 static int parse(const char *text, const char **err) {
         json_object *j = NULL;

@@ -5,10 +5,10 @@
 
 #include "unit.h"
 
-#include "config.h"
-#include "macro.h"
+#include "model/config.h"
+#include "base/macro.h"
 #include "../../daemon/metrics.h"
-#include "time-util.h"
+#include "base/time-util.h"
 
 static bool has_line(const char *text, const char *line) {
         size_t n = strlen(line);

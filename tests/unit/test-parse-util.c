@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "parse-util.h"
+#include "base/parse-util.h"
 
 START_TEST(test_safe_atou64) {
         static const struct {

@@ -8,9 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "macro.h"
-#include "proc-parse.h"
-#include "proc-read.h"
+#include "base/macro.h"
+#include "model/proc-parse.h"
+#include "proc/proc-read.h"
 
 START_TEST(test_read_self) {
         _cleanup_close_ int dirfd = -EBADF;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "macro.h"
-#include "rules.h"
+#include "base/macro.h"
+#include "model/rules.h"
 
 /* The tables below start from a base rule and base facts and override a field or two with designated
  * initializers: that is the point, so the "overridden initializer" warning is off for this file. */

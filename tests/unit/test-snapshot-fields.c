@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/snapshot-json.c"
+#include "../../lib/model/snapshot-json.c"
 
 static const struct {
         const char *name;

@@ -3,7 +3,7 @@
 #include <stdint.h>
 
 #include "../../client/stackctl-format.h"
-#include "macro.h"
+#include "base/macro.h"
 
 START_TEST(test_timespan_table) {
         static const struct {

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "symcache.h"
+#include "capture/symcache.h"
 
 static char *tmpdir_new(void) {
         char *d;

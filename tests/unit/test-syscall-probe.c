@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "syscall-probe.h"
+#include "capture/syscall-probe.h"
 
 static volatile sig_atomic_t got_usr1;
 

@@ -8,9 +8,9 @@
 
 #include "unit.h"
 
-#include "api.h"
-#include "macro.h"
-#include "token-file.h"
+#include "serve/api.h"
+#include "base/macro.h"
+#include "serve/token-file.h"
 
 static char *write_tmp(const char *data, size_t len) {
         char *path = strdup("/tmp/test-token-XXXXXX");

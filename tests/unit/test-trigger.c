@@ -5,8 +5,8 @@
 
 #include "unit.h"
 
-#include "config.h"
-#include "macro.h"
+#include "model/config.h"
+#include "base/macro.h"
 #include "../../daemon/trigger.h"
 
 #define SEC USEC_PER_SEC

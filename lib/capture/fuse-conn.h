@@ -1,0 +1,47 @@
+/* fuse-conn.h: FUSE mounts as a process sees them, and whether the daemon behind one would answer a request now.
+ * Nothing here sends a FUSE request: a stat() or open() of a file whose daemon does not answer waits with it, and
+ * once the daemon has read the request, in D state, where no signal reaches. */
+#pragma once
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "proc/peers-tables.h"
+
+typedef struct FuseMount {
+        int mnt_id;
+        unsigned major, minor;          /* the mount's device: st_dev of its files, as maps shows it */
+        char mountpoint[PATH_MAX];      /* as the process sees it, unescaped */
+        char fstype[64];                /* fuse, fuse.NAME or fuseblk */
+} FuseMount;
+
+/* The connection of a mount, as the kernel numbers it (/sys/fs/fuse/connections/N, the fuse_connection of
+ * /dev/fuse's fdinfo): the device of its superblock. */
+static inline unsigned fuse_mount_connection(const FuseMount *m) {
+        return m->major << 20 | m->minor;
+}
+
+/* The FUSE mounts of a mountinfo TEXT (NUL-terminated, cut up in place), in its order (none: *RET NULL and 0). */
+int fuse_mounts_parse(char *text, FuseMount **ret, size_t *ret_n);
+/* PID's FUSE mounts, from its mountinfo. */
+int fuse_mounts_load(pid_t pid, FuseMount **ret, size_t *ret_n);
+
+/* The mount on device MAJOR:MINOR, or NULL. */
+const FuseMount *fuse_mounts_by_dev(const FuseMount *m, size_t n, unsigned major, unsigned minor);
+/* The mount that holds PATH (absolute, as the process sees it): the longest mount point that is a prefix of it at a
+ * component boundary; NULL when it is on no FUSE mount. Mounts over a FUSE mount's subtree are not told apart. */
+const FuseMount *fuse_mounts_by_path(const FuseMount *m, size_t n, const char *path);
+
+/* The fds of distinct processes holding /dev/fuse for CONNECTION in R's fd pass (loaded if it was not), up to MAX
+ * in RET: how many. *RET_UNKNOWN says that some /dev/fuse fd does not name its connection (a kernel without
+ * fuse_connection in fdinfo), so a holder may be missing. */
+int fuse_connection_holders(PeerResolver *r, unsigned connection, const FdOwner **ret, size_t max,
+                            bool *ret_unknown);
+
+/* Whether the daemon of CONNECTION would take a request now: 1 when one of the processes holding /dev/fuse for it
+ * (all of them, where the kernel does not say which) has a thread asleep waiting for requests, or when nobody holds
+ * it (the kernel then fails every request at once); 0 when none has (stopped, hung, or busy with every thread),
+ * with WHY saying so in a few words. */
+int fuse_connection_answering(PeerResolver *r, unsigned connection, char *why, size_t why_len);

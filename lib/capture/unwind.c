@@ -1,0 +1,592 @@
+/* unwind.c: the unwinder interface: per-process context, memory reads, backend dispatch, FP and scan fallbacks. */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "base/alloc-util.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "proc/peers-tables.h"
+#include "proc/proc-read.h"
+#include "capture/unwind-internal.h"
+
+/* Budgets of the last-resort fallbacks. */
+#define FP_FRAMES_MAX 256
+#define SCAN_FRAMES_MAX 32
+#define SCAN_BYTES_MAX (16 * 1024)
+#define MAPS_BYTES_MAX (64U * 1024 * 1024)
+
+
+#define DELETED_SUFFIX " (deleted)"
+/* The name libdwfl knows a file not to be read by: no such path exists, and find_elf() opens none. */
+#define UNWIND_NOT_READ_PREFIX "//stackwatch-not-read/"
+
+/* Remember that libdwfl knows the module shown as NAME under ALIAS; WHY (NULL: it is read) says why it is not read. */
+static int add_alias(UnwindProcess *p, const char *alias, const char *name, const char *why) {
+        char **na;
+
+        if (!GREEDY_REALLOC(p->aliases, p->n_aliases_allocated, 3 * (p->n_aliases + 1)))
+                return -ENOMEM;
+        na = p->aliases + 3 * p->n_aliases;
+        na[0] = strdup(alias);
+        na[1] = strdup(name);
+        na[2] = why ? strdup(why) : NULL;
+        if (!na[0] || !na[1] || (why && !na[2])) {
+                free(na[0]);
+                free(na[1]);
+                free(na[2]);
+                return -ENOMEM;
+        }
+        p->n_aliases++;
+        return 0;
+}
+
+/* Why the file on device MAJOR:MINOR is not to be read at all, or NULL: it sits on a FUSE mount whose daemon would
+ * not answer, and any look at it (a stat() of its path, an open(), a read of a page not in memory) would wait for that
+ * daemon with the target, in D state once the daemon has read our request. The target's FUSE mounts are read once,
+ * at its first file; each connection is asked about once. */
+static const char *fuse_not_answering(UnwindProcess *p, unsigned major, unsigned minor) {
+        _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
+        const FuseMount *m;
+        size_t i;
+        char why[256];
+
+        if (!p->fuse_mounts_loaded) {
+                p->fuse_mounts_loaded = true;
+                if (fuse_mounts_load(p->pid, &p->fuse_mounts, &p->n_fuse_mounts) < 0)
+                        p->n_fuse_mounts = 0;
+                if (p->n_fuse_mounts > 0) {
+                        p->fuse_answering = malloc(p->n_fuse_mounts * sizeof *p->fuse_answering);
+                        p->fuse_why = calloc(p->n_fuse_mounts, sizeof *p->fuse_why);
+                        if (!p->fuse_answering || !p->fuse_why) {
+                                p->n_fuse_mounts = 0; /* and unwind_process_free() frees what there is */
+                                return "not enough memory to tell whether its FUSE daemon answers";
+                        }
+                        for (i = 0; i < p->n_fuse_mounts; i++)
+                                p->fuse_answering[i] = -1;
+                }
+        }
+        m = fuse_mounts_by_dev(p->fuse_mounts, p->n_fuse_mounts, major, minor);
+        if (!m)
+                return NULL;
+        i = (size_t) (m - p->fuse_mounts);
+        if (p->fuse_answering[i] < 0) {
+                int k = peer_resolver_new(&r);
+
+                if (k >= 0)
+                        k = fuse_connection_answering(r, fuse_mount_connection(m), why, sizeof why);
+                if (k < 0)
+                        snprintf(why, sizeof why, "cannot tell whether its daemon answers: %s", strerror(-k));
+                p->fuse_answering[i] = k > 0;
+                if (k <= 0 && asprintf(&p->fuse_why[i], "on %s mount %s, and %s", m->fstype, m->mountpoint, why) < 0)
+                        p->fuse_why[i] = NULL;
+                if (k <= 0)
+                        log_debug("Not reading the files of %d on %s: %s", (int) p->pid, m->mountpoint, why);
+        }
+        return p->fuse_answering[i] ? NULL : p->fuse_why[i] ?: "on a FUSE mount whose daemon does not answer";
+}
+
+/* Every file is opened as the target sees it, never by its name on the host, where another file may sit at the same
+ * path (a container, a chroot, our own unit's PrivateTmp=) or none at all. A file that still exists is reached
+ * through /proc/PID/root, in the target's mount namespace and root; a deleted one (a package upgraded under a running
+ * service, a memfd) cannot be opened by name, but /proc/PID/map_files/START-END still serves the whole file, symbol
+ * table included. Rewrite the paths in the maps text we hand to libdwfl, every mapping of one file to one alias, and
+ * remember the original name for display. libdwfl and the symbolizer check the build-id of what they open. */
+static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *out = NULL;
+        size_t olen = 0, oalloc = len + 1;
+
+        out = malloc(oalloc);
+        if (!out)
+                return -ENOMEM;
+        for (const char *l = text; l < text + len;) {
+                const char *eol = memchr(l, '\n', (size_t) (text + len - l)) ?: text + len;
+                size_t ll = (size_t) (eol - l), sl = strlen(DELETED_SUFFIX);
+                const char *path = memchr(l, '/', ll);
+                char repl[96];
+                const char *emit = l;
+                size_t elen = ll;
+                _cleanup_free_ char *pathcopy = NULL;
+
+                if (path && (pathcopy = strndup(path, (size_t) (eol - path)))) {
+                        bool deleted = ll > sl && memcmp(eol - sl, DELETED_SUFFIX, sl) == 0;
+                        /* The module's name is the file's; a newline in it must not reach the maps text that
+                         * libdwfl reads, so such a file goes through map_files. */
+                        bool newline = strchr(proc_maps_path_unmangle(pathcopy), '\n');
+                        _cleanup_free_ char *rooted = NULL;
+                        const char *alias = NULL, *why = NULL;
+                        unsigned long long a, b, ino;
+                        unsigned maj, min;
+
+                        if (sscanf(l, "%llx-%llx %*s %*x %x:%x %llu", &a, &b, &maj, &min, &ino) != 5)
+                                goto plain;
+                        for (size_t i = 0; i < p->n_aliases; i++)
+                                if (streq(p->aliases[3 * i + 1], pathcopy)) {
+                                        alias = p->aliases[3 * i];
+                                        why = p->aliases[3 * i + 2];
+                                }
+                        if (!alias) {
+                                why = fuse_not_answering(p, maj, min);
+                                if (why) {
+                                        /* Not even map_files: opening that is an open() of the file too. */
+                                        snprintf(repl, sizeof repl, UNWIND_NOT_READ_PREFIX "%llx-%llx", a, b);
+                                        if (add_alias(p, repl, pathcopy, why) < 0)
+                                                return -ENOMEM;
+                                        alias = p->aliases[3 * (p->n_aliases - 1)];
+                                        why = p->aliases[3 * (p->n_aliases - 1) + 2];
+                                }
+                        }
+                        if (why) {
+                                if (!GREEDY_REALLOC(p->unread, p->n_unread_allocated, p->n_unread + 1))
+                                        return -ENOMEM;
+                                p->unread[p->n_unread][0] = a;
+                                p->unread[p->n_unread++][1] = b;
+                        }
+                        if (!alias) {
+                                struct stat st;
+
+                                if (!deleted && !newline &&
+                                    asprintf(&rooted, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0)
+                                        return -ENOMEM;
+                                /* The path in the target's root must be the very file mapped (device and inode as
+                                 * maps has them): else (unmounted since, replaced, an overlay's other face) the
+                                 * mapping itself, through map_files, or nothing, never a namesake. */
+                                if (rooted && (stat(rooted, &st) < 0 || st.st_ino != ino ||
+                                               major(st.st_dev) != maj || minor(st.st_dev) != min))
+                                        rooted = mfree(rooted);
+                                if (!rooted)
+                                        snprintf(repl, sizeof repl, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a,
+                                                 b);
+                                if (add_alias(p, rooted ?: repl, pathcopy, NULL) < 0)
+                                        return -ENOMEM;
+                                alias = p->aliases[3 * (p->n_aliases - 1)];
+                        }
+                        /* Emit the line up to the path, then the alias. */
+                        size_t head = (size_t) (path - l), need = olen + head + strlen(alias) + 2;
+                        if (!GREEDY_REALLOC(out, oalloc, need))
+                                return -ENOMEM;
+                        memcpy(out + olen, l, head);
+                        olen += head;
+                        memcpy(out + olen, alias, strlen(alias));
+                        olen += strlen(alias);
+                        out[olen++] = '\n';
+                        l = eol + 1;
+                        continue;
+                }
+        plain:
+                if (!GREEDY_REALLOC(out, oalloc, olen + elen + 2))
+                        return -ENOMEM;
+                memcpy(out + olen, emit, elen);
+                olen += elen;
+                out[olen++] = '\n';
+                l = eol + 1;
+        }
+        out[olen] = '\0';
+        *ret_len = olen;
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+const char *unwind_process_module_name(UnwindProcess *p, const char *dwfl_name) {
+        for (size_t i = 0; dwfl_name && i < p->n_aliases; i++)
+                if (streq(p->aliases[3 * i], dwfl_name))
+                        return p->aliases[3 * i + 1];
+        return dwfl_name;
+}
+
+const char *unwind_process_module_not_read(UnwindProcess *p, const char *dwfl_name) {
+        for (size_t i = 0; dwfl_name && i < p->n_aliases; i++)
+                if (streq(p->aliases[3 * i], dwfl_name))
+                        return p->aliases[3 * i + 2];
+        return NULL;
+}
+
+/* libdwfl's find_elf for /proc maps, but a file not to be read is not opened: its module has no ELF. */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base, char **file_name,
+                    Elf **elfp) {
+        if (startswith(name, UNWIND_NOT_READ_PREFIX)) {
+                *elfp = NULL;
+                return -1;
+        }
+        return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+}
+
+int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **ret) {
+        _cleanup_(unwind_process_freep) UnwindProcess *p = NULL;
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ char *maps_text = NULL, *dwfl_maps = NULL;
+        size_t maps_len = 0, dwfl_maps_len = 0;
+        FILE *f;
+        int r;
+
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->pid = pid;
+        p->mem_fd = -EBADF;
+        p->arch_fd = -EBADF;
+        p->pagemap_fd = -EBADF;
+
+        r = proc_open_dir(pid, 0, &dirfd);
+        if (r < 0)
+                return r;
+        r = proc_read_full(dirfd, "maps", MAPS_BYTES_MAX, &maps_text, &maps_len);
+        if (r < 0)
+                return r;
+        p->maps_buf = strdup(maps_text);
+        if (!p->maps_buf)
+                return -ENOMEM;
+        r = proc_parse_maps(p->maps_buf, maps_len, &p->maps, &p->n_maps);
+        if (r < 0)
+                return r;
+
+        p->mem_fd = openat(dirfd, "mem", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (p->mem_fd < 0)
+                log_debug_errno(errno, "Cannot open /proc/%d/mem, reading the stack copy only: %m", (int) pid);
+
+        if (debuginfo_path) {
+                p->debuginfo_path = strdup(debuginfo_path);
+                if (!p->debuginfo_path)
+                        return -ENOMEM;
+        }
+        p->callbacks = (Dwfl_Callbacks) {
+                .find_elf = find_elf,
+                .find_debuginfo = dwfl_standard_find_debuginfo,
+                .debuginfo_path = p->debuginfo_path ? &p->debuginfo_path : NULL,
+        };
+        p->dwfl = dwfl_begin(&p->callbacks);
+        if (!p->dwfl)
+                return -ENOMEM;
+        dwfl_report_begin(p->dwfl);
+        /* Report from the maps we already read, so the module list and our stack clamps agree. */
+        r = alias_deleted(p, maps_text, maps_len, &dwfl_maps, &dwfl_maps_len);
+        if (r < 0)
+                return r;
+        f = fmemopen(dwfl_maps, dwfl_maps_len ?: 1, "r");
+        if (!f)
+                return -ENOMEM;
+        r = dwfl_linux_proc_maps_report(p->dwfl, f);
+        fclose(f);
+        if (r != 0)
+                log_debug("dwfl_linux_proc_maps_report(%d) failed: %s", (int) pid, r < 0 ? dwfl_errmsg(-1) : strerror(r));
+        /* That variant skips the vDSO (it learns its address from auxv only in dwfl_linux_proc_report()). Report
+         * it under libdwfl's own "[vdso: PID]" name, whose find_elf reads the image from memory, no ptrace. */
+        for (size_t i = 0; i < p->n_maps; i++)
+                if (streq(p->maps[i].path, "[vdso]")) {
+                        char name[32];
+                        snprintf(name, sizeof name, "[vdso: %d]", (int) pid);
+                        r = add_alias(p, name, "[vdso]", NULL);
+                        if (r < 0)
+                                return r;
+                        if (!dwfl_report_module(p->dwfl, name, p->maps[i].start, p->maps[i].end))
+                                log_debug("Cannot report the vDSO of %d: %s", (int) pid, dwfl_errmsg(-1));
+                        break;
+                }
+        if (dwfl_report_end(p->dwfl, NULL, NULL) != 0)
+                return log_debug_errno(EIO, "dwfl_report_end(%d): %s", (int) pid, dwfl_errmsg(-1));
+
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+/* The backends by kind (the FP one is defined below); NULL where this build has none. */
+static const UnwindBackend unwind_backend_fp;
+static const UnwindBackend *const unwind_backends[_UNWINDER_MAX] = {
+        [UNWINDER_LIBDW] = &unwind_backend_dwfl,
+#ifdef HAVE_LIBUNWIND
+        [UNWINDER_LIBUNWIND] = &unwind_backend_libunwind,
+#endif
+        [UNWINDER_FP] = &unwind_backend_fp,
+};
+
+UnwindProcess *unwind_process_free(UnwindProcess *p) {
+        if (!p)
+                return NULL;
+        for (UnwinderKind k = 0; k < _UNWINDER_MAX; k++)
+                if (unwind_backends[k] && unwind_backends[k]->process_done)
+                        unwind_backends[k]->process_done(p);
+        if (p->dwfl)
+                dwfl_end(p->dwfl);
+        if (p->arch_elf)
+                elf_end(p->arch_elf);
+        safe_close(p->arch_fd);
+        safe_close(p->mem_fd);
+        for (size_t i = 0; i < 3 * p->n_aliases; i++)
+                free(p->aliases[i]);
+        free(p->aliases);
+        for (size_t i = 0; p->fuse_why && i < p->n_fuse_mounts; i++)
+                free(p->fuse_why[i]);
+        free(p->fuse_why);
+        free(p->fuse_answering);
+        free(p->fuse_mounts);
+        free(p->unread);
+        safe_close(p->pagemap_fd);
+        free(p->maps);
+        free(p->maps_buf);
+        free(p->debuginfo_path);
+        free(p);
+        return NULL;
+}
+
+Dwfl *unwind_process_dwfl(UnwindProcess *p) {
+        return p->dwfl;
+}
+
+const ProcMap *unwind_process_maps(UnwindProcess *p, size_t *ret_n) {
+        /* No address space (a zombie, or one we could not read): no maps, so no stack to copy. */
+        *ret_n = p ? p->n_maps : 0;
+        return p ? p->maps : NULL;
+}
+
+
+pid_t unwind_process_pid(UnwindProcess *p) {
+        return p->pid;
+}
+
+/* Whether every page of [ADDR, ADDR + LEN) is in memory (bit 63 of its pagemap entry). */
+static bool mem_resident(UnwindProcess *p, uint64_t addr, size_t len) {
+        uint64_t first = addr / 4096, last = (addr + len - 1) / 4096, e;
+
+        if (p->pagemap_fd < 0) {
+                char path[32];
+
+                snprintf(path, sizeof path, "/proc/%d/pagemap", (int) p->pid);
+                p->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (p->pagemap_fd < 0)
+                        return false;
+        }
+        for (uint64_t pg = first; pg <= last; pg++)
+                if (pg > (uint64_t) INT64_MAX / sizeof e ||
+                    pread(p->pagemap_fd, &e, sizeof e, (off_t) (pg * sizeof e)) != (ssize_t) sizeof e || !(e >> 63))
+                        return false;
+        return true;
+}
+
+/* Read target memory. In a file not read (see fuse_not_answering()), only what is in memory: a page that is not
+ * would be faulted in from that file, through its daemon. */
+static int mem_read(UnwindProcess *p, uint64_t addr, void *buf, size_t len) {
+        if (p->mem_fd < 0 || len == 0 || addr > (uint64_t) INT64_MAX - len)
+                return -EIO;
+        for (size_t i = 0; i < p->n_unread; i++)
+                if (addr < p->unread[i][1] && addr + len > p->unread[i][0] && !mem_resident(p, addr, len))
+                        return -EIO;
+        return pread(p->mem_fd, buf, len, (off_t) addr) == (ssize_t) len ? 0 : -EIO;
+}
+
+bool unwind_process_read_word(UnwindProcess *p, uint64_t addr, uint64_t *ret) {
+        const UnwindStack *s = p->stack;
+
+        if (s && addr >= s->base && addr - s->base <= s->len && s->len - (addr - s->base) >= sizeof *ret) {
+                memcpy(ret, s->data + (addr - s->base), sizeof *ret);
+                return true;
+        }
+        return mem_read(p, addr, ret, sizeof *ret) == 0;
+}
+
+/* Notes larger than this are not a build-id note's segment. */
+#define BUILD_ID_NOTES_MAX 4096
+#define BUILD_ID_PHDRS_MAX 64
+
+int unwind_process_build_id(UnwindProcess *p, uint64_t start, char **ret) {
+        Elf64_Phdr ph[BUILD_ID_PHDRS_MAX];
+        uint8_t notes[BUILD_ID_NOTES_MAX];
+        uint64_t base = UINT64_MAX;
+        Elf64_Ehdr eh;
+        size_t n;
+
+        /* 64-bit native images only: what this build unwinds. */
+        if (mem_read(p, start, &eh, sizeof eh) < 0)
+                return -EIO;
+        if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+            eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0)
+                return -ENOENT;
+        n = MIN((size_t) eh.e_phnum, ELEMENTSOF(ph));
+        if (eh.e_phoff > UINT64_MAX - start || mem_read(p, start + eh.e_phoff, ph, n * sizeof *ph) < 0)
+                return -EIO;
+        /* The header is mapped at the first PT_LOAD's page: the load bias is START less that page's address. */
+        for (size_t i = 0; i < n; i++)
+                if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
+                        base = start - (ph[i].p_vaddr & ~(uint64_t) 4095);
+        if (base == UINT64_MAX)
+                return -ENOENT;
+        for (size_t i = 0; i < n; i++) {
+                size_t len = MIN(ph[i].p_filesz, sizeof notes), off = 0;
+
+                if (ph[i].p_type != PT_NOTE || ph[i].p_vaddr > UINT64_MAX - base ||
+                    mem_read(p, base + ph[i].p_vaddr, notes, len) < 0)
+                        continue;
+                while (off + sizeof(Elf64_Nhdr) <= len) {
+                        Elf64_Nhdr nh;
+                        size_t name_at = off + sizeof nh, desc_at, next;
+
+                        memcpy(&nh, notes + off, sizeof nh);
+                        desc_at = name_at + ((nh.n_namesz + 3U) & ~3U);
+                        next = desc_at + ((nh.n_descsz + 3U) & ~3U);
+                        if (nh.n_namesz > len || nh.n_descsz > len || next > len)
+                                break;
+                        if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(notes + name_at, "GNU", 4) == 0 &&
+                            nh.n_descsz > 0 && nh.n_descsz <= 64) {
+                                char *hex = malloc(nh.n_descsz * 2 + 1);
+                                if (!hex)
+                                        return -ENOMEM;
+                                for (size_t k = 0; k < nh.n_descsz; k++)
+                                        snprintf(hex + 2 * k, 3, "%02x", notes[desc_at + k]);
+                                *ret = hex;
+                                return 0;
+                        }
+                        off = next;
+                }
+        }
+        return -ENOENT;
+}
+
+bool unwind_process_is_text(UnwindProcess *p, uint64_t addr) {
+        const ProcMap *m = proc_maps_find(p->maps, p->n_maps, addr);
+        return m && m->x;
+}
+
+static bool in_stack(const UnwindStack *s, uint64_t addr) {
+        return s && addr >= s->base && addr < s->base + s->len;
+}
+
+/* Frame-pointer walk from RBP: the return address sits above the saved RBP. Only trusted while RBP stays inside
+ * the stack copy and moves strictly outwards. */
+static void unwind_fp(UnwindProcess *p, uint64_t rbp, UnwindFrame *frames, size_t max, size_t *n,
+                      UnwindResult *res) {
+        const UnwindStack *s = p->stack;
+
+        for (unsigned k = 0; k < FP_FRAMES_MAX; k++) {
+                uint64_t next, ret;
+
+                if (*n >= max) {
+                        res->truncated = true;
+                        snprintf(res->end, sizeof res->end, "max frames");
+                        return;
+                }
+                if (!in_stack(s, rbp) || !unwind_process_read_word(p, rbp, &next) ||
+                    !unwind_process_read_word(p, rbp + 8, &ret))
+                        return;
+                if (ret == 0 || !unwind_process_is_text(p, ret))
+                        return;
+                frames[(*n)++] = (UnwindFrame) { .pc = ret, .method = FRAME_METHOD_FP };
+                if (next == 0) {
+                        res->clean = true;
+                        snprintf(res->end, sizeof res->end, "end of frame-pointer chain");
+                        return;
+                }
+                if (next <= rbp)
+                        return;
+                rbp = next;
+        }
+}
+
+/* Is RET the address just after a call instruction? Checks the encodings compilers emit: call rel32 (E8) and
+ * call r/m64 (FF /2) of 2, 3, 6 and 7 bytes. */
+static bool after_call(UnwindProcess *p, uint64_t ret) {
+        uint64_t w;
+        uint8_t b[8];
+
+        if (ret < 8 || !unwind_process_read_word(p, ret - 8, &w))
+                return false;
+        memcpy(b, &w, sizeof b);
+        if (b[3] == 0xe8)       /* E8 rel32 */
+                return true;
+        for (unsigned len = 2; len <= 7; len++) {
+                uint8_t op = b[8 - len], modrm = b[8 - len + 1];
+                if (op == 0xff && ((modrm >> 3) & 7) == 2)
+                        return true;
+        }
+        return false;
+}
+
+/* Last resort: scan the stack copy upwards from SP for words that return into text right after a call. Such
+ * frames are guesses and marked as such. */
+static void unwind_scan(UnwindProcess *p, uint64_t sp, UnwindFrame *frames, size_t max, size_t *n,
+                        UnwindResult *res) {
+        const UnwindStack *s = p->stack;
+        unsigned found = 0;
+
+        if (!s || sp < s->base)
+                return;
+        for (uint64_t a = sp & ~7ULL; a + 8 <= s->base + s->len && a - sp < SCAN_BYTES_MAX; a += 8) {
+                uint64_t v;
+
+                if (found >= SCAN_FRAMES_MAX)
+                        break;
+                if (*n >= max) {
+                        res->truncated = true;
+                        snprintf(res->end, sizeof res->end, "max frames");
+                        return;
+                }
+                memcpy(&v, s->data + (a - s->base), sizeof v);
+                if (!unwind_process_is_text(p, v) || !after_call(p, v))
+                        continue;
+                frames[(*n)++] = (UnwindFrame) { .pc = v, .method = FRAME_METHOD_SCAN };
+                found++;
+        }
+}
+
+/* The frame-pointer "backend": just the initial frame; the fallbacks below walk the chain from it. */
+static int fp_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
+                            size_t *n, UnwindRegs *last, UnwindResult *res) {
+        frames[(*n)++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_RIP], .activation = true,
+                                         .method = FRAME_METHOD_INITIAL };
+        snprintf(res->end, sizeof res->end, "no frame pointer");
+        return 0;
+}
+
+static const UnwindBackend unwind_backend_fp = {
+        .unwind_thread = fp_unwind_thread,
+};
+
+int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRegs *regs, const UnwindStack *stack,
+                  UnwindFrame *frames, size_t max, UnwindResult *ret) {
+        UnwindResult res = {};
+        UnwindRegs last = *regs;
+        size_t n = 0;
+        int r = 0;
+
+        if (!unwind_regs_has(regs, UNWIND_REG_RIP) || max == 0)
+                return -EINVAL;
+        p->stack = stack;
+
+        if (kind < 0 || kind >= _UNWINDER_MAX)
+                r = -EINVAL;
+        else if (!unwind_backends[kind])
+                r = -EOPNOTSUPP; /* not built (libunwind is optional) */
+        else
+                r = unwind_backends[kind]->unwind_thread(p, tid, regs, frames, max, &n, &last, &res);
+        if (r < 0) {
+                p->stack = NULL;
+                return r;
+        }
+
+        /* Where the backend could not go on, try the frame-pointer chain, then a marked scan. */
+        if (!res.clean && !res.truncated && n < max) {
+                size_t before = n;
+
+                if (unwind_regs_has(&last, UNWIND_REG_RBP))
+                        unwind_fp(p, last.r[UNWIND_REG_RBP], frames, max, &n, &res);
+                if (!res.clean && !res.truncated && n == before && unwind_regs_has(&last, UNWIND_REG_RSP))
+                        unwind_scan(p, last.r[UNWIND_REG_RSP], frames, max, &n, &res);
+                if (n > before && !res.clean && !res.truncated) {
+                        size_t l = strlen(res.end);
+                        snprintf(res.end + l, sizeof res.end - l, "%s%s", l ? "; then " : "",
+                                 frames[n - 1].method == FRAME_METHOD_SCAN ? "stack scan" : "frame pointers");
+                }
+        }
+        if (n >= max && !res.clean) {
+                res.truncated = true;
+                snprintf(res.end, sizeof res.end, "max frames (%zu)", max);
+        }
+        p->stack = NULL;
+        res.n_frames = n;
+        *ret = res;
+        return 0;
+}

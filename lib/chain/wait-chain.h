@@ -1,0 +1,49 @@
+/* wait-chain.h: follow what a thread waits on, process to process, to a depth; name deadlocks; capture the peers. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capture/capture.h"
+#include "chain/peers.h"
+#include "model/snapshot.h"
+#include "capture/symbolize.h"
+
+/* Budgets of one chain (each overrun marks it truncated). */
+#define WAIT_CHAIN_DEPTH_MAX 8U
+#define WAIT_CHAIN_PEERS_MAX 16U        /* processes reached besides the first */
+#define WAIT_CHAIN_EDGES_MAX 256U       /* edges other than mutex waits */
+#define WAIT_CHAIN_THREADS_MAX 64U      /* threads of one process whose waits are followed, futex() waits aside */
+#define WAIT_CHAIN_LOCK_EDGES_MAX 1024U /* mutex waits: one read of the lock each, so many more of them */
+/* A capture's chain (never the daemon's own walks) traces at most this many sleeping threads that may poll for a
+ * lock, each until a lock call fails or this long: SQLite's busy handler sleeps 100 ms at most between tries. */
+#define WAIT_CHAIN_LOCK_PROBES_MAX 4U
+#define WAIT_CHAIN_LOCK_PROBE_USEC (300 * 1000ULL)
+
+/*
+ * Build the wait chain of thread TID of PID (TID 0: every thread of PID that waits in a syscall), DEPTH hops deep:
+ * the edges of PID's thread(s), then of every thread of each process they reach, and so on. The processes at the
+ * last hop still get their edges (so that a cycle back into the chain closes), but what they reach beyond is not
+ * followed (the edge says so). *RET_PEERS lists the processes reached, in the order reached, PID excluded.
+ *
+ * A deadlock is a knot, as in the OR model of waits: a set of processes none of which has a thread on a CPU, each
+ * with a thread whose every wait edge (all fds of a poll, all holders of a pipe) leads to a process of the set. An
+ * idle server in epoll_wait() on a listening socket and on its clients is therefore not deadlocked with a client
+ * that waits on it (the listening socket leads outside), while two processes each reading from the other are.
+ * Waits inside one process (a self-pipe, a mutex) never make a process deadlock on their own; mutex edges between
+ * threads of one process make a lock cycle instead (WaitChain.lock_cycle), a deadlock by themselves. A
+ * poll, select or epoll wait also leads to every child (SIGCHLD would wake it). The chain's cycle is one loop in
+ * the knot, found from PID: PID may be on it, or only wait on it (a parent in wait4() for a deadlocked child).
+ */
+int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
+                     size_t *ret_n_peers);
+
+/* The mutex edge of thread TID of PID in C (its holder known or not), NULL when the thread waits on no mutex. */
+const WaitEdge *wait_chain_mutex_wait(const WaitChain *c, pid_t pid, pid_t tid);
+
+/* Build the chain of ROOT (starting at TID, 0 for every waiting thread) and capture every process it reached with
+ * options O, into ROOT->wait_chain and ROOT->peers. A peer that exits or that we may not read is an error in the
+ * chain, never a failure of the whole capture. */
+int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureOptions *o, Symbolizer *sym);

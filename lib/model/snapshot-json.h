@@ -1,0 +1,21 @@
+/* snapshot-json.h: the stackwatch.snapshot/1 JSON form of a Snapshot (json-c), both directions. */
+#pragma once
+
+#include <json-c/json.h>
+
+#include "model/snapshot.h"
+
+/* Schema history:
+ *   stackwatch.snapshot/1  first version: process, capture, threads (kernel_stack, frames), modules.
+ *                          additive: trigger (the daemon's firings); wait_chain (edges, deadlock, cycle) and peers
+ *                          (one snapshot per process the chain reached, without a chain of its own). Readers
+ *                          ignore keys they do not know, so these did not need a new version; capture.symbolize_us
+ *                          (time spent resolving symbols and source lines).
+ * Addresses are hex strings ("0x…"): JSON numbers lose precision above 2^53. */
+#define SNAPSHOT_SCHEMA "stackwatch.snapshot/1"
+
+/* Build the JSON object for S; NULL on OOM. */
+json_object *snapshot_to_json(const Snapshot *s);
+/* Parse a JSON object back into a snapshot. -EINVAL (with a static reason in *ret_error) on a document that is not
+ * a stackwatch.snapshot/1, -ENOMEM on OOM. */
+int snapshot_from_json(json_object *j, Snapshot **ret, const char **ret_error);

@@ -1,0 +1,530 @@
+/* snapshot-text.c: the text a pstack/eu-stack user already reads, plus kernel frames, state and syscall; and the
+ * folded form flame graph tools take. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/escape.h"
+#include "base/json-util.h"
+#include "base/macro.h"
+#include "model/snapshot-json.h"
+#include "model/snapshot-text.h"
+#include "base/strv.h"
+
+static void put_escaped(FILE *f, const char *s) {
+        _cleanup_free_ char *e = escape_string(s);
+        fputs(e ?: "?", f);
+}
+
+/* A state letter from a stored snapshot is untrusted like any string: a letter as is, anything else escaped. */
+static void put_state(FILE *f, char c) {
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))
+                fputc(c, f);
+        else
+                fprintf(f, "\\x%02x", (unsigned) (unsigned char) c);
+}
+
+static const char *module_path(const Snapshot *s, int idx) {
+        return idx >= 0 && (size_t) idx < s->n_modules ? s->modules[idx].path : NULL;
+}
+
+static void print_syscall(FILE *f, const ThreadSnapshot *t) {
+        const ProcSyscall *sc = &t->syscall;
+        const char *name;
+
+        switch (sc->kind) {
+        case PROC_SYSCALL_RUNNING:
+                fputs(" on CPU", f);
+                return;
+        case PROC_SYSCALL_NONE:
+                fputs(" not in a syscall", f);
+                return;
+        case PROC_SYSCALL_BLOCKED:
+                name = syscall_name(sc->nr);
+                if (name)
+                        fprintf(f, " in %s(", name);
+                else
+                        fprintf(f, " in syscall_%" PRId64 "(", sc->nr);
+                for (size_t i = 0; i < 3; i++)
+                        fprintf(f, "%s0x%" PRIx64, i ? ", " : "", sc->args[i]);
+                fputs(", …)", f);
+                if (sc->restarted)
+                        fputs(" (restarted after a stop)", f);
+                return;
+        }
+}
+
+static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextOptions *o, FILE *f) {
+        fprintf(f, "TID %d:", (int) t->tid);
+        if (t->comm) {
+                fputs(" \"", f);
+                put_escaped(f, t->comm);
+                fputc('"', f);
+        }
+        if (t->state == '\0' || t->state == '?')
+                /* Left out before its stat was read (the time budget): nothing is known of its state. */
+                fputs(" not read", f);
+        else {
+                fputc(' ', f);
+                put_state(f, t->state);
+                fprintf(f, " (%s)", thread_state_to_string(t->state));
+                print_syscall(f, t);
+        }
+        if (t->wchan) {
+                fputs(" wchan ", f);
+                put_escaped(f, t->wchan);
+        }
+        fprintf(f, " [%s", capture_method_to_string(t->method) ?: "none");
+        if (t->method == CAPTURE_METHOD_PTRACE)
+                fprintf(f, ", paused %.1f us", t->pause_us);
+        if (t->tracer_pid > 0)
+                fprintf(f, ", traced by %d", (int) t->tracer_pid);
+        fputs("]\n", f);
+        if (t->error) {
+                fputs("  ! ", f);
+                put_escaped(f, t->error);
+                fputc('\n', f);
+        }
+        if (o->kernel)
+                for (size_t i = 0; i < t->n_kframes; i++) {
+                        const KernelFrame *k = &t->kframes[i];
+                        fputs("  [k] ", f);
+                        put_escaped(f, k->function);
+                        fprintf(f, "+0x%" PRIx64, k->offset);
+                        if (k->module) {
+                                fputs(" [", f);
+                                put_escaped(f, k->module);
+                                fputc(']', f);
+                        }
+                        fputc('\n', f);
+                }
+        for (size_t i = 0; i < t->n_frames; i++) {
+                const UserFrame *u = &t->frames[i];
+                const char *mod = module_path(s, u->module);
+
+                fprintf(f, "#%-2zu 0x%016" PRIx64 " ", i, u->pc);
+                if (u->function) {
+                        put_escaped(f, o->raw_names && u->linkage_name ? u->linkage_name : u->function);
+                        if (!u->inlined && u->function_offset)
+                                fprintf(f, "+0x%" PRIx64, u->function_offset);
+                } else
+                        fputs("??", f);
+                if (mod) {
+                        fputs(" - ", f);
+                        put_escaped(f, mod);
+                        if (s->modules[u->module].missing) {
+                                fputs(" [", f);
+                                if (s->modules[u->module].build_id) {
+                                        fputs("build-id ", f);
+                                        put_escaped(f, s->modules[u->module].build_id);
+                                        fputs(", ", f);
+                                }
+                                if (s->modules[u->module].missing_reason) {
+                                        fputs("not read: ", f);
+                                        put_escaped(f, s->modules[u->module].missing_reason);
+                                        fputc(']', f);
+                                } else
+                                        fputs("not found: the file as the process sees it cannot be read]", f);
+                        }
+                }
+                if (u->inlined)
+                        fputs(" (inlined)", f);
+                if (u->method == FRAME_METHOD_FP || u->method == FRAME_METHOD_SCAN)
+                        fprintf(f, " [%s]", frame_method_to_string(u->method));
+                fputc('\n', f);
+                if (u->file) {
+                        fputs("    ", f);
+                        put_escaped(f, u->file);
+                        fprintf(f, ":%u", u->line);
+                        if (u->column)
+                                fprintf(f, ":%u", u->column);
+                        fputc('\n', f);
+                }
+        }
+        if (t->unwind_end && !streq(t->unwind_end, "end of stack")) {
+                fputs("  (unwind: ", f);
+                put_escaped(f, t->unwind_end);
+                fputs(")\n", f);
+        }
+}
+
+static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+
+        if (!f)
+                return NULL;
+        if (t->n_frames == 0) {
+                const KernelFrame *k = &t->kframes[i];
+
+                fprintf(f, "[k] ");
+                put_escaped(f, k->function);
+                fprintf(f, "+0x%" PRIx64, k->offset);
+        } else {
+                const UserFrame *u = &t->frames[i];
+                const char *mod = module_path(s, u->module), *base = mod ? strrchr(mod, '/') : NULL;
+
+                fprintf(f, "#%-2zu ", i);
+                if (u->function) {
+                        put_escaped(f, u->function);
+                        if (!u->inlined && u->function_offset)
+                                fprintf(f, "+0x%" PRIx64, u->function_offset);
+                } else
+                        fprintf(f, "?? 0x%" PRIx64, u->pc);
+                if (mod) {
+                        fputs(" (", f);
+                        put_escaped(f, base ? base + 1 : mod);
+                        fputc(')', f);
+                }
+                if (u->file) {
+                        const char *fb = strrchr(u->file, '/');
+
+                        fputs(" at ", f);
+                        put_escaped(f, fb ? fb + 1 : u->file);
+                        fprintf(f, ":%u", u->line);
+                }
+        }
+        if (fclose(f) != 0)
+                return NULL;
+        return TAKE_PTR(buf);
+}
+
+int snapshot_thread_text(const Snapshot *s, pid_t tid, const TextOptions *o, size_t max, char **ret) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        *ret = NULL;
+        for (size_t i = 0; i < s->n_threads; i++)
+                if (s->threads[i].tid == tid) {
+                        f = open_memstream(&buf, &size);
+                        if (!f)
+                                return -ENOMEM;
+                        print_thread(s, &s->threads[i], o, f);
+                        if (fclose(f) != 0)
+                                return -ENOMEM;
+                        if (size > max)
+                                strcpy(buf + max - strlen("\n…\n"), "\n…\n"); /* cut at MAX, visibly */
+                        *ret = TAKE_PTR(buf);
+                        break;
+                }
+        return 0;
+}
+
+int snapshot_top_frames(const Snapshot *s, pid_t tid, size_t max, char ***ret) {
+        const ThreadSnapshot *t = NULL;
+        char **l;
+        size_t n;
+
+        for (size_t i = 0; i < s->n_threads && !t; i++)
+                if (s->threads[i].tid == tid)
+                        t = &s->threads[i];
+        n = t ? MIN(max, t->n_frames ?: t->n_kframes) : 0;
+        if (n == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        l = calloc(n + 1, sizeof *l);
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (!(l[i] = frame_line(s, t, i))) {
+                        strv_free(l);
+                        return -ENOMEM;
+                }
+        *ret = l;
+        return 0;
+}
+
+static const Snapshot *find_process(const Snapshot *root, pid_t pid) {
+        if (root->pid == pid)
+                return root;
+        for (size_t i = 0; i < root->n_peers; i++)
+                if (root->peers[i]->pid == pid)
+                        return root->peers[i];
+        return NULL;
+}
+
+/* "1234 (comm)" and, when TID is known (and WITH_CALL, captured), " thread 1250 in futex". */
+static void print_chain_process(const Snapshot *root, pid_t pid, pid_t tid, bool with_call, FILE *f) {
+        const Snapshot *p = find_process(root, pid);
+        const ThreadSnapshot *t = p && tid > 0 ? snapshot_find_thread((Snapshot *) p, tid) : NULL;
+
+        fprintf(f, "%d (", (int) pid);
+        put_escaped(f, p ? p->comm : "?");
+        fputc(')', f);
+        if (tid > 0 && tid != pid)
+                fprintf(f, " thread %d", (int) tid);
+        if (tid > 0 && tid != pid && t && p && !streq_ptr(t->comm, p->comm)) {
+                fputs(" (", f);
+                put_escaped(f, t->comm);
+                fputc(')', f);
+        }
+        if (with_call && t && t->syscall.kind == PROC_SYSCALL_BLOCKED)
+                fprintf(f, " in %s", syscall_name(t->syscall.nr) ?: "?");
+}
+
+static bool same_lock(const WaitEdge *a, const WaitEdge *b) {
+        return a->kind == WAIT_KIND_MUTEX && b->kind == WAIT_KIND_MUTEX && a->pid == b->pid && a->address == b->address;
+}
+
+/* The locks of the chain, one line each: the mutex, who holds it, who waits for it. */
+static void print_lock_table(const Snapshot *s, FILE *f) {
+        const WaitChain *c = s->wait_chain;
+        size_t n = 0;
+
+        for (size_t i = 0; i < c->n_edges; i++) {
+                bool seen = false;
+
+                for (size_t k = 0; k < i && !seen; k++)
+                        seen = same_lock(&c->edges[k], &c->edges[i]);
+                n += c->edges[i].kind == WAIT_KIND_MUTEX && !seen;
+        }
+        if (n == 0) {
+                fputs("  locks: no thread waits for a mutex\n", f);
+                return;
+        }
+        fprintf(f, "  locks (%zu waited for):\n", n);
+        for (size_t i = 0; i < c->n_edges; i++) {
+                const WaitEdge *e = &c->edges[i];
+                bool seen = false;
+
+                for (size_t k = 0; k < i && !seen; k++)
+                        seen = same_lock(&c->edges[k], e);
+                if (e->kind != WAIT_KIND_MUTEX || seen)
+                        continue;
+                fputs("    ", f);
+                put_escaped(f, e->object);
+                fputs(": ", f);
+                if (e->peer_pid > 0) {
+                        fputs("held by ", f);
+                        print_chain_process(s, e->peer_pid, e->peer_tid, true, f);
+                } else
+                        put_escaped(f, e->reason ?: "owner unknown");
+                fputs("; waiting:", f);
+                for (size_t k = i; k < c->n_edges; k++)
+                        if (same_lock(&c->edges[k], e)) {
+                                fputc(' ', f);
+                                print_chain_process(s, c->edges[k].pid, c->edges[k].tid, false, f);
+                        }
+                fputc('\n', f);
+        }
+}
+
+/* The chain first, the way a person would explain it: who waits in which call on what, held by whom. */
+static void print_wait_chain(const Snapshot *s, FILE *f) {
+        const WaitChain *c = s->wait_chain;
+
+        fprintf(f, "  wait chain (%u hop%s", c->depth, c->depth == 1 ? "" : "s");
+        if (c->tid > 0)
+                fprintf(f, " from thread %d", (int) c->tid);
+        fprintf(f, ", resolved in %.1f ms)%s:\n", (double) c->resolve_usec / 1000.0,
+                c->n_edges == 0 ? " nothing: no thread waits on another process" : "");
+        for (size_t i = 0; i < c->n_edges; i++) {
+                const WaitEdge *e = &c->edges[i];
+
+                fputs("    ", f);
+                print_chain_process(s, e->pid, e->tid, false, f);
+                fputc(' ', f);
+                put_escaped(f, e->syscall);
+                if (e->fd >= 0)
+                        fprintf(f, " fd %d", e->fd);
+                fputs(" → ", f);
+                put_escaped(f, e->object);
+                if (e->multiplexed)
+                        fputs(" (in its wait set)", f);
+                fputs(" → ", f);
+                if (e->peer_pid > 0)
+                        print_chain_process(s, e->peer_pid, e->peer_tid, true, f);
+                else
+                        fputs("nobody", f);
+                if (e->reason) {
+                        fputs(": ", f);
+                        put_escaped(f, e->reason);
+                }
+                fputc('\n', f);
+        }
+        if (c->lock_pid > 0 && c->n_lock_cycle > 0) {
+                const Snapshot *p = find_process(s, c->lock_pid);
+
+                fputs("    DEADLOCK in ", f);
+                print_chain_process(s, c->lock_pid, 0, false, f);
+                fputc(':', f);
+                for (size_t i = 0; i <= c->n_lock_cycle; i++) {
+                        pid_t tid = c->lock_cycle[i % c->n_lock_cycle];
+                        const ThreadSnapshot *t = p ? snapshot_find_thread((Snapshot *) p, tid) : NULL;
+
+                        fprintf(f, "%s thread %d", i ? " →" : "", (int) tid);
+                        if (t && t->comm) {
+                                fputs(" (", f);
+                                put_escaped(f, t->comm);
+                                fputc(')', f);
+                        }
+                }
+                fputs(c->n_lock_cycle == 1 ? " waits for a mutex it holds itself\n"
+                                           : ": each waits for a mutex the next one holds\n", f);
+        }
+        if (c->deadlock && c->n_cycle > 0) {
+                fputs("    DEADLOCK: ", f);
+                for (size_t i = 0; i <= c->n_cycle; i++) {
+                        const Snapshot *p = find_process(s, c->cycle[i % c->n_cycle]);
+                        fprintf(f, "%s%d (", i ? " → " : "", (int) c->cycle[i % c->n_cycle]);
+                        put_escaped(f, p ? p->comm : "?");
+                        fputc(')', f);
+                }
+                fputs(" wait only on each other\n", f);
+        }
+        for (char **e = c->errors; e && *e; e++) {
+                fputs("    ! ", f);
+                put_escaped(f, *e);
+                fputc('\n', f);
+        }
+        if (c->truncated)
+                fputs("    (the chain was cut by a budget)\n", f);
+}
+
+int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
+        fprintf(f, "PID %d - ", (int) s->pid);
+        put_escaped(f, s->comm);
+        fputs(" (", f);
+        put_state(f, s->state);
+        fprintf(f, " %s)", thread_state_to_string(s->state));
+        if (s->kernel_thread)
+                fputs(" kernel thread", f);
+        if (s->unit) {
+                fputs(" unit ", f);
+                put_escaped(f, s->unit);
+        }
+        fputc('\n', f);
+        if (s->exe) {
+                fputs("  exe ", f);
+                put_escaped(f, s->exe);
+                fputc('\n', f);
+        }
+        if (s->trigger) {
+                const SnapshotTrigger *t = s->trigger;
+                fputs("  trigger: rule ", f);
+                put_escaped(f, t->rule);
+                fprintf(f, ", thread %d ", (int) t->tid);
+                put_escaped(f, t->klass ?: "n/a");
+                fprintf(f, " for %.1f s (state ", (double) t->duration_usec / 1e6);
+                put_state(f, t->state);
+                fprintf(f, ", cpu %.0f%%", t->cpu_percent);
+                if (t->syscall_nr >= 0)
+                        fprintf(f, ", in %s", syscall_name(t->syscall_nr) ?: "?");
+                if (t->wchan) {
+                        fputs(", wchan ", f);
+                        put_escaped(f, t->wchan);
+                }
+                if (t->syscalls_per_sec > 0)
+                        fprintf(f, ", %.0f syscalls/s, %.0f bytes/s", t->syscalls_per_sec, t->bytes_per_sec);
+                fputs(")\n", f);
+                if (t->probe_window_usec > 0 && t->probe_nr >= 0) {
+                        fprintf(f, "  probe: %s = ", syscall_name(t->probe_nr) ?: "?");
+                        if (t->probe_result < 0 && t->probe_result > -4096)
+                                fprintf(f, "-%s", strerrorname_np((int) -t->probe_result) ?: "?");
+                        else
+                                fprintf(f, "%" PRId64, t->probe_result);
+                        fprintf(f, " ×%u of %u syscalls in %.0f ms\n", t->probe_count, t->probe_syscalls,
+                                (double) t->probe_window_usec / 1000.0);
+                } else if (t->probe_window_usec > 0)
+                        fprintf(f, "  probe: no syscall returned in %.0f ms\n", (double) t->probe_window_usec / 1000.0);
+        }
+        for (char **e = s->errors; e && *e; e++) {
+                fputs("  ! ", f);
+                put_escaped(f, *e);
+                fputc('\n', f);
+        }
+        if (s->wait_chain)
+                print_wait_chain(s, f);
+        if (s->wait_chain && o->locks)
+                print_lock_table(s, f);
+        for (size_t i = 0; i < s->n_threads; i++)
+                print_thread(s, &s->threads[i], o, f);
+        if (o->modules)
+                for (size_t i = 0; i < s->n_modules; i++) {
+                        const ModuleInfo *m = &s->modules[i];
+                        fprintf(f, "module 0x%016" PRIx64 "-0x%016" PRIx64 " %s ", m->start, m->end,
+                                m->build_id ?: "-");
+                        put_escaped(f, m->path);
+                        fputc('\n', f);
+                }
+        if (s->truncated)
+                fputs("(truncated by a capture budget)\n", f);
+        for (size_t i = 0; i < s->n_peers; i++) {
+                fprintf(f, "\npeer %zu of %zu, of PID %d: ", i + 1, s->n_peers, (int) s->pid);
+                snapshot_print_text(s->peers[i], o, f);
+        }
+        return ferror(f) ? -EIO : 0;
+}
+
+/* Folded stacks separate frames with ';' and end with " count": keep those bytes out of names. */
+static void put_folded(FILE *f, const char *s) {
+        _cleanup_free_ char *e = escape_string(s);
+
+        for (const char *p = e ?: "?"; *p; p++)
+                fputc(*p == ';' ? ':' : *p == ' ' ? '_' : *p, f);
+}
+
+static const char *basename_of(const char *path) {
+        const char *slash = path ? strrchr(path, '/') : NULL;
+        return slash ? slash + 1 : path;
+}
+
+int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
+        for (size_t i = 0; i < s->n_threads; i++) {
+                const ThreadSnapshot *t = &s->threads[i];
+
+                put_folded(f, t->comm ?: s->comm);
+                for (size_t k = t->n_frames; k > 0; k--) {
+                        const UserFrame *u = &t->frames[k - 1];
+                        fputc(';', f);
+                        if (u->function)
+                                put_folded(f, u->function);
+                        else if (module_path(s, u->module)) {
+                                put_folded(f, basename_of(module_path(s, u->module)));
+                                fprintf(f, "+0x%" PRIx64, u->pc - s->modules[u->module].bias);
+                        }
+                        else
+                                fprintf(f, "0x%" PRIx64, u->pc);
+                }
+                if (kernel)
+                        for (size_t k = t->n_kframes; k > 0; k--) {
+                                fputc(';', f);
+                                put_folded(f, t->kframes[k - 1].function);
+                                fputs("_[k]", f);
+                        }
+                fputs(" 1\n", f);
+        }
+        for (size_t i = 0; i < s->n_peers; i++)
+                snapshot_print_folded(s->peers[i], kernel, f);
+        return ferror(f) ? -EIO : 0;
+}
+
+int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, const TextOptions *o, FILE *f,
+                           const char **ret_why) {
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+        const char *why = NULL;
+        json_object *j = NULL;
+        int r;
+
+        r = json_parse_bounded(json, len, &j, &why);
+        if (r >= 0 && how == SNAPSHOT_RENDER_JSON) {
+                int flags = o && o->json_flags ? o->json_flags : JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
+                r = json_fputs(j, flags, f);
+        } else if (r >= 0)
+                r = snapshot_from_json(j, &s, &why);
+        json_object_put(j);
+        if (r == -EINVAL) {
+                if (ret_why)
+                        *ret_why = why ?: "not a stackwatch snapshot";
+                return -EBADMSG;
+        }
+        if (r < 0 || how == SNAPSHOT_RENDER_JSON)
+                return r;
+        if (how == SNAPSHOT_RENDER_FOLDED)
+                return snapshot_print_folded(s, o && o->kernel, f);
+        return snapshot_print_text(s, o ?: &(TextOptions) {}, f);
+}

@@ -1,0 +1,258 @@
+/* snapshot.c: the snapshot model's constructors, growth helpers and destructor. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/macro.h"
+#include "model/snapshot.h"
+#include "base/string-table.h"
+#include "base/strv.h"
+
+static const char *const capture_method_table[_CAPTURE_METHOD_MAX] = {
+        [CAPTURE_METHOD_AUTO] = "auto",
+        [CAPTURE_METHOD_PASSIVE] = "passive",
+        [CAPTURE_METHOD_PTRACE] = "ptrace",
+        [CAPTURE_METHOD_NONE] = "none",
+};
+DEFINE_STRING_TABLE_LOOKUP(capture_method, CaptureMethod);
+
+static const char *const frame_method_table[_FRAME_METHOD_MAX] = {
+        [FRAME_METHOD_INITIAL] = "initial",
+        [FRAME_METHOD_CFI] = "cfi",
+        [FRAME_METHOD_FP] = "fp",
+        [FRAME_METHOD_SCAN] = "scan",
+};
+DEFINE_STRING_TABLE_LOOKUP(frame_method, FrameMethod);
+
+static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
+        [WAIT_KIND_UNIX] = "unix-socket",
+        [WAIT_KIND_PIPE] = "pipe",
+        [WAIT_KIND_FIFO] = "fifo",
+        [WAIT_KIND_FUSE] = "fuse",
+        [WAIT_KIND_TCP] = "tcp",
+        [WAIT_KIND_UDP] = "udp",
+        [WAIT_KIND_FLOCK] = "flock",
+        [WAIT_KIND_POSIX_LOCK] = "posix-lock",
+        [WAIT_KIND_OFD_LOCK] = "ofd-lock",
+        [WAIT_KIND_CHILD] = "child",
+        [WAIT_KIND_TRACER] = "tracer",
+        [WAIT_KIND_OTHER] = "other",
+        [WAIT_KIND_MUTEX] = "mutex",
+        [WAIT_KIND_CONDVAR] = "condvar",
+};
+DEFINE_STRING_TABLE_LOOKUP(wait_kind, WaitKind);
+
+Snapshot *snapshot_new(void) {
+        return calloc(1, sizeof(Snapshot));
+}
+
+static void thread_done(ThreadSnapshot *t) {
+        free(t->comm);
+        free(t->wchan);
+        free(t->unwind_end);
+        free(t->error);
+        for (size_t i = 0; i < t->n_kframes; i++) {
+                free(t->kframes[i].function);
+                free(t->kframes[i].module);
+        }
+        free(t->kframes);
+        for (size_t i = 0; i < t->n_frames; i++)
+                user_frame_done(&t->frames[i]);
+        free(t->frames);
+}
+
+Snapshot *snapshot_free(Snapshot *s) {
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->n_threads; i++)
+                thread_done(&s->threads[i]);
+        free(s->threads);
+        for (size_t i = 0; i < s->n_modules; i++) {
+                free(s->modules[i].path);
+                free(s->modules[i].build_id);
+                free(s->modules[i].missing_reason);
+        }
+        free(s->modules);
+        free(s->hostname);
+        free(s->comm);
+        free(s->exe);
+        strv_free(s->cmdline);
+        free(s->cgroup);
+        free(s->unit);
+        free(s->unwinder);
+        strv_free(s->errors);
+        if (s->trigger) {
+                free(s->trigger->rule);
+                free(s->trigger->klass);
+                free(s->trigger->wchan);
+                free(s->trigger);
+        }
+        wait_chain_free(s->wait_chain);
+        for (size_t i = 0; i < s->n_peers; i++)
+                snapshot_free(s->peers[i]);
+        free(s->peers);
+        free(s);
+        return NULL;
+}
+
+WaitChain *wait_chain_free(WaitChain *c) {
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < c->n_edges; i++) {
+                free(c->edges[i].syscall);
+                free(c->edges[i].object);
+                free(c->edges[i].reason);
+        }
+        free(c->edges);
+        free(c->cycle);
+        free(c->lock_cycle);
+        strv_free(c->errors);
+        free(c);
+        return NULL;
+}
+
+void snapshot_freep(Snapshot **s) {
+        snapshot_free(*s);
+}
+
+/* Capacity for N elements: 4, 8, 16, … so that appending is amortised O(1) without storing a capacity. */
+static size_t capacity_for(size_t n) {
+        size_t c = 4;
+        while (c < n)
+                c *= 2;
+        return c;
+}
+
+/* Append one zeroed element to *ARRAY of *N elements of size ELEM. */
+static void *grow_one(void **array, size_t *n, size_t elem) {
+        char *p;
+
+        if (*n == 0 || capacity_for(*n + 1) != capacity_for(*n)) {
+                p = realloc(*array, capacity_for(*n + 1) * elem);
+                if (!p)
+                        return NULL;
+                *array = p;
+        }
+        p = (char *) *array + *n * elem;
+        memset(p, 0, elem);
+        (*n)++;
+        return p;
+}
+
+ThreadSnapshot *snapshot_add_thread(Snapshot *s) {
+        return grow_one((void **) &s->threads, &s->n_threads, sizeof(ThreadSnapshot));
+}
+
+WaitEdge *wait_chain_add_edge(WaitChain *c) {
+        WaitEdge *e = grow_one((void **) &c->edges, &c->n_edges, sizeof(WaitEdge));
+        if (e)
+                e->fd = e->peer_fd = -1;
+        return e;
+}
+
+ModuleInfo *snapshot_add_module(Snapshot *s) {
+        return grow_one((void **) &s->modules, &s->n_modules, sizeof(ModuleInfo));
+}
+
+void user_frame_done(UserFrame *f) {
+        free(f->function);
+        free(f->linkage_name);
+        free(f->file);
+        *f = (UserFrame) {};
+}
+
+UserFrame *thread_add_frame(ThreadSnapshot *t) {
+        UserFrame *f = grow_one((void **) &t->frames, &t->n_frames, sizeof(UserFrame));
+        if (f)
+                f->module = -1;
+        return f;
+}
+
+KernelFrame *thread_add_kframe(ThreadSnapshot *t) {
+        return grow_one((void **) &t->kframes, &t->n_kframes, sizeof(KernelFrame));
+}
+
+/* Format a message for the snapshot's error lists and mark the snapshot partial; NULL on OOM. */
+static char *partial_message(Snapshot *s, const char *fmt, va_list ap) {
+        char *msg;
+
+        s->partial = true;
+        return vasprintf(&msg, fmt, ap) < 0 ? NULL : msg;
+}
+
+/* Append a formatted message to the NULL-terminated vector *V. */
+static int strv_push_vprintf(char ***v, const char *fmt, va_list ap) {
+        char *msg;
+
+        if (vasprintf(&msg, fmt, ap) < 0)
+                return -ENOMEM;
+        return strv_consume(v, msg);
+}
+
+int snapshot_add_error(Snapshot *s, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        s->partial = true;
+        va_start(ap, fmt);
+        r = strv_push_vprintf(&s->errors, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int wait_chain_add_error(WaitChain *c, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = strv_push_vprintf(&c->errors, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int thread_set_error(Snapshot *s, ThreadSnapshot *t, const char *fmt, ...) {
+        va_list ap;
+        char *msg;
+
+        va_start(ap, fmt);
+        msg = partial_message(s, fmt, ap);
+        va_end(ap);
+        if (!msg)
+                return -ENOMEM;
+        free(t->error);
+        t->error = msg;
+        return 0;
+}
+
+ThreadSnapshot *snapshot_find_thread(Snapshot *s, pid_t tid) {
+        for (size_t i = 0; i < s->n_threads; i++)
+                if (s->threads[i].tid == tid)
+                        return &s->threads[i];
+        return NULL;
+}
+
+const char *thread_state_to_string(char state) {
+        switch (state) {
+        case 'R': return "running";
+        case 'S': return "sleeping";
+        case 'D': return "disk sleep";
+        case 'T': return "stopped";
+        case 't': return "tracing stop";
+        case 'Z': return "zombie";
+        case 'X': return "dead";
+        case 'I': return "idle";
+        case 'P': return "parked";
+        default: return "unknown";
+        }
+}
+
+const char *snapshot_comm_of(const Snapshot *root, pid_t pid) {
+        if (root->pid == pid)
+                return root->comm;
+        for (size_t i = 0; i < root->n_peers; i++)
+                if (root->peers[i]->pid == pid)
+                        return root->peers[i]->comm;
+        return NULL;
+}

@@ -1,0 +1,241 @@
+/* snapshot.h: the snapshot model (stackwatch.snapshot/1): a process, its threads, their frames, modules. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model/proc-parse.h"
+
+/* How the registers of a thread were obtained. */
+typedef enum CaptureMethod {
+        CAPTURE_METHOD_AUTO,    /* requested only: passive where it is enough, ptrace otherwise */
+        CAPTURE_METHOD_PASSIVE, /* /proc/…/syscall SP+PC and a stack copy, the thread never stopped */
+        CAPTURE_METHOD_PTRACE,  /* PTRACE_SEIZE + PTRACE_INTERRUPT, full registers, detached at once */
+        CAPTURE_METHOD_NONE,    /* no user registers could be had (see the thread's error) */
+        _CAPTURE_METHOD_MAX,
+        _CAPTURE_METHOD_INVALID = -EINVAL,
+} CaptureMethod;
+
+const char *capture_method_to_string(CaptureMethod m);
+CaptureMethod capture_method_from_string(const char *s);
+
+/* How a user frame was found. */
+typedef enum FrameMethod {
+        FRAME_METHOD_INITIAL,   /* frame #0, from the registers */
+        FRAME_METHOD_CFI,       /* DWARF call frame information */
+        FRAME_METHOD_FP,        /* frame-pointer chain */
+        FRAME_METHOD_SCAN,      /* stack scan for return addresses: a guess */
+        _FRAME_METHOD_MAX,
+        _FRAME_METHOD_INVALID = -EINVAL,
+} FrameMethod;
+
+const char *frame_method_to_string(FrameMethod m);
+FrameMethod frame_method_from_string(const char *s);
+
+typedef struct KernelFrame {
+        char *function;
+        uint64_t offset;
+        uint64_t size;
+        char *module;           /* NULL for vmlinux */
+} KernelFrame;
+
+typedef struct UserFrame {
+        uint64_t pc;
+        bool activation;        /* pc is the interrupted instruction (frame #0, signal frames), not a return address */
+        bool inlined;           /* a call site inlined at the same pc as the next frame */
+        FrameMethod method;
+        int module;             /* index into Snapshot.modules, -1 when no module covers pc */
+        char *function;         /* NULL when unknown; demangled (C++, Rust) unless the capture was asked not to */
+        char *linkage_name;     /* the name as the binary has it, when FUNCTION is its demangled form; else NULL */
+        uint64_t function_offset;
+        char *file;             /* NULL without line information */
+        unsigned line;
+        unsigned column;
+} UserFrame;
+
+typedef struct ThreadSnapshot {
+        pid_t tid;
+        char *comm;
+        char state;             /* /proc stat field 3 */
+        ProcSyscall syscall;
+        char *wchan;            /* NULL when not sleeping in the kernel */
+        pid_t tracer_pid;       /* 0 when not traced */
+        uint64_t utime, stime;  /* clock ticks */
+        uint64_t voluntary_ctxt_switches, nonvoluntary_ctxt_switches;
+
+        KernelFrame *kframes;
+        size_t n_kframes;
+        UserFrame *frames;
+        size_t n_frames;
+
+        CaptureMethod method;
+        double pause_us;        /* how long the thread was held stopped; 0 for passive */
+        uint64_t stack_bytes;   /* bytes of stack copied */
+        char *unwind_end;       /* why the user unwind ended ("end of stack", "max frames", an error) */
+        char *error;            /* set when this thread's capture is partial: the reason */
+        bool truncated;         /* a budget cut this thread's frames or stack */
+} ThreadSnapshot;
+
+typedef struct ModuleInfo {
+        char *path;
+        char *build_id;         /* lowercase hex, NULL when the module has none */
+        uint64_t start, end;    /* address range in the process */
+        uint64_t bias;          /* load bias: pc - bias is the ELF virtual address */
+        bool debuginfo;         /* DWARF debuginfo was found (file:line available) */
+        bool missing;           /* the file could not be read as the process sees it: its frames are ??, never
+                                 * another file's names */
+        char *missing_reason;   /* when MISSING because it was not even tried: why (a FUSE daemon that does not
+                                 * answer); NULL for a file that was tried and could not be read */
+} ModuleInfo;
+
+/* Why the daemon took a snapshot: the rule, the thread that matched, its class and the evidence for it. */
+typedef struct SnapshotTrigger {
+        char *rule;
+        char *klass;            /* thread_class_to_string() */
+        pid_t tid;
+        char state;
+        uint64_t duration_usec; /* how long the class had held */
+        double cpu_percent;
+        int64_t syscall_nr;     /* -1 when unknown */
+        char *wchan;
+        double syscalls_per_sec; /* read/write-family syscalls, from /proc/…/io */
+        double bytes_per_sec;
+        /* The rule's syscall probe (probe_window_usec 0: none): the syscall the thread returned from most often in
+         * the window, with which result, how often, out of how many syscalls. */
+        uint64_t probe_window_usec;
+        unsigned probe_syscalls;
+        int64_t probe_nr;       /* -1: no syscall returned in the window */
+        int64_t probe_result;
+        unsigned probe_count;
+} SnapshotTrigger;
+
+/* What a thread waits on, when it leads to another process. */
+typedef enum WaitKind {
+        WAIT_KIND_UNIX,         /* a unix socket: the process holding the other end */
+        WAIT_KIND_PIPE,         /* a pipe: the processes holding the other end */
+        WAIT_KIND_FIFO,         /* a named pipe, likewise */
+        WAIT_KIND_TCP,          /* a TCP connection: the local process owning the other end */
+        WAIT_KIND_UDP,          /* a connected UDP socket, likewise */
+        WAIT_KIND_FLOCK,        /* flock(): the holder, from /proc/locks */
+        WAIT_KIND_POSIX_LOCK,   /* fcntl(F_SETLKW): the holder */
+        WAIT_KIND_OFD_LOCK,     /* fcntl(F_OFD_SETLKW): the processes holding the locked file open */
+        WAIT_KIND_CHILD,        /* wait4()/waitid() or a vfork(): the child */
+        WAIT_KIND_TRACER,       /* a traced thread in a tracing stop: the tracer */
+        WAIT_KIND_OTHER,        /* an fd we can name but that leads to no process (a listening socket, a timerfd …) */
+        WAIT_KIND_MUTEX,        /* a pthread mutex (futex): the thread holding it, by the TID the lock records */
+        WAIT_KIND_CONDVAR,      /* a condition variable: no owner, any thread may signal it (from the frames) */
+        WAIT_KIND_FUSE,         /* a request to a FUSE file system: the daemon serving its connection */
+        _WAIT_KIND_MAX,
+        _WAIT_KIND_INVALID = -EINVAL,
+} WaitKind;
+
+const char *wait_kind_to_string(WaitKind k);
+WaitKind wait_kind_from_string(const char *s);
+
+/* One edge of a wait chain: thread TID of PID waits on PEER_PID through OBJECT. */
+typedef struct WaitEdge {
+        pid_t pid, tid;
+        char *syscall;          /* the call it waits in ("read", "flock", …) */
+        WaitKind kind;
+        int fd;                 /* the waiting thread's fd, -1 when the wait has none */
+        uint64_t inode;         /* socket, pipe or locked file inode; 0 when none */
+        char *object;           /* "unix socket 4711", "pipe 881", "flock /var/lib/x.lock", "127.0.0.1:40022 -> …" */
+        bool multiplexed;       /* one of several fds of a poll/select/epoll wait: any of them would wake it */
+        pid_t peer_pid;         /* the process at the other end; 0 when none was found (REASON says why) */
+        pid_t peer_tid;         /* the peer thread that waits on the other end itself, 0 when none stands out */
+        int peer_fd;            /* the peer's fd for the other end, -1 when unknown */
+        char *reason;           /* set when PEER_PID is 0, or when the peer was not followed (depth, budget) */
+        uint64_t address;       /* a mutex: the lock's address in the waiter's process; 0 for other kinds */
+        bool owner_exited;      /* a mutex whose holder is gone: nobody will ever unlock it (not stored) */
+} WaitEdge;
+
+/* The wait chain of a snapshot: the edges from the thread(s) it started at, followed to a depth. */
+typedef struct WaitChain {
+        pid_t tid;              /* the thread it started from; 0: every thread of the process waiting in a syscall */
+        unsigned depth;         /* how many hops were followed at most */
+        WaitEdge *edges;
+        size_t n_edges;
+        bool deadlock;          /* a set of processes that wait only on each other (see wait-chain.h) */
+        pid_t *cycle;           /* the processes of one cycle in it, in wait order; the first waits on the second … */
+        size_t n_cycle;
+        pid_t lock_pid;         /* LOCK_CYCLE's process, 0 when there is none */
+        pid_t *lock_cycle;      /* threads of LOCK_PID each waiting for a mutex the next one holds: a deadlock */
+        size_t n_lock_cycle;
+        bool truncated;         /* a budget cut it (edges, peers, time) */
+        char **errors;          /* NULL-terminated, NULL when none */
+        uint64_t resolve_usec;  /* spent finding the peers (not capturing their stacks) */
+} WaitChain;
+
+WaitChain *wait_chain_free(WaitChain *c);
+static inline void wait_chain_freep(WaitChain **c) {
+        wait_chain_free(*c);
+}
+/* Append one zeroed edge (fd and peer_fd -1); NULL on OOM. */
+WaitEdge *wait_chain_add_edge(WaitChain *c);
+/* Add a message (printf-style) to the chain's errors: a peer that exited, one we may not read, a budget. */
+int wait_chain_add_error(WaitChain *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef struct Snapshot {
+        uint64_t timestamp_usec;        /* CLOCK_REALTIME at the start of the capture */
+        char *hostname;
+
+        pid_t pid;
+        pid_t ppid;
+        uid_t uid;
+        char state;
+        bool kernel_thread;     /* no user address space */
+        char *comm;
+        char *exe;
+        char **cmdline;         /* NULL-terminated; NULL when unavailable (kernel threads, zombies) */
+        char *cgroup;
+        char *unit;
+
+        ThreadSnapshot *threads;
+        size_t n_threads;
+        size_t threads_total;   /* threads seen, including those cut by the budget */
+        ModuleInfo *modules;
+        size_t n_modules;
+
+        /* capture metadata */
+        CaptureMethod method_requested;
+        char *unwinder;
+        uint64_t duration_usec;
+        uint64_t symbolize_usec;        /* of duration_usec, resolving symbols, source lines and inlines */
+        double max_pause_us;
+        bool truncated;
+        bool partial;
+        char **errors;          /* process-level errors, NULL-terminated (may be NULL) */
+
+        SnapshotTrigger *trigger; /* NULL for on-demand dumps */
+
+        WaitChain *wait_chain;  /* NULL when peers were not asked for */
+        struct Snapshot **peers; /* the processes the chain reached, captured with the same engine */
+        size_t n_peers;
+} Snapshot;
+
+/* The comm of PID as the snapshot ROOT and its peers know it; NULL when none of them is PID. */
+const char *snapshot_comm_of(const Snapshot *root, pid_t pid);
+
+Snapshot *snapshot_new(void);
+/* Free what a user frame owns and zero it. */
+void user_frame_done(UserFrame *f);
+Snapshot *snapshot_free(Snapshot *s);
+void snapshot_freep(Snapshot **s);
+#define _cleanup_snapshot_free_ __attribute__((cleanup(snapshot_freep)))
+
+/* Grow the thread/frame/module arrays by one zeroed element; NULL on OOM. */
+ThreadSnapshot *snapshot_add_thread(Snapshot *s);
+ModuleInfo *snapshot_add_module(Snapshot *s);
+UserFrame *thread_add_frame(ThreadSnapshot *t);
+KernelFrame *thread_add_kframe(ThreadSnapshot *t);
+/* Add a process-level error message (printf-style); marks the snapshot partial. */
+int snapshot_add_error(Snapshot *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Set a thread's error (replacing any earlier one) and mark the snapshot partial. */
+int thread_set_error(Snapshot *s, ThreadSnapshot *t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+ThreadSnapshot *snapshot_find_thread(Snapshot *s, pid_t tid);
+/* Human name of a /proc state letter ("sleeping", "disk sleep", …). */
+const char *thread_state_to_string(char state);

@@ -1,0 +1,87 @@
+/* peers-tables.h: the machine-wide tables a peer resolution reads once and keeps: every process's fds (who
+ * holds which socket, pipe or file), the sock_diag socket tables and /proc/locks. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/macro.h"
+#include "proc/sock-diag.h"
+
+/* /proc/locks is one line per lock; a machine with more locks than this is not one we can explain anyway. */
+#define LOCKS_FILE_MAX (4U * 1024 * 1024)
+
+typedef enum FdKind {
+        FD_KIND_SOCKET,
+        FD_KIND_PIPE,
+        FD_KIND_PATH,
+} FdKind;
+
+/* One open fd of some process, from the pass over /proc/PID/fd. */
+typedef struct FdOwner {
+        uint64_t inode;         /* sockets and pipes; 0 for paths */
+        pid_t pid;
+        int fd;
+        FdKind kind;
+        char *path;             /* FD_KIND_PATH only */
+} FdOwner;
+
+typedef struct LockLine {
+        unsigned id;            /* the number before ':'; a waiter repeats its blocker's */
+        bool waiter;            /* "->": blocked on the lock of the line with the same id */
+        char type[8];           /* FLOCK, POSIX, OFDLCK, LEASE … */
+        bool write;             /* WRITE (exclusive), not READ (shared) */
+        pid_t pid;              /* -1 for OFD locks */
+        unsigned major, minor;
+        uint64_t inode;
+        uint64_t start, end;    /* the byte range, END included; UINT64_MAX for "EOF" (to the end, as flock's) */
+} LockLine;
+
+/* The tables a resolution needs (socket tables, every process's fds, /proc/locks), each read once on first use
+ * and kept: one resolver serves one capture or one poll, then is freed, so nothing it knows gets old. */
+typedef struct PeerResolver PeerResolver;
+
+struct PeerResolver {
+        pid_t self;
+        bool have_owners, have_unix, have_tcp, have_udp, have_locks;
+        FdOwner *owners;        /* sockets and pipes sorted by (kind, inode); then paths */
+        size_t n_owners, n_indexed;
+        size_t processes;
+        size_t unreadable;      /* processes whose fds we may not list: a holder may hide among them */
+        UnixSock *unix_socks;
+        size_t n_unix;
+        InetSock *tcp, *udp;
+        size_t n_tcp, n_udp;
+        LockLine *locks;
+        size_t n_locks;
+};
+
+int peer_resolver_new(PeerResolver **ret);
+PeerResolver *peer_resolver_free(PeerResolver *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(PeerResolver *, peer_resolver_free);
+
+/* Statistics of what a resolver read, for benchmarks and debug logs. */
+typedef struct PeerResolverStats {
+        size_t fds;             /* fd links read in the pass over /proc/PID/fd */
+        size_t processes;       /* processes in that pass */
+        size_t unix_socks, tcp_socks, udp_socks;
+} PeerResolverStats;
+
+void peer_resolver_get_stats(const PeerResolver *r, PeerResolverStats *ret);
+
+/* "socket:[123]" / "pipe:[123]" -> kind and inode; anything else (a path, "anon_inode:...") is FD_KIND_PATH. */
+FdKind peer_tables_fd_link_parse(const char *link, uint64_t *ret_inode);
+/* The pass over every process's fds, once (-ENOMEM; unreadable processes are counted, not errors). */
+int peer_tables_load_owners(PeerResolver *r);
+/* The holders of (KIND, INODE): how many, the first at *RET_FIRST in r->owners. */
+size_t peer_tables_find_owners(PeerResolver *r, FdKind kind, uint64_t inode, size_t *ret_first);
+/* The field KEY of PID's FD's fdinfo, a number in BASE: -ENOENT when the kernel does not print it. */
+int peer_tables_fdinfo_field(pid_t pid, int fd, const char *key, unsigned base, uint64_t *ret);
+/* The unix, TCP or UDP (PROTOCOL) socket table, and /proc/locks, each once. */
+int peer_tables_load_unix(PeerResolver *r);
+int peer_tables_load_inet(PeerResolver *r, uint8_t protocol);
+int peer_tables_load_locks(PeerResolver *r);
+/* The lines of /proc/locks in BUF (NUL-terminated, cut up in place) that name a file; *RET is malloc'd. */
+int peer_tables_parse_locks(char *buf, LockLine **ret, size_t *ret_n);
