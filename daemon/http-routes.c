@@ -11,16 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "serve/api.h"
-#include "store/archive.h"
-#include "http.h"
 #include "base/json-util.h"
 #include "base/log.h"
 #include "base/parse-util.h"
+#include "base/time-util.h"
 #include "chain/peers.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
-#include "base/time-util.h"
+#include "serve/api.h"
+#include "store/archive.h"
+#include "http-routes.h"
 
 /* The kernel's PID_MAX_LIMIT on 64-bit: no pid or tid is larger. */
 #define HTTP_PID_MAX 4194304
@@ -33,12 +33,21 @@
 /* A render still running after this is killed. */
 #define HTTP_RENDER_TIMEOUT_USEC (20ULL * USEC_PER_SEC)
 
+typedef struct HttpPending HttpPending;
+
+/* A reply body kept until the next scan. */
+typedef struct HttpCachedBody {
+        char *body;
+        size_t len;
+        uint64_t scan;                  /* ScanStats.scans when it was built */
+} HttpCachedBody;
+
 /* A request waiting on a child: a live capture (GET /stacks/PID), or the render of a stored snapshot (GET
  * /snapshots/ID): never parsed or rendered on the event loop, where a hostile or huge file would stall the scan
  * and the watchdog ping. */
 struct HttpPending {
         HttpPending *next;
-        Http *http;
+        Http *http;                     /* the transport that resumes it */
         struct MHD_Connection *connection;
         int fd;                         /* the memfd the child renders into */
         pid_t pid;                      /* a live capture's */
@@ -48,6 +57,22 @@ struct HttpPending {
         bool done, cancelled;
         int error;
 };
+
+struct HttpRoutes {
+        HttpRoutesDaemon daemon;
+        HttpPending *pending;           /* suspended requests, a list */
+        /* /processes without filters, default and ?all=1, serialized once per scan: at 5k threads a body is
+         * ~1 MB and ~40 ms of json-c, which many clients must not multiply. */
+        HttpCachedBody processes_cache[2];
+};
+
+/* The daemon's state now, from HttpRoutesDaemon.view. */
+static DaemonView routes_view(HttpRoutes *rt) {
+        DaemonView v;
+
+        rt->daemon.view(rt->daemon.userdata, &v);
+        return v;
+}
 
 /* ---- parameters ---- */
 
@@ -104,8 +129,8 @@ static bool proc_exists(pid_t pid, pid_t tid) {
         return stat(path, &st) == 0;
 }
 
-void http_pending_free(Http *h, HttpPending *p) {
-        for (HttpPending **pp = &h->pending; *pp; pp = &(*pp)->next)
+static void pending_free(HttpRoutes *rt, HttpPending *p) {
+        for (HttpPending **pp = &rt->pending; *pp; pp = &(*pp)->next)
                 if (*pp == p) {
                         *pp = p->next;
                         break;
@@ -143,16 +168,19 @@ static HttpPending *pending_new(Http *h, struct MHD_Connection *c, CaptureJobFor
         return p;
 }
 
-static enum MHD_Result pending_suspend(Http *h, struct MHD_Connection *c, HttpPending *p, void **con_cls) {
-        p->next = h->pending;
-        h->pending = p;
+static enum MHD_Result pending_suspend(HttpRoutes *rt, struct MHD_Connection *c, HttpPending *p,
+                                       void **con_cls) {
+        p->next = rt->pending;
+        rt->pending = p;
         *con_cls = p;
         MHD_suspend_connection(c);
         return MHD_YES;
 }
 
-void http_routes_cancel_all(Http *h) {
-        for (HttpPending *p = h->pending; p; p = p->next)
+static void routes_cancel_all(void *userdata) {
+        HttpRoutes *rt = userdata;
+
+        for (HttpPending *p = rt->pending; p; p = p->next)
                 if (!p->done) {
                         p->cancelled = p->done = true;
                         MHD_resume_connection(p->connection);
@@ -178,7 +206,7 @@ static void mapped_reply_free(void *cls) {
 /* The child's output, from the memfd, mapped: MHD sends a buffer with writes as large as the socket takes. (From
  * an fd, libmicrohttpd 0.9.75 in epoll mode sends 4 KiB per wakeup and then waits for its timer: a 17 MB reply
  * took 53 s.) */
-static enum MHD_Result reply_from_fd(Http *h, struct MHD_Connection *c, HttpPending *p) {
+static enum MHD_Result reply_from_fd(HttpRoutes *rt, Http *h, struct MHD_Connection *c, HttpPending *p) {
         struct MHD_Response *resp;
         enum MHD_Result r;
         MappedReply *m;
@@ -207,17 +235,17 @@ static enum MHD_Result reply_from_fd(Http *h, struct MHD_Connection *c, HttpPend
         (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         r = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
-        metrics_count_http(h->daemon.metrics, MHD_HTTP_OK);
+        metrics_count_http(rt->daemon.metrics, MHD_HTTP_OK);
         return r;
 }
 
-static enum MHD_Result render_resumed(Http *h, struct MHD_Connection *c, HttpPending *p) {
+static enum MHD_Result render_resumed(HttpRoutes *rt, Http *h, struct MHD_Connection *c, HttpPending *p) {
         char why[256] = "";
         ssize_t n;
 
         switch (p->error) {
         case 0:
-                return reply_from_fd(h, c, p);
+                return reply_from_fd(rt, h, c, p);
         case -ENOENT:
                 return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no snapshot %s", p->id);
         case -EBADMSG:
@@ -245,14 +273,17 @@ static enum MHD_Result render_resumed(Http *h, struct MHD_Connection *c, HttpPen
         }
 }
 
-enum MHD_Result http_routes_resumed(Http *h, struct MHD_Connection *c, HttpPending *p) {
+static enum MHD_Result routes_resumed(void *userdata, Http *h, struct MHD_Connection *c, void *request) {
+        HttpRoutes *rt = userdata;
+        HttpPending *p = request;
+
         if (p->cancelled || !p->done)
                 return http_reply_error(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, "stackwatchd is stopping");
         if (p->id[0])
-                return render_resumed(h, c, p);
+                return render_resumed(rt, h, c, p);
         switch (p->error) {
         case 0:
-                return reply_from_fd(h, c, p);
+                return reply_from_fd(rt, h, c, p);
         case -ESRCH:
                 return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "process %d exited before it was captured",
                                         (int) p->pid);
@@ -272,7 +303,8 @@ enum MHD_Result http_routes_resumed(Http *h, struct MHD_Connection *c, HttpPendi
         }
 }
 
-static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+static enum MHD_Result route_stacks(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
+                                    void **con_cls) {
         const char *v;
         char q[HTTP_QUOTE_MAX + 8];
         pid_t pid, tid = 0;
@@ -302,21 +334,21 @@ static enum MHD_Result route_stacks(Http *h, struct MHD_Connection *c, const cha
         if (!p)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no reply buffer: %s", strerror(-r));
         p->pid = pid;
-        r = h->daemon.capture_live(h->daemon.userdata, pid, tid, peers, p->fd, format, on_live_done, p, &retry);
+        r = rt->daemon.capture_live(rt->daemon.userdata, pid, tid, peers, p->fd, format, on_live_done, p, &retry);
         if (r < 0) {
                 safe_close(p->fd);
                 free(p);
                 if (r == -EAGAIN)
                         return http_reply_retry(h, c, retry, "capture budget spent (%u per minute)",
-                                                http_view(h).config->max_per_minute);
+                                                routes_view(rt).config->max_per_minute);
                 if (r == -EBUSY)
-                        return http_reply_retry(h, c, retry, "too many captures in flight (%u)", h->daemon.captures_max);
+                        return http_reply_retry(h, c, retry, "too many captures in flight (%u)", rt->daemon.captures_max);
                 if (r == -ESHUTDOWN)
                         return http_reply_error(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, "stackwatchd is stopping");
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to start the capture: %s",
                                         strerror(-r));
         }
-        return pending_suspend(h, c, p, con_cls);
+        return pending_suspend(rt, c, p, con_cls);
 }
 
 /* ---- /processes ---- */
@@ -410,8 +442,9 @@ static json_object *thread_json(const ThreadEntry *t, uint64_t now) {
         return o;
 }
 
-static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
-        DaemonView view = http_view(h), *m = &view;
+static enum MHD_Result route_processes(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
+                                       void **con_cls) {
+        DaemonView view = routes_view(rt), *m = &view;
         Scanner *s = m->scanner;
         const char *v, *unit = query(c, API_Q_UNIT), *comm = query(c, API_Q_COMM);
         bool all = parse_flag(query(c, API_Q_ALL));
@@ -448,7 +481,7 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
                         return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "empty class filter");
         }
         if (!classes && !unit && !comm) {
-                cached = &h->processes_cache[all];
+                cached = &rt->processes_cache[all];
                 if (cached->body && cached->scan == s->stats.scans)
                         return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_JSON, cached->body, cached->len);
         }
@@ -505,7 +538,8 @@ static enum MHD_Result route_processes(Http *h, struct MHD_Connection *c, const 
 
 /* ---- /snapshots ---- */
 
-static enum MHD_Result route_snapshots(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+static enum MHD_Result route_snapshots(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
+                                       void **con_cls) {
         const char *v, *rule = query(c, API_Q_RULE);
         ArchiveSummary *list = NULL;
         size_t n = 0, skipped = 0, first = 0, kept = 0;
@@ -524,7 +558,7 @@ static enum MHD_Result route_snapshots(Http *h, struct MHD_Connection *c, const 
         if ((v = query(c, API_Q_LIMIT)) && (safe_atou64(v, &limit) < 0 || limit == 0))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed limit \"%s\" (expected 1 or more)",
                                         clip(v, q, sizeof q));
-        r = archive_list(http_view(h).archive, &list, &n, &skipped);
+        r = archive_list(routes_view(rt).archive, &list, &n, &skipped);
         if (r < 0)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to list the archive: %s",
                                         strerror(-r));
@@ -558,15 +592,16 @@ static enum MHD_Result route_snapshots(Http *h, struct MHD_Connection *c, const 
         return http_reply_json(h, c, MHD_HTTP_OK, o);
 }
 
-static unsigned renders_running(const Http *h) {
+static unsigned renders_running(const HttpRoutes *rt) {
         unsigned n = 0;
 
-        for (const HttpPending *p = h->pending; p; p = p->next)
+        for (const HttpPending *p = rt->pending; p; p = p->next)
                 n += p->render != NULL;
         return n;
 }
 
-static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+static enum MHD_Result route_snapshot(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
+                                      void **con_cls) {
         CaptureJobFormat format = CAPTURE_JOB_FORMAT_JSON;
         char q[HTTP_QUOTE_MAX + 8];
         const char *v;
@@ -586,28 +621,28 @@ static enum MHD_Result route_snapshot(Http *h, struct MHD_Connection *c, const c
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "resymbolize is 0 or 1, not \"%s\"",
                                         clip(v, q, sizeof q));
         resymbolize = v && streq(v, "1");
-        if (renders_running(h) >= HTTP_RENDERS_MAX)
+        if (renders_running(rt) >= HTTP_RENDERS_MAX)
                 return http_reply_retry(h, c, USEC_PER_SEC, "too many stored snapshots being read (%u)",
                                         HTTP_RENDERS_MAX);
         p = pending_new(h, c, format, &r);
         if (!p)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no reply buffer: %s", strerror(-r));
         strncpy(p->id, arg, sizeof p->id - 1);
-        CaptureJobSpec spec = { .archive_dir = http_view(h).config->archive_dir,
+        CaptureJobSpec spec = { .archive_dir = routes_view(rt).config->archive_dir,
                                 .render_id = p->id,
                                 .resymbolize = resymbolize,
                                 .output_fd = p->fd,
                                 .format = format,
                                 .timeout_usec = HTTP_RENDER_TIMEOUT_USEC };
-        capture_job_symbols(http_view(h).config, &spec.symbols);
-        r = capture_job_start(h->daemon.event, &spec, on_live_done, p, &p->render);
+        capture_job_symbols(routes_view(rt).config, &spec.symbols);
+        r = capture_job_start(rt->daemon.event, &spec, on_live_done, p, &p->render);
         if (r < 0) {
                 safe_close(p->fd);
                 free(p);
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to read snapshot %s: %s", arg,
                                         strerror(-r));
         }
-        return pending_suspend(h, c, p, con_cls);
+        return pending_suspend(rt, c, p, con_cls);
 }
 
 /* ---- /rules, /metrics, /healthz ---- */
@@ -629,8 +664,9 @@ static const char *action_name(int i) {
         return rule_action_type_to_string((RuleActionType) i);
 }
 
-static enum MHD_Result route_rules(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
-        DaemonView view = http_view(h), *m = &view;
+static enum MHD_Result route_rules(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
+                                   void **con_cls) {
+        DaemonView view = routes_view(rt), *m = &view;
         json_object *o = json_object_new_object(), *arr = json_object_new_array(), *b = json_object_new_object();
 
         if (!o || !arr || !b) {
@@ -670,13 +706,14 @@ static enum MHD_Result route_rules(Http *h, struct MHD_Connection *c, const char
         return http_reply_json(h, c, MHD_HTTP_OK, o);
 }
 
-static enum MHD_Result route_metrics(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
+static enum MHD_Result route_metrics(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
+                                     void **con_cls) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
 
-        DaemonView v = http_view(h);
+        DaemonView v = routes_view(rt);
 
-        if (metrics_render(h->daemon.metrics, &v, &buf, &len) < 0)
+        if (metrics_render(rt->daemon.metrics, &v, &buf, &len) < 0)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
         return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_METRICS, buf, len);
 }
@@ -703,8 +740,9 @@ static bool health_stalled(const DaemonView *m) {
         return age > API_STALLED_POLLS * m->config->poll_interval_usec + MAX(st->last_duration_usec, USEC_PER_SEC);
 }
 
-enum MHD_Result http_routes_health_public(Http *h, struct MHD_Connection *c) {
-        DaemonView view = http_view(h);
+static enum MHD_Result routes_health_public(void *userdata, Http *h, struct MHD_Connection *c) {
+        HttpRoutes *rt = userdata;
+        DaemonView view = routes_view(rt);
         bool stalled = health_stalled(&view);
         json_object *o = json_object_new_object();
 
@@ -714,8 +752,9 @@ enum MHD_Result http_routes_health_public(Http *h, struct MHD_Connection *c) {
         return http_reply_json(h, c, stalled ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK, o);
 }
 
-static enum MHD_Result route_healthz(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls) {
-        DaemonView view = http_view(h), *m = &view;
+static enum MHD_Result route_healthz(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
+                                     void **con_cls) {
+        DaemonView view = routes_view(rt), *m = &view;
         uint64_t now = now_usec(CLOCK_MONOTONIC);
         bool stalled = health_stalled(m);
         json_object *o = json_object_new_object(), *a = json_object_new_object();
@@ -744,7 +783,8 @@ static enum MHD_Result route_healthz(Http *h, struct MHD_Connection *c, const ch
 
 /* ---- the table ---- */
 
-typedef enum MHD_Result (*HttpRouteFn)(Http *h, struct MHD_Connection *c, const char *arg, void **con_cls);
+typedef enum MHD_Result (*HttpRouteFn)(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
+                                       void **con_cls);
 
 static const char *const stacks_params[] = { API_Q_FORMAT, API_Q_TID, API_Q_PEERS, NULL };
 static const char *const processes_params[] = { API_Q_ALL, API_Q_CLASS, API_Q_UNIT, API_Q_COMM, NULL };
@@ -766,8 +806,9 @@ static const struct {
         { API_ROUTE_HEALTHZ, false, route_healthz, NULL },
 };
 
-enum MHD_Result http_routes_dispatch(Http *h, struct MHD_Connection *c, const char *url, const char *method,
-                                     void **con_cls) {
+static enum MHD_Result routes_dispatch(void *userdata, Http *h, struct MHD_Connection *c, const char *url,
+                                       const char *method, void **con_cls) {
+        HttpRoutes *rt = userdata;
         char q[HTTP_QUOTE_MAX + 8];
 
         for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
@@ -783,8 +824,44 @@ enum MHD_Result http_routes_dispatch(Http *h, struct MHD_Connection *c, const ch
                 if (pc.bad)
                         return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "unknown query parameter \"%s\" for %s",
                                                 clip(pc.bad, q, sizeof q), routes[i].path);
-                return routes[i].fn(h, c, routes[i].prefix ? url + n : NULL, con_cls);
+                return routes[i].fn(rt, h, c, routes[i].prefix ? url + n : NULL, con_cls);
         }
         return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no such route \"%s\" (try /processes, /stacks/PID, "
                                 "/snapshots, /rules, /metrics or /healthz)", clip(url, q, sizeof q));
+}
+
+static void routes_request_done(void *userdata, void *request) {
+        pending_free(userdata, request);
+}
+
+HttpHandler http_routes_handler(HttpRoutes *rt) {
+        return (HttpHandler) {
+                .userdata = rt,
+                .dispatch = routes_dispatch,
+                .resumed = routes_resumed,
+                .health_public = routes_health_public,
+                .request_done = routes_request_done,
+                .cancel_all = routes_cancel_all,
+        };
+}
+
+int http_routes_new(const HttpRoutesDaemon *d, HttpRoutes **ret) {
+        HttpRoutes *rt = calloc(1, sizeof *rt);
+
+        if (!rt)
+                return -ENOMEM;
+        rt->daemon = *d;
+        *ret = rt;
+        return 0;
+}
+
+HttpRoutes *http_routes_free(HttpRoutes *rt) {
+        if (!rt)
+                return NULL;
+        while (rt->pending)
+                pending_free(rt, rt->pending);
+        for (size_t i = 0; i < ELEMENTSOF(rt->processes_cache); i++)
+                free(rt->processes_cache[i].body);
+        free(rt);
+        return NULL;
 }

@@ -18,14 +18,24 @@
 #include <systemd/sd-event.h>
 
 #include "base/alloc-util.h"
-#include "serve/api.h"
-#include "http-admit.h"
-#include "http.h"
 #include "base/io-util.h"
 #include "base/json-util.h"
 #include "base/log.h"
 #include "base/time-util.h"
+#include "serve/api.h"
 #include "serve/token-file.h"
+#include "http-admit.h"
+#include "http.h"
+
+struct Http {
+        HttpDaemon daemon;
+        HttpListener **listeners;
+        size_t n_listeners, n_listeners_allocated;
+        char *token;                    /* for TCP listeners, the capture scope (every route); NULL: none */
+        char *read_token;               /* the read scope: every route but /stacks; NULL: none */
+        char *tls_cert, *tls_key;       /* PEM, read at start: HTTPS on TCP listeners; NULL: plain */
+        char *socket_path;              /* the unix socket we bound, removed at exit */
+};
 
 struct HttpListener {
         Http *http;
@@ -219,7 +229,7 @@ enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t ret
 /* ---- requests ---- */
 
 /* MHD's per-request pointer while a request is between its first and second call. */
-int http_request_seen;
+static int http_request_seen;
 
 /* Constant time in the length of the expected token: a wrong token reveals nothing through timing. */
 static bool token_matches(const char *expected, const char *given) {
@@ -413,7 +423,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
                 if (scope == HTTP_SCOPE_NONE && streq(url, API_ROUTE_HEALTHZ) &&
                     (streq(method, MHD_HTTP_METHOD_GET) || streq(method, MHD_HTTP_METHOD_HEAD)))
-                        return http_routes_health_public(h, c); /* whether it is up reveals nothing */
+                        return h->daemon.handler.health_public(h->daemon.handler.userdata, h, c); /* whether it is up reveals nothing */
                 if (scope == HTTP_SCOPE_NONE)
                         return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
                                                 l->http->token || l->http->read_token
@@ -427,7 +437,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 return MHD_YES;
         }
         if (*con_cls != &http_request_seen)
-                return http_routes_resumed(h, c, *con_cls);
+                return h->daemon.handler.resumed(h->daemon.handler.userdata, h, c, *con_cls);
         if (*upload_data_size > 0) {
                 *upload_data_size = 0; /* a body is never read (every route is a GET), but it counts against the
                                         * head's deadline: the request is whole only once it is all in */
@@ -438,7 +448,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 return http_reply_error(h, c, MHD_HTTP_URI_TOO_LONG, "request URL longer than %d bytes", API_URL_MAX);
         if (request_has_nul(c))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "a NUL byte in the request's path, query or headers");
-        return http_routes_dispatch(h, c, url, method, con_cls);
+        return h->daemon.handler.dispatch(h->daemon.handler.userdata, h, c, url, method, con_cls);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -446,7 +456,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
         http_admit_waiting(connection_admit(c), now_usec(CLOCK_MONOTONIC));
         if (*con_cls && *con_cls != &http_request_seen) {
-                http_pending_free(l->http, *con_cls);
+                l->http->daemon.handler.request_done(l->http->daemon.handler.userdata, *con_cls);
                 *con_cls = NULL;
         }
 }
@@ -462,7 +472,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         log_debug("libmicrohttpd: %s", msg);
 }
 
-DaemonView http_view(Http *h) {
+static DaemonView http_view(Http *h) {
         DaemonView v;
 
         h->daemon.view(h->daemon.userdata, &v);
@@ -767,12 +777,10 @@ Http *http_free(Http *h) {
         if (!h)
                 return NULL;
         /* MHD wants suspended connections resumed before it stops; they are answered 503 or dropped. */
-        http_routes_cancel_all(h);
+        h->daemon.handler.cancel_all(h->daemon.handler.userdata);
         for (size_t i = 0; i < h->n_listeners; i++)
                 listener_free(h->listeners[i]);
         free(h->listeners);
-        while (h->pending)
-                http_pending_free(h, h->pending);
         if (h->socket_path)
                 (void) unlink(h->socket_path);
         free(h->socket_path);
@@ -782,8 +790,6 @@ Http *http_free(Http *h) {
         if (h->tls_key) /* the private key does not outlive its use in freed memory */
                 explicit_bzero(h->tls_key, strlen(h->tls_key));
         free(h->tls_key);
-        for (size_t i = 0; i < ELEMENTSOF(h->processes_cache); i++)
-                free(h->processes_cache[i].body);
         free(h);
         return NULL;
 }

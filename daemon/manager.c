@@ -9,17 +9,18 @@
 #include <systemd/sd-daemon.h>
 
 #include "base/alloc-util.h"
-#include "http.h"
-#include "journal.h"
+#include "base/escape.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "model/config-load.h"
-#include "store/archive-vacuum.h"
-#include "base/escape.h"
-#include "manager.h"
-#include "capture/symcache.h"
 #include "base/strv.h"
 #include "base/time-util.h"
+#include "capture/symcache.h"
+#include "model/config-load.h"
+#include "store/archive-vacuum.h"
+#include "http-routes.h"
+#include "http.h"
+#include "journal.h"
+#include "manager.h"
 
 /* On SIGTERM, how long the captures in flight get to finish: the evidence of a hang is worth a short wait, but
  * systemd's stop timeout is not ours to spend. */
@@ -216,7 +217,7 @@ static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char 
         return 0;
 }
 
-/* HttpDaemon.capture_live: a capture for GET /stacks/PID, through the same budget as the rules. */
+/* HttpRoutesDaemon.capture_live: a capture for GET /stacks/PID, through the same budget as the rules. */
 static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, unsigned peers, int output_fd,
                                 CaptureJobFormat format, CaptureJobDone done, void *userdata,
                                 uint64_t *ret_retry_usec) {
@@ -249,7 +250,7 @@ static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, un
         return manager_start_job(m, &spec, NULL, NULL, false, done, userdata);
 }
 
-/* HttpDaemon.view: what the routes and /metrics read. */
+/* HttpDaemon.view and HttpRoutesDaemon.view: what the transport, the routes and /metrics read. */
 static void manager_view(void *userdata, DaemonView *ret) {
         Manager *m = userdata;
 
@@ -563,13 +564,23 @@ int manager_new(const char *config_path, const char *rules_dir, Config *config, 
         if (r < 0)
                 return log_error_errno(r, "Failed to set up hooks: %m");
         hooks_set_limits(m->hooks, m->config->hook_timeout_usec, m->config->hook_max_running);
+        r = http_routes_new(&(HttpRoutesDaemon) {
+                                    .event = m->event,
+                                    .metrics = &m->metrics,
+                                    .userdata = m,
+                                    .view = manager_view,
+                                    .capture_live = manager_capture_live,
+                                    .captures_max = MANAGER_JOBS_MAX,
+                            },
+                            &m->http_routes);
+        if (r < 0)
+                return log_oom();
         r = http_new(&(HttpDaemon) {
                              .event = m->event,
                              .metrics = &m->metrics,
                              .userdata = m,
                              .view = manager_view,
-                             .capture_live = manager_capture_live,
-                             .captures_max = MANAGER_JOBS_MAX,
+                             .handler = http_routes_handler(m->http_routes),
                      },
                      &m->http);
         if (r < 0)
@@ -592,6 +603,7 @@ Manager *manager_free(Manager *m) {
                 manager_job_free(m->jobs[i]);
         free(m->jobs);
         http_free(m->http);
+        http_routes_free(m->http_routes);
         alerts_done(&m->alerts);
         hooks_free(m->hooks);
         metrics_done(&m->metrics);

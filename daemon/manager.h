@@ -6,9 +6,9 @@
 
 #include <systemd/sd-event.h>
 
+#include "model/config.h"
 #include "store/archive.h"
 #include "capture-job.h"
-#include "model/config.h"
 #include "firing.h"
 #include "hooks.h"
 #include "lock-probe.h"
@@ -18,6 +18,7 @@
 
 typedef struct Manager Manager;
 typedef struct Http Http;
+typedef struct HttpRoutes HttpRoutes;
 typedef struct ManagerJob ManagerJob;
 
 /* At most this many captures in flight (rules and HTTP together); a firing beyond it waits for the next poll. */
@@ -40,6 +41,7 @@ struct Manager {
         size_t n_jobs, n_jobs_allocated;
 
         Http *http;
+        HttpRoutes *http_routes;
         Hooks *hooks;
         Alerts alerts;
         Metrics metrics;

@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "../daemon/http.c"
+#include "../daemon/http-routes.h"
 #include "model/config.h"
 #include "fuzz.h"
 #include "base/intmap.h"
@@ -279,12 +280,13 @@ static void fuzz_view(void *userdata, DaemonView *ret) {
         };
 }
 
+/* The transport as http_new() would set it up, minus the listeners; its handler, the routes, is wired at start. */
 static Http fuzz_http = {
-        .daemon = { .view = fuzz_view, .capture_live = fuzz_capture_live, .metrics = &fuzz_metrics,
-                    .captures_max = 4 },
+        .daemon = { .view = fuzz_view, .metrics = &fuzz_metrics },
         .token = (char *) "capture-token-0123456789",
         .read_token = (char *) "read-token-0123456789",
 };
+static HttpRoutes *fuzz_routes;
 
 static void fuzz_cut(int fd) {
 }
@@ -295,6 +297,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
         if (config_new_default(&fuzz_config) < 0 || config_add_builtin_rules(fuzz_config) < 0)
                 abort();
+        if (http_routes_new(&(HttpRoutesDaemon) { .view = fuzz_view, .capture_live = fuzz_capture_live,
+                                                  .metrics = &fuzz_metrics, .captures_max = 4 },
+                            &fuzz_routes) < 0)
+                abort();
+        fuzz_http.daemon.handler = http_routes_handler(fuzz_routes);
         snprintf(dir, sizeof dir, "%s/archive", fuzz_scratch());
         if (archive_open(dir, &fuzz_archive) < 0)
                 abort();
@@ -456,8 +463,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         on_completed(&l, &c, &con_cls, MHD_REQUEST_TERMINATED_COMPLETED_OK);
         on_connection(&l, &c, &c.socket_context, MHD_CONNECTION_NOTIFY_CLOSED);
         http_admit_done(&l.admit);
-        /* The /processes cache would make the next input's answer depend on this one. */
-        for (size_t i = 0; i < ELEMENTSOF(fuzz_http.processes_cache); i++)
-                fuzz_http.processes_cache[i].body = mfree(fuzz_http.processes_cache[i].body);
+        /* A new scan for the next input: the /processes cache would make its answer depend on this one. */
+        fuzz_scanner.stats.scans++;
         return 0;
 }
