@@ -7,13 +7,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "store/archive.h"
 #include "base/escape.h"
 #include "base/log.h"
 #include "base/parse-util.h"
+#include "capture/symbolize.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
-#include "capture/symbolize.h"
+#include "store/archive.h"
 #include "stackctl-format.h"
 #include "stackctl.h"
 

@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include "base/alloc-util.h"
-#include "serve/api.h"
 #include "base/escape.h"
 #include "base/log.h"
-#include "stackctl.h"
+#include "serve/api.h"
 #include "serve/token-file.h"
+#include "stackctl.h"
 
 static int read_token(const char *path, char **ret) {
         int r = token_file_read(path, ret);

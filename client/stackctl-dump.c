@@ -6,17 +6,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capture/capture.h"
 #include "base/log.h"
 #include "base/parse-util.h"
-#include "proc/proc-read.h"
+#include "base/time-util.h"
+#include "capture/capture.h"
+#include "capture/symbolize.h"
+#include "capture/symcache.h"
+#include "chain/wait-chain.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
+#include "proc/proc-read.h"
 #include "stackctl.h"
-#include "capture/symcache.h"
-#include "capture/symbolize.h"
-#include "base/time-util.h"
-#include "chain/wait-chain.h"
 
 static int print_snapshot(const Snapshot *s) {
         switch (arg.format) {

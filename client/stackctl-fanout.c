@@ -15,8 +15,8 @@
 #include "base/escape.h"
 #include "base/io-util.h"
 #include "base/log.h"
-#include "stackctl.h"
 #include "base/time-util.h"
+#include "stackctl.h"
 
 /* A reply holds a whole /processes document: bounded, as the single-host client is by libcurl's buffer. */
 #define FANOUT_REPLY_MAX (64U * 1024U * 1024U)

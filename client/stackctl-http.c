@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "base/alloc-util.h"
-#include "serve/api.h"
 #include "base/log.h"
 #include "base/parse-util.h"
+#include "serve/api.h"
 #include "stackctl-http.h"
 
 /* libcurl is opened on the first request, not linked: its dependencies (OpenSSL, GnuTLS, Kerberos, LDAP, ssh2,

@@ -12,11 +12,11 @@
 
 #include <systemd/sd-journal.h>
 
-#include "store/archive.h"
 #include "base/escape.h"
 #include "base/log.h"
 #include "base/parse-util.h"
 #include "model/snapshot-text.h"
+#include "store/archive.h"
 #include "stackctl-format.h"
 #include "stackctl.h"
 

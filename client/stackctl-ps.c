@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "serve/api.h"
 #include "base/escape.h"
 #include "base/log.h"
+#include "serve/api.h"
 #include "stackctl-format.h"
 #include "stackctl.h"
 

@@ -1,9 +1,9 @@
 /* stackctl-rules.c: "stackctl rules": the rules stackwatchd runs, how often each fired, and the capture budget. */
 #include <stdio.h>
 
-#include "serve/api.h"
 #include "base/escape.h"
 #include "base/log.h"
+#include "serve/api.h"
 #include "stackctl-format.h"
 #include "stackctl.h"
 

@@ -1,12 +1,12 @@
 /* stackctl-status.c: "stackctl status": is stackwatchd up and scanning, what it watches and what it captured. */
 #include <stdio.h>
 
-#include "serve/api.h"
 #include "base/escape.h"
 #include "base/log.h"
+#include "base/time-util.h"
+#include "serve/api.h"
 #include "stackctl-format.h"
 #include "stackctl.h"
-#include "base/time-util.h"
 
 /* "3 blocked, 20 running, …" in the daemon's order, which is the classes' own. */
 static char *classes_line(json_object *by_class) {

@@ -8,14 +8,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "serve/api.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
-#include "stackctl.h"
 #include "capture/symcache.h"
-#include "model/thread-class.h"
 #include "chain/wait-chain.h"
+#include "model/thread-class.h"
+#include "serve/api.h"
+#include "stackctl.h"
 
 StackctlArgs arg;
 

@@ -6,11 +6,11 @@
 
 #include <json-c/json.h>
 
-#include "store/archive.h"
-#include "capture/capture.h"
 #include "base/json-util.h"
-#include "stackctl-http.h"
+#include "capture/capture.h"
 #include "capture/symbolize.h"
+#include "store/archive.h"
+#include "stackctl-http.h"
 
 /* Exit codes a script can use. */
 enum {

@@ -13,20 +13,20 @@
 #include <linux/close_range.h>
 #include <unistd.h>
 
-#include "store/archive-vacuum.h"
-#include "capture-job.h"
 #include "base/io-util.h"
 #include "base/json-util.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "model/snapshot-json.h"
-#include "model/snapshot-text.h"
-#include "base/strv.h"
 #include "base/string-table.h"
-#include "capture/symbolize.h"
+#include "base/strv.h"
 #include "base/time-util.h"
+#include "capture/symbolize.h"
 #include "capture/syscall-probe.h"
 #include "chain/wait-chain.h"
+#include "model/snapshot-json.h"
+#include "model/snapshot-text.h"
+#include "store/archive-vacuum.h"
+#include "capture-job.h"
 
 static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
         [CAPTURE_JOB_FORMAT_JSON] = "json",

@@ -8,11 +8,11 @@
 
 #include <systemd/sd-event.h>
 
-#include "store/archive.h"
 #include "capture/capture.h"
+#include "capture/symbolize.h"
 #include "model/config.h"
 #include "model/snapshot.h"
-#include "capture/symbolize.h"
+#include "store/archive.h"
 
 typedef struct CaptureJob CaptureJob;
 

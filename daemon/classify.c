@@ -1,8 +1,8 @@
 /* classify.c: the strace/top/stack triage as arithmetic over two samples. */
 #include <string.h>
 
-#include "classify.h"
 #include "base/macro.h"
+#include "classify.h"
 
 double classify_cpu_percent(const ThreadSample *prev, const ThreadSample *cur, long hz) {
         uint64_t dticks, dt;

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store/archive.h"
 #include "model/config.h"
+#include "store/archive.h"
 #include "firing.h"
 #include "hooks.h"
 #include "scan.h"

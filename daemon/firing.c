@@ -7,14 +7,14 @@
 #include <unistd.h>
 
 #include "base/alloc-util.h"
-#include "store/archive.h"
 #include "base/escape.h"
-#include "firing.h"
-#include "journal.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/strv.h"
 #include "base/time-util.h"
+#include "store/archive.h"
+#include "firing.h"
+#include "journal.h"
 
 /* A firing alert expires after this many repeat intervals without being sent again: one missed repeat (a loaded
  * machine, a hook that failed once) does not end it. */

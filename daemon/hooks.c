@@ -15,14 +15,14 @@
 #include <unistd.h>
 
 #include "base/alloc-util.h"
-#include "model/config.h"
 #include "base/escape.h"
-#include "hooks.h"
-#include "journal.h"
 #include "base/json-util.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/strv.h"
+#include "model/config.h"
+#include "hooks.h"
+#include "journal.h"
 
 /* A longer line of a hook's output is logged cut, marked with "…"; the rest of it is skipped. */
 #define HOOK_LINE_MAX 1024

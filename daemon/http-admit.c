@@ -4,8 +4,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "http-admit.h"
 #include "base/macro.h"
+#include "http-admit.h"
 
 struct HttpAdmitConn {
         HttpAdmitConn *next, *prev;

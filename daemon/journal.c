@@ -10,10 +10,10 @@
 #include <systemd/sd-journal.h>
 
 #include "base/escape.h"
-#include "journal.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/string-table.h"
+#include "journal.h"
 
 static bool use_journal;
 

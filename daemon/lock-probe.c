@@ -5,11 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/log.h"
+#include "base/time-util.h"
+#include "capture/syscall-probe.h"
 #include "capture-job.h"
 #include "lock-probe.h"
-#include "base/log.h"
-#include "capture/syscall-probe.h"
-#include "base/time-util.h"
 
 /* The child's exit status: seen failing, not seen, or the probe could not run. */
 enum {

@@ -9,9 +9,9 @@
 #include "base/alloc-util.h"
 #include "base/escape.h"
 #include "base/macro.h"
-#include "metrics.h"
 #include "base/string-table.h"
 #include "base/time-util.h"
+#include "metrics.h"
 
 static const char *const capture_outcome_table[_CAPTURE_OUTCOME_MAX] = {
         [CAPTURE_OUTCOME_OK] = "ok",

@@ -13,11 +13,11 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
+#include "base/time-util.h"
 #include "chain/peers.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
 #include "scan.h"
-#include "base/time-util.h"
 
 int scanner_new(Scanner **ret) {
         Scanner *s = calloc(1, sizeof *s);

@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "classify.h"
 #include "base/intmap.h"
 #include "proc/peers-tables.h"
+#include "classify.h"
 
 /* A thread asleep between tries for a lock: it woke from its sleep within WAKE_USEC, and its process has a file open
  * that another owner holds a lock on, checked at most every RECHECK_USEC (one read of /proc/locks a scan, and the

@@ -10,14 +10,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/config-load.h"
-#include "journal.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "manager.h"
 #include "base/parse-util.h"
-#include "trigger.h"
 #include "base/time-util.h"
+#include "model/config-load.h"
+#include "journal.h"
+#include "manager.h"
+#include "trigger.h"
 
 /* $(sysconfdir)/stackwatch/stackwatch.yaml, from the build: where make install put it. */
 #define DEFAULT_CONFIG STACKWATCH_CONFIG_FILE

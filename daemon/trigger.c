@@ -7,10 +7,10 @@
 #include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "model/rules.h"
 #include "base/time-util.h"
-#include "trigger.h"
 #include "chain/wait-chain.h"
+#include "model/rules.h"
+#include "trigger.h"
 
 void trigger_done(Trigger *t) {
         for (size_t i = 0; i < t->n_cooldowns; i++)

@@ -5,9 +5,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chain/wait-chain.h"
 #include "model/config.h"
 #include "scan.h"
-#include "chain/wait-chain.h"
 
 #define TRIGGER_BUDGET_WINDOW_USEC (60 * USEC_PER_SEC)
 

@@ -3,9 +3,9 @@
  * it names, then the zstd document frame. What a good file yields is used as "stackctl list" uses it. */
 #include <errno.h>
 
+#include "base/json-util.h"
 #include "store/archive.h"
 #include "fuzz.h"
-#include "base/json-util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         _cleanup_(archive_summary_done) ArchiveSummary s = {};

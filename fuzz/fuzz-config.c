@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 
 #include "model/config-load.h"
-#include "fuzz.h"
 #include "model/rules.h"
+#include "fuzz.h"
 
 static char main_path[PATH_MAX], dropin_dir[PATH_MAX], dropin_path[PATH_MAX];
 

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/fuse-conn.h"
-#include "fuzz.h"
-#include "proc/peers-tables.h"
-#include "model/proc-parse.h"
 #include "base/strv.h"
+#include "capture/fuse-conn.h"
+#include "model/proc-parse.h"
+#include "proc/peers-tables.h"
+#include "fuzz.h"
 
 /* The parsers that take a length get a copy of exactly LEN bytes, so that ASan sees a read past the end; those that
  * take a C string (the readers NUL-terminate what they read) get it NUL-terminated. */

@@ -5,11 +5,11 @@
 #include <errno.h>
 
 #include "base/escape.h"
-#include "fuzz.h"
 #include "base/json-util.h"
+#include "base/strv.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
-#include "base/strv.h"
+#include "fuzz.h"
 
 static void render(const Snapshot *s, const TextOptions *o) {
         (void) snapshot_print_text(s, o, fuzz_sink());

@@ -1,6 +1,7 @@
 /* strv.h: NULL-terminated string vectors. */
 #pragma once
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 

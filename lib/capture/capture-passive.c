@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "capture/capture-passive.h"
 #include "base/macro.h"
+#include "capture/capture-passive.h"
 #include "proc/proc-read.h"
 
 int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret) {

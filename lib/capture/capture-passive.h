@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "model/proc-parse.h"
 #include "capture/unwind.h"
+#include "model/proc-parse.h"
 
 /* The registers a /proc syscall record gives: SP and PC always, and for a thread inside a syscall its argument
  * registers (rdi rsi rdx r10 r8 r9, which the kernel leaves intact) plus rcx (= PC after the syscall

@@ -10,10 +10,10 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "capture/capture-passive.h"
-#include "capture/capture-ptrace.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "capture/capture-passive.h"
+#include "capture/capture-ptrace.h"
 #include "proc/proc-read.h"
 
 /* Poll this many times before sleeping between polls: a thread on another CPU stops within microseconds, and every

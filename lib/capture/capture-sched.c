@@ -4,9 +4,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "capture/capture-sched.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "capture/capture-sched.h"
 
 #define CAPTURE_NICE -20
 /* CPU a real-time window may use without blocking before the kernel ends the process (RLIMIT_RTTIME, in us): a

@@ -8,16 +8,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/strv.h"
+#include "base/time-util.h"
 #include "capture/capture-passive.h"
 #include "capture/capture-ptrace.h"
 #include "capture/capture-sched.h"
 #include "capture/capture.h"
-#include "base/log.h"
-#include "base/macro.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
-#include "base/strv.h"
-#include "base/time-util.h"
 
 #define CMDLINE_BYTES_MAX (128U * 1024)
 #define CGROUP_BYTES_MAX (16U * 1024)

@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "model/snapshot.h"
 #include "capture/symbolize.h"
 #include "capture/unwind.h"
+#include "model/snapshot.h"
 
 /* Budgets (each overrun is recorded in the snapshot, never silent). */
 #define CAPTURE_FRAMES_DEFAULT 256U

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "base/alloc-util.h"
-#include "capture/fuse-conn.h"
 #include "base/macro.h"
+#include "capture/fuse-conn.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
 

@@ -16,13 +16,13 @@
 #include "base/alloc-util.h"
 #include "base/demangle.h"
 #include "base/escape.h"
-#include "capture/fuse-conn.h"
 #include "base/json-util.h"
 #include "base/log.h"
-#include "model/snapshot-json.h"
+#include "base/time-util.h"
+#include "capture/fuse-conn.h"
 #include "capture/symbolize.h"
 #include "capture/symcache.h"
-#include "base/time-util.h"
+#include "model/snapshot-json.h"
 
 #define SYMBOLIZER_MODULES_MAX 4096
 #define INLINE_DEPTH_MAX 32

@@ -16,8 +16,8 @@
 #include "base/alloc-util.h"
 #include "base/io-util.h"
 #include "base/log.h"
-#include "capture/symcache.h"
 #include "base/time-util.h"
+#include "capture/symcache.h"
 
 /* A temporary file this old is what is left of a writer that was killed. */
 #define SYMCACHE_TMP_MAX_AGE_USEC (3600ULL * USEC_PER_SEC)

@@ -12,11 +12,11 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "capture/capture-ptrace.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "capture/syscall-probe.h"
 #include "base/time-util.h"
+#include "capture/capture-ptrace.h"
+#include "capture/syscall-probe.h"
 
 /* Distinct (syscall, result) pairs counted; a spinning thread has one or two. */
 #define PROBE_PAIRS 16

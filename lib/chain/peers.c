@@ -21,10 +21,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "capture/fuse-conn.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
+#include "capture/fuse-conn.h"
 #include "chain/peers.h"
 #include "proc/proc-read.h"
 #include "proc/sock-diag.h"

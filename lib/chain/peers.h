@@ -9,10 +9,10 @@
 #include <sys/types.h>
 
 #include "base/macro.h"
-#include "proc/peers-tables.h"
+#include "capture/syscall-probe.h"
 #include "model/proc-parse.h"
 #include "model/snapshot.h"
-#include "capture/syscall-probe.h"
+#include "proc/peers-tables.h"
 
 /* Budgets: fds looked at in one poll/select/epoll wait, holders listed for one object, fds of one process matched
  * against /proc/locks for a lock it may poll for. */

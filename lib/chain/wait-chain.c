@@ -9,11 +9,11 @@
 
 #include "base/log.h"
 #include "base/macro.h"
-#include "proc/proc-read.h"
 #include "base/strv.h"
-#include "capture/syscall-probe.h"
 #include "base/time-util.h"
+#include "capture/syscall-probe.h"
 #include "chain/wait-chain.h"
+#include "proc/proc-read.h"
 
 typedef struct ChainProc {
         pid_t pid;

@@ -9,11 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/config-load.h"
-#include "model/config-yaml.h"
 #include "base/io-util.h"
 #include "base/macro.h"
 #include "base/strv.h"
+#include "model/config-load.h"
+#include "model/config-yaml.h"
 
 /* ---- loading ---- */
 

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "base/alloc-util.h"
-#include "model/config-value.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
+#include "model/config-value.h"
 
 /* ---- errors ---- */
 

@@ -12,11 +12,11 @@
 #include <yaml.h>
 
 #include "base/alloc-util.h"
-#include "model/config-yaml.h"
 #include "base/escape.h"
 #include "base/parse-util.h"
-#include "model/proc-parse.h"
 #include "base/strv.h"
+#include "model/config-yaml.h"
+#include "model/proc-parse.h"
 
 /* Nodes walked per document, an alias counted each time it is walked: stops "billion laughs" alias bombs. The
  * bound is in work, relative to the document: aliases may make the walk this many times the document's own nodes

@@ -4,10 +4,10 @@
 #include <string.h>
 
 #include "base/alloc-util.h"
-#include "model/config.h"
 #include "base/macro.h"
 #include "base/string-table.h"
 #include "base/strv.h"
+#include "model/config.h"
 
 static const char *const config_journal_table[_CONFIG_JOURNAL_MAX] = {
         [CONFIG_JOURNAL_OFF] = "off",

@@ -9,8 +9,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#include "model/config-value.h"
 #include "base/macro.h"
+#include "model/config-value.h"
 #include "model/rules.h"
 #include "model/snapshot.h"
 #include "model/unwind-kind.h"

@@ -6,8 +6,8 @@
 #include "base/alloc-util.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
-#include "model/proc-parse.h"
 #include "base/strv.h"
+#include "model/proc-parse.h"
 
 int proc_parse_stat(const char *buf, size_t len, ProcStat *ret) {
         const char *end = buf + len, *open, *close, *p;

@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "model/rules.h"
 #include "base/string-table.h"
 #include "base/strv.h"
+#include "model/rules.h"
 
 static const char *const rule_action_type_table[_RULE_ACTION_TYPE_MAX] = {
         [RULE_ACTION_TYPE_SNAPSHOT] = "snapshot",

@@ -8,8 +8,8 @@
 #include "base/json-util.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
-#include "model/snapshot-json.h"
 #include "base/strv.h"
+#include "model/snapshot-json.h"
 
 /* ---- writing ---- */
 

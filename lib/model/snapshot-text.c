@@ -8,9 +8,9 @@
 #include "base/escape.h"
 #include "base/json-util.h"
 #include "base/macro.h"
+#include "base/strv.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
-#include "base/strv.h"
 
 static void put_escaped(FILE *f, const char *s) {
         _cleanup_free_ char *e = escape_string(s);

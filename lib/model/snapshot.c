@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "model/snapshot.h"
 #include "base/string-table.h"
 #include "base/strv.h"
+#include "model/snapshot.h"
 
 static const char *const capture_method_table[_CAPTURE_METHOD_MAX] = {
         [CAPTURE_METHOD_AUTO] = "auto",

@@ -13,8 +13,8 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
-#include "proc/peers-tables.h"
 #include "model/proc-parse.h"
+#include "proc/peers-tables.h"
 #include "proc/proc-read.h"
 
 int peer_resolver_new(PeerResolver **ret) {

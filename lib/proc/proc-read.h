@@ -1,6 +1,7 @@
 /* proc-read.h: openat/pread access to /proc without stdio; a vanished process or thread reads as -ESRCH. */
 #pragma once
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "base/log.h"
 #include "base/alloc-util.h"
+#include "base/log.h"
 #include "base/macro.h"
 #include "proc/sock-diag.h"
 

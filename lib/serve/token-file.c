@@ -4,8 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "serve/api.h"
 #include "base/macro.h"
+#include "serve/api.h"
 #include "serve/token-file.h"
 
 #define STRINGIFY_(x) #x

@@ -7,10 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store/archive-vacuum.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/time-util.h"
+#include "store/archive-vacuum.h"
 
 /* Why the oldest remaining snapshot S must go, with N snapshots of TOTAL bytes still there and FREED bytes deleted
  * so far: a reason for the debug log in *RET_REASON, or NULL when every limit holds (and so holds for every newer

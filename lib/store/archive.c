@@ -15,13 +15,13 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include "store/archive.h"
 #include "base/alloc-util.h"
 #include "base/io-util.h"
 #include "base/json-util.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/time-util.h"
+#include "store/archive.h"
 
 /* zstd's default level: fast enough for the capture child, 5-10x on snapshot JSON. */
 #define ARCHIVE_ZSTD_LEVEL 3

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/config-load.h"
 #include "base/strv.h"
+#include "model/config-load.h"
 
 #define SEC USEC_PER_SEC
 #define MSEC USEC_PER_MSEC

@@ -15,11 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "unit.h"
 #include "capture/fuse-conn.h"
 #include "chain/peers.h"
-#include "proc/sock-diag.h"
 #include "chain/wait-chain.h"
+#include "proc/sock-diag.h"
+#include "unit.h"
 
 /* Fork a child that closes CLOSE_FD (if >= 0) and then reads READ_FD forever (or pauses when READ_FD < 0). */
 static pid_t spawn_reader(int read_fd, int close_fd) {

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "model/proc-parse.h"
 #include "base/strv.h"
+#include "model/proc-parse.h"
 
 #define STAT_TAIL " S 1 100 100 0 -1 4194560 120 0 3 0 17 9 0 0 20 0 3 0 4242 1000 200 18446744073709551615 " \
                   "1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strv.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
-#include "base/strv.h"
 
 static Snapshot *make_snapshot(void) {
         Snapshot *s = snapshot_new();

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "unit.h"
 #include "capture/syscall-probe.h"
+#include "unit.h"
 
 static volatile sig_atomic_t got_usr1;
 

@@ -8,8 +8,8 @@
 
 #include "unit.h"
 
-#include "serve/api.h"
 #include "base/macro.h"
+#include "serve/api.h"
 #include "serve/token-file.h"
 
 static char *write_tmp(const char *data, size_t len) {
