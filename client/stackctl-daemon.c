@@ -8,10 +8,38 @@
 
 #include "base/alloc-util.h"
 #include "base/escape.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "serve/api.h"
 #include "serve/token-file.h"
-#include "stackctl.h"
+#include "stackctl-args.h"
+#include "stackctl-daemon.h"
+#include "stackctl-output.h"
+
+/* --host: "http://HOST:PORT" or "HOST:PORT" (http is implied), without a trailing slash; libcurl checks the rest. */
+int parse_host(const char *s) {
+        static char url[API_URL_MAX];
+        size_t len;
+
+        for (const char *p = s; *p; p++)
+                if ((unsigned char) *p <= ' ' || *p == 0x7f) {
+                        log_error("Invalid --host: a URL has no spaces or control characters.");
+                        return -EINVAL;
+                }
+        if (snprintf(url, sizeof url, "%s%s", strstr(s, "://") ? "" : "http://", s) >= (int) sizeof url) {
+                log_error("Invalid --host: longer than %d bytes.", API_URL_MAX);
+                return -EINVAL;
+        }
+        len = strlen(url);
+        while (len > 0 && url[len - 1] == '/')
+                url[--len] = 0;
+        if (!startswith(url, "http://") && !startswith(url, "https://")) {
+                log_error("Invalid --host '%s': expected http://HOST:PORT.", s);
+                return -EINVAL;
+        }
+        arg.host = url;
+        return 0;
+}
 
 static int read_token(const char *path, char **ret) {
         int r = token_file_read(path, ret);

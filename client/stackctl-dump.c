@@ -16,7 +16,11 @@
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
 #include "proc/proc-read.h"
-#include "stackctl.h"
+#include "stackctl-args.h"
+#include "stackctl-daemon.h"
+#include "stackctl-dump.h"
+#include "stackctl-output.h"
+#include "stackctl-verbs.h"
 
 static int print_snapshot(const Snapshot *s) {
         switch (arg.format) {

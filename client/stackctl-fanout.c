@@ -16,7 +16,9 @@
 #include "base/io-util.h"
 #include "base/log.h"
 #include "base/time-util.h"
-#include "stackctl.h"
+#include "stackctl-args.h"
+#include "stackctl-daemon.h"
+#include "stackctl-fanout.h"
 
 /* A reply holds a whole /processes document: bounded, as the single-host client is by libcurl's buffer. */
 #define FANOUT_REPLY_MAX (64U * 1024U * 1024U)

@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "stackctl.h"
+#include "stackctl-args.h"
+#include "stackctl-output.h"
 
 static pid_t pager_pid;
 

@@ -3,10 +3,15 @@
 #include <string.h>
 
 #include "base/escape.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "serve/api.h"
+#include "stackctl-args.h"
+#include "stackctl-daemon.h"
+#include "stackctl-fanout.h"
 #include "stackctl-format.h"
-#include "stackctl.h"
+#include "stackctl-output.h"
+#include "stackctl-verbs.h"
 
 /* The filters as query parameters; failures are logged. */
 static int processes_path(char **ret) {
@@ -53,7 +58,7 @@ static int print_thread(json_object *t, const char *host) {
 }
 
 /* ps --host A --host B …: one table, a HOST column first, a host that did not answer as a line of its own. */
-int fanout_ps(void) {
+static int fanout_ps(void) {
         _cleanup_free_ char *path = NULL;
         FanoutReply *rs = NULL;
         size_t n = 0, rows = 0, answered = 0;

@@ -2,10 +2,14 @@
 #include <stdio.h>
 
 #include "base/escape.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "serve/api.h"
+#include "stackctl-args.h"
+#include "stackctl-daemon.h"
 #include "stackctl-format.h"
-#include "stackctl.h"
+#include "stackctl-output.h"
+#include "stackctl-verbs.h"
 
 static int print_rule(json_object *rule) {
         _cleanup_free_ char *name = escape_string(json_get_string(rule, API_K_NAME) ?: "-"),

@@ -2,11 +2,16 @@
 #include <stdio.h>
 
 #include "base/escape.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/time-util.h"
 #include "serve/api.h"
+#include "stackctl-args.h"
+#include "stackctl-daemon.h"
+#include "stackctl-fanout.h"
 #include "stackctl-format.h"
-#include "stackctl.h"
+#include "stackctl-output.h"
+#include "stackctl-verbs.h"
 
 /* "3 blocked, 20 running, …" in the daemon's order, which is the classes' own. */
 static char *classes_line(json_object *by_class) {
@@ -78,7 +83,7 @@ static int print_status(json_object *h) {
 }
 
 /* status --host A --host B …: a line per host, those that did not answer too. */
-int fanout_status(void) {
+static int fanout_status(void) {
         FanoutReply *rs = NULL;
         size_t n = 0, healthy = 0;
         json_object *all = NULL;

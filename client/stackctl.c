@@ -15,9 +15,10 @@
 #include "chain/wait-chain.h"
 #include "model/thread-class.h"
 #include "serve/api.h"
-#include "stackctl.h"
-
-StackctlArgs arg;
+#include "stackctl-args.h"
+#include "stackctl-daemon.h"
+#include "stackctl-output.h"
+#include "stackctl-verbs.h"
 
 /* One bit per verb: which verbs an option applies to. */
 enum {
@@ -28,7 +29,8 @@ enum {
         V_RULES = 1 << 4,
         V_STATUS = 1 << 5,
         V_ALL = V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES | V_STATUS,
-        V_DAEMON = V_DUMP | V_PS | V_RULES | V_STATUS, /* they talk to stackwatchd (dump with --via-daemon) */
+        /* They talk to stackwatchd: dump with --via-daemon, list and show with --socket or --host. */
+        V_DAEMON = V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES | V_STATUS,
 };
 
 typedef struct Verb {
@@ -103,13 +105,53 @@ static const struct {
         { "   --unit GLOB", "ps: only processes in matching systemd units" },
         { "   --comm GLOB", "ps: only threads or processes with a matching name" },
         { "   --no-legend", "list, ps, rules: no header and footer lines" },
-        { "   --socket PATH", "ps, rules, status, dump --via-daemon: the daemon's socket" },
-        { "   --host URL", "The same, over TCP (http://HOST:PORT); list, show --journal: records of host NAME" },
+        { "   --socket PATH", "ps, rules, status, dump --via-daemon, list, show (its archive): the daemon's socket" },
+        { "   --host URL", "The same, over TCP (http://HOST:PORT; several: each); list, show --journal: host NAME" },
         { "   --token-file FILE", "With --host: send the bearer token in FILE" },
         { "   --cacert FILE", "With --host https://…: check the daemon's certificate against the CA(s) in FILE" },
         { "   --timeout SEC", "Wait at most SEC seconds for the daemon (default 10, dump 60)" },
         { "   --debug", "Log debugging messages to stderr" },
 };
+
+/* --since: "10m" (that long ago), "@EPOCH", or a local time "YYYY-MM-DD[ HH:MM[:SS]]". */
+static int parse_since(const char *s, uint64_t *ret) {
+        static const struct {
+                char unit;
+                uint64_t usec;
+        } units[] = { { 's', USEC_PER_SEC }, { 'm', 60 * USEC_PER_SEC }, { 'h', 3600 * USEC_PER_SEC },
+                      { 'd', 86400 * USEC_PER_SEC } };
+        static const char *const formats[] = { "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M",
+                                               "%Y-%m-%d" };
+        struct timespec now;
+        size_t len = strlen(s);
+        uint64_t v;
+
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (s[0] == '@')
+                return safe_atou64(s + 1, &v) < 0 ? -EINVAL : (*ret = v * USEC_PER_SEC, 0);
+        for (size_t i = 0; len > 1 && i < ELEMENTSOF(units); i++)
+                if (s[len - 1] == units[i].unit) {
+                        _cleanup_free_ char *num = strndup(s, len - 1);
+                        uint64_t nowu = (uint64_t) now.tv_sec * USEC_PER_SEC;
+                        if (!num || safe_atou64(num, &v) < 0 || v > nowu / units[i].usec)
+                                return -EINVAL;
+                        *ret = nowu - v * units[i].usec;
+                        return 0;
+                }
+        for (size_t i = 0; i < ELEMENTSOF(formats); i++) {
+                struct tm tm = { .tm_isdst = -1 };
+                const char *end = strptime(s, formats[i], &tm);
+                time_t t;
+                if (!end || *end)
+                        continue;
+                t = mktime(&tm);
+                if (t < 0)
+                        return -EINVAL;
+                *ret = (uint64_t) t * USEC_PER_SEC;
+                return 0;
+        }
+        return -EINVAL;
+}
 
 /* printf pads by bytes: widen the field by the UTF-8 continuation bytes in S so that "PID…" lines up. */
 static int column_width(const char *s, int width) {
@@ -227,7 +269,7 @@ static const struct {
         { ARG_COMM, "--comm", V_PS },
         { ARG_NO_LEGEND, "--no-legend", V_LIST | V_PS | V_RULES },
         { ARG_SOCKET, "--socket", V_DAEMON },
-        { ARG_HOST, "--host", V_DAEMON | V_LIST | V_SHOW },
+        { ARG_HOST, "--host", V_DAEMON },
         { ARG_TOKEN_FILE, "--token-file", V_DAEMON },
         { ARG_CACERT, "--cacert", V_DAEMON },
         { ARG_TIMEOUT, "--timeout", V_DAEMON },
@@ -292,31 +334,6 @@ static int parse_classes(const char *s) {
                 log_error("Empty --class: expected one or more class names, separated by commas.");
                 return -EINVAL;
         }
-        return 0;
-}
-
-/* --host: "http://HOST:PORT" or "HOST:PORT" (http is implied), without a trailing slash; libcurl checks the rest. */
-int parse_host(const char *s) {
-        static char url[API_URL_MAX];
-        size_t len;
-
-        for (const char *p = s; *p; p++)
-                if ((unsigned char) *p <= ' ' || *p == 0x7f) {
-                        log_error("Invalid --host: a URL has no spaces or control characters.");
-                        return -EINVAL;
-                }
-        if (snprintf(url, sizeof url, "%s%s", strstr(s, "://") ? "" : "http://", s) >= (int) sizeof url) {
-                log_error("Invalid --host: longer than %d bytes.", API_URL_MAX);
-                return -EINVAL;
-        }
-        len = strlen(url);
-        while (len > 0 && url[len - 1] == '/')
-                url[--len] = 0;
-        if (!startswith(url, "http://") && !startswith(url, "https://")) {
-                log_error("Invalid --host '%s': expected http://HOST:PORT.", s);
-                return -EINVAL;
-        }
-        arg.host = url;
         return 0;
 }
 
@@ -627,6 +644,7 @@ static int parse_argv(int argc, char **argv) {
                                 return -EINVAL;
                         }
                         arg.socket_path = optarg;
+                        arg.socket_given = true;
                         break;
                 case ARG_HOST:
                         /* ps, rules, status: the daemon's URL; list, show --journal: a host name to match. */
@@ -681,10 +699,25 @@ static int dispatch(int argc, char **argv) {
                 argv = dump_argv;
                 arg.filter_pid = 0;
         }
-        /* list, show: -D, --file, -m and --host read journals, and only with --journal. */
-        if ((v->bit & (V_LIST | V_SHOW)) && !arg.journal &&
-            (arg.journal_dir || arg.journal_files || arg.merge || arg.n_host_names > 0)) {
-                log_error("-D, --file, --merge and --host read snapshots from the journal: add --journal.");
+        /* list, show: -D, --file and -m read journals, and only with --journal; --host is a daemon without it, a
+         * host name to match with it, and --socket a daemon. */
+        if ((v->bit & (V_LIST | V_SHOW)) && !arg.journal && (arg.journal_dir || arg.journal_files || arg.merge)) {
+                log_error("-D, --file and --merge read snapshots from the journal: add --journal.");
+                return EXIT_USAGE;
+        }
+        if ((v->bit & (V_LIST | V_SHOW)) && arg.journal && arg.socket_given) {
+                log_error("--socket names a daemon to read snapshots from, --journal the journal: use one.");
+                return EXIT_USAGE;
+        }
+        if ((v->bit & (V_LIST | V_SHOW)) && (arg.journal || !(arg.host || arg.socket_given)) &&
+            (arg.token_file || arg.cacert || arg.timeout_usec)) {
+                log_error("--token-file, --cacert and --timeout are for a daemon: list and show read one with "
+                          "--socket or --host.");
+                return EXIT_USAGE;
+        }
+        if ((v->bit & (V_LIST | V_SHOW)) && (arg.host || arg.socket_given) && !arg.journal &&
+            !streq(arg.archive_dir, STACKWATCH_ARCHIVE_DEFAULT)) {
+                log_error("--archive names a directory here; --socket and --host read a daemon's archive: use one.");
                 return EXIT_USAGE;
         }
         if (arg.journal_dir && arg.journal_files) {

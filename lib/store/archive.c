@@ -261,6 +261,26 @@ json_object *archive_summary_to_json(const ArchiveSummary *s) {
         return o;
 }
 
+int archive_summary_from_json(json_object *o, ArchiveSummary *ret) {
+        ArchiveSummary s = {};
+        const char *id = json_get_string(o, "id");
+
+        if (!json_object_is_type(o, json_type_object) || !id || !archive_id_is_valid(id))
+                return -EBADMSG;
+        s.timestamp_usec = json_get_u64(o, "timestamp_usec");
+        s.pid = (int) json_get_u64(o, "pid");
+        s.size = json_get_u64(o, "size");
+        s.file_size = json_get_u64(o, "file_size");
+        if (!(s.id = strdup(id)) || json_dup_string(o, "comm", &s.comm) < 0 || json_dup_string(o, "exe", &s.exe) < 0 ||
+            json_dup_string(o, "unit", &s.unit) < 0 || json_dup_string(o, "rule", &s.rule) < 0 ||
+            json_dup_string(o, "class", &s.klass) < 0) {
+                archive_summary_done(&s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
 void archive_summaries_free(ArchiveSummary *s, size_t n) {
         if (!s)
                 return;

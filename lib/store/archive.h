@@ -106,5 +106,9 @@ void archive_summary_done(ArchiveSummary *s);
 /* S as the API and stackctl list --json show it: {"id", "timestamp_usec", "pid", "comm", "exe", "unit", "rule",
  * "class", "size", "file_size"} (unknown strings null); NULL on OOM. */
 struct json_object *archive_summary_to_json(const ArchiveSummary *s);
+/* The other way, for a client of the API: an entry of GET /snapshots into *RET. Lenient about missing strings (NULL)
+ * and numbers (0), as a daemon of another version may leave some out; -EBADMSG when O is not an object or its id
+ * is not a snapshot id; -ENOMEM. */
+int archive_summary_from_json(struct json_object *o, ArchiveSummary *ret);
 /* Free an array of N summaries from archive_list(); NULL-safe. */
 void archive_summaries_free(ArchiveSummary *s, size_t n);

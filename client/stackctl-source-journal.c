@@ -1,4 +1,4 @@
-/* stackctl-journal.c: "stackctl list/show --journal": the snapshots that travelled in journal records (one record per
+/* stackctl-source-journal.c: "stackctl list/show --journal": the snapshots that travelled in journal records (one record per
  * firing, MESSAGE_ID SW_MESSAGE_RULE_FIRED; with archive.journal: full the snapshot's archive file rides along in
  * STACKWATCH_SNAPSHOT_FILE), read on any machine as coredumpctl reads cores: the local journal, -D DIR, --file GLOB,
  * a central host's journal-remote files. libsystemd is opened on first use, so that every other stackctl run
@@ -12,13 +12,12 @@
 
 #include <systemd/sd-journal.h>
 
-#include "base/escape.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/parse-util.h"
-#include "model/snapshot-text.h"
 #include "store/archive.h"
-#include "stackctl-format.h"
-#include "stackctl.h"
+#include "stackctl-args.h"
+#include "stackctl-source.h"
 
 #define LIBSYSTEMD_SONAME "libsystemd.so.0"
 /* The firing record's MESSAGE_ID (daemon/journal.h, SW_MESSAGE_RULE_FIRED). */
@@ -127,26 +126,17 @@ static char *field(sd_journal *j, const char *name) {
         return strndup((const char *) data + k + 1, len - k - 1);
 }
 
-typedef struct JournalSnapshot {
-        ArchiveSummary s;
-        char *host;
-        bool has_file;                  /* the record carries the snapshot (archive.journal: full) */
-} JournalSnapshot;
-
-static void journal_snapshot_done(JournalSnapshot *js) {
-        archive_summary_done(&js->s);
-        free(js->host);
-}
-
-/* The current entry as a summary, from its fields (the record names the snapshot; the file is not read here). */
-static int entry_summary(sd_journal *j, JournalSnapshot *ret) {
+/* The current entry as a list entry, from its fields (the record names the snapshot; the file is not read here):
+ * 1, or 0 for a firing without a snapshot. */
+static int entry_summary(sd_journal *j, SnapshotEntry *ret) {
         _cleanup_free_ char *pid = NULL, *size = NULL;
         const void *data;
         size_t len;
         uint64_t t = 0;
+        bool has_file;
         int p = 0;
 
-        *ret = (JournalSnapshot) {};
+        *ret = (SnapshotEntry) {};
         ret->s.id = field(j, "STACKWATCH_SNAPSHOT_ID");
         if (!ret->s.id)
                 return 0; /* a firing without a snapshot: nothing to show */
@@ -166,177 +156,164 @@ static int entry_summary(sd_journal *j, JournalSnapshot *ret) {
         if (size)
                 (void) safe_atou64(size, &ret->s.file_size);
         /* Only whether the file is there: with the data threshold at its default, this reads at most 64 KiB. */
-        ret->has_file = sym_sd_journal_get_data(j, "STACKWATCH_SNAPSHOT_FILE", &data, &len) >= 0;
+        has_file = sym_sd_journal_get_data(j, "STACKWATCH_SNAPSHOT_FILE", &data, &len) >= 0;
+        /* list --json: whether show can print it whole from here. */
+        ret->extra = json_object_new_object();
+        if (ret->extra)
+                json_object_object_add(ret->extra, "in_journal", json_object_new_boolean(has_file));
         return 1;
 }
 
-int journal_list(int argc, char **argv) {
-        _cleanup_(journal_closep) sd_journal *j = NULL;
-        Match m[MATCHES_MAX];
-        json_object *arr = NULL;
-        JournalSnapshot *all = NULL;
-        size_t n = 0, n_alloc = 0, n_m = 0, first;
+static void entry_done(SnapshotEntry *e) {
+        archive_summary_done(&e->s);
+        free(e->host);
+        json_object_put(e->extra);
+        *e = (SnapshotEntry) {};
+}
+
+static bool journal_wanted(void) {
+        return arg.journal;
+}
+
+static const char *journal_where(void *state) {
+        return "the journal";
+}
+
+static int journal_source_open(void **ret) {
+        sd_journal *j = NULL;
+        int r = journal_open(&j);
+
+        if (r == EXIT_OK)
+                *ret = j;
+        return r;
+}
+
+static void journal_source_close(void *state) {
+        sym_sd_journal_close(state);
+}
+
+static int journal_source_list(void *state, SnapshotEntry **ret, size_t *ret_n) {
+        sd_journal *j = state;
+        SnapshotEntry *all = NULL;
+        size_t n = 0, n_alloc = 0;
         int r;
 
-        if (parse_matches(argc - 1, argv + 1, m, &n_m) < 0)
-                return EXIT_USAGE;
-        r = journal_open(&j);
-        if (r != EXIT_OK)
-                return r;
         if (journal_add_matches(j, NULL) < 0)
                 return log_oom(), EXIT_FAIL;
         while ((r = sym_sd_journal_next(j)) > 0) {
-                JournalSnapshot js;
+                SnapshotEntry e;
 
-                if (entry_summary(j, &js) <= 0)
+                if (entry_summary(j, &e) <= 0)
                         continue;
-                if (!matches(&js.s, m, n_m)) {
-                        journal_snapshot_done(&js);
-                        continue;
-                }
                 if (n == n_alloc) {
-                        JournalSnapshot *nw = reallocarray(all, n_alloc = MAX(64U, n_alloc * 2), sizeof *all);
+                        SnapshotEntry *nw = reallocarray(all, n_alloc = MAX(64U, n_alloc * 2), sizeof *all);
                         if (!nw) {
-                                journal_snapshot_done(&js);
-                                r = -ENOMEM;
-                                break;
+                                entry_done(&e);
+                                snapshot_entries_free(all, n);
+                                return log_oom(), EXIT_FAIL;
                         }
                         all = nw;
                 }
-                all[n++] = js;
+                all[n++] = e;
         }
-        if (r < 0)
+        if (r < 0) {
+                snapshot_entries_free(all, n);
                 log_error_errno(r, "Failed to read the journal: %m");
-        first = arg.one ? (n > 0 ? n - 1 : 0) : arg.count > 0 && arg.count < n ? n - arg.count : 0;
-        if (arg.format == OUTPUT_JSON)
-                arr = json_object_new_array();
-        else if (n > first && arg.legend)
-                print_summary_header(true);
-        for (size_t i = first; i < n; i++) {
-                const JournalSnapshot *js = &all[arg.reverse ? n - 1 - (i - first) : i];
-
-                if (arr) {
-                        json_object *o = archive_summary_to_json(&js->s);
-                        if (o) {
-                                json_object_object_add(o, "host", json_new_string_or_null(js->host));
-                                json_object_object_add(o, "in_journal", json_object_new_boolean(js->has_file));
-                        }
-                        json_object_array_add(arr, o);
-                } else
-                        print_summary(&js->s, js->host ?: "-");
+                return EXIT_FAIL;
         }
-        if (arr) {
-                (void) json_print(arr);
-                json_object_put(arr);
-        }
-        for (size_t i = 0; i < n; i++)
-                journal_snapshot_done(&all[i]);
-        free(all);
-        if (r < 0)
-                return r == -ENOMEM ? EXIT_FAIL : EXIT_FAIL;
-        if (n == 0) {
-                if (arg.format != OUTPUT_JSON)
-                        log_error("No snapshots%s in the journal.", filtered(n_m) || arg.n_host_names ? " match" : "");
-                return EXIT_NOT_FOUND;
-        }
+        *ret = all;
+        *ret_n = n;
         return EXIT_OK;
 }
 
-/* The record to show: snapshot ID, or the latest that satisfies the matches (or the latest of all). */
-static int find_record(sd_journal *j, int argc, char **argv, JournalSnapshot *ret) {
-        const char *id = argc == 2 && archive_id_is_valid(argv[1]) ? argv[1] : NULL;
-        bool latest = argc == 2 && streq(argv[1], "latest");
-        Match m[MATCHES_MAX];
-        size_t n_m = 0;
-        bool found = false;
+/* Snapshot ID's record, or with "latest" the latest of all: its fields, into *RET. */
+static int find_record(sd_journal *j, const char *id, SnapshotEntry *ret) {
+        bool latest = streq(id, "latest"), found = false;
         int r;
 
-        if (!id && !latest && parse_matches(argc - 1, argv + 1, m, &n_m) < 0)
-                return EXIT_USAGE;
-        if (journal_add_matches(j, id) < 0)
+        if (journal_add_matches(j, latest ? NULL : id) < 0)
                 return log_oom(), EXIT_FAIL;
-        /* Forward to the end: the last one that matches is the latest. Each entry's fields are small but for the
-         * file, which is read only for the record chosen. */
+        /* Forward to the end: the last one is the latest. Each entry's fields are small but for the file, which is
+         * read only for the record chosen. */
         while ((r = sym_sd_journal_next(j)) > 0) {
-                JournalSnapshot js;
+                SnapshotEntry e;
 
-                if (entry_summary(j, &js) <= 0)
+                if (entry_summary(j, &e) <= 0)
                         continue;
-                if (!id && !matches(&js.s, m, n_m)) {
-                        journal_snapshot_done(&js);
-                        continue;
-                }
                 if (found)
-                        journal_snapshot_done(ret);
-                *ret = js;
+                        entry_done(ret);
+                *ret = e;
                 found = true;
         }
         if (r < 0) {
                 if (found)
-                        journal_snapshot_done(ret);
+                        entry_done(ret);
                 log_error_errno(r, "Failed to read the journal: %m");
                 return EXIT_FAIL;
         }
         if (!found) {
-                log_error(id ? "No snapshot '%s' in the journal." : "No snapshots%s in the journal.",
-                          id ?: (n_m > 0 ? " match" : ""));
+                if (latest)
+                        log_error("No snapshots in the journal.");
+                else
+                        log_error("No snapshot '%s' in the journal.", id);
                 return EXIT_NOT_FOUND;
         }
         return EXIT_OK;
 }
 
-int journal_show(int argc, char **argv) {
+static int journal_source_fetch(void *state, const char *id, const char *host, SnapshotDocument *ret) {
         _cleanup_(journal_closep) sd_journal *j = NULL, *j2 = NULL;
-        _cleanup_free_ char *json = NULL, *stack = NULL;
-        JournalSnapshot js = {};
+        _cleanup_(entry_done) SnapshotEntry e = {};
         const void *data;
-        size_t len = 0, dlen;
+        size_t dlen;
         int r;
 
+        /* A journal of its own: a list before (show MATCH…) read the source's to its end, with other matches. */
         r = journal_open(&j);
         if (r != EXIT_OK)
                 return r;
-        r = find_record(j, argc, argv, &js);
+        r = find_record(j, id, &e);
         if (r != EXIT_OK)
                 return r;
         /* The chosen record again, its file whole this time. */
         r = journal_open(&j2);
-        if (r != EXIT_OK) {
-                journal_snapshot_done(&js);
+        if (r != EXIT_OK)
                 return r;
-        }
         (void) sym_sd_journal_set_data_threshold(j2, 0);
-        if (journal_add_matches(j2, js.s.id) < 0 || sym_sd_journal_next(j2) <= 0) {
-                journal_snapshot_done(&js);
-                log_error("The journal record of snapshot '%s' went away.", js.s.id);
+        if (journal_add_matches(j2, e.s.id) < 0 || sym_sd_journal_next(j2) <= 0) {
+                log_error("The journal record of snapshot '%s' went away.", e.s.id);
                 return EXIT_FAIL;
         }
         r = sym_sd_journal_get_data(j2, "STACKWATCH_SNAPSHOT_FILE", &data, &dlen);
         if (r < 0) {
                 /* archive.journal: summary: the culprit's stack is here, the whole snapshot on its host. */
-                stack = field(j2, "STACKWATCH_STACK");
-                if (arg.format != OUTPUT_TEXT || !stack) {
+                ret->stack_text = field(j2, "STACKWATCH_STACK");
+                if (arg.format != OUTPUT_TEXT || !ret->stack_text) {
                         log_error("Snapshot '%s' is not in the journal (archive.journal is not full on %s); "
-                                  "it is in the archive of that host.", js.s.id, js.host ?: "its host");
-                        journal_snapshot_done(&js);
+                                  "it is in the archive of that host.", e.s.id, e.host ?: "its host");
                         return EXIT_NOT_FOUND;
                 }
-                printf("%s", stack);
-                log_warning("Only the culprit thread's stack is in the journal (archive.journal: summary); the "
-                            "whole snapshot %s is in the archive of %s.", js.s.id, js.host ?: "its host");
-                journal_snapshot_done(&js);
+                ret->where = e.host ? strdup(e.host) : NULL;
                 return EXIT_OK;
         }
         dlen -= strlen("STACKWATCH_SNAPSHOT_FILE=");
-        r = archive_decode((const uint8_t *) data + strlen("STACKWATCH_SNAPSHOT_FILE="), dlen, &json, &len, NULL);
+        r = archive_decode((const uint8_t *) data + strlen("STACKWATCH_SNAPSHOT_FILE="), dlen, &ret->json, &ret->len,
+                           NULL);
         if (r < 0) {
-                log_error("Snapshot '%s' in the journal is not a readable stackwatch snapshot file: %s", js.s.id,
+                log_error("Snapshot '%s' in the journal is not a readable stackwatch snapshot file: %s", e.s.id,
                           r == -EFBIG ? "too large" : "damaged");
-                journal_snapshot_done(&js);
                 return EXIT_FAIL;
         }
-        /* From here on, exactly what show does with an archive file. */
-        r = show_document(json, len, js.s.id);
-        journal_snapshot_done(&js);
-        return r;
+        return EXIT_OK;
 }
+
+const SnapshotSourceType snapshot_source_journal = {
+        .name = "journal",
+        .wanted = journal_wanted,
+        .where = journal_where,
+        .open = journal_source_open,
+        .close = journal_source_close,
+        .list = journal_source_list,
+        .fetch = journal_source_fetch,
+        .host_column = true,
+};

@@ -1,4 +1,6 @@
-/* stackctl-archive.c: "stackctl list" and "stackctl show": the snapshot archive, read directly, daemon or not. */
+/* stackctl-snapshots.c: "stackctl list" and "stackctl show" over a snapshot source (stackctl-source.h): the
+ * archive, read directly, daemon or not; journal records; a daemon's API. Matching, -1, -n, -r, the list table
+ * and show's rendering are here, once for every source. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -8,29 +10,67 @@
 #include <time.h>
 
 #include "base/escape.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/parse-util.h"
 #include "capture/symbolize.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
 #include "store/archive.h"
+#include "stackctl-args.h"
+#include "stackctl-dump.h"
 #include "stackctl-format.h"
-#include "stackctl.h"
+#include "stackctl-output.h"
+#include "stackctl-source.h"
+#include "stackctl-verbs.h"
 
-static int open_archive(Archive **ret) {
-        int r = archive_open(arg.archive_dir, ret);
+/* A match on list and show, as coredumpctl takes them: "1234", "nginx", "/usr/sbin/nginx", or FIELD=VALUE. */
+typedef enum MatchField {
+        MATCH_PID,
+        MATCH_COMM,
+        MATCH_EXE,
+        MATCH_UNIT,
+        MATCH_RULE,
+        MATCH_CLASS,
+} MatchField;
 
-        if (r == -EACCES || r == -EPERM) {
-                log_error("Permission denied opening the archive %s.", arg.archive_dir);
-                return EXIT_PERMISSION;
-        }
-        if (r < 0) {
-                log_error_errno(r, "Failed to open the archive %s: %m", arg.archive_dir);
-                return EXIT_FAIL;
-        }
-        return EXIT_OK;
+typedef struct Match {
+        MatchField field;
+        const char *value;              /* a glob for COMM, EXE and UNIT */
+        pid_t pid;
+} Match;
+
+#define MATCHES_MAX 16
+
+/* The sources, in the order they are asked whether the options want them; the archive says yes to all. */
+static const SnapshotSourceType *const sources[] = {
+        &snapshot_source_journal,
+        &snapshot_source_daemon,
+        &snapshot_source_archive,
+};
+
+static const SnapshotSourceType *source_wanted(void) {
+        for (size_t i = 0; i < ELEMENTSOF(sources); i++)
+                if (sources[i]->wanted())
+                        return sources[i];
+        return &snapshot_source_archive;
 }
 
+/* An open source, closed by its _cleanup_. */
+typedef struct Source {
+        const SnapshotSourceType *type;
+        void *state;
+} Source;
+
+static void source_closep(Source *s) {
+        if (s->type && s->state)
+                s->type->close(s->state);
+}
+
+static int source_open(Source *ret) {
+        ret->type = source_wanted();
+        return ret->type->open(&ret->state);
+}
 
 static int parse_match(const char *a, Match *ret) {
         static const struct {
@@ -69,7 +109,7 @@ static int parse_match(const char *a, Match *ret) {
         return 0;
 }
 
-int parse_matches(int argc, char **argv, Match *ret, size_t *ret_n) {
+static int parse_matches(int argc, char **argv, Match *ret, size_t *ret_n) {
         if ((size_t) argc > MATCHES_MAX) {
                 log_error("At most %d matches.", MATCHES_MAX);
                 return -EINVAL;
@@ -85,7 +125,7 @@ static bool glob_matches(const char *glob, const char *s) {
         return s && fnmatch(glob, s, 0) == 0;
 }
 
-bool matches(const ArchiveSummary *s, const Match *m, size_t n) {
+static bool matches(const ArchiveSummary *s, const Match *m, size_t n) {
         if (arg.filter_pid > 0 && s->pid != arg.filter_pid)
                 return false;
         if (arg.filter_rule && !streq_ptr(s->rule, arg.filter_rule))
@@ -123,44 +163,41 @@ bool matches(const ArchiveSummary *s, const Match *m, size_t n) {
         return true;
 }
 
-bool filtered(size_t n_matches) {
+static bool filtered(size_t n_matches) {
         return n_matches > 0 || arg.filter_pid || arg.filter_rule || arg.since_usec || arg.until_usec;
 }
 
-/* The archive's snapshots that match ARGV, oldest first: *RET_SEL holds indexes into *RET_SUMS. */
-static int select_snapshots(Archive *a, int argc, char **argv, ArchiveSummary **ret_sums, size_t *ret_n,
-                            size_t **ret_sel, size_t *ret_n_sel, size_t *ret_n_matches) {
+/* The source's snapshots that match ARGV, oldest first, into *RET (the rest are freed). */
+static int select_snapshots(Source *src, int argc, char **argv, SnapshotEntry **ret, size_t *ret_n,
+                            size_t *ret_n_matches) {
         Match m[MATCHES_MAX];
-        ArchiveSummary *sums = NULL;
-        size_t n = 0, skipped = 0, n_m = 0, k = 0, *sel;
+        SnapshotEntry *all = NULL;
+        size_t n = 0, n_m = 0, k = 0;
         int r;
 
         if (parse_matches(argc, argv, m, &n_m) < 0)
                 return EXIT_USAGE;
-        r = archive_list(a, &sums, &n, &skipped);
-        if (r < 0) {
-                log_error_errno(r, "Failed to list %s: %m", arg.archive_dir);
-                return EXIT_FAIL;
+        /* A source that could read only some of what it has (a host of several that did not answer) returns
+         * that with its error: it is shown, and the error is the exit status. */
+        r = src->type->list(src->state, &all, &n);
+        if (r != EXIT_OK && !all)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                if (!matches(&all[i].s, m, n_m)) {
+                        archive_summary_done(&all[i].s);
+                        free(all[i].host);
+                        json_object_put(all[i].extra);
+                        continue;
+                }
+                all[k++] = all[i];
         }
-        if (skipped > 0)
-                log_warning("Skipped %zu unreadable file(s) in %s.", skipped, arg.archive_dir);
-        sel = calloc(n + 1, sizeof *sel);
-        if (!sel) {
-                archive_summaries_free(sums, n);
-                return log_oom(), EXIT_FAIL;
-        }
-        for (size_t i = 0; i < n; i++)
-                if (matches(&sums[i], m, n_m))
-                        sel[k++] = i;
-        *ret_sums = sums;
-        *ret_n = n;
-        *ret_sel = sel;
-        *ret_n_sel = k;
+        *ret = all;
+        *ret_n = k;
         *ret_n_matches = n_m;
-        return EXIT_OK;
+        return r;
 }
 
-void print_summary(const ArchiveSummary *s, const char *host) {
+static void print_summary(const ArchiveSummary *s, const char *host) {
         _cleanup_free_ char *comm = escape_string(s->comm ?: "-"), *rule = escape_string(s->rule ?: "-"),
                             *klass = escape_string(s->klass ?: "-"), *h = host ? escape_string(host) : NULL;
         char when[FORMAT_TIMESTAMP_MAX];
@@ -173,110 +210,11 @@ void print_summary(const ArchiveSummary *s, const char *host) {
                ansi_normal(), s->id);
 }
 
-void print_summary_header(bool host) {
+static void print_summary_header(bool host) {
         printf("%s%-19s ", ansi_bold(), "TIME");
         if (host)
                 printf("%-16s ", "HOST");
         printf("%7s %-16s %-16s %-12s %s%s\n", "PID", "COMM", "RULE", "CLASS", "ID", ansi_normal());
-}
-
-int verb_list(int argc, char **argv) {
-        if (arg.journal)
-                return journal_list(argc, argv);
-        _cleanup_(archive_freep) Archive *a = NULL;
-        _cleanup_free_ size_t *sel = NULL;
-        ArchiveSummary *sums = NULL;
-        size_t n = 0, n_sel = 0, n_m = 0, first;
-        json_object *arr = NULL;
-        int r;
-
-        r = open_archive(&a);
-        if (r != EXIT_OK)
-                return r;
-        r = select_snapshots(a, argc - 1, argv + 1, &sums, &n, &sel, &n_sel, &n_m);
-        if (r != EXIT_OK)
-                return r;
-        /* -1 and -n N: the latest ones, still listed oldest first unless --reverse. */
-        first = arg.one ? (n_sel > 0 ? n_sel - 1 : 0) : arg.count > 0 && arg.count < n_sel ? n_sel - arg.count : 0;
-        if (arg.format == OUTPUT_JSON)
-                arr = json_object_new_array();
-        else if (n_sel > first && arg.legend)
-                print_summary_header(false);
-        for (size_t j = first; j < n_sel; j++) {
-                const ArchiveSummary *s = &sums[sel[arg.reverse ? n_sel - 1 - (j - first) : j]];
-
-                if (arr)
-                        json_object_array_add(arr, archive_summary_to_json(s));
-                else
-                        print_summary(s, NULL);
-        }
-        if (arr) {
-                (void) json_print(arr);
-                json_object_put(arr);
-        }
-        archive_summaries_free(sums, n);
-        if (n_sel == 0) {
-                if (arg.format != OUTPUT_JSON)
-                        log_error("No snapshots%s in %s.", filtered(n_m) ? " match" : "", arg.archive_dir);
-                return EXIT_NOT_FOUND;
-        }
-        return EXIT_OK;
-}
-
-/* show MATCH…: the id of the latest snapshot that satisfies them all, into *RET. */
-static int pick_latest(Archive *a, int argc, char **argv, char **ret) {
-        _cleanup_free_ size_t *sel = NULL;
-        ArchiveSummary *sums = NULL;
-        size_t n = 0, n_sel = 0, n_m = 0;
-        int r;
-
-        r = select_snapshots(a, argc, argv, &sums, &n, &sel, &n_sel, &n_m);
-        if (r != EXIT_OK)
-                return r;
-        if (n_sel > 0)
-                *ret = strdup(sums[sel[n_sel - 1]].id);
-        archive_summaries_free(sums, n);
-        if (n_sel == 0) {
-                log_error("No snapshots match in %s.", arg.archive_dir);
-                return EXIT_NOT_FOUND;
-        }
-        return *ret ? EXIT_OK : (log_oom(), EXIT_FAIL);
-}
-
-int verb_show(int argc, char **argv) {
-        if (arg.journal)
-                return journal_show(argc, argv);
-        _cleanup_(archive_freep) Archive *a = NULL;
-        _cleanup_free_ char *json = NULL, *picked = NULL;
-        const char *id = "latest";
-        size_t len = 0;
-        int r;
-
-        r = open_archive(&a);
-        if (r != EXIT_OK)
-                return r;
-        if (argc == 2 && (streq(argv[1], "latest") || archive_id_is_valid(argv[1])))
-                id = argv[1];
-        else if (argc > 1 || filtered(0)) {
-                r = pick_latest(a, argc - 1, argv + 1, &picked);
-                if (r != EXIT_OK)
-                        return r;
-                id = picked;
-        }
-        r = archive_read(a, id, &json, &len, NULL);
-        if (r == -EINVAL) {
-                log_error("Invalid snapshot id '%s'.", id);
-                return EXIT_USAGE;
-        }
-        if (r == -ENOENT) {
-                log_error("No snapshot '%s' in %s.", id, arg.archive_dir);
-                return EXIT_NOT_FOUND;
-        }
-        if (r < 0) {
-                log_error_errno(r, "Failed to read snapshot '%s': %m", id);
-                return EXIT_FAIL;
-        }
-        return show_document(json, len, id);
 }
 
 /* show --resymbolize: the document's frames resolved again with today's debuginfo, then printed; which pcs changed
@@ -310,7 +248,7 @@ static int show_resymbolized(const char *json, size_t len, const char *id) {
         return EXIT_OK;
 }
 
-int show_document(const char *json, size_t len, const char *id) {
+static int show_document(const char *json, size_t len, const char *id) {
         const char *err = NULL;
         int r;
 
@@ -341,42 +279,111 @@ int show_document(const char *json, size_t len, const char *id) {
         return EXIT_OK;
 }
 
-/* --since: "10m" (that long ago), "@EPOCH", or a local time "YYYY-MM-DD[ HH:MM[:SS]]". */
-int parse_since(const char *s, uint64_t *ret) {
-        static const struct {
-                char unit;
-                uint64_t usec;
-        } units[] = { { 's', USEC_PER_SEC }, { 'm', 60 * USEC_PER_SEC }, { 'h', 3600 * USEC_PER_SEC },
-                      { 'd', 86400 * USEC_PER_SEC } };
-        static const char *const formats[] = { "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M",
-                                               "%Y-%m-%d" };
-        struct timespec now;
-        size_t len = strlen(s);
-        uint64_t v;
+int verb_list(int argc, char **argv) {
+        _cleanup_(source_closep) Source src = {};
+        SnapshotEntry *sel = NULL;
+        size_t n_sel = 0, n_m = 0, first;
+        json_object *arr = NULL;
+        bool host = false;
+        int r;
 
-        clock_gettime(CLOCK_REALTIME, &now);
-        if (s[0] == '@')
-                return safe_atou64(s + 1, &v) < 0 ? -EINVAL : (*ret = v * USEC_PER_SEC, 0);
-        for (size_t i = 0; len > 1 && i < ELEMENTSOF(units); i++)
-                if (s[len - 1] == units[i].unit) {
-                        _cleanup_free_ char *num = strndup(s, len - 1);
-                        uint64_t nowu = (uint64_t) now.tv_sec * USEC_PER_SEC;
-                        if (!num || safe_atou64(num, &v) < 0 || v > nowu / units[i].usec)
-                                return -EINVAL;
-                        *ret = nowu - v * units[i].usec;
-                        return 0;
-                }
-        for (size_t i = 0; i < ELEMENTSOF(formats); i++) {
-                struct tm tm = { .tm_isdst = -1 };
-                const char *end = strptime(s, formats[i], &tm);
-                time_t t;
-                if (!end || *end)
-                        continue;
-                t = mktime(&tm);
-                if (t < 0)
-                        return -EINVAL;
-                *ret = (uint64_t) t * USEC_PER_SEC;
-                return 0;
+        r = source_open(&src);
+        if (r != EXIT_OK)
+                return r;
+        r = select_snapshots(&src, argc - 1, argv + 1, &sel, &n_sel, &n_m);
+        if (r != EXIT_OK && !sel)
+                return r;
+        host = src.type->host_column;
+        for (size_t i = 0; i < n_sel && !host; i++)
+                host = sel[i].host != NULL;
+        /* -1 and -n N: the latest ones, still listed oldest first unless --reverse. */
+        first = arg.one ? (n_sel > 0 ? n_sel - 1 : 0) : arg.count > 0 && arg.count < n_sel ? n_sel - arg.count : 0;
+        if (arg.format == OUTPUT_JSON)
+                arr = json_object_new_array();
+        else if (n_sel > first && arg.legend)
+                print_summary_header(host);
+        for (size_t j = first; j < n_sel; j++) {
+                const SnapshotEntry *e = &sel[arg.reverse ? n_sel - 1 - (j - first) : j];
+
+                if (arr) {
+                        json_object *o = archive_summary_to_json(&e->s);
+
+                        if (o && host)
+                                json_object_object_add(o, "host", json_new_string_or_null(e->host));
+                        if (o && e->extra) {
+                                json_object_object_foreach(e->extra, key, value)
+                                        json_object_object_add(o, key, json_object_get(value));
+                        }
+                        json_object_array_add(arr, o);
+                } else
+                        print_summary(&e->s, host ? e->host ?: "-" : NULL);
         }
-        return -EINVAL;
+        if (arr) {
+                (void) json_print(arr);
+                json_object_put(arr);
+        }
+        snapshot_entries_free(sel, n_sel);
+        if (r != EXIT_OK)
+                return r;
+        if (n_sel == 0) {
+                if (arg.format != OUTPUT_JSON)
+                        log_error("No snapshots%s in %s.", filtered(n_m) || arg.n_host_names ? " match" : "",
+                                  src.type->where(src.state));
+                return EXIT_NOT_FOUND;
+        }
+        return EXIT_OK;
+}
+
+/* show MATCH…: the latest snapshot that satisfies them all, into *RET_ID and *RET_HOST. */
+static int pick_latest(Source *src, int argc, char **argv, char **ret_id, char **ret_host) {
+        SnapshotEntry *sel = NULL;
+        size_t n_sel = 0, n_m = 0;
+        int r;
+
+        r = select_snapshots(src, argc, argv, &sel, &n_sel, &n_m);
+        if (r != EXIT_OK) {
+                /* Not every host answered: the latest of those that did may not be the latest. */
+                snapshot_entries_free(sel, n_sel);
+                return r;
+        }
+        if (n_sel == 0) {
+                snapshot_entries_free(sel, n_sel);
+                log_error("No snapshots match in %s.", src->type->where(src->state));
+                return EXIT_NOT_FOUND;
+        }
+        *ret_id = TAKE_PTR(sel[n_sel - 1].s.id);
+        *ret_host = TAKE_PTR(sel[n_sel - 1].host);
+        snapshot_entries_free(sel, n_sel);
+        return EXIT_OK;
+}
+
+int verb_show(int argc, char **argv) {
+        _cleanup_(source_closep) Source src = {};
+        _cleanup_(snapshot_document_done) SnapshotDocument doc = {};
+        _cleanup_free_ char *picked = NULL, *host = NULL;
+        const char *id = "latest";
+        int r;
+
+        r = source_open(&src);
+        if (r != EXIT_OK)
+                return r;
+        if (argc == 2 && (streq(argv[1], "latest") || archive_id_is_valid(argv[1])))
+                id = argv[1];
+        else if (argc > 1 || filtered(0)) {
+                r = pick_latest(&src, argc - 1, argv + 1, &picked, &host);
+                if (r != EXIT_OK)
+                        return r;
+                id = picked;
+        }
+        r = src.type->fetch(src.state, id, host, &doc);
+        if (r != EXIT_OK)
+                return r;
+        if (!doc.json) {
+                /* archive.journal: summary: the culprit's stack is here, the whole snapshot on its host. */
+                printf("%s", doc.stack_text);
+                log_warning("Only the culprit thread's stack is in the journal (archive.journal: summary); the "
+                            "whole snapshot %s is in the archive of %s.", id, doc.where ?: "its host");
+                return EXIT_OK;
+        }
+        return show_document(doc.json, doc.len, id);
 }

@@ -1,0 +1,91 @@
+/* stackctl-source-archive.c: the snapshot archive (--archive DIR, /var/lib/stackwatch), read directly, daemon or
+ * not. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "base/log.h"
+#include "store/archive.h"
+#include "stackctl-args.h"
+#include "stackctl-source.h"
+
+static bool archive_wanted(void) {
+        return true;
+}
+
+static const char *archive_where(void *state) {
+        return arg.archive_dir;
+}
+
+static int archive_source_open(void **ret) {
+        Archive *a;
+        int r = archive_open(arg.archive_dir, &a);
+
+        if (r == -EACCES || r == -EPERM) {
+                log_error("Permission denied opening the archive %s.", arg.archive_dir);
+                return EXIT_PERMISSION;
+        }
+        if (r < 0) {
+                log_error_errno(r, "Failed to open the archive %s: %m", arg.archive_dir);
+                return EXIT_FAIL;
+        }
+        *ret = a;
+        return EXIT_OK;
+}
+
+static void archive_source_close(void *state) {
+        archive_free(state);
+}
+
+static int archive_source_list(void *state, SnapshotEntry **ret, size_t *ret_n) {
+        ArchiveSummary *sums = NULL;
+        SnapshotEntry *e;
+        size_t n = 0, skipped = 0;
+        int r;
+
+        r = archive_list(state, &sums, &n, &skipped);
+        if (r < 0) {
+                log_error_errno(r, "Failed to list %s: %m", arg.archive_dir);
+                return EXIT_FAIL;
+        }
+        if (skipped > 0)
+                log_warning("Skipped %zu unreadable file(s) in %s.", skipped, arg.archive_dir);
+        e = calloc(n + 1, sizeof *e);
+        if (!e) {
+                archive_summaries_free(sums, n);
+                return log_oom(), EXIT_FAIL;
+        }
+        for (size_t i = 0; i < n; i++)
+                e[i].s = sums[i]; /* moved: the summaries' strings are the entries' now */
+        free(sums);
+        *ret = e;
+        *ret_n = n;
+        return EXIT_OK;
+}
+
+static int archive_source_fetch(void *state, const char *id, const char *host, SnapshotDocument *ret) {
+        int r = archive_read(state, id, &ret->json, &ret->len, NULL);
+
+        if (r == -EINVAL) {
+                log_error("Invalid snapshot id '%s'.", id);
+                return EXIT_USAGE;
+        }
+        if (r == -ENOENT) {
+                log_error("No snapshot '%s' in %s.", id, arg.archive_dir);
+                return EXIT_NOT_FOUND;
+        }
+        if (r < 0) {
+                log_error_errno(r, "Failed to read snapshot '%s': %m", id);
+                return EXIT_FAIL;
+        }
+        return EXIT_OK;
+}
+
+const SnapshotSourceType snapshot_source_archive = {
+        .name = "archive",
+        .wanted = archive_wanted,
+        .where = archive_where,
+        .open = archive_source_open,
+        .close = archive_source_close,
+        .list = archive_source_list,
+        .fetch = archive_source_fetch,
+};
