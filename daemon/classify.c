@@ -170,14 +170,18 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
                 break;
         }
 
-        if (prev && (cur->state == 'R' || cpu >= CLASSIFY_ON_CPU_PERCENT)) {
+        /* On a CPU is what it did over the interval, not the state it was in at the moment of the look: a thread
+         * that sleeps nearly all the time and was caught running (or runnable) is waiting, as its sleeps say. What
+         * it wanted counts, not what it got: a busy loop behind CPU hogs gets little but waits for more. */
+        if (prev && (cpu >= CLASSIFY_ON_CPU_PERCENT ||
+                     (cur->state == 'R' && demand_percent(prev, cur, cpu) >= CLASSIFY_ON_CPU_PERCENT))) {
                 st->parked = false;
                 st->oncpu_intervals = oncpu_intervals;
                 /* A busy interval started at the previous look; the class holds from there. */
                 set_class(st, on_cpu_class(st, prev, cur, cpu), prev->when_usec);
                 return;
         }
-        if (cur->state == 'R') {
+        if (cur->state == 'R' && !prev) {
                 set_class(st, THREAD_CLASS_RUNNING, start);
                 return;
         }

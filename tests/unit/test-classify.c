@@ -69,9 +69,17 @@ START_TEST(test_on_cpu_classes) {
                  * loop it is, though it got 10 % of a CPU. */
                 { "busy loop, starved", with_sched(with_io(sample(0, 'R', 0, 0), 5, 5, 100, 100), 0, 0),
                   with_sched(with_io(sample(SEC, 'R', 10, 0), 5, 5, 100, 100), 100, 880), THREAD_CLASS_BUSY_LOOP },
-                /* The same 10 % with the rest asleep (waiting only 20 ms for a CPU): not a busy loop. */
+                /* The same 10 % with the rest asleep (waiting only 20 ms for a CPU): not a busy loop, and not on a
+                 * CPU either, though it was runnable at the moment of the look: it waits, as its sleeps say. */
                 { "light, on schedstat", with_sched(with_io(sample(0, 'R', 0, 0), 5, 5, 100, 100), 0, 0),
-                  with_sched(with_io(sample(SEC, 'R', 10, 0), 5, 5, 100, 100), 100, 20), THREAD_CLASS_RUNNING },
+                  with_sched(with_io(sample(SEC, 'R', 10, 0), 5, 5, 100, 100), 100, 20), THREAD_CLASS_WAITING },
+                /* Asleep all the interval but for a wake-up that the look caught: waiting, not running. */
+                { "caught awake", with_sched(with_io(sample(0, 'S', 0, 0), 5, 5, 100, 100), 0, 0),
+                  with_sched(with_io(sample(SEC, 'R', 0, 0), 5, 5, 100, 100), 1, 0), THREAD_CLASS_WAITING },
+                /* Working at 60 % of a CPU, runnable when looked at: on a CPU, doing real work. */
+                { "working", with_sched(with_io(sample(0, 'R', 0, 0), 0, 0, 0, 0), 0, 0),
+                  with_sched(with_io(sample(SEC, 'R', 50, 10), 20000, 20000, 1310720000, 1310720000), 600, 10),
+                  THREAD_CLASS_RUNNING },
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
                 ClassState st = {};
