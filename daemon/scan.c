@@ -32,6 +32,7 @@ int scanner_new(Scanner **ret) {
                 return r;
         }
         s->hz = sysconf(_SC_CLK_TCK);
+        s->self = getpid();
         /* Keep as many stat descriptors as the hard limit allows; the rest are opened per read. */
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
                 if (rl.rlim_cur < rl.rlim_max) {
@@ -335,6 +336,14 @@ static int thread_scan(Scanner *s, ThreadEntry *t, ProcStat *st, uint64_t now) {
         if (r < 0)
                 return r;
         t->seen_gen = s->gen;
+        if (t->process->ours) {
+                /* Seen, so not swept, but never classed: a scan catches the daemon on a CPU in epoll_wait. */
+                t->cls.class = _THREAD_CLASS_INVALID;
+                t->sample = cur;
+                t->have_sample = true;
+                s->seen_threads++;
+                return 0;
+        }
         wants = classify_wants(t->have_sample ? &t->sample : NULL, &cur, s->hz, s->deep_sleepers);
         if (wants)
                 sample_deep(s, t, &cur, wants);
@@ -422,6 +431,13 @@ static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
                 }
                 p->starttime = st.starttime;
                 st.num_threads = 0; /* never listed: list it */
+                p->ours = pid == s->self || st.ppid == s->self;
+                if (p->ours) {
+                        /* Classed once already, before its parent was known. */
+                        if (leader->cls.class >= 0 && leader->cls.class < _THREAD_CLASS_MAX)
+                                s->stats.by_class[leader->cls.class]--;
+                        leader->cls.class = _THREAD_CLASS_INVALID;
+                }
         }
         /* The leader's comm is the process's (what /proc/PID/stat shows). */
         memcpy(p->comm, st.comm, sizeof p->comm);

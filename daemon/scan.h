@@ -51,6 +51,8 @@ typedef struct ProcessEntry {
         bool identity_loaded;           /* exe, unit, cgroup, uid: read once, when a rule first needs them */
         char *exe, *unit, *cgroup;
         uid_t uid;
+        bool ours;                      /* stackwatchd itself or a child of it (a capture job, a probe, a hook):
+                                         * never classed, so never a rule's, whatever it looks like mid-scan */
         uint64_t lock_checked_usec;     /* when its fds were last matched against /proc/locks; 0: never */
         bool lock_suspect;              /* then: it has a file open that another owner holds a lock on */
 } ProcessEntry;
@@ -89,6 +91,7 @@ typedef struct Scanner {
         unsigned gen;
         size_t seen_threads, seen_processes; /* in this scan; the sweep has nothing to do when all were seen */
         long hz;
+        pid_t self;                     /* the daemon's pid: it and its children are not watched (ProcessEntry.ours) */
         bool deep_sleepers;             /* some rule cares about sleeping threads (see classify_wants) */
         PeerResolver *locks;            /* this scan's /proc/locks, read on first need */
         pid_t lock_probe_wanted[SCAN_LOCK_PROBE_WANTED_MAX]; /* threads that need a lock probe, this scan */
