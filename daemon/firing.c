@@ -169,6 +169,7 @@ void firing_log(const Firing *f, const FiringJournal *j) {
                               .snapshot_file_size = j->file_size,
                               .snapshot_size = j->mode == CONFIG_JOURNAL_FULL ? j->file_size : 0,
                               .snapshot_truncated = j->mode == CONFIG_JOURNAL_FULL && j->too_large,
+                              .state = "firing",
                       },
                       "Rule \"%s\" fired: %s%s%s%s%s", f->rule, summary, snap ?: "", f->error ? "; no snapshot: " : "",
                       f->error ?: "", stack ?: "");
@@ -191,7 +192,25 @@ static void alert_send(Hooks *h, Firing *f, bool resolved, bool repeat, uint64_t
                 return;
         }
         if (resolved)
-                log_info("Rule \"%s\" resolved: %s", f->rule, summary);
+                journal_event(LOG_NOTICE,
+                              &(JournalEvent) {
+                                      .message_id = SW_MESSAGE_RULE_RESOLVED,
+                                      .pid = f->pid,
+                                      .tid = f->tid,
+                                      .object = true,
+                                      .rule = f->rule,
+                                      .severity = rule_severity_to_string(f->severity),
+                                      .klass = f->klass,
+                                      .snapshot = f->snapshot_id,
+                                      .comm = f->comm,
+                                      .exe = f->exe,
+                                      .unit = f->unit,
+                                      .cgroup = f->cgroup,
+                                      .cmdline = f->cmdline,
+                                      .duration_usec = at - MIN(f->since_usec, at),
+                                      .state = "resolved",
+                              },
+                              "Rule \"%s\" resolved: %s", f->rule, summary);
         f->sent_usec = now_usec(CLOCK_MONOTONIC);
         (void) hooks_run(h, f->argv,
                          &(HookEvent) {
@@ -244,6 +263,13 @@ void alerts_fire(Alerts *a, Hooks *h, Firing *f, uint64_t repeat_usec) {
         a->active[a->n_active++] = f;
 }
 
+bool alerts_open(const Alerts *a, const char *rule, pid_t pid, uint64_t starttime) {
+        for (size_t i = 0; i < a->n_active; i++)
+                if (a->active[i]->pid == pid && a->active[i]->starttime == starttime && streq(a->active[i]->rule, rule))
+                        return true;
+        return false;
+}
+
 static const Rule *config_rule(const Config *c, const char *name) {
         for (size_t i = 0; i < c->n_rules; i++)
                 if (streq(c->rules[i].name, name))
@@ -273,7 +299,8 @@ void alerts_check(Alerts *a, Hooks *h, const Scanner *s, const Config *c, uint64
                         firing_free(f);
                         continue;
                 }
-                if (now_monotonic - f->sent_usec >= c->hook_repeat_usec) {
+                /* A firing of this very poll was sent after NOW was read: not due, not an underflow. */
+                if (now_monotonic > f->sent_usec && now_monotonic - f->sent_usec >= c->hook_repeat_usec) {
                         alert_send(h, f, false, true, c->hook_repeat_usec);
                         a->repeated++;
                 }

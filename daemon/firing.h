@@ -76,6 +76,8 @@ void alerts_done(Alerts *a);
  * same rule on the same process. REPEAT_USEC is hooks.repeat_interval: the event says the alert expires after three
  * of them, so that a receiver ends it if the daemon stops sending. A firing without a hook is just freed. */
 void alerts_fire(Alerts *a, Hooks *h, Firing *f, uint64_t repeat_usec);
+/* Whether an alert of rule RULE on process PID (started at STARTTIME) is open. */
+bool alerts_open(const Alerts *a, const char *rule, pid_t pid, uint64_t starttime);
 /* Once per poll, after the scan: resolve the alerts whose thread has left the class (or exited, or whose rule is
  * gone), and send the others again when REPEAT_USEC has passed since their last run. */
 void alerts_check(Alerts *a, Hooks *h, const Scanner *s, const Config *c, uint64_t now_monotonic);

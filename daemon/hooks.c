@@ -41,6 +41,8 @@ typedef struct HookRun {
         char **argv;
         char **envp;                    /* built when the event came, so a queued hook sees the event as it was */
         char *rule;                     /* for the log; "" when the event named none */
+        char *state;                    /* the alert's: "firing", "resolved"; NULL when the event named none */
+        char *label;                    /* for messages: "\"RULE\" (STATE)" */
         char *snapshot_id;
         pid_t target;
 
@@ -79,6 +81,8 @@ static HookRun *hook_run_free(HookRun *run) {
         strv_free(run->argv);
         strv_free(run->envp);
         free(run->rule);
+        free(run->state);
+        free(run->label);
         free(run->snapshot_id);
         free(run);
         return NULL;
@@ -103,6 +107,7 @@ static void run_event(const HookRun *run, int level, const char *message_id, con
                 return (void) log_oom();
         journal_event(level,
                       &(JournalEvent) { .message_id = message_id, .pid = run->target, .rule = run->rule,
+                                        .state = run->state,
                                         .snapshot = run->snapshot_id, .hook = run->argv[0], .hook_pid = run->pid,
                                         .hook_status = status },
                       "%s", msg);
@@ -213,7 +218,13 @@ static int hook_run_new(Hooks *h, char *const *argv, const HookEvent *ev, HookRu
         run->target = ev->pid;
         run->argv = strv_copy(argv);
         run->rule = strdup(ev->rule ?: "");
-        if (!run->argv || !run->rule || (ev->snapshot_id && !(run->snapshot_id = strdup(ev->snapshot_id))))
+        if (ev->state && !(run->state = strdup(ev->state)))
+                return -ENOMEM;
+        /* Whether it was told of a firing or of the recovery, in every line about it. */
+        if (asprintf(&run->label, ev->state ? "\"%s\" (%s)" : "\"%s\"", ev->rule ?: "", ev->state) < 0)
+                run->label = NULL;
+        if (!run->argv || !run->rule || !run->label ||
+            (ev->snapshot_id && !(run->snapshot_id = strdup(ev->snapshot_id))))
                 return -ENOMEM;
         r = hook_env_new(ev, &run->envp);
         if (r < 0)
@@ -238,8 +249,8 @@ static void run_flush_line(HookRun *run, bool cut) {
         run->line_len = 0;
         if (!line)
                 return (void) log_oom();
-        run_event(run, LOG_INFO, SW_MESSAGE_HOOK_OUTPUT, NULL, "Hook '%s'[%d] (rule \"%s\"): %s%s", run->argv[0],
-                  (int) run->pid, run->rule, line, cut ? "…" : "");
+        run_event(run, LOG_INFO, SW_MESSAGE_HOOK_OUTPUT, NULL, "Hook '%s'[%d] (rule %s): %s%s", run->argv[0],
+                  (int) run->pid, run->label, line, cut ? "…" : "");
 }
 
 /* LEN bytes of one line at P; EOL when a newline ended them. */
@@ -398,22 +409,22 @@ static int on_hook_exit(sd_event_source *s, const siginfo_t *si, void *userdata)
                 ok = si->si_status == 0;
                 if (ok)
                         run_event(run, LOG_INFO, SW_MESSAGE_HOOK, status,
-                                  "Hook '%s' (pid %d) for rule \"%s\" succeeded", run->argv[0], (int) run->pid,
-                                  run->rule);
+                                  "Hook '%s' (pid %d) for rule %s succeeded", run->argv[0], (int) run->pid,
+                                  run->label);
                 else
                         run_event(run, LOG_WARNING, SW_MESSAGE_HOOK, status,
-                                  "Hook '%s' (pid %d) for rule \"%s\" failed with exit status %d", run->argv[0],
-                                  (int) run->pid, run->rule, si->si_status);
+                                  "Hook '%s' (pid %d) for rule %s failed with exit status %d", run->argv[0],
+                                  (int) run->pid, run->label, si->si_status);
         } else {
                 snprintf(status, sizeof status, "SIG%s", sigabbrev_np(si->si_status) ?: "?");
-                run_event(run, LOG_WARNING, SW_MESSAGE_HOOK, status, "Hook '%s' (pid %d) for rule \"%s\" %s %s",
-                          run->argv[0], (int) run->pid, run->rule,
+                run_event(run, LOG_WARNING, SW_MESSAGE_HOOK, status, "Hook '%s' (pid %d) for rule %s %s %s",
+                          run->argv[0], (int) run->pid, run->label,
                           run->timed_out ? "was killed at its timeout with" : "was killed by", status);
         }
         if (run->output_skipped > 0)
                 run_event(run, LOG_NOTICE, SW_MESSAGE_HOOK_OUTPUT, NULL,
-                          "Hook '%s'[%d] (rule \"%s\"): %llu more bytes of output not logged", run->argv[0],
-                          (int) run->pid, run->rule, (unsigned long long) run->output_skipped);
+                          "Hook '%s'[%d] (rule %s): %llu more bytes of output not logged", run->argv[0],
+                          (int) run->pid, run->label, (unsigned long long) run->output_skipped);
         if (ok)
                 h->stats.succeeded++;
         else
@@ -433,8 +444,8 @@ static int on_hook_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 
         /* The child source reports the end; this says why. */
         snprintf(after, sizeof after, "%.6g s", (double) run->timeout_usec / USEC_PER_SEC);
-        run_event(run, LOG_WARNING, SW_MESSAGE_HOOK, NULL, "Hook '%s' for rule \"%s\" timed out after %s; killed",
-                  run->argv[0], run->rule, after);
+        run_event(run, LOG_WARNING, SW_MESSAGE_HOOK, NULL, "Hook '%s' for rule %s timed out after %s; killed",
+                  run->argv[0], run->label, after);
         run->timed_out = true;
         run_kill(run);
         return 0;
@@ -446,8 +457,8 @@ static int hooks_start_one(Hooks *h, HookRun *run) {
         if (!GREEDY_REALLOC(h->running, h->n_running_allocated, h->n_running + 1))
                 return log_oom();
         if (pipe2(fds, O_CLOEXEC) < 0)
-                return log_error_errno(errno, "Failed to create the output pipe of hook '%s' for rule \"%s\": %m",
-                                       run->argv[0], run->rule);
+                return log_error_errno(errno, "Failed to create the output pipe of hook '%s' for rule %s: %m",
+                                       run->argv[0], run->label);
         run->output_fd = fds[0];
         /* Only the daemon's end is non-blocking: a hook whose stdout returned EAGAIN would fail in odd ways. */
         if (fcntl(run->output_fd, F_SETFL, O_NONBLOCK) < 0) {
@@ -458,7 +469,7 @@ static int hooks_start_one(Hooks *h, HookRun *run) {
         safe_close(fds[1]);
         if (r < 0) {
                 run_event(run, LOG_ERR, SW_MESSAGE_HOOK, strerrorname_np(-r),
-                          "Failed to execute hook '%s' for rule \"%s\": %s", run->argv[0], run->rule, strerror(-r));
+                          "Failed to execute hook '%s' for rule %s: %s", run->argv[0], run->label, strerror(-r));
                 return r;
         }
         h->stats.started++;
@@ -470,14 +481,14 @@ static int hooks_start_one(Hooks *h, HookRun *run) {
                 /* Unwatched, it could run past every limit: stop it now. */
                 run_kill_and_reap(run);
                 run_event(run, LOG_ERR, SW_MESSAGE_HOOK, strerrorname_np(-r),
-                          "Failed to watch hook '%s' (pid %d) for rule \"%s\", killed it: %s", run->argv[0],
-                          (int) run->pid, run->rule, strerror(-r));
+                          "Failed to watch hook '%s' (pid %d) for rule %s, killed it: %s", run->argv[0],
+                          (int) run->pid, run->label, strerror(-r));
                 run->pid = 0;
                 return r;
         }
         h->running[h->n_running++] = run;
-        run_event(run, LOG_INFO, SW_MESSAGE_HOOK, NULL, "Hook '%s' (pid %d) started for rule \"%s\", pid %d",
-                  run->argv[0], (int) run->pid, run->rule, (int) run->target);
+        run_event(run, LOG_INFO, SW_MESSAGE_HOOK, NULL, "Hook '%s' (pid %d) started for rule %s, pid %d",
+                  run->argv[0], (int) run->pid, run->label, (int) run->target);
         return 0;
 }
 
@@ -524,12 +535,12 @@ int hooks_run(Hooks *h, char *const *argv, const HookEvent *ev) {
         if (h->n_queued >= HOOKS_QUEUE_MAX) {
                 h->stats.dropped++;
                 run_event(run, LOG_WARNING, SW_MESSAGE_HOOK, NULL,
-                          "Too many hooks waiting (%zu running, %zu queued); not running hook '%s' for rule \"%s\", "
+                          "Too many hooks waiting (%zu running, %zu queued); not running hook '%s' for rule %s, "
                           "pid %d",
-                          h->n_running, h->n_queued, run->argv[0], run->rule, (int) run->target);
+                          h->n_running, h->n_queued, run->argv[0], run->label, (int) run->target);
                 return -ENOBUFS;
         }
-        log_debug("Hook '%s' for rule \"%s\" queued behind %zu running", run->argv[0], run->rule, h->n_running);
+        log_debug("Hook '%s' for rule %s queued behind %zu running", run->argv[0], run->label, h->n_running);
         h->queue[(h->queue_head + h->n_queued) % HOOKS_QUEUE_MAX] = TAKE_PTR(run);
         h->n_queued++;
         return 0;
@@ -560,8 +571,8 @@ Hooks *hooks_free(Hooks *h) {
                 HookRun *run = h->running[i];
 
                 run_event(run, LOG_WARNING, SW_MESSAGE_HOOK, "SIGKILL",
-                          "Hook '%s' (pid %d) for rule \"%s\" still running at stop; killed", run->argv[0],
-                          (int) run->pid, run->rule);
+                          "Hook '%s' (pid %d) for rule %s still running at stop; killed", run->argv[0],
+                          (int) run->pid, run->label);
                 run_kill_and_reap(run);
                 hook_run_free(run);
         }

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/string-table.h"
+#include "base/time-util.h"
 #include "journal.h"
 
 static bool use_journal;
@@ -105,7 +106,8 @@ static int field_add_binary(struct iovec *iov, size_t *n, size_t max, const char
 
 void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL, *comm = NULL, *exe = NULL, *unit = NULL, *cgroup = NULL, *cmdline = NULL;
-        char pid[32] = "", tid[32] = "", hook_pid[32] = "", prio[8], duration[32] = "", snap_size[32] = "";
+        char pid[32] = "", tid[32] = "", hook_pid[32] = "", prio[8], duration[32] = "", snap_size[32] = "",
+             duration_text[FORMAT_TIMESPAN_MAX] = "";
         struct iovec iov[JOURNAL_FIELDS_MAX];
         size_t n = 0;
         va_list ap;
@@ -133,8 +135,10 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
                 snprintf(tid, sizeof tid, "%d", (int) ev->tid);
         if (ev->hook_pid > 0)
                 snprintf(hook_pid, sizeof hook_pid, "%d", (int) ev->hook_pid);
-        if (ev->duration_usec > 0)
+        if (ev->duration_usec > 0) {
                 snprintf(duration, sizeof duration, "%llu", (unsigned long long) ev->duration_usec);
+                format_timespan(duration_text, sizeof duration_text, ev->duration_usec);
+        }
         snprintf(prio, sizeof prio, "%d", level);
         if (ev->snapshot_size > 0)
                 snprintf(snap_size, sizeof snap_size, "%llu", (unsigned long long) ev->snapshot_size);
@@ -150,6 +154,8 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SEVERITY", ev->severity) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_CLASS", ev->klass) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_DURATION_USEC", duration) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_DURATION", duration_text[0] ? duration_text : NULL) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_STATE", ev->state) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_ID", ev->snapshot) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_ERROR", ev->error) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_COMM", comm) < 0 ||

@@ -14,6 +14,8 @@
  * until the firing record took that over; it is not used again, and neither is ...c04, the old budget message.) */
 #define SW_MESSAGE_RELOAD "5b6a1e30c8f84d5a9f8c1e2d7a4b3c07"
 #define SW_MESSAGE_CAPTURE_FAILED "5b6a1e30c8f84d5a9f8c1e2d7a4b3c03"
+/* An alert resolved: the thread left the rule's class, its process exited, or the rule went away. */
+#define SW_MESSAGE_RULE_RESOLVED "5b6a1e30c8f84d5a9f8c1e2d7a4b3c08"
 /* A hook started, ended, timed out, could not run, or was dropped; and a line a hook wrote. */
 #define SW_MESSAGE_HOOK "5b6a1e30c8f84d5a9f8c1e2d7a4b3c05"
 #define SW_MESSAGE_HOOK_OUTPUT "5b6a1e30c8f84d5a9f8c1e2d7a4b3c06"
@@ -47,7 +49,8 @@ typedef struct JournalEvent {
         const char *severity;
         const char *exe, *unit, *cgroup;
         char *const *cmdline;
-        uint64_t duration_usec; /* 0: none */
+        uint64_t duration_usec; /* 0: none; written also as STACKWATCH_DURATION, "2m5s" */
+        const char *state;      /* STACKWATCH_STATE: the alert's, "firing" or "resolved"; NULL: none */
         const char *error;
         const char *stack;      /* STACKWATCH_STACK: a thread's whole stack as text (already escaped) */
         const void *snapshot_file;      /* STACKWATCH_SNAPSHOT_FILE: a snapshot's archive file, binary */

@@ -292,9 +292,13 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
                        &f) < 0)
                 return log_oom();
         if (!capture) {
+                /* A rule with the snapshot action fires without one only inside its cooldown: the hang resumed
+                 * after its alert resolved, and the alert opens again. */
                 if (firing_set_capture(f, NULL, NULL,
-                                       r->actions & RULE_ACTION_SNAPSHOT ? "the capture budget is spent"
-                                                                         : "the rule takes no snapshot",
+                                       r->actions & RULE_ACTION_SNAPSHOT
+                                               ? "it fired on this process within the rule's cooldown: the snapshot "
+                                                 "of that firing stands"
+                                               : "the rule takes no snapshot",
                                        0, NULL, NULL, NULL) < 0)
                         return log_oom();
                 manager_firing_done(m, TAKE_PTR(f), log);
@@ -344,6 +348,19 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
         return 0;
 }
 
+/* An alert of rule R on P is open, or about to be: its firing's capture is still running (the hook runs, and the
+ * alert opens, once the snapshot is written). */
+static bool on_alerting(const Rule *r, const ProcessEntry *p, void *userdata) {
+        Manager *m = userdata;
+
+        for (size_t i = 0; i < m->n_jobs; i++) {
+                const Firing *f = m->jobs[i]->firing;
+                if (f && f->pid == p->pid && f->starttime == p->starttime && streq(f->rule, r->name))
+                        return true;
+        }
+        return alerts_open(&m->alerts, r->name, p->pid, p->starttime);
+}
+
 static void manager_update_status(Manager *m) {
         const ScanStats *st = &m->scanner->stats;
         char status[256];
@@ -387,7 +404,7 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
                           (unsigned long long) st->scans, st->threads, st->processes,
                           (unsigned long long) st->last_duration_usec, (unsigned long long) st->deep_reads);
                 lock_probes_start_wanted(m->lock_probes);
-                (void) trigger_evaluate(&m->trigger, m->config, m->scanner, now, on_fire, m);
+                (void) trigger_evaluate(&m->trigger, m->config, m->scanner, now, on_fire, on_alerting, m);
                 alerts_check(&m->alerts, m->hooks, m->scanner, m->config, now);
         }
         manager_update_status(m);

@@ -267,7 +267,21 @@ static bool rule_needs_identity(const Rule *r) {
         return r->exe || r->unit || r->cgroup || r->has_user;
 }
 
-int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, TriggerFire fire, void *userdata) {
+/* Whether an alert of rule R is open on P or, for a deadlock, on any process of its cycle. */
+static bool alert_open(const Rule *r, const ProcessEntry *p, const DeadlockCheck *dl, Scanner *s,
+                       TriggerAlerting alerting, void *userdata) {
+        if (alerting(r, p, userdata))
+                return true;
+        for (unsigned k = 0; dl && k < dl->n_cycle; k++) {
+                const ProcessEntry *q = intmap_get(&s->processes, dl->cycle[k]);
+                if (q && q != p && alerting(r, q, userdata))
+                        return true;
+        }
+        return false;
+}
+
+int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, TriggerFire fire,
+                     TriggerAlerting alerting, void *userdata) {
         _cleanup_(peer_resolver_freep) PeerResolver *resolver = NULL; /* one per poll: its tables are a snapshot */
         unsigned classes = 0, walks = 0;
 
@@ -291,11 +305,13 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                         unsigned peers = r->peers;
                         ThreadFacts f;
                         RuleStats *st;
-                        bool capture;
+                        bool capture, cooled;
 
                         if (!(r->classes & (1U << th->cls.class)) || now - th->cls.since_usec < r->for_usec)
                                 continue;
-                        if (cooldown_find(t, r->name, p))
+                        /* Inside the cooldown only to re-open an alert that resolved while the hang went on. */
+                        cooled = cooldown_find(t, r->name, p);
+                        if (cooled && (!alerting || !(r->actions & RULE_ACTION_HOOK) || alerting(r, p, userdata)))
                                 continue;
                         if (rule_needs_identity(r))
                                 (void) scanner_load_identity(s, p);
@@ -339,8 +355,11 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                                 if (!heads_convoy(hc, th->tid))
                                         continue;
                         }
-                        capture = (r->actions & RULE_ACTION_SNAPSHOT) && trigger_budget_take(t, c, now);
-                        if ((r->actions & RULE_ACTION_SNAPSHOT) && !capture) {
+                        /* One deadlock, one alert: re-opened from one process of the cycle only. */
+                        if (cooled && dl && alert_open(r, p, dl, s, alerting, userdata))
+                                continue;
+                        capture = !cooled && (r->actions & RULE_ACTION_SNAPSHOT) && trigger_budget_take(t, c, now);
+                        if (!cooled && (r->actions & RULE_ACTION_SNAPSHOT) && !capture) {
                                 /* No cooldown: the rule fires again once the budget frees up. */
                                 t->budget_skipped++;
                                 if (now - t->budget_logged_usec >= TRIGGER_BUDGET_WINDOW_USEC) {
@@ -358,10 +377,10 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                                 t->deferred++;
                                 continue;
                         }
-                        if (cooldown_set(t, r, p, now) < 0)
+                        if (!cooled && cooldown_set(t, r, p, now) < 0)
                                 return log_oom();
                         /* One deadlock, one firing: the other processes of the cycle go quiet for this rule too. */
-                        for (unsigned k2 = 0; dl && k2 < dl->n_cycle; k2++) {
+                        for (unsigned k2 = 0; !cooled && dl && k2 < dl->n_cycle; k2++) {
                                 ProcessEntry *q = intmap_get(&s->processes, dl->cycle[k2]);
                                 if (q && q != p && cooldown_set(t, r, q, now) < 0)
                                         return log_oom();

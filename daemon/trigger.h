@@ -65,13 +65,18 @@ typedef struct Trigger {
         uint64_t lock_edges_unknown;    /* and whose holder is gone or cannot be told */
 } Trigger;
 
-/* Called for every (rule, process) that matched, outside its cooldown. CAPTURE says whether the budget allows a
- * snapshot now (when it does not, the firing still logs, and the rule may fire again once budget frees up). PEERS
+/* Called for every (rule, process) that matched, outside its cooldown (or inside it, to re-open an alert: see
+ * TriggerAlerting). CAPTURE says whether a snapshot is taken: false for a rule without the snapshot action, and for
+ * a firing inside the cooldown. PEERS
  * is how deep the snapshot follows the wait chain: the rule's peers, or for a deadlock at least the cycle's length,
  * so that the snapshot shows the whole cycle. Returns 0 when it fired, or -EBUSY when a capture was due but no
  * capture slot is free: then the firing is deferred, as if it had not matched (no cooldown, no budget taken, not
  * counted as fired), and it is tried again on the next poll. */
 typedef int (*TriggerFire)(const Rule *rule, ThreadEntry *t, unsigned peers, bool capture, void *userdata);
+/* Whether the alert of RULE on process P (its hook's, kept until resolved) is still open. A rule with the hook
+ * action whose thread qualifies again inside the cooldown, after its alert resolved, fires again without a
+ * snapshot (CAPTURE false): the cooldown limits snapshots, not whether a hang that resumed is alerted. */
+typedef bool (*TriggerAlerting)(const Rule *rule, const ProcessEntry *p, void *userdata);
 
 void trigger_done(Trigger *t);
 /* Whether any rule may match a sleeping (S) thread as blocked or waiting: then quiet sleepers get deep reads. */
@@ -83,4 +88,6 @@ unsigned trigger_budget_used(Trigger *t, uint64_t now_usec);
 uint64_t trigger_budget_wait_usec(Trigger *t, const Config *c, uint64_t now_usec);
 /* How often rule RULE fired and when last; NULL when it never fired. */
 const RuleStats *trigger_rule_stats(const Trigger *t, const char *rule);
-int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now_usec, TriggerFire fire, void *userdata);
+/* ALERTING may be NULL: then nothing fires inside a cooldown. */
+int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now_usec, TriggerFire fire,
+                     TriggerAlerting alerting, void *userdata);

@@ -167,3 +167,32 @@ def test_a_lasting_firing_repeats_and_resolves(daemon, fixture, tmp_path):
     assert last["expires_usec"] is None and last["timestamp_usec"] >= again["timestamp_usec"]
     metrics = d.get("/metrics")[2].decode()
     assert "stackwatch_alerts_resolved_total 1\n" in metrics and "stackwatch_alerts_active 0\n" in metrics
+
+
+def test_a_hang_that_resumes_reopens_its_alert_inside_the_cooldown(daemon, fixture, tmp_path):
+    """SIGSTOP resolves the alert (the thread is stopped, not blocked); after SIGCONT it is blocked again, and its
+    alert opens again once the rule's for: has passed, though the rule's cooldown (1 h) holds back a new snapshot."""
+    import signal
+    out = tmp_path / "events.out"
+    hook = script(tmp_path, "record", f'printf "%s\\n" "$STACKWATCH_EVENT" >> "{out}"\n')
+    d = daemon(config([hook]))
+    fx = fixture("block-read", "--name", "br-hook").wait_wchan("pipe_read")
+
+    def events():
+        return [json.loads(ln) for ln in out.read_text().splitlines()] if out.exists() else []
+
+    def states():
+        return [e["state"] for e in events()]
+    wait_until(lambda: states() == ["firing"], timeout=20, interval=0.05, what="the firing")
+    os.kill(fx.pid, signal.SIGSTOP)
+    wait_until(lambda: states() == ["firing", "resolved"], timeout=10, interval=0.05, what="the resolved event")
+    os.kill(fx.pid, signal.SIGCONT)
+    wait_until(lambda: states() == ["firing", "resolved", "firing"], timeout=10, interval=0.05,
+               what="the alert opened again")
+    first, _, again = events()
+    assert first["snapshot_id"] and again["snapshot_id"] is None
+    assert "within the rule's cooldown" in again["error"]
+    assert [s["pid"] for s in d.snapshots()] == [fx.pid]
+    # And it stays one open alert while the hang lasts: no firing on every scan.
+    d.wait_scans(10)
+    assert states() == ["firing", "resolved", "firing"]

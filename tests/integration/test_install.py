@@ -86,6 +86,8 @@ def test_journal_catalog_is_valid_and_lists_our_message_ids(installed, tmp_path)
         assert mid in listed.stdout, f"message id {mid} has no catalog entry:\n{listed.stdout}"
     entry = subprocess.run(["journalctl", f"--root={root}", "--dump-catalog", ids[0]], capture_output=True, text=True)
     assert "stackctl show @STACKWATCH_SNAPSHOT_ID@" in entry.stdout, entry.stdout
+    # Durations as people read them ("2m5s", STACKWATCH_DURATION=), never "1013651 us".
+    assert "@STACKWATCH_DURATION@" in entry.stdout and "_USEC@ us" not in open(cat).read()
 
 
 def test_tmpfiles_entry_creates_the_directories(installed, tmp_path):

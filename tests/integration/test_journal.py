@@ -208,3 +208,33 @@ def test_summary_mode_carries_the_culprit_stack_only(journald_daemon, fixture):
     assert stack.startswith(f"TID {fx.pid}:") and "br_level_20" in stack and "[k] " in stack
     r = ctl("show", "--journal", "-D", jdir, rec["STACKWATCH_SNAPSHOT_ID"])
     assert r.stdout.decode() == stack and "archive.journal: summary" in r.stderr.decode()
+
+
+RESOLVED = "5b6a1e30c8f84d5a9f8c1e2d7a4b3c08"
+HOOK = "5b6a1e30c8f84d5a9f8c1e2d7a4b3c05"
+
+
+def test_the_recovery_is_a_full_record_and_hook_records_say_which(journald_daemon, fixture, tmp_path):
+    """journalctl -u UNIT (OBJECT_PID=) shows the recovery as it shows the hang: MESSAGE_ID, the process, the rule,
+    how long it lasted; and each hook record says whether its hook was told of the firing or of the recovery."""
+    hook = tmp_path / "hook"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    d, jdir = journald_daemon(RULES.replace("actions: [snapshot, log]", f"actions: [snapshot, log, hook]\n"
+                                            f"    hook: [{json.dumps(str(hook))}]"))
+    fx = fixture("block-read", "--name", "jr-back").wait_wchan("pipe_read")
+    fired = wait_until(lambda: journal(jdir, f"MESSAGE_ID={FIRED}", f"STACKWATCH_PID={fx.pid}"), timeout=20,
+                       interval=0.1, what="the firing's record")[0]
+    assert fired["STACKWATCH_STATE"] == "firing"
+    fx.kill()
+    rec = wait_until(lambda: journal(jdir, f"MESSAGE_ID={RESOLVED}", f"STACKWATCH_PID={fx.pid}"), timeout=20,
+                     interval=0.1, what="the recovery's record")[0]
+    assert rec["OBJECT_PID"] == str(fx.pid) and rec["STACKWATCH_STATE"] == "resolved"
+    assert rec["STACKWATCH_RULE"] == "jr-blocked" and rec["STACKWATCH_CLASS"] == "blocked"
+    assert rec["STACKWATCH_COMM"] == "jr-back" and rec["STACKWATCH_SNAPSHOT_ID"] == fired["STACKWATCH_SNAPSHOT_ID"]
+    assert int(rec["STACKWATCH_DURATION_USEC"]) >= 1_000_000 and rec["STACKWATCH_DURATION"].endswith("s")
+    assert rec["MESSAGE"].startswith('Rule "jr-blocked" resolved: ')
+    hooks = wait_until(lambda: (lambda r: r if {x.get("STACKWATCH_STATE") for x in r} == {"firing", "resolved"}
+                                else None)(journal(jdir, f"MESSAGE_ID={HOOK}", f"STACKWATCH_PID={fx.pid}")),
+                       timeout=20, interval=0.1, what="hook records of both")
+    assert any('(resolved)' in x["MESSAGE"] for x in hooks) and any('(firing)' in x["MESSAGE"] for x in hooks)

@@ -338,7 +338,13 @@ START_TEST(test_environment) {
         run_env_check(&f, &no_snapshot, 1);
         assert_logged(&f, "started for rule \"nginx-blocked\", pid 1234");
         assert_logged(&f, "for rule \"nginx-blocked\" succeeded");
-        ck_assert_uint_eq(hooks_stats(f.hooks)->started, 2);
+        /* An alert's hook says in every line whether it was told of the firing or of the recovery. */
+        no_snapshot.state = "resolved";
+        ck_assert_int_eq(hooks_run(f.hooks, (char *[]) { (char *) "/bin/true", NULL }, &no_snapshot), 0);
+        wait_ended(&f, 3);
+        assert_logged(&f, "started for rule \"nginx-blocked\" (resolved), pid 1234");
+        assert_logged(&f, "for rule \"nginx-blocked\" (resolved) succeeded");
+        ck_assert_uint_eq(hooks_stats(f.hooks)->started, 3);
         ck_assert_uint_eq(hooks_stats(f.hooks)->failed, 0);
         unsetenv("STACKWATCH_TEST_LEAK");
         unsetenv("STACKWATCH_ERROR");

@@ -69,6 +69,51 @@ static void world_done(World *w) {
         intmap_done(&w->s.processes);
 }
 
+static bool alert_is_open;
+
+static bool on_alerting(const Rule *rule, const ProcessEntry *p, void *userdata) {
+        return alert_is_open;
+}
+
+START_TEST(test_a_resumed_hang_reopens_its_alert_inside_the_cooldown) {
+        _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_(trigger_done) Trigger t = {};
+        World w = {};
+        Firings f = {};
+        ThreadEntry *th;
+
+        ck_assert_int_eq(config_new_default(&c), 0);
+        for (size_t i = 0; i < c->n_rules; i++)
+                c->rules[i].actions |= RULE_ACTION_HOOK;
+        th = world_add(&w, 4242, THREAD_CLASS_BUSY_LOOP, 'R', T0);
+        alert_is_open = false;
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, on_alerting, &f), 0);
+        ck_assert_uint_eq(f.n, 1);
+        ck_assert_uint_eq(f.captured, 1);
+        /* Its alert is open: the cooldown holds, nothing more. */
+        alert_is_open = true;
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 61 * SEC, on_fire, on_alerting, &f), 0);
+        ck_assert_uint_eq(f.n, 1);
+        /* It stopped (the alert resolved), then looped again: once past the rule's for:, the alert opens again,
+         * inside the cooldown, without a snapshot. */
+        alert_is_open = false;
+        th->cls.since_usec = T0 + 120 * SEC;
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 150 * SEC, on_fire, on_alerting, &f), 0);
+        ck_assert_uint_eq(f.n, 1);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 180 * SEC, on_fire, on_alerting, &f), 0);
+        ck_assert_uint_eq(f.n, 2);
+        ck_assert_uint_eq(f.captured, 1);
+        ck_assert_uint_eq(trigger_rule_stats(&t, "busy-loop")->fired, 2);
+        /* A rule without the hook action stays quiet for its whole cooldown, as before. */
+        for (size_t i = 0; i < c->n_rules; i++)
+                c->rules[i].actions &= ~(unsigned) RULE_ACTION_HOOK;
+        th->cls.since_usec = T0 + 200 * SEC;
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 300 * SEC, on_fire, on_alerting, &f), 0);
+        ck_assert_uint_eq(f.n, 2);
+        world_done(&w);
+}
+END_TEST
+
 START_TEST(test_for_duration_and_cooldown) {
         _cleanup_(config_freep) Config *c = NULL;
         _cleanup_(trigger_done) Trigger t = {};
@@ -78,11 +123,11 @@ START_TEST(test_for_duration_and_cooldown) {
         ck_assert_int_eq(config_new_default(&c), 0);
         /* A busy loop since T0: the built-in busy-loop rule wants 60 s of it. */
         world_add(&w, 4242, THREAD_CLASS_BUSY_LOOP, 'R', T0);
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 59 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 59 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 0);
         ck_assert_ptr_null(trigger_rule_stats(&t, "busy-loop"));
 
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 1);
         ck_assert_int_eq(f.pid[0], 4242);
         ck_assert_str_eq(f.rule[0], "busy-loop");
@@ -90,11 +135,11 @@ START_TEST(test_for_duration_and_cooldown) {
         ck_assert_uint_eq(trigger_rule_stats(&t, "busy-loop")->fired, 1);
 
         /* Still looping a poll later, and nine minutes later: the cooldown (10 min) keeps it to one firing. */
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 61 * SEC, on_fire, &f), 0);
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 9 * 60 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 61 * SEC, on_fire, NULL, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 9 * 60 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 1);
         /* After the cooldown it fires again. */
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC + RULE_DEFAULT_COOLDOWN_USEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC + RULE_DEFAULT_COOLDOWN_USEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 2);
         ck_assert_uint_eq(trigger_rule_stats(&t, "busy-loop")->fired, 2);
         world_done(&w);
@@ -114,9 +159,9 @@ START_TEST(test_states_and_classes) {
         /* Waiting and running threads never match the built-in rules, however long. */
         world_add(&w, 102, THREAD_CLASS_WAITING, 'S', T0);
         world_add(&w, 103, THREAD_CLASS_RUNNING, 'R', T0);
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 119 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 119 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 0);
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 3600 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 3600 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 1);
         ck_assert_int_eq(f.pid[0], 101);
         ck_assert_str_eq(f.rule[0], "hung-task");
@@ -136,7 +181,7 @@ START_TEST(test_budget) {
                 world_add(&w, pid, THREAD_CLASS_SYSCALL_SPIN, 'R', T0);
         /* Five spinning processes, a budget of three: three snapshots; the other two wait for it, with no cooldown
          * and no firing counted. */
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 3);
         ck_assert_uint_eq(f.captured, 3);
         ck_assert_uint_eq(t.budget_skipped, 2);
@@ -144,7 +189,7 @@ START_TEST(test_budget) {
         ck_assert_uint_eq(trigger_budget_wait_usec(&t, c, T0 + 70 * SEC), 50 * SEC);
         ck_assert(!trigger_budget_take(&t, c, T0 + 70 * SEC));
         /* A minute later the budget is back and the two that waited fire, once each. */
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 121 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 121 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 5);
         ck_assert_uint_eq(trigger_rule_stats(&t, "syscall-spin")->fired, 5);
         for (unsigned i = 0; i < f.n; i++)
@@ -165,20 +210,20 @@ START_TEST(test_no_slot_defers) {
         world_add(&w, 301, THREAD_CLASS_BUSY_LOOP, 'R', T0);
         /* Every capture slot busy: both firings are refused. They must not take budget, start a cooldown (which
          * would lose the snapshot for ten minutes) or count as fired. */
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 60 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.refused, 2);
         ck_assert_uint_eq(f.n, 0);
         ck_assert_uint_eq(t.deferred, 2);
         ck_assert_uint_eq(trigger_budget_used(&t, T0 + 60 * SEC), 0);
         ck_assert_ptr_null(trigger_rule_stats(&t, "busy-loop"));
         /* The next poll, with slots free again, fires both. */
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 61 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 61 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 2);
         ck_assert_uint_eq(f.captured, 2);
         ck_assert_uint_eq(trigger_budget_used(&t, T0 + 61 * SEC), 2);
         ck_assert_uint_eq(trigger_rule_stats(&t, "busy-loop")->fired, 2);
         /* And then their cooldowns hold. */
-        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 62 * SEC, on_fire, &f), 0);
+        ck_assert_int_eq(trigger_evaluate(&t, c, &w.s, T0 + 62 * SEC, on_fire, NULL, &f), 0);
         ck_assert_uint_eq(f.n, 2);
         world_done(&w);
 }
@@ -201,5 +246,5 @@ START_TEST(test_rules_need_sleepers) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("trigger", test_for_duration_and_cooldown, test_states_and_classes, test_budget, test_no_slot_defers,
-               test_rules_need_sleepers)
+UNIT_TEST_MAIN("trigger", test_for_duration_and_cooldown, test_a_resumed_hang_reopens_its_alert_inside_the_cooldown,
+               test_states_and_classes, test_budget, test_no_slot_defers, test_rules_need_sleepers)
