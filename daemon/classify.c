@@ -20,7 +20,7 @@ static bool asleep(char state) {
         return state == 'S' || state == 'I' || state == 'P';
 }
 
-unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long hz, bool deep_sleepers) {
+unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long hz) {
         double cpu = classify_cpu_percent(prev, cur, hz);
         unsigned w = 0;
 
@@ -28,8 +28,9 @@ unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long 
                 w |= CLASSIFY_READ_WCHAN | CLASSIFY_READ_SYSCALL;
         if (cur->state == 'R' || cpu >= CLASSIFY_ON_CPU_PERCENT)
                 w |= CLASSIFY_READ_IO;
-        /* Only a sleeper that used no CPU since the last look can be parked. */
-        if (deep_sleepers && asleep(cur->state) && prev && cpu == 0 && !cur->kthread)
+        /* Only a sleeper that used no CPU since the last look can be parked; every one is looked at, whatever the
+         * rules, so that a thread's class is the same on every daemon. */
+        if (asleep(cur->state) && prev && cpu == 0 && !cur->kthread)
                 w |= CLASSIFY_READ_SYSCALL;
         /* Parked needs the run count, on a CPU the time spent waiting for one. */
         if (w & (CLASSIFY_READ_IO | CLASSIFY_READ_SYSCALL))
@@ -157,6 +158,7 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
                 return;
         case 'D':
                 st->parked = false;
+                st->owed = false;
                 /* Frozen by the cgroup v1 freezer (docker pause on v1) or for suspend: D, but on purpose, and the
                  * kernel's hung-task detector skips it too. */
                 if (cur->frozen) {
@@ -210,13 +212,29 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
                         st->parked_place = cur->syscall;
                         st->parked_timeslices = cur->timeslices;
                         st->parked_since_usec = cur->when_usec;
+                        st->owed = false;
+                        st->owed_why = NULL;
                         /* A new place starts a new class period. */
                         st->class = _THREAD_CLASS_INVALID;
                 }
-                set_class(st, classify_syscall_is_idle_wait(&cur->syscall) ? THREAD_CLASS_WAITING : THREAD_CLASS_BLOCKED,
-                          st->parked_since_usec);
+                /* Blocked only when something owes the wait (owed.h); any other wait, idle or not, is waiting. */
+                set_class(st, st->owed ? THREAD_CLASS_BLOCKED : THREAD_CLASS_WAITING, st->parked_since_usec);
                 return;
         }
         st->parked = false;
+        st->owed = false;
+        st->owed_why = NULL;
         set_class(st, THREAD_CLASS_WAITING, start);
+}
+
+void classify_set_owed(ClassState *st, bool owed, const char *why) {
+        if (!st->parked || st->class == THREAD_CLASS_LOCK_RETRY)
+                return;
+        st->owed = owed;
+        st->owed_why = owed ? why : NULL;
+        /* The wait was the same all along: blocked (or waiting again) from when it parked. */
+        if (st->class == THREAD_CLASS_WAITING || st->class == THREAD_CLASS_BLOCKED) {
+                st->class = owed ? THREAD_CLASS_BLOCKED : THREAD_CLASS_WAITING;
+                st->since_usec = st->parked_since_usec;
+        }
 }

@@ -59,6 +59,12 @@ typedef struct ClassState {
         double avg_user_ticks, avg_system_ticks, avg_faults;
         /* A sleeping thread is "parked" while its syscall, arguments, SP, PC and run count stay the same. */
         bool parked;
+        /* Parked in a wait that something owes it (owed.h judges, from its wait edges): a mutex another thread holds,
+         * a peer that is stopped, gone or blocked itself, a deadlock. Only then is a parked sleeper blocked; any
+         * other parked wait (a terminal, an idle peer, a runtime's park) is waiting, however long. Cleared when it
+         * moves from its place. */
+        bool owed;
+        const char *owed_why;           /* static: "deadlock", "mutex held by another thread", … */
         ProcSyscall parked_place;
         uint64_t parked_timeslices;
         uint64_t parked_since_usec;
@@ -73,11 +79,13 @@ enum {
 
 /* Percent of one core used between two samples. */
 double classify_cpu_percent(const ThreadSample *prev, const ThreadSample *cur, long hz);
-/* Which deep files to read for a thread whose cheap sample is CUR (PREV may be NULL). DEEP_SLEEPERS: some rule
- * cares about sleeping threads, so quiet S threads get their syscall read to tell "parked" from "waiting". */
-unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long hz, bool deep_sleepers);
+/* Which deep files to read for a thread whose cheap sample is CUR (PREV may be NULL): quiet sleepers get their
+ * syscall and run count read, to tell a parked wait from one that moves. */
+unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long hz);
 /* Update ST from PREV (NULL for a new thread) to CUR. */
 void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz);
+/* A parked thread's wait turned out to be owed (WHY, static) or not: blocked from when it parked, or waiting. */
+void classify_set_owed(ClassState *st, bool owed, const char *why);
 /* Whether a syscall is a normal place for an idle program to wait (nanosleep, epoll_wait, accept, a condition
  * variable's FUTEX_WAIT_BITSET, …), as opposed to a read, a lock, a write that should come back. */
 bool classify_syscall_is_idle_wait(const ProcSyscall *sc);

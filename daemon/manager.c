@@ -404,6 +404,7 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
                           (unsigned long long) st->scans, st->threads, st->processes,
                           (unsigned long long) st->last_duration_usec, (unsigned long long) st->deep_reads);
                 lock_probes_start_wanted(m->lock_probes);
+                owed_update(&m->owed, m->scanner, now);
                 (void) trigger_evaluate(&m->trigger, m->config, m->scanner, now, on_fire, on_alerting, m);
                 alerts_check(&m->alerts, m->hooks, m->scanner, m->config, now);
         }
@@ -460,7 +461,6 @@ static int manager_apply_config(Manager *m) {
                 return log_error_errno(r, "Failed to open the archive '%s': %m", m->config->archive_dir);
         archive_free(m->archive);
         m->archive = TAKE_PTR(a);
-        m->scanner->deep_sleepers = trigger_rules_need_sleepers(m->config);
         /* The debuginfo cache's default directory ($STACKWATCH_CACHE_DIR, else the unit's CacheDirectory=), settled
          * here once rather than in every capture child. */
         if (!m->config->symbols_cache_dir && !m->config->symbols_cache_off) {
@@ -628,6 +628,7 @@ Manager *manager_free(Manager *m) {
         lock_probes_free(m->lock_probes);
         sd_event_unref(m->event);
         archive_free(m->archive);
+        owed_done(&m->owed);
         trigger_done(&m->trigger);
         scanner_free(m->scanner);
         config_free(m->config);

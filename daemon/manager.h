@@ -13,6 +13,7 @@
 #include "hooks.h"
 #include "lock-probe.h"
 #include "metrics.h"
+#include "owed.h"
 #include "scan.h"
 #include "trigger.h"
 
@@ -34,6 +35,7 @@ struct Manager {
 
         Scanner *scanner;
         LockProbes *lock_probes;        /* confirm the scanner's lock-retry suspects, in children */
+        Owed owed;                      /* which parked waits something owes: blocked, or waiting */
         Trigger trigger;
         Archive *archive;
 

@@ -77,6 +77,10 @@ static void thread_drop(Scanner *s, ThreadEntry *t) {
                 safe_close(t->stat_fd);
                 s->stats.kept_fds--;
         }
+        if (t->sched_fd >= 0) {
+                safe_close(t->sched_fd);
+                s->stats.kept_fds--;
+        }
         free(t);
 }
 
@@ -100,6 +104,7 @@ Scanner *scanner_free(Scanner *s) {
                         for (ThreadEntry *t = p->threads, *next; t; t = next) {
                                 next = t->next;
                                 safe_close(t->stat_fd);
+                                safe_close(t->sched_fd);
                                 free(t);
                         }
                         process_free(p);
@@ -148,6 +153,23 @@ static ssize_t read_task_file(Scanner *s, ThreadEntry *t, const char *name, char
         return proc_pread(fd, buf, size);
 }
 
+/* A sleeper's schedstat, through a descriptor kept like stat's while the budget has room for both (stat first: a
+ * thread's stat is read on every scan, its schedstat only while it sleeps). */
+static ssize_t read_schedstat(Scanner *s, ThreadEntry *t, char *buf, size_t size) {
+        if (t->sched_fd < 0 && t->stat_fd >= 0 && s->stats.kept_fds + SCAN_FD_RESERVE < s->stats.max_kept_fds) {
+                char path[64];
+                snprintf(path, sizeof path, "%d/task/%d/schedstat", (int) t->pid, (int) t->tid);
+                t->sched_fd = openat(s->proc_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (t->sched_fd < 0)
+                        return proc_errno(negative_errno());
+                s->stats.kept_fds++;
+        }
+        if (t->sched_fd < 0)
+                return read_task_file(s, t, "schedstat", buf, size);
+        s->stats.deep_reads++;
+        return proc_pread(t->sched_fd, buf, size);
+}
+
 /* The cheap tier: one pread of stat into OUT, the parsed stat into ST. -ESRCH when the thread is gone. */
 static int sample_stat(Scanner *s, ThreadEntry *t, ThreadSample *out, ProcStat *st, uint64_t now) {
         char buf[1024];
@@ -177,8 +199,31 @@ static int sample_stat(Scanner *s, ThreadEntry *t, ThreadSample *out, ProcStat *
 
 /* The deep tier, only what the classifier asked for. */
 static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned wants) {
+        const ThreadSample *prev = t->have_sample ? &t->sample : NULL;
         char buf[512];
         ssize_t n;
+
+        /* A quiet sleeper: its run count first. Not run since the last look, it is still in the syscall read then
+         * (a thread changes its syscall only by running), so that read is not made again: every sleeper is looked
+         * at on every scan, at the cost of one read for most of them. */
+        if (wants == (CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED) && prev && prev->have_sched &&
+            prev->have_syscall && prev->state == cur->state) {
+                ProcSchedstat st;
+
+                n = read_schedstat(s, t, buf, sizeof buf);
+                cur->have_sched = n > 0 && proc_parse_schedstat(buf, (size_t) n, &st) >= 0;
+                if (!cur->have_sched)
+                        return;
+                cur->run_ns = st.run_ns;
+                cur->wait_ns = st.wait_ns;
+                cur->timeslices = st.timeslices;
+                if (st.timeslices == prev->timeslices) {
+                        cur->have_syscall = true;
+                        cur->syscall = prev->syscall;
+                        return;
+                }
+                wants &= ~(unsigned) CLASSIFY_READ_SCHED;
+        }
 
         if (wants & CLASSIFY_READ_IO) {
                 ProcIo io;
@@ -312,7 +357,7 @@ static ThreadEntry *thread_add(Scanner *s, ProcessEntry *p, pid_t tid) {
         t->pid = p->pid;
         t->tid = tid;
         t->process = p;
-        t->stat_fd = -EBADF;
+        t->stat_fd = t->sched_fd = -EBADF;
         if (intmap_put(&s->threads, tid, t) < 0) {
                 free(t);
                 return NULL;
@@ -342,13 +387,13 @@ static int thread_scan(Scanner *s, ThreadEntry *t, ProcStat *st, uint64_t now) {
                 t->sample = cur;
                 t->have_sample = true;
                 s->seen_threads++;
+                s->stats.ours++;
                 return 0;
         }
-        wants = classify_wants(t->have_sample ? &t->sample : NULL, &cur, s->hz, s->deep_sleepers);
+        wants = classify_wants(t->have_sample ? &t->sample : NULL, &cur, s->hz);
         if (wants)
                 sample_deep(s, t, &cur, wants);
-        if (s->deep_sleepers)
-                cur.lock_retry = thread_lock_retry(s, t, &cur);
+        cur.lock_retry = thread_lock_retry(s, t, &cur);
         if (cur.state != 'D')
                 t->wchan[0] = '\0';
         classify_update(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);
@@ -436,6 +481,7 @@ static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
                         /* Classed once already, before its parent was known. */
                         if (leader->cls.class >= 0 && leader->cls.class < _THREAD_CLASS_MAX)
                                 s->stats.by_class[leader->cls.class]--;
+                        s->stats.ours++;
                         leader->cls.class = _THREAD_CLASS_INVALID;
                 }
         }
@@ -489,6 +535,7 @@ int scanner_scan(Scanner *s, uint64_t now) {
         s->seen_threads = s->seen_processes = 0;
         s->n_lock_probe_wanted = 0;
         memset(s->stats.by_class, 0, sizeof s->stats.by_class);
+        s->stats.ours = 0;
         fd = openat(s->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return negative_errno();
@@ -508,7 +555,7 @@ int scanner_scan(Scanner *s, uint64_t now) {
         sweep(s);
         s->locks = peer_resolver_free(s->locks); /* /proc/locks is read again next time */
 
-        s->stats.threads = (unsigned) s->threads.used;
+        s->stats.threads = (unsigned) s->threads.used - MIN(s->stats.ours, (unsigned) s->threads.used);
         s->stats.processes = (unsigned) s->processes.used;
         s->stats.scans++;
         s->stats.last_scan_usec = now_usec(CLOCK_MONOTONIC);

@@ -62,6 +62,7 @@ struct ThreadEntry {
         ProcessEntry *process;
         ThreadEntry *next, *prev;       /* in process->threads */
         int stat_fd;                    /* kept open across polls; -EBADF when over the descriptor budget */
+        int sched_fd;                   /* schedstat, kept likewise once it sleeps (after every stat fd) */
         unsigned seen_gen;
         char comm[64];
         ThreadSample sample;            /* the latest look */
@@ -77,7 +78,8 @@ typedef struct ScanStats {
         uint64_t scans;
         uint64_t last_scan_usec;        /* CLOCK_MONOTONIC when the last scan ended */
         uint64_t last_duration_usec;
-        unsigned threads, processes;
+        unsigned threads, processes;    /* watched: the daemon's own (ProcessEntry.ours) left out */
+        unsigned ours;                  /* threads of the daemon and its children, scanned but not classed */
         unsigned by_class[_THREAD_CLASS_MAX];
         unsigned kept_fds, max_kept_fds;
         uint64_t deep_reads;
@@ -92,7 +94,6 @@ typedef struct Scanner {
         size_t seen_threads, seen_processes; /* in this scan; the sweep has nothing to do when all were seen */
         long hz;
         pid_t self;                     /* the daemon's pid: it and its children are not watched (ProcessEntry.ours) */
-        bool deep_sleepers;             /* some rule cares about sleeping threads (see classify_wants) */
         PeerResolver *locks;            /* this scan's /proc/locks, read on first need */
         pid_t lock_probe_wanted[SCAN_LOCK_PROBE_WANTED_MAX]; /* threads that need a lock probe, this scan */
         size_t n_lock_probe_wanted;

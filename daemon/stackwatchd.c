@@ -107,7 +107,7 @@ static int parse_argv(int argc, char **argv) {
         return 1;
 }
 
-/* The scanner alone, as the daemon runs it (same rules, so the same deep reads), for bench/scan. */
+/* The scanner alone, as the daemon runs it, for bench/scan. */
 static int scan_benchmark(const Config *config) {
         _cleanup_(scanner_freep) Scanner *s = NULL;
         int r;
@@ -115,7 +115,6 @@ static int scan_benchmark(const Config *config) {
         r = scanner_new(&s);
         if (r < 0)
                 return log_error_errno(r, "Failed to open /proc: %m");
-        s->deep_sleepers = trigger_rules_need_sleepers(config);
         for (unsigned i = 1; i <= arg_scan_benchmark; i++) {
                 r = scanner_scan(s, now_usec(CLOCK_MONOTONIC));
                 if (r < 0)

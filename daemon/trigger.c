@@ -24,17 +24,6 @@ void trigger_done(Trigger *t) {
         *t = (Trigger) {};
 }
 
-bool trigger_rules_need_sleepers(const Config *c) {
-        for (size_t i = 0; i < c->n_rules; i++) {
-                const Rule *r = &c->rules[i];
-                if ((r->classes & ((1U << THREAD_CLASS_BLOCKED) | (1U << THREAD_CLASS_WAITING) |
-                                   (1U << THREAD_CLASS_LOCK_RETRY))) &&
-                    (!r->states || strchr(r->states, 'S')))
-                        return true;
-        }
-        return false;
-}
-
 static Cooldown *cooldown_find(Trigger *t, const char *rule, const ProcessEntry *p) {
         for (size_t i = 0; i < t->n_cooldowns; i++)
                 if (t->cooldowns[i].pid == p->pid && t->cooldowns[i].starttime == p->starttime &&

@@ -79,8 +79,6 @@ typedef int (*TriggerFire)(const Rule *rule, ThreadEntry *t, unsigned peers, boo
 typedef bool (*TriggerAlerting)(const Rule *rule, const ProcessEntry *p, void *userdata);
 
 void trigger_done(Trigger *t);
-/* Whether any rule may match a sleeping (S) thread as blocked or waiting: then quiet sleepers get deep reads. */
-bool trigger_rules_need_sleepers(const Config *c);
 /* The global captures-per-minute budget, shared by rules and live captures over HTTP: take one (false when spent),
  * how many were taken in the last minute, and how long until the next one frees up (0: available now). */
 bool trigger_budget_take(Trigger *t, const Config *c, uint64_t now_usec);

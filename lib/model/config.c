@@ -53,18 +53,25 @@ int config_new_empty(Config **ret) {
         return 0;
 }
 
-/* The built-in rules: what "any thread stuck" means with no configuration at all. */
+/* The built-in rules: what is certainly a hang, with no configuration at all, and nothing else: a healthy machine
+ * raises nothing. "blocked" is only ever a wait something owes (D, or a parked wait owed.h judged), never an idle
+ * terminal, event loop or runtime park, so these rules need no list of programs to leave alone. */
 static const struct {
         const char *name;
         ThreadClass class;
         const char *states;
         uint64_t for_usec;
         RuleSeverity severity;
+        bool deadlock;
 } builtin_rules[] = {
         /* A task in D for 120 s is what the kernel's own hung-task detector reports. */
-        { "hung-task", THREAD_CLASS_BLOCKED, "D", 120 * USEC_PER_SEC, RULE_SEVERITY_CRITICAL },
-        { "busy-loop", THREAD_CLASS_BUSY_LOOP, NULL, 60 * USEC_PER_SEC, RULE_SEVERITY_WARNING },
-        { "syscall-spin", THREAD_CLASS_SYSCALL_SPIN, NULL, 60 * USEC_PER_SEC, RULE_SEVERITY_WARNING },
+        { "hung-task", THREAD_CLASS_BLOCKED, "D", 120 * USEC_PER_SEC, RULE_SEVERITY_CRITICAL, false },
+        /* Processes or threads that wait only on each other never wake: at once (the poll follows, at 1 s). */
+        { "deadlock", THREAD_CLASS_BLOCKED, NULL, 10 * USEC_PER_SEC, RULE_SEVERITY_CRITICAL, true },
+        /* A sleeping wait something owes (a mutex held, a stopped or stuck peer) for as long as hung-task waits. */
+        { "blocked", THREAD_CLASS_BLOCKED, "S", 120 * USEC_PER_SEC, RULE_SEVERITY_CRITICAL, false },
+        { "busy-loop", THREAD_CLASS_BUSY_LOOP, NULL, 60 * USEC_PER_SEC, RULE_SEVERITY_WARNING, false },
+        { "syscall-spin", THREAD_CLASS_SYSCALL_SPIN, NULL, 60 * USEC_PER_SEC, RULE_SEVERITY_WARNING, false },
 };
 
 int config_add_builtin_rules(Config *c) {
@@ -77,6 +84,7 @@ int config_add_builtin_rules(Config *c) {
                 r->classes = 1U << builtin_rules[i].class;
                 r->for_usec = builtin_rules[i].for_usec;
                 r->severity = builtin_rules[i].severity;
+                r->deadlock = builtin_rules[i].deadlock;
                 r->name = strdup(builtin_rules[i].name);
                 r->file = strdup("<built-in>");
                 r->states = builtin_rules[i].states ? strdup(builtin_rules[i].states) : NULL;

@@ -3,6 +3,7 @@ raises an alert with the labels and annotations an operator routes and reads, th
 hang lasts, and it resolves when the thread is healthy again or the process exits."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -14,12 +15,16 @@ from conftest import BUILDDIR, wait_until
 HOOK = os.path.join(BUILDDIR, "client", "alertmanager")
 
 # Reads one byte from stdin (blocked in read(): class blocked), then sleeps (class waiting: no longer blocked).
+# A real hang, as stackwatch classes it out of the box: one thread reading a pipe whose only writer is itself (a
+# wait nothing else can end: "blocked"). SIGUSR1 is the way out: its handler writes the byte the read waits for.
 HANG = """
-import os, sys, time
+import os, signal, sys, time
 with open("/proc/self/comm", "w") as f:
     f.write(sys.argv[1])
+r, w = os.pipe()
+signal.signal(signal.SIGUSR1, lambda *_: os.write(w, b"x"))
 print("READY", flush=True)
-os.read(0, 1)
+os.read(r, 1)
 time.sleep(600)
 """
 
@@ -51,8 +56,7 @@ class Hang:
         self.pid = self.proc.pid
 
     def wake(self):
-        self.proc.stdin.write(b"x")
-        self.proc.stdin.flush()
+        os.kill(self.pid, signal.SIGUSR1)
 
     def kill(self):
         if self.proc.poll() is None:

@@ -184,8 +184,10 @@ def test_snapshots_routes_after_a_firing(daemon, fixture):
     # The rule's counters moved.
     r = next(r for r in d.get_json("/rules")["rules"] if r["name"] == "blocked-fixtures")
     assert r["fired"] == 1 and r["last_fired_usec"] > 0
-    h = d.get_json("/healthz")
-    assert h["snapshots_written"] == 1 and h["archive"]["snapshots"] == 1 and h["archive"]["bytes"] > 0
+    # The file is in the archive once the capture child renamed it; the daemon counts it once it reaped the child.
+    h = wait_until(lambda: (lambda h: h if h["snapshots_written"] == 1 else None)(d.get_json("/healthz")),
+                   what="the daemon to count the snapshot")
+    assert h["archive"]["snapshots"] == 1 and h["archive"]["bytes"] > 0, h
 
 
 # ---- errors ----

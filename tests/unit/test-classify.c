@@ -220,15 +220,31 @@ START_TEST(test_parked_sleepers) {
         ThreadSample c = with_syscall(sample(2 * SEC, 'S', 5, 5), "read", 0, 7);
         ThreadSample d = with_syscall(sample(3 * SEC, 'S', 5, 5), "read", 0, 8); /* it woke up once */
 
+        /* Parked in read(): waiting, however long, until something is found to owe it (owed.h). */
         classify_update(&st, NULL, &a, HZ);
         classify_update(&st, &a, &b, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+        ck_assert(st.parked);
+        classify_update(&st, &b, &c, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+        /* Owed: blocked from when it parked, and it stays so while it does not move. */
+        classify_set_owed(&st, true, "its peer is stopped, frozen or blocked");
         ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        ck_assert_uint_eq(st.since_usec, SEC);
+        ck_assert_str_eq(st.owed_why, "its peer is stopped, frozen or blocked");
         classify_update(&st, &b, &c, HZ);
         ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
         ck_assert_uint_eq(st.since_usec, SEC);
+        /* It woke up once: a new parking, a new period, and nothing owes it until judged again. */
         classify_update(&st, &c, &d, HZ);
-        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
-        ck_assert_uint_eq(st.since_usec, 3 * SEC); /* a new parking starts a new period */
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+        ck_assert(!st.owed && !st.owed_why);
+        ck_assert_uint_eq(st.since_usec, 3 * SEC);
+        /* Judged not owed after all (its peer was continued): waiting again, from when it parked. */
+        classify_set_owed(&st, true, "a mutex another thread holds");
+        classify_set_owed(&st, false, NULL);
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+        ck_assert_uint_eq(st.since_usec, 3 * SEC);
 
         /* Idle waits stay "waiting" however long they last. */
         st = (ClassState) {};
@@ -257,14 +273,13 @@ START_TEST(test_idle_waits_and_wants) {
         ck_assert(!classify_syscall_is_idle_wait(&lock.syscall));
         ck_assert(classify_syscall_is_idle_wait(&cond.syscall));
         ck_assert(classify_syscall_is_idle_wait(&sleep.syscall));
-        /* Deep reads only for suspects. */
-        ck_assert_uint_eq(classify_wants(&p, &q, HZ, false), 0);
-        ck_assert_uint_eq(classify_wants(&p, &q, HZ, true), CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
-        ck_assert_uint_eq(classify_wants(NULL, &q, HZ, true), 0);
+        /* Deep reads only for suspects: a quiet sleeper (whatever the rules) and threads on a CPU. */
+        ck_assert_uint_eq(classify_wants(&p, &q, HZ), CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
+        ck_assert_uint_eq(classify_wants(NULL, &q, HZ), 0);
         /* On a CPU: the counters, and how long it waited for a CPU. */
-        ck_assert_uint_eq(classify_wants(&p, &r, HZ, false), CLASSIFY_READ_IO | CLASSIFY_READ_SCHED);
+        ck_assert_uint_eq(classify_wants(&p, &r, HZ), CLASSIFY_READ_IO | CLASSIFY_READ_SCHED);
         q.state = 'D';
-        ck_assert_uint_eq(classify_wants(&p, &q, HZ, false),
+        ck_assert_uint_eq(classify_wants(&p, &q, HZ),
                           CLASSIFY_READ_WCHAN | CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
 }
 END_TEST
@@ -310,16 +325,17 @@ START_TEST(test_kernel_threads_wait) {
         ClassState st = {};
 
         prev.kthread = cur.kthread = true;
-        ck_assert_uint_eq(classify_wants(&prev, &cur, HZ, true), 0);
+        ck_assert_uint_eq(classify_wants(&prev, &cur, HZ), 0);
         classify_update(&st, NULL, &prev, HZ);
         classify_update(&st, &prev, &cur, HZ);
         ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
-        /* The same thread without the flag is a user thread parked in read(): blocked. */
+        /* The same thread without the flag is a user thread parked in read(), which a walk may find owed. */
         prev.kthread = cur.kthread = false;
         st = (ClassState) {};
         classify_update(&st, NULL, &prev, HZ);
         classify_update(&st, &prev, &cur, HZ);
-        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+        ck_assert(st.parked);
         cur.kthread = true;
         cur.state = 'D';
         classify_update(&st, &prev, &cur, HZ);

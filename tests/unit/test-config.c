@@ -115,12 +115,14 @@ static void check_defaults(const Config *c) {
                 RuleSeverity severity;
         } builtin[] = {
                 { "hung-task", THREAD_CLASS_BLOCKED, "D", 120 * SEC, RULE_SEVERITY_CRITICAL },
+                { "deadlock", THREAD_CLASS_BLOCKED, NULL, 10 * SEC, RULE_SEVERITY_CRITICAL },
+                { "blocked", THREAD_CLASS_BLOCKED, "S", 120 * SEC, RULE_SEVERITY_CRITICAL },
                 { "busy-loop", THREAD_CLASS_BUSY_LOOP, NULL, 60 * SEC, RULE_SEVERITY_WARNING },
                 { "syscall-spin", THREAD_CLASS_SYSCALL_SPIN, NULL, 60 * SEC, RULE_SEVERITY_WARNING },
         };
 
         ck_assert(c->poll_interval_auto);
-        ck_assert_uint_eq(c->poll_interval_usec, 6 * SEC); /* shortest for: 60 s / 10 */
+        ck_assert_uint_eq(c->poll_interval_usec, 1 * SEC); /* shortest for: 10 s (deadlock) / 10 */
         ck_assert_str_eq(c->archive_dir, "/var/lib/stackwatch");
         ck_assert_uint_eq(c->max_snapshots, 1000);
         ck_assert_uint_eq(c->max_size, 512ULL << 20);
@@ -366,7 +368,8 @@ END_TEST
 START_TEST(test_dropins_in_name_order) {
         _cleanup_(config_freep) Config *c = NULL;
         char *dir = scratch_new(), *rules = path_in(dir, "rules.d"), *p;
-        static const char *const expected[] = { "hung-task", "busy-loop", "syscall-spin", "a1", "a2", "b1", "c1" };
+        static const char *const expected[] = { "hung-task", "deadlock", "blocked", "busy-loop", "syscall-spin",
+                                                "a1", "a2", "b1", "c1" };
 
         ck_assert_int_eq(mkdir(rules, 0755), 0);
         free(write_file(dir, "main.yaml", "capture:\n  max_frames: 32\n"));
@@ -386,9 +389,9 @@ START_TEST(test_dropins_in_name_order) {
         ck_assert_uint_eq(c->n_rules, ELEMENTSOF(expected));
         for (size_t i = 0; i < ELEMENTSOF(expected); i++)
                 ck_assert_str_eq(c->rules[i].name, expected[i]);
-        ck_assert(strstr(c->rules[3].file, "rules.d/10-a.yaml"));
-        ck_assert_uint_eq(c->rules[4].line, 3);
-        ck_assert_uint_eq(c->rules[4].classes, 1U << THREAD_CLASS_ZOMBIE);
+        ck_assert(strstr(c->rules[5].file, "rules.d/10-a.yaml"));
+        ck_assert_uint_eq(c->rules[6].line, 3);
+        ck_assert_uint_eq(c->rules[6].classes, 1U << THREAD_CLASS_ZOMBIE);
 
         free(p);
         free(rules);
@@ -468,8 +471,8 @@ START_TEST(test_poll_interval_auto) {
                 bool ok, is_auto;
                 uint64_t usec;
         } cases[] = {
-                { "", true, true, 6 * SEC },
-                { "poll_interval: auto\n", true, true, 6 * SEC },
+                { "", true, true, 1 * SEC },
+                { "poll_interval: auto\n", true, true, 1 * SEC },
                 { "rules: []\n", true, true, 10 * SEC },
                 { "rules: [{name: a, class: blocked, for: 120s}]\n", true, true, 10 * SEC },
                 { "rules: [{name: a, class: blocked, for: 50s}]\n", true, true, 5 * SEC },

@@ -1,0 +1,135 @@
+"""The defaults an unattended watchdog lives on: with no rule of its own, stackwatchd catches what is certainly a hang
+(a pipe deadlock between two processes and a mutex ABBA within seconds; D state and busy loops classed at once for
+their rules' durations) and raises nothing for a healthy workload of real programs around them (an interactive bash
+at its prompt, an event-loop server and its idle client, a thread pool parked on condition variables, a program
+waiting for input from an idle peer, a sleep). A thread's class is the same on a daemon without any rule."""
+import os
+import pty
+import subprocess
+import sys
+import time
+
+from conftest import wait_until
+
+# No "rules:" key: the built-in rules apply. Nothing else changed from the defaults but where files go.
+DEFAULTS = """
+archive:
+  directory: "@ARCHIVE@"
+"""
+# No rule at all, sampled as often as the defaults sample (their shortest for:, 10 s, / 10).
+NO_RULES = DEFAULTS + "poll_interval: 1s\nrules: []\n"
+
+# Two processes, each reading the pipe only the other writes.
+PIPE_DEADLOCK = """
+import os, sys
+a_r, a_w = os.pipe()
+b_r, b_w = os.pipe()
+if os.fork() == 0:
+    os.close(a_w); os.close(b_r)
+    os.read(a_r, 1)
+    os._exit(0)
+os.close(a_r); os.close(b_w)
+print("READY", flush=True)
+os.read(b_r, 1)
+"""
+
+# A thread pool whose workers wait for work (condition variables), an asyncio server with one idle client
+# connected, and a main thread waiting for a line from its parent (the test, alive and idle).
+HEALTHY_PY = """
+import asyncio, concurrent.futures, socket, sys, threading
+pool = concurrent.futures.ThreadPoolExecutor(4)
+for f in [pool.submit(lambda: 1) for _ in range(8)]:
+    f.result()
+async def serve():
+    async def handle(r, w):
+        await r.read(1)
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    print("READY", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    client.close()
+asyncio.run(serve())
+"""
+
+
+def start_healthy(tmp_path):
+    procs = []
+    # bash -i at its prompt on a terminal of its own: a read() of the pty that may last for hours.
+    pid, master = pty.fork()
+    if pid == 0:
+        os.execvp("bash", ["bash", "--norc", "--noprofile", "-i"])
+    procs.append(pid)
+    py = subprocess.Popen([sys.executable, "-c", HEALTHY_PY], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert py.stdout.readline() == b"READY\n"
+    sleeper = subprocess.Popen(["sleep", "600"])
+    return [pid, py.pid, sleeper.pid], (master, py, sleeper)
+
+
+def classes_of(d, pids):
+    """{(pid, tid): class} of the threads of PIDS, as the daemon's /processes?all=1 says."""
+    doc = d.get_json("/processes?all=1")
+    return {(t["pid"], t["tid"]): t["class"] for t in doc["threads"] if t["pid"] in pids}
+
+
+def test_the_defaults_catch_certain_hangs_and_nothing_else(daemon, fixture, tmp_path):
+    healthy, keep = start_healthy(tmp_path)
+    master, py, sleeper = keep
+    dl = subprocess.Popen([sys.executable, "-c", PIPE_DEADLOCK], stdout=subprocess.PIPE)
+    try:
+        assert dl.stdout.readline() == b"READY\n"
+        d = daemon(DEFAULTS)
+        plain = daemon(NO_RULES.replace("@ARCHIVE@", str(tmp_path / "plain-archive")))
+        t0 = time.monotonic()
+        abba = fixture("deadlock-abba")
+        busy = fixture("busy-loop")
+        dstate = fixture("dstate-vfork", "60", ready=False)
+
+        def fired(pid):
+            return [s for s in d.snapshots() if s["pid"] == pid]
+        # The pipe deadlock: one snapshot of the cycle, by the built-in deadlock rule, within seconds.
+        snaps = wait_until(lambda: fired(dl.pid) or [s for s in d.snapshots() if s["rule"] == "deadlock" and
+                                                    s["comm"].startswith("python")],
+                           timeout=30, interval=0.2, what="the pipe deadlock's snapshot")
+        assert snaps[0]["rule"] == "deadlock" and snaps[0]["class"] == "blocked", snaps
+        # The mutex ABBA, likewise.
+        abba_snaps = wait_until(lambda: fired(abba.pid), timeout=30, interval=0.2, what="the ABBA's snapshot")
+        assert [s["rule"] for s in abba_snaps] == ["deadlock"], abba_snaps
+        took = time.monotonic() - t0
+        assert took < 30, took
+        # D state and the busy loop are classed at once; their rules wait 120 s and 60 s, as documented.
+        wait_until(lambda: "blocked" in classes_of(d, {dstate.pid}).values(), timeout=10, interval=0.2,
+                   what="the vfork parent blocked")
+        wait_until(lambda: "busy-loop" in classes_of(d, {busy.pid}).values(), timeout=10, interval=0.2,
+                   what="the busy loop classed")
+        assert not fired(dstate.pid) and not fired(busy.pid)
+        # The healthy workload: watched all along, never blocked, never a snapshot.
+        d.wait_scans(3)
+        seen = classes_of(d, set(healthy))
+        assert {p for p, _ in seen} == set(healthy), seen
+        assert "blocked" not in seen.values() and "busy-loop" not in seen.values(), seen
+        assert not [s for s in d.snapshots() if s["pid"] in healthy]
+        # The same classes on a daemon with no rule at all (hangs and healthy alike; the busy loop's and the
+        # pipe deadlock's are the ones that can only be told the same way from the same evidence).
+        watched = set(healthy) | {abba.pid, dstate.pid}
+        def differ():
+            a, b = classes_of(plain, watched), classes_of(d, watched)
+            return {k: (a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+        last = {}
+        try:
+            wait_until(lambda: not last.update(diff=differ()) and not last["diff"], timeout=15, interval=0.5,
+                       what="the same classes with and without rules")
+        except AssertionError:
+            raise AssertionError(f"classes differ (without rules, with): {last['diff']}")
+        assert not os.listdir(tmp_path / "plain-archive")
+    finally:
+        dl.kill()
+        dl.wait()
+        py.stdin.close()
+        py.kill()
+        py.wait()
+        sleeper.kill()
+        sleeper.wait()
+        os.kill(healthy[0], 9)
+        os.waitpid(healthy[0], 0)
+        os.close(master)
