@@ -32,6 +32,20 @@ void fanout_replies_free(FanoutReply *r, size_t n) {
         free(r);
 }
 
+int fanout_exit_status(const FanoutReply *r, size_t n) {
+        int ret = EXIT_OK;
+
+        for (size_t i = 0; i < n; i++) {
+                if (r[i].exit == EXIT_OK)
+                        continue;
+                if (ret == EXIT_OK)
+                        ret = r[i].exit;
+                else if (ret != r[i].exit)
+                        return EXIT_FAIL;
+        }
+        return ret;
+}
+
 static void child(const char *host, const char *path, uint64_t timeout_usec, long also_ok, int out, int err) {
         _cleanup_(http_response_done) HttpResponse resp = {};
         int r;

@@ -17,3 +17,8 @@ typedef struct FanoutReply {
  * nothing could be started. */
 int fanout_get(const char *path, uint64_t timeout_usec, long also_ok, FanoutReply **ret, size_t *ret_n);
 void fanout_replies_free(FanoutReply *r, size_t n);
+
+/* The exit status of a fan-out, so that no host that did not answer properly hides behind the others: EXIT_OK when
+ * every reply's exit is EXIT_OK; else the code of the hosts that did not (EXIT_PERMISSION, EXIT_NO_DAEMON, …) when
+ * they all have the same one; else EXIT_FAIL (different reasons: each host's is in the table). */
+int fanout_exit_status(const FanoutReply *r, size_t n);

@@ -57,12 +57,14 @@ static int print_thread(json_object *t, const char *host) {
         return 0;
 }
 
-/* ps --host A --host B …: one table, a HOST column first, a host that did not answer as a line of its own. */
+/* ps --host A --host B …: one table, a HOST column first, a host that did not answer as a line of its own and in
+ * the exit status. */
 static int fanout_ps(void) {
         _cleanup_free_ char *path = NULL;
         FanoutReply *rs = NULL;
         size_t n = 0, rows = 0, answered = 0;
         json_object *all = NULL;
+        int r;
 
         if (processes_path(&path) < 0 || fanout_get(path, DAEMON_TIMEOUT_USEC, 0, &rs, &n) != EXIT_OK)
                 return EXIT_FAIL;
@@ -100,8 +102,10 @@ static int fanout_ps(void) {
                 json_object_put(all);
         } else if (arg.legend)
                 printf("\n%zu threads shown from %zu of %zu hosts.\n", rows, answered, n);
+        /* Every host is in the table; one that did not answer properly is also in the exit status. */
+        r = fanout_exit_status(rs, n);
         fanout_replies_free(rs, n);
-        return answered > 0 ? EXIT_OK : EXIT_NO_DAEMON;
+        return r;
 }
 
 int verb_ps(int argc, char **argv) {

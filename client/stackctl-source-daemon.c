@@ -114,15 +114,15 @@ static int daemon_source_list(void *state, SnapshotEntry **ret, size_t *ret_n) {
 
                 r = fanout_get(API_ROUTE_SNAPSHOTS, DAEMON_TIMEOUT_USEC, 0, &replies, &n_replies);
                 for (size_t i = 0; r == EXIT_OK && i < n_replies; i++) {
-                        int q = replies[i].exit;
-
-                        if (q == EXIT_OK)
-                                q = parse_list(replies[i].body, replies[i].size, replies[i].host, &all, &n);
+                        if (replies[i].exit == EXIT_OK)
+                                replies[i].exit = parse_list(replies[i].body, replies[i].size, replies[i].host, &all,
+                                                             &n);
                         else
                                 log_error("%s: %s", replies[i].host, replies[i].error ?: "no answer");
-                        if (q != EXIT_OK && r == EXIT_OK)
-                                r = q; /* the first host that failed says the exit status; the rest are listed */
                 }
+                /* The hosts that failed say the exit status, as for ps; the others' snapshots are listed. */
+                if (r == EXIT_OK)
+                        r = fanout_exit_status(replies, n_replies);
                 fanout_replies_free(replies, n_replies);
                 /* Each host's list is oldest first; together, they are merged by time. */
                 if (n > 1)

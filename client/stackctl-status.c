@@ -85,8 +85,9 @@ static int print_status(json_object *h) {
 /* status --host A --host B …: a line per host, those that did not answer too. */
 static int fanout_status(void) {
         FanoutReply *rs = NULL;
-        size_t n = 0, healthy = 0;
+        size_t n = 0;
         json_object *all = NULL;
+        int r;
 
         if (fanout_get(API_ROUTE_HEALTHZ, DAEMON_TIMEOUT_USEC, 503, &rs, &n) != EXIT_OK)
                 return EXIT_FAIL;
@@ -111,16 +112,24 @@ static int fanout_status(void) {
                                 printf("%-20s %-8s %s\n", host ?: "?", "-", rs[i].error ?: "no usable answer");
                         continue;
                 }
+                /* What a single-host status would exit with: a reply without details is a token refused (or none
+                 * given), one that is not healthy a failure. */
+                if (!json_object_object_get_ex(doc, API_K_PID, NULL))
+                        rs[i].exit = EXIT_PERMISSION;
+                else if (!streq_ptr(json_get_string(doc, API_K_STATUS), API_STATUS_OK) ||
+                         streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD),
+                                   API_RELOAD_FAILED))
+                        rs[i].exit = EXIT_FAIL;
                 if (all) {
                         json_object_object_add(all, rs[i].host, json_object_get(doc));
                         continue;
                 }
                 st = escape_string(json_get_string(doc, API_K_STATUS) ?: "unknown");
-                if (streq_ptr(json_get_string(doc, API_K_STATUS), API_STATUS_OK))
-                        healthy++;
                 scan = json_get_object(doc, API_K_SCAN);
-                if (!json_object_object_get_ex(doc, API_K_PID, NULL)) {
-                        printf("%-20s %-8s (details need the bearer token: --token-file)\n", host ?: "?", st ?: "?");
+                if (rs[i].exit == EXIT_PERMISSION) {
+                        printf("%-20s %-8s %s\n", host ?: "?", "-",
+                               arg.token_file ? "up, but it refused the token: no details"
+                                                    : "up; the details need the bearer token (--token-file)");
                         continue;
                 }
                 printf("%-20s %-8s %8llu %9llu %8llu %10s %10llu %s\n", host ?: "?", st ?: "?",
@@ -137,9 +146,10 @@ static int fanout_status(void) {
                 (void) json_print(all);
                 json_object_put(all);
         }
+        /* A host that did not answer, refused the token or is not healthy is a line, and in the exit status. */
+        r = fanout_exit_status(rs, n);
         fanout_replies_free(rs, n);
-        /* A host that did not answer, or is not healthy, is a line, and the status says that not all are. */
-        return healthy == n ? EXIT_OK : EXIT_FAIL;
+        return r;
 }
 
 int verb_status(int argc, char **argv) {

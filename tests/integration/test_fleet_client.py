@@ -1,0 +1,86 @@
+"""stackctl against a fleet of daemons: a host that refuses the token, is not listening or does not answer is in
+the exit status, never hidden by the others' answers; a hosts file names the daemons (each with its own token
+file); every verb that reads a daemon asks each host (ps, status, rules, dump --via-daemon); and on the central
+host, a snapshot the daemon left out of its journal record for its size is named as such."""
+import json
+import os
+import re
+
+from conftest import free_port, stackctl
+
+RULES = """
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+http:
+  socket: "@SOCKET@"
+  listen: 127.0.0.1:0
+  token_file: {token}
+rules:
+  - name: fleet-never
+    class: blocked
+    for: 1h
+    comm: nothing-has-this-name
+    actions: [log]
+"""
+
+
+def token_file(tmp_path, name, value):
+    p = tmp_path / name
+    p.write_text(value + "\n")
+    p.chmod(0o600)
+    return p
+
+
+def fleet(daemon, tmp_path):
+    """Two daemons that take token A, one that takes token B; their host:port addresses."""
+    ta = token_file(tmp_path, "token-a", "fleet-token-a")
+    tb = token_file(tmp_path, "token-b", "fleet-token-b")
+    a = daemon(RULES.format(token=ta))
+    b = daemon(RULES.format(token=ta))
+    c = daemon(RULES.format(token=tb))
+    return ta, tb, ["%s:%d" % d.tcp_address() for d in (a, b, c)]
+
+
+def host_args(*hosts):
+    out = []
+    for h in hosts:
+        out += ["--host", h]
+    return out
+
+
+def test_a_refused_or_missing_host_makes_the_exit_status(daemon, tmp_path):
+    ta, tb, (a, b, c) = fleet(daemon, tmp_path)
+    dead = f"127.0.0.1:{free_port()}"
+    base = ["--token-file", ta, "--timeout", "5"]
+
+    # Every host answers: 0.
+    stackctl(*host_args(a, b), *base, "ps", "--all", check_rc=0)
+    stackctl(*host_args(a, b), *base, "status", check_rc=0)
+
+    # C refuses token A: the table still shows every host, and the exit status is permission's (4).
+    r = stackctl(*host_args(a, b, c), *base, "ps", "--all", check_rc=4)
+    out = r.stdout.decode()
+    assert {ln.split()[0] for ln in out.splitlines()[1:] if ln.strip() and not ln.startswith(" ")} >= {a, b}, out
+    assert re.search(rf"^{re.escape(c)}\s+.*refused the token", out, re.M), out
+    assert "from 2 of 3 hosts" in out
+    r = stackctl(*host_args(a, b, c), *base, "status", check_rc=4)
+    out = r.stdout.decode()
+    for h in (a, b):
+        assert re.search(rf"^{re.escape(h)}\s+ok\s+\d+", out, re.M), out
+    # /healthz answers everyone that the daemon is up: without the details, C is not "ok" in the table.
+    assert re.search(rf"^{re.escape(c)}\s+-\s+up, but it refused the token", out, re.M), out
+    doc = json.loads(stackctl(*host_args(a, c), *base, "ps", "--json", check_rc=4).stdout)
+    assert doc[c] is None and doc[a]["threads"] is not None
+
+    # Nobody listens on DEAD: no daemon (6), the single-host code.
+    r = stackctl(*host_args(a, dead), *base, "ps", "--all", check_rc=6)
+    assert re.search(rf"^{re.escape(dead)}\s+.*not running", r.stdout.decode(), re.M), r.stdout
+    stackctl(*host_args(a, dead), *base, "status", check_rc=6)
+    # Two hosts, two different reasons: 1, each reason in its line.
+    r = stackctl(*host_args(a, c, dead), *base, "ps", "--all", check_rc=1)
+    out = r.stdout.decode()
+    assert re.search(rf"^{re.escape(c)}\s+.*refused", out, re.M) and re.search(rf"^{re.escape(dead)}\s+", out, re.M)
+    # list over the daemons' API follows the same rule.
+    stackctl(*host_args(a, c), *base, "list", check_rc=4)
+
