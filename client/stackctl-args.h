@@ -25,6 +25,16 @@ typedef enum OutputFormat {
         OUTPUT_FOLDED,
 } OutputFormat;
 
+/* A daemon --host or a line of --hosts names (list, show --journal: a machine whose records to keep). */
+typedef struct HostArg {
+        char *name;                     /* as given, or as the hosts file has it: a URL, for tables and JSON keys */
+        char *match_name;               /* list, show --journal: the _HOSTNAME it keeps (of a --hosts URL: its host) */
+        char *token_file;               /* its own token file (a --hosts line); NULL: --token-file's */
+} HostArg;
+
+/* At most this many daemons at once: each is a child process of the fan-out. */
+#define HOSTS_MAX 256
+
 typedef struct StackctlArgs {
         OutputFormat format;
         bool all;
@@ -48,7 +58,8 @@ typedef struct StackctlArgs {
         const char *socket_path;
         bool socket_given;              /* --socket: list and show ask that daemon */
         const char *host;               /* "http://HOST:PORT" (normalized), or NULL for the unix socket */
-        const char *token_file;
+        const char *token_file;         /* --token-file */
+        const char *host_token_file;    /* the token file of the host asked now, when its --hosts line names one */
         const char *cacert;             /* --cacert: with an https:// --host */
         uint64_t timeout_usec;          /* 0: the verb's default */
         /* coredumpctl's and eu-stack's habits. */
@@ -71,8 +82,8 @@ typedef struct StackctlArgs {
         const char *journal_dir;        /* -D DIR */
         const char *journal_files;      /* --file GLOB */
         bool merge;                     /* -m: every machine's journals, not only this one's */
-        const char *host_names[16];     /* --host NAME (as given): list, show: _HOSTNAME matches */
-        size_t n_host_names;
+        HostArg *hosts;                 /* every --host and the lines of every --hosts FILE, in order */
+        size_t n_hosts;
 } StackctlArgs;
 
 /* Filled in by stackctl.c, before a verb runs. */

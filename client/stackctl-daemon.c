@@ -8,6 +8,7 @@
 
 #include "base/alloc-util.h"
 #include "base/escape.h"
+#include "base/io-util.h"
 #include "base/json-util.h"
 #include "base/log.h"
 #include "serve/api.h"
@@ -16,29 +17,202 @@
 #include "stackctl-daemon.h"
 #include "stackctl-output.h"
 
-/* --host: "http://HOST:PORT" or "HOST:PORT" (http is implied), without a trailing slash; libcurl checks the rest. */
-int parse_host(const char *s) {
-        static char url[API_URL_MAX];
+/* "http://HOST:PORT" from S ("HOST:PORT": http is implied), without a trailing slash, into URL; libcurl checks the
+ * rest. -EINVAL with *RET_WHY saying what is wrong. */
+static int host_url_normalize(const char *s, char url[static API_URL_MAX], const char **ret_why) {
         size_t len;
 
         for (const char *p = s; *p; p++)
                 if ((unsigned char) *p <= ' ' || *p == 0x7f) {
-                        log_error("Invalid --host: a URL has no spaces or control characters.");
+                        *ret_why = "a URL has no spaces or control characters";
                         return -EINVAL;
                 }
-        if (snprintf(url, sizeof url, "%s%s", strstr(s, "://") ? "" : "http://", s) >= (int) sizeof url) {
-                log_error("Invalid --host: longer than %d bytes.", API_URL_MAX);
+        if (snprintf(url, API_URL_MAX, "%s%s", strstr(s, "://") ? "" : "http://", s) >= API_URL_MAX) {
+                *ret_why = "too long for a URL";
                 return -EINVAL;
         }
         len = strlen(url);
         while (len > 0 && url[len - 1] == '/')
                 url[--len] = 0;
         if (!startswith(url, "http://") && !startswith(url, "https://")) {
-                log_error("Invalid --host '%s': expected http://HOST:PORT.", s);
+                *ret_why = "expected http://HOST:PORT or https://HOST:PORT";
+                return -EINVAL;
+        }
+        return 0;
+}
+
+int parse_host(const char *s) {
+        static char url[API_URL_MAX];
+        const char *why = NULL;
+
+        if (host_url_normalize(s, url, &why) < 0) {
+                log_error("Invalid --host '%s': %s.", s, why);
                 return -EINVAL;
         }
         arg.host = url;
         return 0;
+}
+
+/* The host part of URL (normalized): what journald records as _HOSTNAME for that machine, as far as a URL says. */
+static char *url_host_part(const char *url) {
+        const char *h = strstr(url, "://") + 3, *end, *at;
+        size_t len = strcspn(h, "/?#");
+
+        at = memchr(h, '@', len);
+        if (at) {
+                len -= (size_t) (at + 1 - h);
+                h = at + 1;
+        }
+        if (h[0] == '[') {
+                end = memchr(h, ']', len);
+                return end ? strndup(h + 1, (size_t) (end - h - 1)) : strndup(h, len);
+        }
+        end = memchr(h, ':', len);
+        return strndup(h, end ? (size_t) (end - h) : len);
+}
+
+static int hosts_append(const char *name, const char *match_name, const char *token_file) {
+        HostArg *nw, *h;
+
+        if (arg.n_hosts >= HOSTS_MAX)
+                return -E2BIG;
+        nw = reallocarray(arg.hosts, arg.n_hosts + 1, sizeof *arg.hosts);
+        if (!nw)
+                return -ENOMEM;
+        arg.hosts = nw;
+        h = &arg.hosts[arg.n_hosts];
+        *h = (HostArg) { .name = strdup(name), .match_name = strdup(match_name) };
+        if (!h->name || !h->match_name || (token_file && !(h->token_file = strdup(token_file)))) {
+                free(h->name);
+                free(h->match_name);
+                return -ENOMEM;
+        }
+        arg.n_hosts++;
+        return 0;
+}
+
+int hosts_add(const char *s) {
+        int r;
+
+        /* ps, rules, status, dump --via-daemon, list, show: a daemon's URL; list, show --journal: a host name. */
+        if (parse_host(s) < 0)
+                return -EINVAL;
+        r = hosts_append(s, s, NULL);
+        if (r == -E2BIG)
+                return log_error_errno(r, "At most %d hosts at once.", HOSTS_MAX);
+        if (r < 0)
+                return log_oom();
+        return 0;
+}
+
+/* One line of a hosts file: "URL [TOKEN-FILE]" and a "#" comment; blank lines and comments are skipped. A relative
+ * token file is relative to the hosts file's directory. Errors are logged as FILE:LINE:COLUMN. */
+static int hosts_parse_line(const char *path, unsigned line, char *l) {
+        _cleanup_free_ char *match = NULL, *token = NULL;
+        char url[API_URL_MAX], *words[3] = {}, *save = NULL;
+        const char *why = NULL, *slash;
+        size_t n = 0;
+        int r;
+
+        for (char *w = strtok_r(l, " \t\r", &save); w && w[0] != '#'; w = strtok_r(NULL, " \t\r", &save)) {
+                if (n == ELEMENTSOF(words) - 1) {
+                        log_error("%s:%u:%zu: unexpected '%s' after the token file: a line is a daemon's URL and "
+                                  "optionally a token file.", path, line, (size_t) (w - l) + 1, w);
+                        return -EINVAL;
+                }
+                words[n++] = w;
+        }
+        if (n == 0)
+                return 0;
+        if (host_url_normalize(words[0], url, &why) < 0) {
+                log_error("%s:%u:%zu: invalid daemon URL '%s': %s.", path, line, (size_t) (words[0] - l) + 1,
+                          words[0], why);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < arg.n_hosts; i++)
+                if (streq(arg.hosts[i].name, words[0])) {
+                        log_error("%s:%u:%zu: '%s' is named twice.", path, line, (size_t) (words[0] - l) + 1,
+                                  words[0]);
+                        return -EINVAL;
+                }
+        match = url_host_part(url);
+        if (!match)
+                return log_oom();
+        if (words[1] && words[1][0] != '/' && (slash = strrchr(path, '/'))) {
+                if (asprintf(&token, "%.*s/%s", (int) (slash - path), path, words[1]) < 0)
+                        return log_oom();
+        } else if (words[1] && !(token = strdup(words[1])))
+                return log_oom();
+        r = hosts_append(words[0], match, token);
+        if (r == -E2BIG)
+                return log_error_errno(r, "%s:%u: more than %d hosts.", path, line, HOSTS_MAX);
+        if (r < 0)
+                return log_oom();
+        return parse_host(words[0]);
+}
+
+int hosts_load(const char *path) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0, before = arg.n_hosts;
+        unsigned line = 0;
+        char *save = NULL;
+        int r;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to open the hosts file '%s': %m", path);
+        r = read_full_fd(fd, HOSTS_FILE_MAX, &text, &size);
+        if (r == -EFBIG)
+                return log_error_errno(r, "The hosts file '%s' is larger than %u bytes.", path, HOSTS_FILE_MAX);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the hosts file '%s': %m", path);
+        if (memchr(text, 0, size))
+                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "The hosts file '%s' has a NUL byte: not a text file.",
+                                       path);
+        /* Line by line, empty lines counted too (strsep, not strtok). */
+        for (char *l = text; l; l = save) {
+                save = strchr(l, '\n');
+                if (save)
+                        *save++ = 0;
+                line++;
+                r = hosts_parse_line(path, line, l);
+                if (r < 0)
+                        return r;
+        }
+        if (arg.n_hosts == before)
+                return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "%s: no hosts in it (a line is a daemon's URL and "
+                                       "optionally a token file).", path);
+        return 0;
+}
+
+int host_select(size_t i) {
+        if (i >= arg.n_hosts)
+                return -EINVAL;
+        arg.host_token_file = arg.hosts[i].token_file;
+        return parse_host(arg.hosts[i].name);
+}
+
+int host_select_name(const char *name) {
+        for (size_t i = 0; i < arg.n_hosts; i++)
+                if (streq(arg.hosts[i].name, name))
+                        return host_select(i);
+        arg.host_token_file = NULL;
+        return parse_host(name);
+}
+
+const char *host_token_file(size_t i) {
+        return i < arg.n_hosts && arg.hosts[i].token_file ? arg.hosts[i].token_file : arg.token_file;
+}
+
+void hosts_done(void) {
+        for (size_t i = 0; i < arg.n_hosts; i++) {
+                free(arg.hosts[i].name);
+                free(arg.hosts[i].match_name);
+                free(arg.hosts[i].token_file);
+        }
+        arg.hosts = mfree(arg.hosts);
+        arg.n_hosts = 0;
 }
 
 static int read_token(const char *path, char **ret) {
@@ -84,8 +258,9 @@ static int report_status(const HttpTarget *t, const HttpResponse *r) {
                 return log_oom(), EXIT_FAIL;
         switch (r->status) {
         case 401:
-                if (arg.token_file)
-                        log_error("The daemon refused the token in %s (%s, HTTP 401).", arg.token_file, msg);
+                if (arg.host_token_file ?: arg.token_file)
+                        log_error("The daemon refused the token in %s (%s, HTTP 401).",
+                                  arg.host_token_file ?: arg.token_file, msg);
                 else
                         log_error("The daemon refused the request: %s wants a token, pass --token-file FILE (%s, "
                                   "HTTP 401).", http_target_name(t), msg);
@@ -118,8 +293,8 @@ int daemon_get(const char *path_and_query, uint64_t default_timeout_usec, long a
         };
         int r;
 
-        if (arg.token_file) {
-                r = read_token(arg.token_file, &token);
+        if (arg.host_token_file ?: arg.token_file) {
+                r = read_token(arg.host_token_file ?: arg.token_file, &token);
                 if (r < 0)
                         return r == -EACCES || r == -EPERM ? EXIT_PERMISSION : EXIT_FAIL;
                 t.token = token;

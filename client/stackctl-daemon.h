@@ -9,8 +9,24 @@
 #include "base/time-util.h"
 #include "stackctl-http.h"
 
-/* --host: set arg.host to S as a URL ("http://" implied, no trailing slash); a usage error is logged. */
+/* Set arg.host to S as a URL ("http://" implied, no trailing slash); a usage error is logged. */
 int parse_host(const char *s);
+
+/* A hosts file may not be larger than this. */
+#define HOSTS_FILE_MAX (1024U * 1024U)
+
+/* --host S: add S to arg.hosts, the daemon asked when it is the only one (parse_host()). Errors are logged. */
+int hosts_add(const char *s);
+/* --hosts FILE: add each line's daemon ("URL [TOKEN-FILE]", "#" comments, blank lines) to arg.hosts. Errors are
+ * logged, naming FILE:LINE:COLUMN. */
+int hosts_load(const char *path);
+/* Ask host I of arg.hosts (or the one of them called NAME, else NAME as a URL) from now on: arg.host and its own
+ * token file. A usage error is logged. */
+int host_select(size_t i);
+int host_select_name(const char *name);
+/* The token file host I is asked with: its own, else --token-file's; NULL: none. */
+const char *host_token_file(size_t i);
+void hosts_done(void);
 
 /* dump --via-daemon PID: the daemon captures, we print its reply. */
 int dump_via_daemon(pid_t pid);

@@ -46,12 +46,12 @@ int fanout_exit_status(const FanoutReply *r, size_t n) {
         return ret;
 }
 
-static void child(const char *host, const char *path, uint64_t timeout_usec, long also_ok, int out, int err) {
+static void child(size_t host, const char *path, uint64_t timeout_usec, long also_ok, int out, int err) {
         _cleanup_(http_response_done) HttpResponse resp = {};
         int r;
 
         (void) dup2(err, STDERR_FILENO);
-        if (parse_host(host) < 0)
+        if (host_select(host) < 0)
                 _exit(EXIT_USAGE);
         r = daemon_get(path, timeout_usec, also_ok, &resp);
         if (r == EXIT_OK && loop_write(out, resp.body, resp.size) < 0)
@@ -79,7 +79,7 @@ static bool drain(int fd, char **buf, size_t *size, size_t max) {
 }
 
 int fanout_get(const char *path, uint64_t timeout_usec, long also_ok, FanoutReply **ret, size_t *ret_n) {
-        size_t n = arg.n_host_names;
+        size_t n = arg.n_hosts;
         FanoutReply *r = calloc(n, sizeof *r);
         struct pollfd *p = calloc(2 * n, sizeof *p);
         pid_t *pids = calloc(n, sizeof *pids);
@@ -97,7 +97,7 @@ int fanout_get(const char *path, uint64_t timeout_usec, long also_ok, FanoutRepl
         for (size_t i = 0; i < n; i++) {
                 int out[2], err[2];
 
-                r[i].host = arg.host_names[i];
+                r[i].host = arg.hosts[i].name;
                 r[i].exit = EXIT_FAIL;
                 if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
                         r[i].error = strdup("cannot create a pipe");
@@ -105,7 +105,7 @@ int fanout_get(const char *path, uint64_t timeout_usec, long also_ok, FanoutRepl
                 }
                 pids[i] = fork();
                 if (pids[i] == 0)
-                        child(r[i].host, path, timeout_usec, also_ok, out[1], err[1]);
+                        child(i, path, timeout_usec, also_ok, out[1], err[1]);
                 close(out[1]);
                 close(err[1]);
                 if (pids[i] < 0) {

@@ -109,7 +109,7 @@ static int fanout_ps(void) {
 }
 
 int verb_ps(int argc, char **argv) {
-        if (arg.n_host_names > 1)
+        if (arg.n_hosts > 1)
                 return fanout_ps();
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_(json_object_putp) json_object *doc = NULL;

@@ -327,7 +327,7 @@ int verb_list(int argc, char **argv) {
                 return r;
         if (n_sel == 0) {
                 if (arg.format != OUTPUT_JSON)
-                        log_error("No snapshots%s in %s.", filtered(n_m) || arg.n_host_names ? " match" : "",
+                        log_error("No snapshots%s in %s.", filtered(n_m) || arg.n_hosts ? " match" : "",
                                   src.type->where(src.state));
                 return EXIT_NOT_FOUND;
         }

@@ -26,7 +26,7 @@ static bool daemon_wanted(void) {
 }
 
 static bool several_hosts(void) {
-        return arg.n_host_names > 1;
+        return arg.n_hosts > 1;
 }
 
 static const char *daemon_where(void *state) {
@@ -39,7 +39,7 @@ static int daemon_source_open(void **ret) {
         if (!d)
                 return log_oom(), EXIT_FAIL;
         if (several_hosts())
-                snprintf(d->where, sizeof d->where, "the archives of %zu hosts", arg.n_host_names);
+                snprintf(d->where, sizeof d->where, "the archives of %zu hosts", arg.n_hosts);
         else
                 snprintf(d->where, sizeof d->where, "the archive of stackwatchd at %s",
                          arg.host ?: arg.socket_path);
@@ -164,7 +164,7 @@ static int daemon_source_fetch(void *state, const char *id, const char *host, Sn
                 return fetch_one(id, ret);
         if (host) {
                 /* From a list entry: that host only. */
-                if (parse_host(host) < 0)
+                if (host_select_name(host) < 0)
                         return EXIT_USAGE;
                 return fetch_one(id, ret);
         }
@@ -183,7 +183,7 @@ static int daemon_source_fetch(void *state, const char *id, const char *host, Sn
                 latest = TAKE_PTR(all[n - 1].s.id);
                 latest_host = TAKE_PTR(all[n - 1].host);
                 snapshot_entries_free(all, n);
-                if (parse_host(latest_host) < 0)
+                if (host_select_name(latest_host) < 0)
                         return EXIT_USAGE;
                 return fetch_one(latest, ret);
         }

@@ -106,10 +106,10 @@ static int journal_add_matches(sd_journal *j, const char *id) {
                         return -ENOMEM;
                 r = sym_sd_journal_add_match(j, idm, 0);
         }
-        for (size_t i = 0; r >= 0 && i < arg.n_host_names; i++) {
+        for (size_t i = 0; r >= 0 && i < arg.n_hosts; i++) {
                 _cleanup_free_ char *h = NULL;
 
-                if (asprintf(&h, "_HOSTNAME=%s", arg.host_names[i]) < 0)
+                if (asprintf(&h, "_HOSTNAME=%s", arg.hosts[i].match_name) < 0)
                         return -ENOMEM;
                 r = sym_sd_journal_add_match(j, h, 0);
         }

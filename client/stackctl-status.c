@@ -128,7 +128,7 @@ static int fanout_status(void) {
                 scan = json_get_object(doc, API_K_SCAN);
                 if (rs[i].exit == EXIT_PERMISSION) {
                         printf("%-20s %-8s %s\n", host ?: "?", "-",
-                               arg.token_file ? "up, but it refused the token: no details"
+                               host_token_file(i) ? "up, but it refused the token: no details"
                                                     : "up; the details need the bearer token (--token-file)");
                         continue;
                 }
@@ -153,7 +153,7 @@ static int fanout_status(void) {
 }
 
 int verb_status(int argc, char **argv) {
-        if (arg.n_host_names > 1)
+        if (arg.n_hosts > 1)
                 return fanout_status();
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_(json_object_putp) json_object *doc = NULL;

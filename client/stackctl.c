@@ -107,7 +107,8 @@ static const struct {
         { "   --no-legend", "list, ps, rules: no header and footer lines" },
         { "   --socket PATH", "ps, rules, status, dump --via-daemon, list, show (its archive): the daemon's socket" },
         { "   --host URL", "The same, over TCP (http://HOST:PORT; several: each); list, show --journal: host NAME" },
-        { "   --token-file FILE", "With --host: send the bearer token in FILE" },
+        { "   --hosts FILE", "Every daemon in FILE, one a line: URL [TOKEN-FILE] (# comments); as --host each" },
+        { "   --token-file FILE", "With --host: send the bearer token in FILE (--hosts: for lines without one)" },
         { "   --cacert FILE", "With --host https://…: check the daemon's certificate against the CA(s) in FILE" },
         { "   --timeout SEC", "Wait at most SEC seconds for the daemon (default 10, dump 60)" },
         { "   --debug", "Log debugging messages to stderr" },
@@ -200,6 +201,7 @@ enum {
         ARG_NO_LEGEND,
         ARG_SOCKET,
         ARG_HOST,
+        ARG_HOSTS,
         ARG_TOKEN_FILE,
         ARG_TIMEOUT,
         ARG_PEERS,
@@ -270,6 +272,7 @@ static const struct {
         { ARG_NO_LEGEND, "--no-legend", V_LIST | V_PS | V_RULES },
         { ARG_SOCKET, "--socket", V_DAEMON },
         { ARG_HOST, "--host", V_DAEMON },
+        { ARG_HOSTS, "--hosts", V_DAEMON },
         { ARG_TOKEN_FILE, "--token-file", V_DAEMON },
         { ARG_CACERT, "--cacert", V_DAEMON },
         { ARG_TIMEOUT, "--timeout", V_DAEMON },
@@ -389,6 +392,7 @@ static int parse_argv(int argc, char **argv) {
                 { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "host", required_argument, NULL, ARG_HOST },
+                { "hosts", required_argument, NULL, ARG_HOSTS },
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
                 { "peers", required_argument, NULL, ARG_PEERS },
@@ -647,10 +651,11 @@ static int parse_argv(int argc, char **argv) {
                         arg.socket_given = true;
                         break;
                 case ARG_HOST:
-                        /* ps, rules, status: the daemon's URL; list, show --journal: a host name to match. */
-                        if (arg.n_host_names < ELEMENTSOF(arg.host_names))
-                                arg.host_names[arg.n_host_names++] = optarg;
-                        if (parse_host(optarg) < 0)
+                        if (hosts_add(optarg) < 0)
+                                return -EINVAL;
+                        break;
+                case ARG_HOSTS:
+                        if (hosts_load(optarg) < 0)
                                 return -EINVAL;
                         break;
                 case ARG_TOKEN_FILE:
@@ -720,6 +725,9 @@ static int dispatch(int argc, char **argv) {
                 log_error("--archive names a directory here; --socket and --host read a daemon's archive: use one.");
                 return EXIT_USAGE;
         }
+        /* One daemon: it is asked directly, with its own token file when its --hosts line names one. */
+        if (arg.n_hosts == 1 && host_select(0) < 0)
+                return EXIT_USAGE;
         if (arg.journal_dir && arg.journal_files) {
                 log_error("-D and --file name the journals two ways: use one.");
                 return EXIT_USAGE;
@@ -755,9 +763,11 @@ int main(int argc, char **argv) {
         /* Colour where a person reads it: a terminal, not a "dumb" one, and NO_COLOR (no-color.org) unset. */
         arg.colour = isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !streq_ptr(getenv("TERM"), "dumb");
         r = parse_argv(argc, argv);
-        if (r < 0)
-                return EXIT_USAGE;
-        if (r == 0)
-                return EXIT_OK;
-        return dispatch(argc - optind, argv + optind);
+        if (r <= 0) {
+                hosts_done();
+                return r < 0 ? EXIT_USAGE : EXIT_OK;
+        }
+        r = dispatch(argc - optind, argv + optind);
+        hosts_done();
+        return r;
 }

@@ -84,3 +84,38 @@ def test_a_refused_or_missing_host_makes_the_exit_status(daemon, tmp_path):
     # list over the daemons' API follows the same rule.
     stackctl(*host_args(a, c), *base, "list", check_rc=4)
 
+
+def test_a_hosts_file_names_the_daemons_and_their_tokens(daemon, tmp_path):
+    ta, tb, (a, b, c) = fleet(daemon, tmp_path)
+    hosts = tmp_path / "fleet.hosts"
+    # Comments, blank lines, a URL with its scheme, a relative token file (next to the hosts file), and a line
+    # without one, which takes --token-file's.
+    hosts.write_text(f"# the fleet\n\nhttp://{a}/ {ta}\n  {b}    # no token file: --token-file's\n"
+                     f"http://{c} token-b  # C takes another token\n")
+    r = stackctl("--hosts", hosts, "--token-file", ta, "--timeout", "5", "status", check_rc=0)
+    out = r.stdout.decode()
+    for h in (f"http://{a}/", b, f"http://{c}"):
+        assert re.search(rf"^{re.escape(h)}\s+ok\s+\d+", out, re.M), out
+    # As --host each: ps and rules too; without --token-file, B's line has no token and is refused.
+    stackctl("--hosts", hosts, "--token-file", ta, "ps", "--all", check_rc=0)
+    r = stackctl("--hosts", hosts, "ps", "--all", check_rc=4)
+    assert re.search(rf"^{re.escape(b)}\s+.*token", r.stdout.decode(), re.M), r.stdout
+    # One line: that daemon, asked directly, with its own token.
+    one = tmp_path / "one.hosts"
+    one.write_text(f"{c} {tb}\n")
+    assert stackctl("--hosts", one, "status", check_rc=0).stdout.decode().startswith("stackwatchd ")
+    # --host and --hosts add up.
+    r = stackctl("--host", a, "--hosts", one, "--token-file", ta, "status", check_rc=0)
+    assert re.search(rf"^{re.escape(a)}\s+ok", r.stdout.decode(), re.M) and c in r.stdout.decode()
+
+    # Errors name the file, the line and the column.
+    bad = tmp_path / "bad.hosts"
+    for text, want in ((f"{a}\n\n  ftp://x:1\n", rf"{bad}:3:3: invalid daemon URL 'ftp://x:1'"),
+                       (f"{a} {ta} extra\n", rf"{bad}:1:{len(a) + len(str(ta)) + 3}: unexpected 'extra'"),
+                       (f"{a}\n{a}\n", rf"{bad}:2:1: '{re.escape(a)}' is named twice"),
+                       ("# nothing\n\n", rf"{bad}: no hosts in it")):
+        bad.write_text(text)
+        err = stackctl("--hosts", bad, "status", check_rc=2).stderr.decode()
+        assert re.search(want, err), (text, err)
+    err = stackctl("--hosts", tmp_path / "missing", "status", check_rc=2).stderr.decode()
+    assert f"Failed to open the hosts file '{tmp_path / 'missing'}'" in err
