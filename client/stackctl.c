@@ -725,6 +725,13 @@ static int dispatch(int argc, char **argv) {
                 log_error("--archive names a directory here; --socket and --host read a daemon's archive: use one.");
                 return EXIT_USAGE;
         }
+        /* dump captures here unless --via-daemon: an option naming a daemon would be ignored. */
+        if (v->bit == V_DUMP && !arg.via_daemon &&
+            (arg.n_hosts > 0 || arg.socket_given || arg.token_file || arg.cacert || arg.timeout_usec)) {
+                log_error("--host, --hosts, --socket, --token-file, --cacert and --timeout are for a daemon: dump "
+                          "asks one with --via-daemon.");
+                return EXIT_USAGE;
+        }
         /* One daemon: it is asked directly, with its own token file when its --hosts line names one. */
         if (arg.n_hosts == 1 && host_select(0) < 0)
                 return EXIT_USAGE;

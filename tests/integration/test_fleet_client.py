@@ -119,3 +119,5 @@ def test_a_hosts_file_names_the_daemons_and_their_tokens(daemon, tmp_path):
         assert re.search(want, err), (text, err)
     err = stackctl("--hosts", tmp_path / "missing", "status", check_rc=2).stderr.decode()
     assert f"Failed to open the hosts file '{tmp_path / 'missing'}'" in err
+    # A local dump asks no daemon: naming one is an error, not ignored.
+    assert "dump asks one with --via-daemon" in stackctl("--hosts", one, "dump", "1", check_rc=2).stderr.decode()
