@@ -358,28 +358,41 @@ int daemon_print_body(const HttpResponse *r) {
         return EXIT_OK;
 }
 
-int dump_via_daemon(pid_t pid) {
-        _cleanup_(http_response_done) HttpResponse resp = {};
+int stacks_path(pid_t pid, char **ret) {
         _cleanup_free_ char *path = NULL;
         const char *format = arg.format == OUTPUT_JSON ? API_FORMAT_JSON :
                              arg.format == OUTPUT_FOLDED ? API_FORMAT_FOLDED : API_FORMAT_TEXT;
-        char tid[16];
+        char num[16];
         int r;
 
         if (asprintf(&path, API_ROUTE_STACKS "%d", (int) pid) < 0)
-                return log_oom(), EXIT_FAIL;
-        if (http_query_append(&path, API_Q_FORMAT, format) < 0)
-                return EXIT_FAIL;
+                return log_oom();
+        r = http_query_append(&path, API_Q_FORMAT, format);
+        if (r < 0)
+                return r;
         if (arg.capture.tid > 0) {
-                snprintf(tid, sizeof tid, "%d", (int) arg.capture.tid);
-                if (http_query_append(&path, API_Q_TID, tid) < 0)
-                        return EXIT_FAIL;
+                snprintf(num, sizeof num, "%d", (int) arg.capture.tid);
+                r = http_query_append(&path, API_Q_TID, num);
+                if (r < 0)
+                        return r;
         }
         if (arg.peers > 0) {
-                snprintf(tid, sizeof tid, "%u", arg.peers);
-                if (http_query_append(&path, API_Q_PEERS, tid) < 0)
-                        return EXIT_FAIL;
+                snprintf(num, sizeof num, "%u", arg.peers);
+                r = http_query_append(&path, API_Q_PEERS, num);
+                if (r < 0)
+                        return r;
         }
+        *ret = TAKE_PTR(path);
+        return 0;
+}
+
+int dump_via_daemon(pid_t pid) {
+        _cleanup_(http_response_done) HttpResponse resp = {};
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        if (stacks_path(pid, &path) < 0)
+                return EXIT_FAIL;
         r = daemon_get(path, DAEMON_CAPTURE_TIMEOUT_USEC, 0, &resp);
         if (r != EXIT_OK)
                 return r;

@@ -30,6 +30,9 @@ void hosts_done(void);
 
 /* dump --via-daemon PID: the daemon captures, we print its reply. */
 int dump_via_daemon(pid_t pid);
+/* The route that asks a daemon for PID's stacks as the options say (format, --tid, --peers), into *RET (malloc'd).
+ * Failures are logged. */
+int stacks_path(pid_t pid, char **ret);
 
 /* How long a request may take unless --timeout says otherwise; a live capture may wait for the budget's slot
  * and stop a busy process's threads one by one, so it gets longer. */

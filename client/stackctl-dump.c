@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/escape.h"
+#include "base/json-util.h"
 #include "base/log.h"
 #include "base/parse-util.h"
 #include "base/time-util.h"
@@ -19,6 +21,7 @@
 #include "stackctl-args.h"
 #include "stackctl-daemon.h"
 #include "stackctl-dump.h"
+#include "stackctl-fanout.h"
 #include "stackctl-output.h"
 #include "stackctl-verbs.h"
 
@@ -131,6 +134,86 @@ static int dump_all(Symbolizer *sym) {
         return dumped > 0 ? EXIT_OK : EXIT_FAIL;
 }
 
+/* dump --via-daemon PID with several --host: each daemon captures its process PID (pids are per host, so most will
+ * have none). Text: each host's reply under a "==> HOST <==" header, a host without the process a line saying so;
+ * folded: each line with the host as its outermost frame; JSON: one object, each host's document under its name
+ * (null when it has none). The exit status is the hosts' that did not answer properly (see fanout_exit_status()),
+ * else 3 when no host has the process. */
+static int dump_via_daemons(pid_t pid) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_(json_object_putp) json_object *all = NULL;
+        FanoutReply *rs = NULL;
+        size_t n = 0, found = 0;
+        int r;
+
+        if (stacks_path(pid, &path) < 0 ||
+            fanout_get(path, DAEMON_CAPTURE_TIMEOUT_USEC, 0, &rs, &n) != EXIT_OK)
+                return EXIT_FAIL;
+        if (arg.format == OUTPUT_JSON && !(all = json_object_new_object())) {
+                fanout_replies_free(rs, n);
+                return log_oom(), EXIT_FAIL;
+        }
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *host = escape_string(rs[i].host);
+                json_object *doc = NULL;
+                const char *why = NULL;
+
+                if (rs[i].exit == EXIT_OK && arg.format == OUTPUT_JSON &&
+                    json_parse_bounded(rs[i].body, rs[i].size, &doc, &why) < 0) {
+                        free(rs[i].error);
+                        rs[i].error = strdup("the reply is not JSON");
+                        rs[i].exit = EXIT_FAIL;
+                }
+                if (rs[i].exit == EXIT_OK)
+                        found++;
+                switch (arg.format) {
+                case OUTPUT_JSON:
+                        json_object_object_add(all, rs[i].host, doc);
+                        break;
+                case OUTPUT_FOLDED:
+                        /* For flame graph tools: the host is the root frame; why a host has nothing goes to stderr. */
+                        if (rs[i].exit == EXIT_OK) {
+                                for (char *l = rs[i].body, *nl; l && *l; l = nl) {
+                                        nl = strchr(l, '\n');
+                                        if (nl)
+                                                *nl++ = 0;
+                                        printf("%s;%s\n", host ?: "?", l);
+                                }
+                        } else if (rs[i].exit == EXIT_NO_PROCESS && arg.capture.tid == 0)
+                                log_info("%s: no process %d there.", host ?: "?", (int) pid);
+                        else
+                                log_error("%s: %s", host ?: "?", rs[i].error ?: "no usable answer");
+                        break;
+                case OUTPUT_TEXT:
+                default:
+                        printf("%s==> %s <==%s\n", ansi_bold(), host ?: "?", ansi_normal());
+                        if (rs[i].exit == EXIT_OK)
+                                printf("%s%s", rs[i].body,
+                                       rs[i].size > 0 && rs[i].body[rs[i].size - 1] != '\n' ? "\n" : "");
+                        else if (rs[i].exit == EXIT_NO_PROCESS && arg.capture.tid == 0)
+                                printf("No process %d on this host.\n", (int) pid);
+                        else
+                                printf("No dump: %s\n", rs[i].error ?: "no usable answer");
+                        if (i + 1 < n)
+                                putchar('\n');
+                        break;
+                }
+        }
+        if (all)
+                (void) json_print(all);
+        /* A host without the process answered properly; one that did not answer is in the exit status. */
+        for (size_t i = 0; i < n; i++)
+                if (rs[i].exit == EXIT_NO_PROCESS)
+                        rs[i].exit = EXIT_OK;
+        r = fanout_exit_status(rs, n);
+        fanout_replies_free(rs, n);
+        if (r == EXIT_OK && found == 0) {
+                log_error("No process %d on any of the %zu hosts.", (int) pid, n);
+                return EXIT_NO_PROCESS;
+        }
+        return r;
+}
+
 int symbolizer_from_args(Symbolizer **ret) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
         _cleanup_free_ char *dir = NULL;
@@ -192,7 +275,7 @@ int verb_dump(int argc, char **argv) {
                         log_error("Invalid process id '%s'.", argv[1]);
                         return EXIT_USAGE;
                 }
-                return dump_via_daemon(pid);
+                return arg.n_hosts > 1 ? dump_via_daemons(pid) : dump_via_daemon(pid);
         }
         if (arg.all == (argc > 1)) {
                 log_error("Usage: stackctl dump PID… | --all");

@@ -121,3 +121,44 @@ def test_a_hosts_file_names_the_daemons_and_their_tokens(daemon, tmp_path):
     assert f"Failed to open the hosts file '{tmp_path / 'missing'}'" in err
     # A local dump asks no daemon: naming one is an error, not ignored.
     assert "dump asks one with --via-daemon" in stackctl("--hosts", one, "dump", "1", check_rc=2).stderr.decode()
+
+
+def test_rules_and_dump_via_daemon_ask_every_host(daemon, fixture, tmp_path):
+    ta, tb, (a, b, c) = fleet(daemon, tmp_path)
+    base = ["--token-file", ta, "--timeout", "20"]
+    # rules: one table with a HOST column, each host's rules; the refusing host is a line and the exit status.
+    out = stackctl(*host_args(a, b), *base, "rules", check_rc=0).stdout.decode()
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["HOST", "RULE"], out
+    assert sorted(ln.split()[0] for ln in lines if "fleet-never" in ln) == sorted([a, b]), out
+    assert "2 rules from 2 of 2 hosts." in out and f"Capture budget of {a}: " in out
+    r = stackctl(*host_args(a, c), *base, "rules", check_rc=4)
+    assert re.search(rf"^{re.escape(c)}\s+.*refused the token", r.stdout.decode(), re.M), r.stdout
+    doc = json.loads(stackctl(*host_args(a, c), *base, "rules", "--json", check_rc=4).stdout)
+    assert doc[c] is None and [x["name"] for x in doc[a]["rules"]] == ["fleet-never"]
+
+    # dump --via-daemon PID: every host is asked for that process; each reply under a header naming its host. All
+    # "hosts" here are this machine, so each has the fixture: its stack, twice.
+    fx = fixture("block-read", "--name", "fleet-dump").wait_wchan("pipe_read")
+    out = stackctl(*host_args(a, b), *base, "dump", "--via-daemon", fx.pid, check_rc=0).stdout.decode()
+    parts = re.split(r"^==> (\S+) <==$", out, flags=re.M)
+    assert parts[0] == "" and parts[1::2] == [a, b], out
+    for text in parts[2::2]:
+        assert f"TID {fx.pid}:" in text and "br_level_20" in text, out
+    doc = json.loads(stackctl(*host_args(a, b), *base, "dump", "--via-daemon", "--json", fx.pid,
+                              check_rc=0).stdout)
+    assert set(doc) == {a, b} and all(d["process"]["pid"] == fx.pid for d in doc.values())
+    folded = stackctl(*host_args(a, b), *base, "dump", "--via-daemon", "--folded", fx.pid,
+                      check_rc=0).stdout.decode()
+    assert {ln.split(";")[0] for ln in folded.splitlines()} == {a, b}, folded
+    # A host that refuses: its line, and the exit status 4; the other's dump is still there.
+    r = stackctl(*host_args(a, c), *base, "dump", "--via-daemon", fx.pid, check_rc=4)
+    out = r.stdout.decode()
+    assert f"==> {c} <==\nNo dump: " in out and "refused the token" in out and f"TID {fx.pid}:" in out, out
+    # A process no host has: a line per host, and 3.
+    gone = fixture("block-read")
+    gone.kill()
+    r = stackctl(*host_args(a, b), *base, "dump", "--via-daemon", gone.pid, check_rc=3)
+    out = r.stdout.decode()
+    assert out.count(f"No process {gone.pid} on this host.") == 2, out
+    assert f"No process {gone.pid} on any of the 2 hosts." in r.stderr.decode()
