@@ -381,8 +381,11 @@ int verb_show(int argc, char **argv) {
         if (!doc.json) {
                 /* archive.journal: summary: the culprit's stack is here, the whole snapshot on its host. */
                 printf("%s", doc.stack_text);
-                log_warning("Only the culprit thread's stack is in the journal (archive.journal: summary); the "
-                            "whole snapshot %s is in the archive of %s.", id, doc.where ?: "its host");
+                if (doc.why)
+                        log_warning("Only the culprit thread's stack is in the journal: %s.", doc.why);
+                else
+                        log_warning("Only the culprit thread's stack is in the journal (archive.journal: summary); "
+                                    "the whole snapshot %s is in the archive of %s.", id, doc.where ?: "its host");
                 return EXIT_OK;
         }
         return show_document(doc.json, doc.len, id);

@@ -129,7 +129,7 @@ static char *field(sd_journal *j, const char *name) {
 /* The current entry as a list entry, from its fields (the record names the snapshot; the file is not read here):
  * 1, or 0 for a firing without a snapshot. */
 static int entry_summary(sd_journal *j, SnapshotEntry *ret) {
-        _cleanup_free_ char *pid = NULL, *size = NULL;
+        _cleanup_free_ char *pid = NULL, *size = NULL, *truncated = NULL;
         const void *data;
         size_t len;
         uint64_t t = 0;
@@ -157,10 +157,14 @@ static int entry_summary(sd_journal *j, SnapshotEntry *ret) {
                 (void) safe_atou64(size, &ret->s.file_size);
         /* Only whether the file is there: with the data threshold at its default, this reads at most 64 KiB. */
         has_file = sym_sd_journal_get_data(j, "STACKWATCH_SNAPSHOT_FILE", &data, &len) >= 0;
-        /* list --json: whether show can print it whole from here. */
+        truncated = field(j, "STACKWATCH_SNAPSHOT_TRUNCATED");
+        /* list --json: whether show can print it whole from here, and whether the daemon left it out for its size
+         * (archive.journal: full, over archive.journal_max_size). */
         ret->extra = json_object_new_object();
-        if (ret->extra)
+        if (ret->extra) {
                 json_object_object_add(ret->extra, "in_journal", json_object_new_boolean(has_file));
+                json_object_object_add(ret->extra, "truncated", json_object_new_boolean(streq_ptr(truncated, "1")));
+        }
         return 1;
 }
 
@@ -264,6 +268,7 @@ static int find_record(sd_journal *j, const char *id, SnapshotEntry *ret) {
 static int journal_source_fetch(void *state, const char *id, const char *host, SnapshotDocument *ret) {
         _cleanup_(journal_closep) sd_journal *j = NULL, *j2 = NULL;
         _cleanup_(entry_done) SnapshotEntry e = {};
+        _cleanup_free_ char *truncated = NULL;
         const void *data;
         size_t dlen;
         int r;
@@ -285,6 +290,21 @@ static int journal_source_fetch(void *state, const char *id, const char *host, S
                 return EXIT_FAIL;
         }
         r = sym_sd_journal_get_data(j2, "STACKWATCH_SNAPSHOT_FILE", &data, &dlen);
+        if (r < 0 && streq_ptr(truncated = field(j2, "STACKWATCH_SNAPSHOT_TRUNCATED"), "1")) {
+                /* archive.journal: full, but the daemon left the file out: it was over archive.journal_max_size. The
+                 * record carries the snapshot's size, not the bound. */
+                if (asprintf(&ret->why, "the snapshot (%llu bytes) was larger than archive.journal_max_size on %s: "
+                             "the whole of it is in that host's archive", (unsigned long long) e.s.file_size,
+                             e.host ?: "its host") < 0)
+                        return log_oom(), EXIT_FAIL;
+                ret->stack_text = field(j2, "STACKWATCH_STACK");
+                if (arg.format != OUTPUT_TEXT || !ret->stack_text) {
+                        log_error("Snapshot '%s' is not in the journal: %s.", e.s.id, ret->why);
+                        return EXIT_NOT_FOUND;
+                }
+                ret->where = e.host ? strdup(e.host) : NULL;
+                return EXIT_OK;
+        }
         if (r < 0) {
                 /* archive.journal: summary: the culprit's stack is here, the whole snapshot on its host. */
                 ret->stack_text = field(j2, "STACKWATCH_STACK");

@@ -36,12 +36,14 @@ typedef struct SnapshotDocument {
         size_t len;
         char *stack_text;               /* set when json is not */
         char *where;                    /* with stack_text: the host whose archive holds the whole snapshot */
+        char *why;                      /* with stack_text: why only the stack, when not archive.journal: summary */
 } SnapshotDocument;
 
 static inline void snapshot_document_done(SnapshotDocument *d) {
         free(d->json);
         free(d->stack_text);
         free(d->where);
+        free(d->why);
         *d = (SnapshotDocument) {};
 }
 

@@ -6,7 +6,8 @@ import json
 import os
 import re
 
-from conftest import free_port, stackctl
+from conftest import free_port, stackctl, wait_until
+from test_journal import FIRED, archive_config, journal, journald_daemon  # noqa: F401 (a fixture)
 
 RULES = """
 poll_interval: 200ms
@@ -162,3 +163,28 @@ def test_rules_and_dump_via_daemon_ask_every_host(daemon, fixture, tmp_path):
     out = r.stdout.decode()
     assert out.count(f"No process {gone.pid} on this host.") == 2, out
     assert f"No process {gone.pid} on any of the 2 hosts." in r.stderr.decode()
+
+
+def test_a_snapshot_over_journal_max_size_is_named_as_such(journald_daemon, fixture):
+    # archive.journal: full, but a bound the snapshot of 64 threads is over: the daemon's record leaves the file out
+    # and says so (STACKWATCH_SNAPSHOT_TRUNCATED=1).
+    d, jdir = journald_daemon(archive_config("full", "  journal_max_size: 1K"))
+    fx = fixture("threads64")
+    rec = wait_until(lambda: journal(jdir, f"MESSAGE_ID={FIRED}", f"STACKWATCH_PID={fx.pid}"), timeout=30,
+                     interval=0.1, what="the firing's record")[0]
+    assert rec["STACKWATCH_SNAPSHOT_TRUNCATED"] == "1"
+    sid, size, host = rec["STACKWATCH_SNAPSHOT_ID"], int(rec["STACKWATCH_SNAPSHOT_SIZE"]), rec["_HOSTNAME"]
+    truth = (f"the snapshot ({size} bytes) was larger than archive.journal_max_size on {host}: the whole of it is in "
+             "that host's archive")
+    # show: the culprit's stack the record carries, and why only that: its size, not archive.journal: summary.
+    r = stackctl("show", "--journal", "-D", jdir, sid, check_rc=0)
+    err = r.stderr.decode()
+    assert r.stdout.decode() == rec["STACKWATCH_STACK"]
+    assert f"Only the culprit thread's stack is in the journal: {truth}." in err and "summary" not in err, err
+    # JSON needs the whole snapshot: not found here (3), and why.
+    err = stackctl("show", "--journal", "-D", jdir, "--json", sid, check_rc=3).stderr.decode()
+    assert f"Snapshot '{sid}' is not in the journal: {truth}." in err, err
+    # list --journal --json: a truncated key.
+    [entry] = [e for e in json.loads(stackctl("list", "--journal", "-D", jdir, "--json", check_rc=0).stdout)
+               if e["id"] == sid]
+    assert entry["truncated"] is True and entry["in_journal"] is False, entry
