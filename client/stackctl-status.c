@@ -13,6 +13,9 @@
 #include "stackctl-output.h"
 #include "stackctl-verbs.h"
 
+/* The status of a daemon that is up and scanning, but whose last reload failed. */
+#define STATUS_DEGRADED_RELOAD "degraded: the last reload failed"
+
 /* "3 blocked, 20 running, …" in the daemon's order, which is the classes' own. */
 static char *classes_line(json_object *by_class) {
         char *line = NULL;
@@ -45,9 +48,15 @@ static int print_status(json_object *h) {
         char up[FORMAT_TIMESPAN_MAX], age[FORMAT_TIMESPAN_MAX], took[FORMAT_TIMESPAN_MAX],
                 poll[FORMAT_TIMESPAN_MAX], size[FORMAT_BYTES_MAX], loaded[FORMAT_TIMESPAN_MAX];
 
+        bool reload_failed = config && streq_ptr(json_get_string(config, API_K_RELOAD), API_RELOAD_FAILED);
+
         if (!status || !version || !dir || !classes)
                 return log_oom();
-        printf("stackwatchd %s: %s\n", version, status);
+        /* The first line is the verdict: a daemon that runs on the configuration it was told to drop is not ok. */
+        if (reload_failed && streq_ptr(json_get_string(h, API_K_STATUS), API_STATUS_OK))
+                printf("stackwatchd %s: %s\n", version, STATUS_DEGRADED_RELOAD);
+        else
+                printf("stackwatchd %s: %s\n", version, status);
         printf("%12s: %llu, up %s, API %llu\n", "PID", (unsigned long long) json_get_u64(h, API_K_PID),
                format_timespan(up, sizeof up, json_get_u64(h, API_K_UPTIME_SEC) * USEC_PER_SEC),
                (unsigned long long) json_get_u64(h, API_K_API));
@@ -71,7 +80,7 @@ static int print_status(json_object *h) {
         printf("%12s: %s, %llu snapshots, %s\n", "Archive", dir,
                (unsigned long long) json_get_u64(archive, API_K_SNAPSHOTS),
                format_bytes(size, sizeof size, json_get_u64(archive, API_K_BYTES)));
-        if (config && streq_ptr(json_get_string(config, API_K_RELOAD), API_RELOAD_FAILED)) {
+        if (reload_failed) {
                 _cleanup_free_ char *e = escape_string(json_get_string(config, API_K_ERROR) ?: "?");
                 printf("%12s: RELOAD FAILED, running on the previous configuration: %s\n", "Config", e ?: "?");
         } else if (config)
@@ -102,6 +111,7 @@ static int fanout_status(void) {
                 json_object *scan;
                 const char *why = NULL;
                 char age[FORMAT_TIMESPAN_MAX];
+                bool reload_failed;
 
                 if (rs[i].exit == EXIT_OK && json_parse_bounded(rs[i].body, rs[i].size, &doc, &why) < 0)
                         rs[i].exit = EXIT_FAIL;
@@ -124,7 +134,12 @@ static int fanout_status(void) {
                         json_object_object_add(all, rs[i].host, json_object_get(doc));
                         continue;
                 }
-                st = escape_string(json_get_string(doc, API_K_STATUS) ?: "unknown");
+                reload_failed = streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD),
+                                          API_RELOAD_FAILED);
+                /* As the single-host first line: up and scanning on the previous configuration is "degraded". */
+                st = escape_string(reload_failed && streq_ptr(json_get_string(doc, API_K_STATUS), API_STATUS_OK)
+                                           ? "degraded"
+                                           : json_get_string(doc, API_K_STATUS) ?: "unknown");
                 scan = json_get_object(doc, API_K_SCAN);
                 if (rs[i].exit == EXIT_PERMISSION) {
                         printf("%-20s %-8s %s\n", host ?: "?", "-",
@@ -138,9 +153,7 @@ static int fanout_status(void) {
                        (unsigned long long) json_get_u64(json_get_object(scan, API_K_BY_CLASS), "blocked"),
                        format_timespan(age, sizeof age, json_get_u64(scan, API_K_LAST_SCAN_AGE_MS) * USEC_PER_MSEC),
                        (unsigned long long) json_get_u64(doc, API_K_SNAPSHOTS_WRITTEN),
-                       streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD), API_RELOAD_FAILED)
-                               ? "RELOAD FAILED"
-                               : "ok");
+                       reload_failed ? "RELOAD FAILED" : "ok");
         }
         if (all) {
                 (void) json_print(all);

@@ -1,0 +1,39 @@
+"""Small things stackctl said wrong: status called a daemon ok on its first line while it ran on a configuration
+it had been told to drop; dump -n N called its own cut a partial dump; the man page and --help disagreed on -r and
+show -1; the Alertmanager hook's instance label was not Prometheus's, so one hang was two alerts."""
+import re
+import signal
+
+from conftest import stackctl, wait_until
+
+TCP = """
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+http:
+  socket: "@SOCKET@"
+  listen: 127.0.0.1:0
+  token_file: {token}
+rules: []
+"""
+
+
+def test_status_first_line_says_a_failed_reload_is_not_ok(daemon, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("papercut-token\n")
+    token.chmod(0o600)
+    d = daemon(TCP.format(token=token))
+    host = "%s:%d" % d.tcp_address()
+    first = stackctl("--socket", d.socket, "status", check_rc=0).stdout.decode().splitlines()[0]
+    assert re.fullmatch(r"stackwatchd \S+: ok", first), first
+    d.write_config("rules:\n  - name: [broken\n")
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "keeping the running configuration" in d.log_text(), what="the reload refusal")
+    r = stackctl("--socket", d.socket, "status", check_rc=1)
+    lines = r.stdout.decode().splitlines()
+    assert re.fullmatch(r"stackwatchd \S+: degraded: the last reload failed", lines[0]), lines
+    assert any("RELOAD FAILED" in ln for ln in lines[1:]), lines
+    # Several hosts: the STATUS column says so too, and the exit status.
+    r = stackctl("--host", host, "--host", host, "--token-file", token, "status", check_rc=1)
+    rows = [ln.split() for ln in r.stdout.decode().splitlines()[1:]]
+    assert [row[:2] for row in rows] == [[host, "degraded"]] * 2 and all("RELOAD" in row for row in rows), rows
