@@ -50,6 +50,35 @@ static int print_snapshot(const Snapshot *s) {
         return 0;
 }
 
+/* Whether something of S (or of a peer it reached) is missing that the user did not ask to leave out. -n N asks
+ * for at most N frames per thread, as eu-stack's does (which exits 0 for it): a thread whose unwind stopped there
+ * is what was asked. A budget the user did not set this way (--max-frames, --stack-bytes, the time and thread
+ * budgets) makes the dump partial; everything but a thread's own cut also leaves an error, which marks S partial. */
+static bool missing_unasked(const Snapshot *s) {
+        size_t cut = 0;
+
+        if (s->partial)
+                return true;
+        for (size_t i = 0; i < s->n_threads; i++) {
+                const ThreadSnapshot *t = &s->threads[i];
+
+                if (!t->truncated)
+                        continue;
+                if (!(arg.count > 0 && t->unwind_end && startswith(t->unwind_end, "max frames")))
+                        return true;
+                cut++;
+        }
+        /* Cut, but not in a thread's frames: something else, which -n did not ask for. */
+        if (s->truncated && cut == 0 && !(s->wait_chain && s->wait_chain->truncated))
+                return true;
+        if (s->wait_chain && s->wait_chain->truncated)
+                return true;
+        for (size_t i = 0; i < s->n_peers; i++)
+                if (missing_unasked(s->peers[i]))
+                        return true;
+        return false;
+}
+
 /* Capture and print one process; returns an EXIT_* code. QUIET_GONE: a process that vanished is not an error
  * (for --all, where processes come and go). */
 static int dump_one(Symbolizer *sym, pid_t pid, bool quiet_gone) {
@@ -92,7 +121,7 @@ static int dump_one(Symbolizer *sym, pid_t pid, bool quiet_gone) {
         }
         if (print_snapshot(s) < 0)
                 return EXIT_FAIL;
-        return s->partial || s->truncated ? EXIT_PARTIAL : EXIT_OK;
+        return missing_unasked(s) ? EXIT_PARTIAL : EXIT_OK;
 }
 
 /* Combine per-process results: the most serious one wins. */

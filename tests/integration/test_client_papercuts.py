@@ -37,3 +37,16 @@ def test_status_first_line_says_a_failed_reload_is_not_ok(daemon, tmp_path):
     r = stackctl("--host", host, "--host", host, "--token-file", token, "status", check_rc=1)
     rows = [ln.split() for ln in r.stdout.decode().splitlines()[1:]]
     assert [row[:2] for row in rows] == [[host, "degraded"]] * 2 and all("RELOAD" in row for row in rows), rows
+
+
+def test_dump_n_is_a_cut_asked_for_not_a_partial_dump(fixture):
+    fx = fixture("block-read").wait_wchan("pipe_read")
+    # eu-stack -n 3 exits 0: the user asked for three frames and got them.
+    out = stackctl("dump", "-n", "3", fx.pid, check_rc=0).stdout.decode()
+    assert len(re.findall(r"^#\d+ ", out, re.M)) == 3, out
+    assert stackctl("dump", "--json", "-1", "-n", "3", fx.pid, check_rc=0).returncode == 0
+    # A budget is not a request: --max-frames still makes a partial dump (5), as documented.
+    stackctl("dump", "--max-frames", "3", fx.pid, check_rc=5)
+    # And -n N with a stack cut short by --stack-bytes, where the unwind ends before N frames: partial.
+    r = stackctl("dump", "--json", "-n", "200", "--stack-bytes", "64", fx.pid)
+    assert r.returncode == 5, r
