@@ -1,10 +1,15 @@
 """Small things stackctl said wrong: status called a daemon ok on its first line while it ran on a configuration
 it had been told to drop; dump -n N called its own cut a partial dump; the man page and --help disagreed on -r and
 show -1; the Alertmanager hook's instance label was not Prometheus's, so one hang was two alerts."""
+import os
 import re
+import shutil
 import signal
+import subprocess
 
-from conftest import stackctl, wait_until
+import pytest
+
+from conftest import SRCDIR, stackctl, wait_until
 
 TCP = """
 poll_interval: 200ms
@@ -50,3 +55,30 @@ def test_dump_n_is_a_cut_asked_for_not_a_partial_dump(fixture):
     # And -n N with a stack cut short by --stack-bytes, where the unwind ends before N frames: partial.
     r = stackctl("dump", "--json", "-n", "200", "--stack-bytes", "64", fx.pid)
     assert r.returncode == 5, r
+
+
+def man_text(page):
+    """The man page as a reader sees it, its whitespace folded (groff justifies lines)."""
+    if not shutil.which("groff"):
+        pytest.skip("groff is not installed")
+    r = subprocess.run(["groff", "-man", "-Tascii", "-P-cbou", "-rLL=300n", "-rHY=0", os.path.join(SRCDIR, "man", page)],
+                       capture_output=True, text=True, check=True)
+    return " ".join(r.stdout.split())
+
+
+def test_man_page_and_help_agree_with_the_code_on_r_and_show_1(tmp_path):
+    help_text = stackctl("--help", check_rc=0).stdout.decode()
+    opt = {ln.split()[0]: " ".join(ln.split()) for ln in help_text.splitlines() if ln.startswith("  -")}
+    man = man_text("stackctl.1")
+    # -r: list newest first; dump takes it as eu-stack does (names not demangled); stackctl(1) said "not taken".
+    assert "list: newest first; dump: eu-stack's -r, names not demangled" in opt["-r"]
+    assert "-r is taken (names not demangled, as --no-demangle)" in man
+    assert not re.search(r"-r, -v, -d and -q are not taken", man)
+    # show -1: taken, and show prints the latest match whether or not it is given; --help said "only the latest
+    # match" for list and show alike, the man page only for list.
+    assert "list: only the latest match; show: taken, a no-op" in opt["-1"]
+    assert "show -1 is taken, as coredumpctl(1) takes it, and changes nothing" in man
+    arch = tmp_path / "archive"
+    arch.mkdir()
+    plain = stackctl("--archive", arch, "show", check_rc=3)
+    assert stackctl("--archive", arch, "show", "-1", check_rc=3).stderr == plain.stderr
