@@ -2,11 +2,13 @@
  * (STACKWATCH_EVENT, see stackwatch.yaml(5)) into one alert of Alertmanager's API (POST /api/v2/alerts, a
  * PostableAlerts array) and sends it; a firing event raises the alert, a resolved one ends it.
  *
- *   alertmanager URL [--header 'NAME: VALUE']... [--label NAME=VALUE]... [--timeout SECONDS]
+ *   alertmanager URL [--instance TEMPLATE] [--header 'NAME: VALUE']... [--label NAME=VALUE]... [--timeout SECONDS]
  *
- * URL is Alertmanager's base URL (http://alertmanager:9093), or its full /api/v2/alerts URL. Exit status: 0 when
- * Alertmanager accepted the alert, 1 when it did not (the reason on stderr, which stackwatchd logs), 2 for a usage
- * error or an event that is not one. */
+ * URL is Alertmanager's base URL (http://alertmanager:9093), or its full /api/v2/alerts URL. The alert's "instance"
+ * label matches Prometheus's for the same host only when it is the scrape target's (--instance "%H:9177", %H the
+ * host name): then Prometheus's alert for the hang and this one group and inhibit each other; the label "host" is
+ * the host name. Exit status: 0 when Alertmanager accepted the alert, 1 when it did not (the reason on stderr, which
+ * stackwatchd logs), 2 for a usage error or an event that is not one. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
@@ -26,13 +28,17 @@
 #define TIMEOUT_DEFAULT_SEC 10L
 
 static char **arg_headers, **arg_labels;
+static const char *arg_instance;        /* the instance label, %H the event's host; NULL: the host name */
 static long arg_timeout = TIMEOUT_DEFAULT_SEC;
 
 static int usage(const char *why) {
         if (why)
                 fprintf(stderr, "alertmanager: %s\n", why);
-        fprintf(stderr, "usage: alertmanager URL [--header 'NAME: VALUE']... [--label NAME=VALUE]... "
-                        "[--timeout SECONDS]\n");
+        fprintf(stderr, "usage: alertmanager URL [--instance TEMPLATE] [--header 'NAME: VALUE']... "
+                        "[--label NAME=VALUE]... [--timeout SECONDS]\n"
+                        "  --instance TEMPLATE  the alert's instance label: Prometheus's scrape target for this host,\n"
+                        "                       so that its alerts and these group and inhibit each other; %%H is the\n"
+                        "                       host name, %%%% a %%: \"%%H:9177\" (default: the host name alone)\n");
         return 2;
 }
 
@@ -85,13 +91,44 @@ static char *join_lines(json_object *ev, const char *key, const char *sep) {
         return buf;
 }
 
+/* TEMPLATE with %H replaced by HOST and %% by %; NULL on OOM or on another % (checked when the option is parsed). */
+static char *instance_expand(const char *template, const char *host) {
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+
+        if (!f)
+                return NULL;
+        for (const char *p = template; *p; p++) {
+                if (*p != '%') {
+                        fputc(*p, f);
+                        continue;
+                }
+                p++;
+                if (*p == 'H')
+                        fputs(host ?: "", f);
+                else if (*p == '%')
+                        fputc('%', f);
+                else {
+                        fclose(f);
+                        free(buf);
+                        return NULL;
+                }
+        }
+        if (fclose(f) != 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}
+
 /* The PostableAlerts array for EV, or NULL with a message on stderr. */
 static json_object *alert_from_event(json_object *ev) {
         _cleanup_(json_object_putp) json_object *alerts = json_object_new_array(), *alert = json_object_new_object(),
                                                 *labels = json_object_new_object(),
                                                 *ann = json_object_new_object();
         _cleanup_free_ char *stack = join_lines(ev, "frames", "\n"), *cmdline = join_lines(ev, "cmdline", " "),
-                            *howto = NULL, *pid = NULL;
+                            *howto = NULL, *pid = NULL, *instance = NULL;
         const char *state = json_get_string(ev, "state"), *rule = json_get_string(ev, "rule"),
                    *id = json_get_string(ev, "snapshot_id");
         bool resolved = state && streq(state, "resolved");
@@ -104,6 +141,9 @@ static json_object *alert_from_event(json_object *ev) {
         }
         if (asprintf(&pid, "%llu", (unsigned long long) json_get_u64(ev, "pid")) < 0)
                 return NULL;
+        /* Prometheus's instance is its scrape target, host:port; the hostname alone matches none of its alerts. */
+        if (arg_instance && !(instance = instance_expand(arg_instance, json_get_string(ev, "host"))))
+                return NULL;
         if (id && asprintf(&howto, "stackctl show %s, or GET /snapshots/%s from stackwatchd", id, id) < 0)
                 return NULL;
         /* The labels say which alert it is: the same ones for its firing, its repeats and its end. */
@@ -111,7 +151,8 @@ static json_object *alert_from_event(json_object *ev) {
             add_nonempty(labels, "class", json_get_string(ev, "class")) < 0 ||
             add_nonempty(labels, "comm", json_get_string(ev, "comm")) < 0 ||
             add_nonempty(labels, "unit", json_get_string(ev, "unit")) < 0 ||
-            add_nonempty(labels, "instance", json_get_string(ev, "host")) < 0 ||
+            add_nonempty(labels, "instance", instance ?: json_get_string(ev, "host")) < 0 ||
+            add_nonempty(labels, "host", json_get_string(ev, "host")) < 0 ||
             add_nonempty(labels, "severity", json_get_string(ev, "severity")) < 0 ||
             json_add_string(labels, "pid", pid) < 0)
                 return NULL;
@@ -188,6 +229,7 @@ int main(int argc, char **argv) {
                 { "header", required_argument, NULL, 'H' },
                 { "label", required_argument, NULL, 'l' },
                 { "timeout", required_argument, NULL, 't' },
+                { "instance", required_argument, NULL, 'i' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -198,7 +240,7 @@ int main(int argc, char **argv) {
         char *end;
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "H:l:t:h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "H:l:t:i:h", options, NULL)) >= 0)
                 switch (c) {
                 case 'H':
                         if (!strchr(optarg, ':'))
@@ -218,6 +260,15 @@ int main(int argc, char **argv) {
                         if (errno || *end || arg_timeout < 1 || arg_timeout > 300)
                                 return usage("--timeout takes 1..300 seconds");
                         break;
+                case 'i': {
+                        _cleanup_free_ char *check = instance_expand(optarg, "");
+
+                        if (!optarg[0] || !check)
+                                return usage("--instance takes text with %H (the host name) and %% (a %), e.g. "
+                                             "\"%H:9177\"");
+                        arg_instance = optarg;
+                        break;
+                }
                 case 'h':
                         usage(NULL);
                         return 0;

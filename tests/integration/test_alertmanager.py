@@ -97,7 +97,7 @@ def test_alert_fires_with_the_stack_and_resolves_when_the_thread_recovers(daemon
     lab, ann = a["labels"], a["annotations"]
     assert lab["alertname"] == "StackwatchHang" and lab["rule"] == "stuck-read" and lab["class"] == "blocked"
     assert lab["comm"] == "am-recover" and lab["severity"] == "critical" and lab["team"] == "storage"
-    assert lab["instance"] == os.uname().nodename
+    assert lab["instance"] == os.uname().nodename and lab["host"] == os.uname().nodename
     assert a["status"]["state"] == "active"
     # The annotations say what hangs, where, and how to get the whole snapshot.
     snaps = d.snapshots("--pid", str(h.pid))

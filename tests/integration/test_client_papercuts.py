@@ -1,15 +1,18 @@
 """Small things stackctl said wrong: status called a daemon ok on its first line while it ran on a configuration
 it had been told to drop; dump -n N called its own cut a partial dump; the man page and --help disagreed on -r and
 show -1; the Alertmanager hook's instance label was not Prometheus's, so one hang was two alerts."""
+import http.server
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import threading
 
 import pytest
 
-from conftest import SRCDIR, stackctl, wait_until
+from conftest import BUILDDIR, SRCDIR, stackctl, wait_until
 
 TCP = """
 poll_interval: 200ms
@@ -82,3 +85,53 @@ def test_man_page_and_help_agree_with_the_code_on_r_and_show_1(tmp_path):
     arch.mkdir()
     plain = stackctl("--archive", arch, "show", check_rc=3)
     assert stackctl("--archive", arch, "show", "-1", check_rc=3).stderr == plain.stderr
+
+
+class AlertSink(http.server.BaseHTTPRequestHandler):
+    """Alertmanager's POST /api/v2/alerts, recorded: the bodies the hook sent."""
+    bodies = []
+
+    def do_POST(self):
+        AlertSink.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def run_hook(*args, host="web-3"):
+    server = http.server.HTTPServer(("127.0.0.1", 0), AlertSink)
+    t = threading.Thread(target=server.handle_request, daemon=True)
+    t.start()
+    AlertSink.bodies = []
+    ev = {"schema": "stackwatch.hook-event/1", "rule": "stuck", "pid": 42, "state": "firing", "host": host,
+          "comm": "nginx", "unit": "nginx.service", "class": "blocked"}
+    try:
+        r = subprocess.run([os.path.join(BUILDDIR, "client", "alertmanager"), *args,
+                            "http://127.0.0.1:%d" % server.server_address[1]],
+                           env={"PATH": "/usr/bin:/bin", "STACKWATCH_EVENT": json.dumps(ev)},
+                           capture_output=True, text=True, timeout=30)
+        t.join(timeout=30)
+    finally:
+        server.server_close()
+    return r, AlertSink.bodies
+
+
+def test_alertmanager_hook_instance_is_the_scrape_targets(tmp_path):
+    # Prometheus labels a host's series instance="web-3:9177" (its scrape target): --instance says so here too,
+    # with %H the host name, so that its alert for the hang and the hook's group and inhibit each other; the host
+    # name alone is the label "host".
+    r, [[alert]] = run_hook("--instance", "%H:9177")
+    assert r.returncode == 0, r.stderr
+    assert alert["labels"]["instance"] == "web-3:9177" and alert["labels"]["host"] == "web-3", alert
+    r, [[alert]] = run_hook("--instance", "%H.example.com:9177", host="db-1")
+    assert alert["labels"]["instance"] == "db-1.example.com:9177" and alert["labels"]["host"] == "db-1"
+    # Without it the hook cannot know the target: instance stays the host name, and host is there as well.
+    r, [[alert]] = run_hook()
+    assert alert["labels"]["instance"] == "web-3" and alert["labels"]["host"] == "web-3"
+    # A template it cannot expand is a usage error (2), said before anything is sent.
+    r = subprocess.run([os.path.join(BUILDDIR, "client", "alertmanager"), "--instance", "%h:9177", "http://x"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--instance takes text with %H" in r.stderr
