@@ -84,7 +84,7 @@ static const struct {
         { "   --debuginfo-path P", "dump, show --resymbolize: where separate debuginfo is (:.debug:/usr/lib/debug)" },
         { "   --no-source", "dump, show --resymbolize: symbols only, no file:line or inlined frames" },
         { "   --modules", "dump, show: also list the modules with their build-ids" },
-        { "   --via-daemon", "dump: have stackwatchd capture the process (one PID)" },
+        { "   --via-daemon", "dump: have stackwatchd capture the process (one PID; several hosts: each one's)" },
         { "-o --output FILE", "dump, show: write to FILE instead of stdout" },
         { "   --archive DIR", "list, show: the snapshot archive (default " STACKWATCH_ARCHIVE_DEFAULT ")" },
         { "   --rule NAME", "list, show: only snapshots taken by this rule" },
@@ -174,7 +174,8 @@ static void help(FILE *f) {
                    "EXE=,\nUNIT=, RULE=, CLASS= with a value (COMM, EXE and UNIT take globs); all must hold.\n");
         fprintf(f, "\nThe daemon's socket is " API_SOCKET_DEFAULT " unless --socket or --host says otherwise.\n");
         fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage, 3 no such process or nothing found, 4 permission\n"
-                   "denied, 5 partial dump, 6 no daemon.\n");
+                   "denied, 5 partial dump, 6 no daemon. With several hosts, any host that did not answer properly\n"
+                   "sets it: the code they share, or 1 when they differ.\n");
 }
 
 enum {
