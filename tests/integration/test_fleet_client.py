@@ -188,3 +188,9 @@ def test_a_snapshot_over_journal_max_size_is_named_as_such(journald_daemon, fixt
     [entry] = [e for e in json.loads(stackctl("list", "--journal", "-D", jdir, "--json", check_rc=0).stdout)
                if e["id"] == sid]
     assert entry["truncated"] is True and entry["in_journal"] is False, entry
+    # --hosts applies here as --host does: each URL's host name is a machine whose records to keep.
+    hosts = jdir.parent / "central.hosts"
+    hosts.write_text(f"http://{host}:9177  # the machine the record came from\n")
+    assert sid in stackctl("list", "--journal", "-D", jdir, "--hosts", hosts, check_rc=0).stdout.decode()
+    hosts.write_text("http://no-such-host.example:9177\n")
+    stackctl("list", "--journal", "-D", jdir, "--hosts", hosts, check_rc=3)
