@@ -187,7 +187,11 @@ int verb_status(int argc, char **argv) {
         if (!json_object_object_get_ex(doc, API_K_PID, NULL)) {
                 _cleanup_free_ char *st = escape_string(json_get_string(doc, API_K_STATUS) ?: "unknown");
                 printf("stackwatchd: %s\n", st ?: "?");
-                log_error("The details need the daemon's bearer token (--token-file).");
+                if (arg.host_token_file ?: arg.token_file)
+                        log_error("The daemon refused the token in %s: it says only that it is up.",
+                                  arg.host_token_file ?: arg.token_file);
+                else
+                        log_error("The details need the daemon's bearer token (--token-file).");
                 return EXIT_PERMISSION;
         }
         reload_failed = streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD),

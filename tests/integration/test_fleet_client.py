@@ -71,6 +71,9 @@ def test_a_refused_or_missing_host_makes_the_exit_status(daemon, tmp_path):
         assert re.search(rf"^{re.escape(h)}\s+ok\s+\d+", out, re.M), out
     # /healthz answers everyone that the daemon is up: without the details, C is not "ok" in the table.
     assert re.search(rf"^{re.escape(c)}\s+-\s+up, but it refused the token", out, re.M), out
+    # One host alone says the same: a token was sent, and refused (not "the details need a token").
+    r = stackctl("--host", c, *base, "status", check_rc=4)
+    assert f"The daemon refused the token in {ta}: it says only that it is up." in r.stderr.decode(), r.stderr
     doc = json.loads(stackctl(*host_args(a, c), *base, "ps", "--json", check_rc=4).stdout)
     assert doc[c] is None and doc[a]["threads"] is not None
 
