@@ -170,7 +170,7 @@ int hosts_load(const char *path) {
         if (memchr(text, 0, size))
                 return log_error_errno(SYNTHETIC_ERRNO(EINVAL), "The hosts file '%s' has a NUL byte: not a text file.",
                                        path);
-        /* Line by line, empty lines counted too (strsep, not strtok). */
+        /* Line by line with strchr: strtok would skip the empty lines, and the line numbers with them. */
         for (char *l = text; l; l = save) {
                 save = strchr(l, '\n');
                 if (save)
