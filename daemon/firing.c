@@ -127,6 +127,28 @@ static int severity_priority(RuleSeverity s) {
         return s == RULE_SEVERITY_CRITICAL ? LOG_CRIT : s == RULE_SEVERITY_INFO ? LOG_NOTICE : LOG_WARNING;
 }
 
+/* The journal record of F as the firing and the recovery both carry it: the process, the rule, the class, the
+ * snapshot, how long up to AT (CLOCK_REALTIME), and the alert's STATE. */
+static JournalEvent firing_event(const Firing *f, const char *message_id, const char *state, uint64_t at) {
+        return (JournalEvent) {
+                .message_id = message_id,
+                .pid = f->pid,
+                .tid = f->tid,
+                .object = true,
+                .rule = f->rule,
+                .severity = rule_severity_to_string(f->severity),
+                .klass = f->klass,
+                .snapshot = f->snapshot_id,
+                .comm = f->comm,
+                .exe = f->exe,
+                .unit = f->unit,
+                .cgroup = f->cgroup,
+                .cmdline = f->cmdline,
+                .duration_usec = at - MIN(f->since_usec, at),
+                .state = state,
+        };
+}
+
 void firing_log(const Firing *f, const FiringJournal *j) {
         _cleanup_free_ char *summary = firing_summary(f, false, f->fired_usec), *stack = NULL, *snap = NULL;
         size_t size = 0;
@@ -147,32 +169,16 @@ void firing_log(const Firing *f, const FiringJournal *j) {
                 if (fclose(m) != 0)
                         return (void) log_oom();
         }
-        journal_event(severity_priority(f->severity),
-                      &(JournalEvent) {
-                              .message_id = SW_MESSAGE_RULE_FIRED,
-                              .pid = f->pid,
-                              .tid = f->tid,
-                              .object = true,
-                              .rule = f->rule,
-                              .severity = rule_severity_to_string(f->severity),
-                              .klass = f->klass,
-                              .snapshot = f->snapshot_id,
-                              .error = f->error,
-                              .comm = f->comm,
-                              .exe = f->exe,
-                              .unit = f->unit,
-                              .cgroup = f->cgroup,
-                              .cmdline = f->cmdline,
-                              .duration_usec = f->fired_usec - MIN(f->since_usec, f->fired_usec),
-                              .stack = j->mode >= CONFIG_JOURNAL_SUMMARY ? f->stack : NULL,
-                              .snapshot_file = j->mode == CONFIG_JOURNAL_FULL ? j->file : NULL,
-                              .snapshot_file_size = j->file_size,
-                              .snapshot_size = j->mode == CONFIG_JOURNAL_FULL ? j->file_size : 0,
-                              .snapshot_truncated = j->mode == CONFIG_JOURNAL_FULL && j->too_large,
-                              .state = "firing",
-                      },
-                      "Rule \"%s\" fired: %s%s%s%s%s", f->rule, summary, snap ?: "", f->error ? "; no snapshot: " : "",
-                      f->error ?: "", stack ?: "");
+        JournalEvent ev = firing_event(f, SW_MESSAGE_RULE_FIRED, "firing", f->fired_usec);
+
+        ev.error = f->error;
+        ev.stack = j->mode >= CONFIG_JOURNAL_SUMMARY ? f->stack : NULL;
+        ev.snapshot_file = j->mode == CONFIG_JOURNAL_FULL ? j->file : NULL;
+        ev.snapshot_file_size = j->file_size;
+        ev.snapshot_size = j->mode == CONFIG_JOURNAL_FULL ? j->file_size : 0;
+        ev.snapshot_truncated = j->mode == CONFIG_JOURNAL_FULL && j->too_large;
+        journal_event(severity_priority(f->severity), &ev, "Rule \"%s\" fired: %s%s%s%s%s", f->rule, summary, snap ?: "",
+                      f->error ? "; no snapshot: " : "", f->error ?: "", stack ?: "");
 }
 
 void alerts_done(Alerts *a) {
@@ -191,26 +197,10 @@ static void alert_send(Hooks *h, Firing *f, bool resolved, bool repeat, uint64_t
                 log_oom();
                 return;
         }
-        if (resolved)
-                journal_event(LOG_NOTICE,
-                              &(JournalEvent) {
-                                      .message_id = SW_MESSAGE_RULE_RESOLVED,
-                                      .pid = f->pid,
-                                      .tid = f->tid,
-                                      .object = true,
-                                      .rule = f->rule,
-                                      .severity = rule_severity_to_string(f->severity),
-                                      .klass = f->klass,
-                                      .snapshot = f->snapshot_id,
-                                      .comm = f->comm,
-                                      .exe = f->exe,
-                                      .unit = f->unit,
-                                      .cgroup = f->cgroup,
-                                      .cmdline = f->cmdline,
-                                      .duration_usec = at - MIN(f->since_usec, at),
-                                      .state = "resolved",
-                              },
-                              "Rule \"%s\" resolved: %s", f->rule, summary);
+        if (resolved) {
+                JournalEvent ev = firing_event(f, SW_MESSAGE_RULE_RESOLVED, "resolved", at);
+                journal_event(LOG_NOTICE, &ev, "Rule \"%s\" resolved: %s", f->rule, summary);
+        }
         f->sent_usec = now_usec(CLOCK_MONOTONIC);
         (void) hooks_run(h, f->argv,
                          &(HookEvent) {
