@@ -435,6 +435,8 @@ static json_object *thread_json(const ThreadEntry *t, uint64_t now) {
                 json_object_object_add(o, API_K_SYSCALL, json_object_new_string(syscall_name(t->sample.syscall.nr)));
         if (t->wchan[0])
                 json_object_object_add(o, API_K_WCHAN, json_object_new_string(t->wchan));
+        if (t->cls.class == THREAD_CLASS_BLOCKED && t->cls.owed_why)
+                json_object_object_add(o, API_K_BLOCKED_BECAUSE, json_object_new_string(t->cls.owed_why));
         if (t->sample.have_syscall)
                 add_lock(o, t);
         if (t->process->unit)

@@ -64,6 +64,7 @@
 #define API_K_SYSCALLS_PER_SEC "syscalls_per_sec"
 #define API_K_BYTES_PER_SEC "bytes_per_sec"
 #define API_K_SYSCALL "syscall"                 /* name of the syscall the thread is parked in, when known */
+#define API_K_BLOCKED_BECAUSE "blocked_because" /* a sleeping blocked thread: what owes its wait ("a deadlock: …") */
 #define API_K_WCHAN "wchan"
 #define API_K_UNIT "unit"                       /* when known (read when a rule or a filter needed it) */
 

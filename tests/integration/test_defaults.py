@@ -95,6 +95,10 @@ def test_the_defaults_catch_certain_hangs_and_nothing_else(daemon, fixture, tmp_
         # The mutex ABBA, likewise.
         abba_snaps = wait_until(lambda: fired(abba.pid), timeout=30, interval=0.2, what="the ABBA's snapshot")
         assert [s["rule"] for s in abba_snaps] == ["deadlock"], abba_snaps
+        # /processes says what owes each blocked wait.
+        why = {t["blocked_because"] for t in d.get_json("/processes")["threads"]
+               if t["pid"] in (dl.pid, abba.pid) and t["class"] == "blocked"}
+        assert any(w.startswith("a deadlock") for w in why), why
         took = time.monotonic() - t0
         assert took < 30, took
         # D state and the busy loop are classed at once; their rules wait 120 s and 60 s, as documented.
