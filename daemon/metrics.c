@@ -235,6 +235,18 @@ int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len
 
         header(f, "stackwatch_build_info", "gauge", "The running stackwatchd's version.");
         fprintf(f, "stackwatch_build_info{version=\"%s\"} 1\n", PACKAGE_VERSION);
+        /* The host as the daemon knows it, in one info gauge to join on ("* on (instance) group_left (host)
+         * stackwatch_info"), the way node_uname_info carries the node's name: a host label on every series would
+         * fight the instance label the scrape configuration sets, and repeat on every sample. */
+        char host[256] = "";
+        (void) gethostname(host, sizeof host - 1);
+        _cleanup_free_ char *host_label = metrics_label_escape(host);
+        if (!host_label) {
+                fclose(f);
+                return -ENOMEM;
+        }
+        header(f, "stackwatch_info", "gauge", "The host this stackwatchd watches, and its version.");
+        fprintf(f, "stackwatch_info{host=\"%s\",version=\"%s\"} 1\n", host_label, PACKAGE_VERSION);
         header(f, "stackwatch_threads", "gauge", "Threads watched, by their current class.");
         for (ThreadClass c = 0; c < _THREAD_CLASS_MAX; c++)
                 fprintf(f, "stackwatch_threads{class=\"%s\"} %u\n", thread_class_to_string(c), st->by_class[c]);
