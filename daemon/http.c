@@ -25,6 +25,7 @@
 #include "serve/api.h"
 #include "serve/token-file.h"
 #include "http-admit.h"
+#include "http-tls.h"
 #include "http.h"
 
 struct Http {
@@ -33,7 +34,7 @@ struct Http {
         size_t n_listeners, n_listeners_allocated;
         char *token;                    /* for TCP listeners, the capture scope (every route); NULL: none */
         char *read_token;               /* the read scope: every route but /stacks; NULL: none */
-        char *tls_cert, *tls_key;       /* PEM, read at start: HTTPS on TCP listeners; NULL: plain */
+        HttpTls *tls;                   /* PEM, checked, read at start: HTTPS on TCP listeners; NULL: plain */
         char *socket_path;              /* the unix socket we bound, removed at exit */
 };
 
@@ -511,12 +512,13 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
         snprintf(l->name, sizeof l->name, "%s", name);
         h->listeners[h->n_listeners++] = l;
 
-        bool tls = tcp && h->tls_cert;
-        /* HTTPS with the PEM files read at start (GnuTLS, in libmicrohttpd). Without TLS the list ends at once:
-         * libmicrohttpd logs every HTTPS option it is given for a plain listener. */
+        bool tls = tcp && h->tls;
+        /* HTTPS with the PEM files read at start, checked by http_tls_read() (GnuTLS, in libmicrohttpd, which
+         * reads them into its credentials when it starts). Without TLS the list ends at once: libmicrohttpd logs every
+         * HTTPS option it is given for a plain listener. */
         struct MHD_OptionItem tls_options[] = {
-                { tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert },
-                { MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key },
+                { tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, tls ? h->tls->cert_pem : NULL },
+                { MHD_OPTION_HTTPS_MEM_KEY, 0, tls ? h->tls->key_pem : NULL },
                 { MHD_OPTION_END, 0, NULL },
         };
 
@@ -682,20 +684,22 @@ static int read_token(const char *path, char **ret) {
         return 0;
 }
 
-/* A PEM file (certificate or key) whole, for libmicrohttpd's in-memory options. */
-#define HTTP_PEM_MAX (1024 * 1024)
-static int read_pem(const char *path, char **ret) {
-        _cleanup_free_ char *buf = NULL;
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        size_t size = 0;
+int http_tls_load(const Config *c, HttpTls **ret, char **ret_error) {
+        _cleanup_free_ char *error = NULL;
         int r;
 
-        r = fd < 0 ? -errno : read_full_fd(fd, HTTP_PEM_MAX, &buf, &size);
-        if (r < 0)
-                return log_error_errno(r, "Failed to read the TLS file '%s': %m", path);
-        if (!strstr(buf, "-----BEGIN "))
-                return log_error_errno(SYNTHETIC_ERRNO(EBADMSG), "'%s' is not a PEM file", path);
-        *ret = TAKE_PTR(buf);
+        *ret = NULL;
+        if (!c->http_tls_cert)
+                return 0;
+        r = http_tls_read(c->http_tls_cert, c->http_tls_key, ret, &error);
+        if (r == -ENOMEM || (r < 0 && !error))
+                return log_oom();
+        if (r < 0) {
+                log_error("%s", error);
+                if (ret_error)
+                        *ret_error = TAKE_PTR(error);
+                return r;
+        }
         return 0;
 }
 
@@ -719,13 +723,9 @@ int http_new(const HttpDaemon *d, Http **ret) {
                 if (r < 0)
                         return r;
         }
-        if (c->http_tls_cert) {
-                r = read_pem(c->http_tls_cert, &h->tls_cert);
-                if (r >= 0)
-                        r = read_pem(c->http_tls_key, &h->tls_key);
-                if (r < 0)
-                        return r;
-        }
+        r = http_tls_load(c, &h->tls, /* ret_error= */ NULL);
+        if (r < 0)
+                return r;
 
         /* Sockets passed by systemd (stackwatchd.socket) replace the configured ones. */
         n = sd_listen_fds(true);
@@ -786,10 +786,7 @@ Http *http_free(Http *h) {
         free(h->socket_path);
         free(h->token);
         free(h->read_token);
-        free(h->tls_cert);
-        if (h->tls_key) /* the private key does not outlive its use in freed memory */
-                explicit_bzero(h->tls_key, strlen(h->tls_key));
-        free(h->tls_key);
+        http_tls_free(h->tls);
         free(h);
         return NULL;
 }

@@ -14,6 +14,7 @@
 
 #include "base/macro.h"
 #include "daemon-view.h"
+#include "http-tls.h"
 #include "metrics.h"
 
 typedef struct Http Http;
@@ -66,6 +67,9 @@ int http_new(const HttpDaemon *d, Http **ret);
 /* Close the listeners (answering any request still waiting for a capture with 503) and free; NULL-safe. */
 Http *http_free(Http *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Http *, http_free);
+/* The HTTPS pair C names (http.tls_cert, http.tls_key), read and checked (http-tls.h), the error logged (and, with
+ * RET_ERROR, handed over): *RET is NULL without TLS. At start, and by --check-config. */
+int http_tls_load(const Config *c, HttpTls **ret, char **ret_error);
 /* After a reload: read the token file again; listener changes need a restart (logged). */
 int http_reload(Http *h, const Config *old, const Config *new);
 

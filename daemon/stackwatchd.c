@@ -15,6 +15,7 @@
 #include "base/parse-util.h"
 #include "base/time-util.h"
 #include "model/config-load.h"
+#include "http.h"
 #include "journal.h"
 #include "manager.h"
 #include "trigger.h"
@@ -172,6 +173,11 @@ int main(int argc, char **argv) {
                 return EXIT_FAILURE;
         }
         if (arg_check_config) {
+                _cleanup_(http_tls_freep) HttpTls *tls = NULL;
+
+                /* The certificate and key too: a pair the daemon would refuse at start is not "OK". */
+                if (http_tls_load(config, &tls, /* ret_error= */ NULL) < 0)
+                        return EXIT_FAILURE;
                 printf("configuration OK: %zu rule(s), poll interval %llu ms\n", config->n_rules,
                        (unsigned long long) (config->poll_interval_usec / USEC_PER_MSEC));
                 return EXIT_SUCCESS;
