@@ -34,7 +34,7 @@ struct Http {
         size_t n_listeners, n_listeners_allocated;
         char *token;                    /* for TCP listeners, the capture scope (every route); NULL: none */
         char *read_token;               /* the read scope: every route but /stacks; NULL: none */
-        HttpTls *tls;                   /* PEM, checked, read at start: HTTPS on TCP listeners; NULL: plain */
+        HttpTls *tls;                   /* PEM, read at start and reload: HTTPS on TCP listeners; NULL: plain */
         char *socket_path;              /* the unix socket we bound, removed at exit */
 };
 
@@ -44,6 +44,9 @@ struct HttpListener {
         sd_event_source *io, *timer;
         sd_event_source *reaper;        /* at the next request head's deadline */
         bool tcp;                       /* requires the bearer token */
+        bool tls;                       /* HTTPS, with the certificate of the latest load */
+        bool draining;                  /* replaced by a listener with a new certificate: answers the connections it
+                                         * has, takes no new one, and is freed once they are gone */
         unsigned max_connections;       /* MHD_OPTION_CONNECTION_LIMIT: http.max_connections and the reserve */
         HttpAdmit admit;
         char name[128];                 /* for the log: "/run/…/stackwatch.sock" or "http://127.0.0.1:9177" */
@@ -56,7 +59,7 @@ static HttpListener *listener_free(HttpListener *l) {
         sd_event_source_disable_unref(l->timer);
         sd_event_source_disable_unref(l->reaper);
         if (l->mhd)
-                MHD_stop_daemon(l->mhd);
+                MHD_stop_daemon(l->mhd); /* a drained one gave its socket to its successor: it closes no socket */
         http_admit_done(&l->admit);
         free(l);
         return NULL;
@@ -87,12 +90,31 @@ static void listener_reap(HttpListener *l) {
         (void) sd_event_source_set_enabled(l->reaper, SD_EVENT_ONESHOT);
 }
 
+/* A draining listener whose last connection is gone leaves the table. */
+static void listener_drop(HttpListener *l) {
+        Http *h = l->http;
+
+        for (size_t i = 0; i < h->n_listeners; i++)
+                if (h->listeners[i] == l) {
+                        memmove(h->listeners + i, h->listeners + i + 1,
+                                (h->n_listeners - i - 1) * sizeof *h->listeners);
+                        h->n_listeners--;
+                        break;
+                }
+        log_debug("The HTTP server on %s with the previous certificate has no connection left; stopped", l->name);
+        listener_free(l);
+}
+
 static void listener_run(HttpListener *l) {
         MHD_UNSIGNED_LONG_LONG ms;
         bool at_limit = listener_connections(l) >= l->max_connections;
 
         (void) MHD_run(l->mhd);
         listener_reap(l);
+        if (l->draining && listener_connections(l) == 0) {
+                listener_drop(l);
+                return;
+        }
         /* At the connection limit MHD takes its listening socket out of its epoll set, and puts it back only at the
          * start of a later run. When this run freed a slot, that run must come now: nothing else would wake us for
          * the clients waiting in the backlog (after a flood of 200 connections, the socket stayed deaf for good). */
@@ -513,8 +535,9 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
         h->listeners[h->n_listeners++] = l;
 
         bool tls = tcp && h->tls;
-        /* HTTPS with the PEM files read at start, checked by http_tls_read() (GnuTLS, in libmicrohttpd, which
-         * reads them into its credentials when it starts). Without TLS the list ends at once: libmicrohttpd logs every
+        l->tls = tls;
+        /* HTTPS with the PEM files of the latest load, checked by http_tls_read() (GnuTLS, in libmicrohttpd, which
+         * reads them into its credentials at start). Without TLS the list ends at once: libmicrohttpd logs every
          * HTTPS option it is given for a plain listener. */
         struct MHD_OptionItem tls_options[] = {
                 { tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, tls ? h->tls->cert_pem : NULL },
@@ -810,17 +833,75 @@ static int reload_token(const char *path, char **token) {
         return 0;
 }
 
-int http_reload(Http *h, const Config *old, const Config *new) {
-        int r;
+static bool tls_same(const HttpTls *a, const HttpTls *b) {
+        if (!a || !b)
+                return a == b;
+        return streq(a->cert_pem, b->cert_pem) && streq(a->key_pem, b->key_pem);
+}
+
+/* Give the HTTPS listeners the new certificate: libmicrohttpd reads it only when a server starts, so each one hands
+ * its listening socket to a new server with the new pair, and answers the connections it has until they end. New
+ * connections get the new certificate at once, and none is dropped. */
+static int restart_tls_listeners(Http *h) {
+        size_t n = h->n_listeners;
+        int ret = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                HttpListener *old = h->listeners[i];
+                MHD_socket fd;
+                char name[sizeof old->name];
+                int r;
+
+                if (!old->tls || old->draining)
+                        continue;
+                fd = MHD_quiesce_daemon(old->mhd);
+                if (fd == MHD_INVALID_SOCKET) {
+                        log_error("Failed to take the listening socket of %s back from libmicrohttpd; it keeps the "
+                                  "previous certificate", old->name);
+                        ret = -EIO;
+                        continue;
+                }
+                old->draining = true;
+                snprintf(name, sizeof name, "%s", old->name);
+                r = listener_add(h, fd, true, name);
+                if (r < 0)
+                        ret = r; /* logged; the socket is closed, and the old server answers what it has */
+                else
+                        log_info("%s: new TLS certificate in use for new connections", name);
+        }
+        /* The drained ones without a connection go now: nothing else would wake them. */
+        for (size_t i = 0; i < h->n_listeners;) {
+                HttpListener *l = h->listeners[i];
+
+                if (l->draining && listener_connections(l) == 0)
+                        listener_drop(l);
+                else
+                        i++;
+        }
+        return ret;
+}
+
+int http_reload(Http *h, const Config *old, const Config *new, HttpTls *tls) {
+        _cleanup_(http_tls_freep) HttpTls *t = tls;
+        int r, ret = 0;
 
         if (!streq_ptr(old->http_socket, new->http_socket) || !streq_ptr(old->http_listen, new->http_listen) ||
             old->http_socket_mode != new->http_socket_mode || old->http_max_connections != new->http_max_connections ||
             old->http_timeout_usec != new->http_timeout_usec)
                 log_warning("The http section changed; listeners keep their old settings until stackwatchd restarts");
-        if (!streq_ptr(old->http_tls_cert, new->http_tls_cert) || !streq_ptr(old->http_tls_key, new->http_tls_key))
-                log_warning("The TLS files changed; listeners keep the old ones until stackwatchd restarts");
+        if (!h->tls != !t)
+                log_warning("TLS was turned %s; listeners keep their old settings until stackwatchd restarts",
+                            t ? "on" : "off");
+        else if (t && !tls_same(h->tls, t)) {
+                http_tls_free(h->tls);
+                h->tls = TAKE_PTR(t);
+                ret = restart_tls_listeners(h);
+        }
         r = reload_token(new->http_token_file, &h->token);
-        if (r >= 0)
-                r = reload_token(new->http_read_token_file, &h->read_token);
-        return r;
+        if (r < 0 && ret >= 0)
+                ret = r;
+        r = reload_token(new->http_read_token_file, &h->read_token);
+        if (r < 0 && ret >= 0)
+                ret = r;
+        return ret;
 }

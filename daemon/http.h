@@ -68,10 +68,13 @@ int http_new(const HttpDaemon *d, Http **ret);
 Http *http_free(Http *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Http *, http_free);
 /* The HTTPS pair C names (http.tls_cert, http.tls_key), read and checked (http-tls.h), the error logged (and, with
- * RET_ERROR, handed over): *RET is NULL without TLS. At start, and by --check-config. */
+ * RET_ERROR, handed over: the reload reports it): *RET is NULL without TLS. At start, at reload before the new
+ * configuration is taken (a bad pair refuses the reload), and by --check-config. */
 int http_tls_load(const Config *c, HttpTls **ret, char **ret_error);
-/* After a reload: read the token file again; listener changes need a restart (logged). */
-int http_reload(Http *h, const Config *old, const Config *new);
+/* After a reload: read the token files again; a new certificate and key (TLS, from http_tls_load(), taken over) go
+ * to new connections at once (each HTTPS listener's socket moves to a server with the new pair, the old one ends
+ * with its last connection); other listener changes need a restart (logged). */
+int http_reload(Http *h, const Config *old, const Config *new, HttpTls *tls);
 
 /* ---- for the handler ---- */
 

@@ -494,6 +494,7 @@ static void manager_reload_failed(Manager *m, const char *first_error, size_t n_
 
 int manager_reload(Manager *m) {
         _cleanup_(config_freep) Config *c = NULL;
+        _cleanup_(http_tls_freep) HttpTls *tls = NULL;
         ConfigErrors errs = {};
         Config *old;
         int r;
@@ -513,6 +514,17 @@ int manager_reload(Manager *m) {
                 config_errors_done(&errs);
                 return r;
         }
+        /* A certificate and key that fail their checks refuse the reload, as a broken file does: the listeners
+         * keep the pair they have. */
+        if (m->http) {
+                _cleanup_free_ char *error = NULL;
+
+                r = http_tls_load(c, &tls, &error);
+                if (r < 0) {
+                        manager_reload_failed(m, error ?: strerror(-r), 1);
+                        return r;
+                }
+        }
         old = m->config;
         m->config = TAKE_PTR(c);
         r = manager_apply_config(m);
@@ -525,7 +537,7 @@ int manager_reload(Manager *m) {
                 return r;
         }
         if (m->http)
-                (void) http_reload(m->http, old, m->config);
+                (void) http_reload(m->http, old, m->config, TAKE_PTR(tls));
         if (m->hooks)
                 hooks_set_limits(m->hooks, m->config->hook_timeout_usec, m->config->hook_max_running);
         config_free(old);

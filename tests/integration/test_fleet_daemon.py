@@ -85,6 +85,61 @@ def test_check_config_and_start_name_a_bad_tls_pair(tmp_path, pki):
     assert r.returncode != 0 and f"The TLS key '{pki}/b.key' is not the key of the certificate" in r.stderr, r.stderr
 
 
+def served_certificate(address):
+    """The certificate the server presents to a new connection, as PEM (not verified: we compare it)."""
+    return ssl.get_server_certificate(address, timeout=10)
+
+
+def same_cert(pem_a, pem_b):
+    return ssl.PEM_cert_to_DER_cert(pem_a) == ssl.PEM_cert_to_DER_cert(pem_b)
+
+
+def test_sighup_takes_a_new_certificate_and_refuses_a_broken_one(daemon, pki, tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_bytes((pki / "a.pem").read_bytes())
+    key.write_bytes((pki / "a.key").read_bytes())
+    d = daemon(TLS_CONFIG.format(pki=pki, cert=cert, key=key))
+    m = wait_until(lambda: re.search(r"^Listening on https://([0-9.]+):(\d+) \(TLS", d.log_text(), re.M),
+                   what="the TLS listener")
+    address = (m.group(1), int(m.group(2)))
+    assert same_cert(served_certificate(address), (pki / "a.pem").read_text())
+
+    # A connection made before the reload keeps working after it (it is answered by the server it came to).
+    ctx = ssl.create_default_context(cafile=str(pki / "a.pem"))
+    early = ctx.wrap_socket(socket.create_connection(address, timeout=10), server_hostname="127.0.0.1")
+
+    # The renewed pair, in place, then SIGHUP: new connections get it.
+    cert.write_bytes((pki / "b.pem").read_bytes())
+    key.write_bytes((pki / "b.key").read_bytes())
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "Configuration reloaded" in d.log_text(), what="the reload")
+    assert "new TLS certificate in use for new connections" in d.log_text()
+    assert same_cert(served_certificate(address), (pki / "b.pem").read_text())
+    early.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer capture-secret\r\n"
+                  b"Connection: close\r\n\r\n")
+    reply = b""
+    while chunk := early.recv(4096):
+        reply += chunk
+    early.close()
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    ctx_b = ssl.create_default_context(cafile=str(pki / "b.pem"))
+    with ctx_b.wrap_socket(socket.create_connection(address, timeout=10), server_hostname="127.0.0.1") as s:
+        s.sendall(b"GET /rules HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer capture-secret\r\n"
+                  b"Connection: close\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+
+    # A key that does not match: the reload is refused as a broken configuration is, the certificate stays.
+    key.write_bytes((pki / "a.key").read_bytes())
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "Configuration reload failed" in d.log_text(), what="the refused reload")
+    assert f"The TLS key '{key}' is not the key of the certificate '{cert}'" in d.log_text()
+    health = d.get_json("/healthz")
+    assert health["config"]["reload"] == "failed", health
+    assert health["config"]["error"] == f"The TLS key '{key}' is not the key of the certificate '{cert}'", health
+    assert "stackwatch_config_last_reload_successful 0\n" in d.get("/metrics")[2].decode()
+    assert same_cert(served_certificate(address), (pki / "b.pem").read_text())
+
+
 # ---- /metrics: the host ----
 
 def test_metrics_name_the_host(daemon):
