@@ -32,8 +32,10 @@ struct Http {
         HttpDaemon daemon;
         HttpListener **listeners;
         size_t n_listeners, n_listeners_allocated;
-        char *token;                    /* for TCP listeners, the capture scope (every route); NULL: none */
-        char *read_token;               /* the read scope: every route but /stacks; NULL: none */
+        /* For TCP listeners, the capture scope (every route) and the read scope (every route but /stacks): each the
+         * tokens of its file, two while one is rotated; none: NULL. */
+        char *token[TOKEN_FILE_TOKENS_MAX];
+        char *read_token[TOKEN_FILE_TOKENS_MAX];
         HttpTls *tls;                   /* PEM, read at start and reload: HTTPS on TCP listeners; NULL: plain */
         char *socket_path;              /* the unix socket we bound, removed at exit */
 };
@@ -308,6 +310,16 @@ typedef enum HttpScope {
         HTTP_SCOPE_CAPTURE,
 } HttpScope;
 
+/* Whether GIVEN is one of TOKENS (every one compared, whichever matches). */
+static bool tokens_match(char *const tokens[static TOKEN_FILE_TOKENS_MAX], const char *given) {
+        bool match = false;
+
+        for (size_t i = 0; i < TOKEN_FILE_TOKENS_MAX; i++)
+                if (tokens[i])
+                        match |= token_matches(tokens[i], given);
+        return match;
+}
+
 static HttpScope authorized(const HttpListener *l, struct MHD_Connection *c) {
         const char *v;
 
@@ -319,9 +331,9 @@ static HttpScope authorized(const HttpListener *l, struct MHD_Connection *c) {
         v += 7;
         while (*v == ' ')
                 v++;
-        /* Both compared, whichever matches, so that the timing says nothing about which one is configured. */
-        bool capture = l->http->token && token_matches(l->http->token, v);
-        bool read = l->http->read_token && token_matches(l->http->read_token, v);
+        /* Both scopes compared, whichever matches, so that the timing says nothing about which one is configured. */
+        bool capture = tokens_match(l->http->token, v);
+        bool read = tokens_match(l->http->read_token, v);
         return capture ? HTTP_SCOPE_CAPTURE : read ? HTTP_SCOPE_READ : HTTP_SCOPE_NONE;
 }
 
@@ -449,7 +461,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                         return h->daemon.handler.health_public(h->daemon.handler.userdata, h, c); /* whether it is up reveals nothing */
                 if (scope == HTTP_SCOPE_NONE)
                         return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
-                                                l->http->token || l->http->read_token
+                                                l->http->token[0] || l->http->read_token[0]
                                                         ? "missing or wrong bearer token"
                                                         : "no token configured: this listener serves nothing");
                 /* A read token (a Prometheus credential) never stops a thread. */
@@ -690,20 +702,32 @@ static int listen_tcp(Http *h) {
         return listener_add(h, TAKE_FD(fd), true, name);
 }
 
-/* The token: one line of a file only root (or the daemon's user) should read. */
-static int read_token(const char *path, char **ret) {
+static void tokens_free(char *tokens[static TOKEN_FILE_TOKENS_MAX]) {
+        for (size_t i = 0; i < TOKEN_FILE_TOKENS_MAX; i++)
+                if (tokens[i]) {
+                        explicit_bzero(tokens[i], strlen(tokens[i]));
+                        tokens[i] = mfree(tokens[i]);
+                }
+}
+
+/* The tokens: a line each of a file only root (or the daemon's user) should read, two while one is rotated. */
+static int read_tokens(const char *path, char *ret[static TOKEN_FILE_TOKENS_MAX]) {
         struct stat st;
+        size_t n;
         int r;
 
         if (stat(path, &st) == 0 && (st.st_mode & 0004))
                 log_warning("Token file '%s' is readable by everyone; anyone on this machine can use the API", path);
-        r = token_file_read(path, ret);
+        r = token_file_read_all(path, ret, &n);
         if (r == -ENOMEM)
                 return log_oom();
         if (token_file_strerror(r))
                 return log_error_errno(r, "Token file '%s' is not usable: %s", path, token_file_strerror(r));
         if (r < 0)
                 return log_error_errno(r, "Failed to read the token file '%s': %m", path);
+        if (n > 1)
+                log_info("Token file '%s' holds %zu tokens: each is accepted (a rotation; remove the old one when "
+                         "every client has the new one)", path, n);
         return 0;
 }
 
@@ -737,12 +761,12 @@ int http_new(const HttpDaemon *d, Http **ret) {
         h->daemon = *d;
         c = http_config(h);
         if (c->http_token_file) {
-                r = read_token(c->http_token_file, &h->token);
+                r = read_tokens(c->http_token_file, h->token);
                 if (r < 0)
                         return r;
         }
         if (c->http_read_token_file) {
-                r = read_token(c->http_read_token_file, &h->read_token);
+                r = read_tokens(c->http_read_token_file, h->read_token);
                 if (r < 0)
                         return r;
         }
@@ -768,7 +792,7 @@ int http_new(const HttpDaemon *d, Http **ret) {
                         if (getsockname(fd, (struct sockaddr *) &ss, &len) < 0)
                                 return log_error_errno(errno, "Failed to get the address of fd %d: %m", fd);
                         format_inet(&ss, name, sizeof name);
-                        if (!h->token)
+                        if (!h->token[0])
                                 log_warning("%s was passed by systemd but http.token_file is not set: every request "
                                             "on it gets 401", name);
                         r = listener_add(h, fd, true, name);
@@ -807,29 +831,29 @@ Http *http_free(Http *h) {
         if (h->socket_path)
                 (void) unlink(h->socket_path);
         free(h->socket_path);
-        free(h->token);
-        free(h->read_token);
+        tokens_free(h->token);
+        tokens_free(h->read_token);
         http_tls_free(h->tls);
         free(h);
         return NULL;
 }
 
-/* A token file read again on reload: a new token, none when the key is gone, the previous one when unreadable. */
-static int reload_token(const char *path, char **token) {
-        _cleanup_free_ char *t = NULL;
+/* A token file read again on reload: new tokens, none when the key is gone, the previous ones when unreadable. */
+static int reload_tokens(const char *path, char *tokens[static TOKEN_FILE_TOKENS_MAX]) {
+        char *t[TOKEN_FILE_TOKENS_MAX] = {};
         int r;
 
         if (!path) {
-                *token = mfree(*token);
+                tokens_free(tokens);
                 return 0;
         }
-        r = read_token(path, &t);
+        r = read_tokens(path, t);
         if (r < 0) {
-                log_warning("Keeping the previous token of '%s'", path);
+                log_warning("Keeping the previous token(s) of '%s'", path);
                 return r;
         }
-        free(*token);
-        *token = TAKE_PTR(t);
+        tokens_free(tokens);
+        memcpy(tokens, t, sizeof t);
         return 0;
 }
 
@@ -897,10 +921,10 @@ int http_reload(Http *h, const Config *old, const Config *new, HttpTls *tls) {
                 h->tls = TAKE_PTR(t);
                 ret = restart_tls_listeners(h);
         }
-        r = reload_token(new->http_token_file, &h->token);
+        r = reload_tokens(new->http_token_file, h->token);
         if (r < 0 && ret >= 0)
                 ret = r;
-        r = reload_token(new->http_read_token_file, &h->read_token);
+        r = reload_tokens(new->http_read_token_file, h->read_token);
         if (r < 0 && ret >= 0)
                 ret = r;
         return ret;

@@ -283,8 +283,8 @@ static void fuzz_view(void *userdata, DaemonView *ret) {
 /* The transport as http_new() would set it up, minus the listeners; its handler, the routes, is wired at start. */
 static Http fuzz_http = {
         .daemon = { .view = fuzz_view, .metrics = &fuzz_metrics },
-        .token = (char *) "capture-token-0123456789",
-        .read_token = (char *) "read-token-0123456789",
+        .token = { (char *) "capture-token-0123456789" },
+        .read_token = { (char *) "read-token-0123456789" },
 };
 static HttpRoutes *fuzz_routes;
 

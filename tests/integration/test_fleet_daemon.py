@@ -140,6 +140,59 @@ def test_sighup_takes_a_new_certificate_and_refuses_a_broken_one(daemon, pki, tm
     assert same_cert(served_certificate(address), (pki / "b.pem").read_text())
 
 
+# ---- tokens: two per scope while one is rotated ----
+
+TOKEN_CONFIG = """
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+http:
+  socket: "@SOCKET@"
+  listen: 127.0.0.1:0
+  token_file: {token}
+  read_token_file: {read_token}
+rules: []
+"""
+
+
+def status(addr, path, token=None):
+    return http_get(addr, path, headers={"Authorization": f"Bearer {token}"} if token else {})[0]
+
+
+def test_a_token_file_with_two_tokens_accepts_both_during_a_rotation(daemon, tmp_path):
+    token, read_token = tmp_path / "token", tmp_path / "read-token"
+    token.write_text("old-capture\nnew-capture\n")
+    read_token.write_text("old-read\r\nnew-read\r\n")
+    for f in (token, read_token):
+        f.chmod(0o600)
+    d = daemon(TOKEN_CONFIG.format(token=token, read_token=read_token))
+    addr = d.tcp_address()
+    assert f"Token file '{token}' holds 2 tokens: each is accepted" in d.log_text()
+    for t in ("old-capture", "new-capture", "old-read", "new-read"):
+        assert status(addr, "/rules", t) == 200, t
+    assert status(addr, "/stacks/1", "new-read") == 403
+    assert status(addr, "/rules", "other") == 401
+    # Every client has the new ones: the old lines go, and a reload makes them refused.
+    token.write_text("new-capture\n")
+    read_token.write_text("new-read\n")
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: status(addr, "/rules", "old-capture") == 401, what="the old token refused")
+    assert status(addr, "/rules", "old-read") == 401
+    assert status(addr, "/rules", "new-capture") == 200 and status(addr, "/rules", "new-read") == 200
+
+
+def test_a_token_file_with_three_tokens_is_refused(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("one\ntwo\nthree\n")
+    token.chmod(0o600)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"archive:\n  directory: {tmp_path}/a\nhttp:\n  socket: {tmp_path}/s.sock\n"
+                   f"  listen: 127.0.0.1:0\n  token_file: {token}\nrules: []\n")
+    r = subprocess.run([STACKWATCHD, "--config", str(cfg), "--rules-dir", "/nonexistent"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode != 0 and f"Token file '{token}' is not usable: it holds more than 2 tokens" in r.stderr, r
+
+
 # ---- /metrics: the host ----
 
 def test_metrics_name_the_host(daemon):

@@ -70,4 +70,43 @@ START_TEST(test_token_file) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("token-file", test_token_file)
+/* The daemon's side: one token, or two during a rotation; never a third, and each line as strict as the one. */
+START_TEST(test_token_file_read_all) {
+        static const struct {
+                const char *data;
+                int ret;
+                const char *tokens[TOKEN_FILE_TOKENS_MAX];
+        } cases[] = {
+                { "s3cret\n", 0, { "s3cret" } },
+                { "old-one\nnew-one\n", 0, { "old-one", "new-one" } },
+                { "old-one \r\n\nnew-one\r\n\n", 0, { "old-one", "new-one" } },
+                { "\n\n", -ENODATA, {} },
+                { "a\nb\nc\n", -ETOOMANYREFS, {} },
+                { "good\ntwo words\n", -EINVAL, {} },
+                { "good\nesc\x1b[2J\n", -EINVAL, {} },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *path = write_tmp(cases[i].data, strlen(cases[i].data));
+                char *tok[TOKEN_FILE_TOKENS_MAX];
+                size_t n = 99;
+                int r = token_file_read_all(path, tok, &n);
+
+                ck_assert_msg(r == cases[i].ret, "case %zu: %d", i, r);
+                for (size_t k = 0; k < TOKEN_FILE_TOKENS_MAX; k++) {
+                        if (r == 0 && cases[i].tokens[k])
+                                ck_assert_str_eq(tok[k], cases[i].tokens[k]);
+                        else
+                                ck_assert_ptr_null(tok[k]);
+                        free(tok[k]);
+                }
+                if (r == 0)
+                        ck_assert_uint_eq(n, cases[i].tokens[1] ? 2 : 1);
+                else
+                        ck_assert_ptr_nonnull(token_file_strerror(r));
+                unlink(path);
+        }
+}
+END_TEST
+
+UNIT_TEST_MAIN("token-file", test_token_file, test_token_file_read_all)
