@@ -18,6 +18,7 @@
 #include <systemd/sd-event.h>
 
 #include "base/alloc-util.h"
+#include "base/escape.h"
 #include "base/io-util.h"
 #include "base/json-util.h"
 #include "base/log.h"
@@ -27,6 +28,10 @@
 #include "http-admit.h"
 #include "http-tls.h"
 #include "http.h"
+
+/* Refused requests (401, 403) logged: at most this many lines per interval, then one line with how many more. */
+#define HTTP_AUTH_LOG_BURST 5U
+#define HTTP_AUTH_LOG_INTERVAL_USEC (10ULL * USEC_PER_SEC)
 
 struct Http {
         HttpDaemon daemon;
@@ -38,6 +43,11 @@ struct Http {
         char *read_token[TOKEN_FILE_TOKENS_MAX];
         HttpTls *tls;                   /* PEM, read at start and reload: HTTPS on TCP listeners; NULL: plain */
         char *socket_path;              /* the unix socket we bound, removed at exit */
+        /* The log of refused requests, rate-limited: lines written in the interval that began at auth_log_start,
+         * and those left out, reported by auth_log_timer at the interval's end. */
+        uint64_t auth_log_start;
+        unsigned auth_logged, auth_suppressed;
+        sd_event_source *auth_log_timer;
 };
 
 struct HttpListener {
@@ -320,14 +330,17 @@ static bool tokens_match(char *const tokens[static TOKEN_FILE_TOKENS_MAX], const
         return match;
 }
 
-static HttpScope authorized(const HttpListener *l, struct MHD_Connection *c) {
+static HttpScope authorized(const HttpListener *l, struct MHD_Connection *c, bool *ret_missing) {
         const char *v;
 
+        *ret_missing = false;
         if (!l->tcp)
                 return HTTP_SCOPE_CAPTURE; /* the unix socket's mode and group are the access control */
         v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        if (!v || strncasecmp(v, "Bearer ", 7) != 0)
+        if (!v || strncasecmp(v, "Bearer ", 7) != 0) {
+                *ret_missing = true;
                 return HTTP_SCOPE_NONE;
+        }
         v += 7;
         while (*v == ' ')
                 v++;
@@ -335,6 +348,73 @@ static HttpScope authorized(const HttpListener *l, struct MHD_Connection *c) {
         bool capture = tokens_match(l->http->token, v);
         bool read = tokens_match(l->http->read_token, v);
         return capture ? HTTP_SCOPE_CAPTURE : read ? HTTP_SCOPE_READ : HTTP_SCOPE_NONE;
+}
+
+/* ---- refused requests: counted, and logged with the peer at most HTTP_AUTH_LOG_BURST times an interval ---- */
+
+static const char *const auth_failure_what[_HTTP_AUTH_FAILURE_MAX] = {
+        [HTTP_AUTH_FAILURE_MISSING] = "no bearer token",
+        [HTTP_AUTH_FAILURE_WRONG] = "a wrong bearer token",
+        [HTTP_AUTH_FAILURE_SCOPE] = "a read token on a capture route",
+};
+
+static int on_auth_log_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Http *h = userdata;
+
+        if (h->auth_suppressed > 0)
+                log_warning("… %u more refused HTTP request(s) suppressed in the last %llu s", h->auth_suppressed,
+                            (unsigned long long) (HTTP_AUTH_LOG_INTERVAL_USEC / USEC_PER_SEC));
+        h->auth_suppressed = 0;
+        h->auth_logged = 0;
+        h->auth_log_start = 0;
+        return 0;
+}
+
+/* The peer as the log shows it: "192.0.2.1 port 4711", "[2001:db8::1] port 4711". */
+static void format_peer(struct MHD_Connection *c, char *buf, size_t size) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        char addr[INET6_ADDRSTRLEN] = "?";
+
+        snprintf(buf, size, "an unknown peer");
+        if (!info || !info->client_addr)
+                return;
+        if (info->client_addr->sa_family == AF_INET) {
+                const struct sockaddr_in *in = (const struct sockaddr_in *) info->client_addr;
+                inet_ntop(AF_INET, &in->sin_addr, addr, sizeof addr);
+                snprintf(buf, size, "%s port %u", addr, ntohs(in->sin_port));
+        } else if (info->client_addr->sa_family == AF_INET6) {
+                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *) info->client_addr;
+                inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof addr);
+                snprintf(buf, size, "[%s] port %u", addr, ntohs(in6->sin6_port));
+        }
+}
+
+/* Count a refused request and log it, unless this interval's lines are spent: then the timer at the interval's end
+ * says how many were left out. A client guessing tokens cannot flood the journal, and is still seen. */
+static void auth_failed(HttpListener *l, struct MHD_Connection *c, HttpAuthFailure why, const char *url,
+                        unsigned status) {
+        Http *h = l->http;
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        char peer[INET6_ADDRSTRLEN + 32];
+        _cleanup_free_ char *u = NULL;
+
+        h->daemon.metrics->http_auth_failures[why]++;
+        if (h->auth_log_start == 0) {
+                h->auth_log_start = now;
+                if (h->auth_log_timer) {
+                        (void) sd_event_source_set_time(h->auth_log_timer, now + HTTP_AUTH_LOG_INTERVAL_USEC);
+                        (void) sd_event_source_set_enabled(h->auth_log_timer, SD_EVENT_ONESHOT);
+                }
+        }
+        if (h->auth_logged >= HTTP_AUTH_LOG_BURST) {
+                h->auth_suppressed++;
+                return;
+        }
+        h->auth_logged++;
+        format_peer(c, peer, sizeof peer);
+        u = escape_string(url);
+        log_warning("Refused HTTP request from %s for \"%s\" on %s: %s (%u)", peer, u ?: "?", l->name,
+                    auth_failure_what[why], status);
 }
 
 /* What we keep per connection (MHD's socket context). */
@@ -454,21 +534,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                         return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                                 "a NUL byte (or whitespace other than one space after a colon) in "
                                                 "the request line or headers");
-                HttpScope scope = authorized(l, c);
+                bool missing;
+                HttpScope scope = authorized(l, c, &missing);
 
                 if (scope == HTTP_SCOPE_NONE && streq(url, API_ROUTE_HEALTHZ) &&
                     (streq(method, MHD_HTTP_METHOD_GET) || streq(method, MHD_HTTP_METHOD_HEAD)))
                         return h->daemon.handler.health_public(h->daemon.handler.userdata, h, c); /* whether it is up reveals nothing */
-                if (scope == HTTP_SCOPE_NONE)
+                if (scope == HTTP_SCOPE_NONE) {
+                        auth_failed(l, c, missing ? HTTP_AUTH_FAILURE_MISSING : HTTP_AUTH_FAILURE_WRONG, url,
+                                    MHD_HTTP_UNAUTHORIZED);
                         return http_reply_error(h, c, MHD_HTTP_UNAUTHORIZED,
                                                 l->http->token[0] || l->http->read_token[0]
                                                         ? "missing or wrong bearer token"
                                                         : "no token configured: this listener serves nothing");
+                }
                 /* A read token (a Prometheus credential) never stops a thread. */
-                if (scope < HTTP_SCOPE_CAPTURE && startswith(url, API_ROUTE_STACKS))
+                if (scope < HTTP_SCOPE_CAPTURE && startswith(url, API_ROUTE_STACKS)) {
+                        auth_failed(l, c, HTTP_AUTH_FAILURE_SCOPE, url, MHD_HTTP_FORBIDDEN);
                         return http_reply_error(h, c, MHD_HTTP_FORBIDDEN,
                                                 "this token may read, not capture: /stacks needs the capture token "
                                                 "(http.token_file)");
+                }
                 return MHD_YES;
         }
         if (*con_cls != &http_request_seen)
@@ -773,6 +859,12 @@ int http_new(const HttpDaemon *d, Http **ret) {
         r = http_tls_load(c, &h->tls, /* ret_error= */ NULL);
         if (r < 0)
                 return r;
+        r = sd_event_add_time(h->daemon.event, &h->auth_log_timer, CLOCK_MONOTONIC, UINT64_MAX, USEC_PER_SEC,
+                              on_auth_log_timer, h);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(h->auth_log_timer, SD_EVENT_OFF);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add a timer to the event loop: %m");
 
         /* Sockets passed by systemd (stackwatchd.socket) replace the configured ones. */
         n = sd_listen_fds(true);
@@ -834,6 +926,7 @@ Http *http_free(Http *h) {
         tokens_free(h->token);
         tokens_free(h->read_token);
         http_tls_free(h->tls);
+        sd_event_source_disable_unref(h->auth_log_timer);
         free(h);
         return NULL;
 }

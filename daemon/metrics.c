@@ -37,6 +37,14 @@ CaptureOutcome capture_outcome_from_error(int error) {
         }
 }
 
+static const char *const http_auth_failure_table[_HTTP_AUTH_FAILURE_MAX] = {
+        [HTTP_AUTH_FAILURE_MISSING] = "missing",
+        [HTTP_AUTH_FAILURE_WRONG] = "wrong",
+        [HTTP_AUTH_FAILURE_SCOPE] = "scope",
+};
+
+DEFINE_STRING_TABLE_LOOKUP(http_auth_failure, HttpAuthFailure);
+
 void metrics_done(Metrics *m) {
         for (size_t i = 0; i < m->n_rules; i++)
                 free(m->rules[i].rule);
@@ -367,6 +375,11 @@ int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len
                 (unsigned long long) mt->http_cut_head_deadline);
         fprintf(f, "stackwatch_http_connections_cut_total{reason=\"room\"} %llu\n",
                 (unsigned long long) mt->http_cut_room);
+        header(f, "stackwatch_http_auth_failures_total", "counter",
+               "HTTP requests refused for their bearer token: missing, wrong, or a read token on /stacks (scope).");
+        for (HttpAuthFailure a = 0; a < _HTTP_AUTH_FAILURE_MAX; a++)
+                fprintf(f, "stackwatch_http_auth_failures_total{reason=\"%s\"} %llu\n",
+                        http_auth_failure_to_string(a), (unsigned long long) mt->http_auth_failures[a]);
 
         render_process(m, now, now_real, f);
 

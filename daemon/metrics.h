@@ -32,6 +32,18 @@ typedef struct MetricsRule {
         uint64_t captures[_CAPTURE_OUTCOME_MAX];
 } MetricsRule;
 
+/* Why a request on a TCP listener was refused (401, 403): the label of stackwatch_http_auth_failures_total. */
+typedef enum HttpAuthFailure {
+        HTTP_AUTH_FAILURE_MISSING,      /* no bearer token: 401 */
+        HTTP_AUTH_FAILURE_WRONG,        /* a token that is none of the configured ones: 401 */
+        HTTP_AUTH_FAILURE_SCOPE,        /* a read token on /stacks: 403 */
+        _HTTP_AUTH_FAILURE_MAX,
+        _HTTP_AUTH_FAILURE_INVALID = -EINVAL,
+} HttpAuthFailure;
+
+const char *http_auth_failure_to_string(HttpAuthFailure f);
+HttpAuthFailure http_auth_failure_from_string(const char *s);
+
 typedef struct MetricsHttp {
         unsigned code;
         uint64_t count;
@@ -51,6 +63,7 @@ typedef struct Metrics {
         size_t n_http, n_http_allocated;
         uint64_t http_cut_head_deadline; /* connections cut: a request head past its deadline */
         uint64_t http_cut_room;         /* connections cut to make room (or refused) */
+        uint64_t http_auth_failures[_HTTP_AUTH_FAILURE_MAX]; /* requests refused for their token, by reason */
         uint64_t problem_threads_dropped; /* problem threads left out of stackwatch_problem_threads by the cap */
         uint64_t lock_probes[_LOCK_PROBE_VERDICT_MAX]; /* lock probes (lock-probe.h) ended, by verdict */
 } Metrics;

@@ -193,6 +193,46 @@ def test_a_token_file_with_three_tokens_is_refused(tmp_path):
     assert r.returncode != 0 and f"Token file '{token}' is not usable: it holds more than 2 tokens" in r.stderr, r
 
 
+# ---- refused requests: logged, rate-limited, counted ----
+
+def metric(text, name):
+    m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_refused_requests_are_logged_with_the_peer_and_counted(daemon, tmp_path):
+    token, read_token = tmp_path / "token", tmp_path / "read-token"
+    token.write_text("capture-secret\n")
+    read_token.write_text("read-secret\n")
+    for f in (token, read_token):
+        f.chmod(0o600)
+    d = daemon(TOKEN_CONFIG.format(token=token, read_token=read_token))
+    addr = d.tcp_address()
+    for _ in range(3):
+        assert status(addr, "/rules") == 401
+    for _ in range(4):
+        assert status(addr, "/processes", "guessed") == 401
+    assert status(addr, "/stacks/1", "read-secret") == 403
+    assert status(addr, "/rules", "read-secret") == 200 and status(addr, "/healthz") == 200
+
+    metrics = d.get("/metrics")[2].decode()
+    assert metric(metrics, 'stackwatch_http_auth_failures_total{reason="missing"}') == 3, metrics
+    assert metric(metrics, 'stackwatch_http_auth_failures_total{reason="wrong"}') == 4
+    assert metric(metrics, 'stackwatch_http_auth_failures_total{reason="scope"}') == 1
+
+    # The first five are logged with who sent them; the other three are summed up at the interval's end.
+    lines = re.findall(r"^Refused HTTP request from 127\.0\.0\.1 port \d+ for \"([^\"]*)\" on http://[0-9.:]+: "
+                       r"(.*)$", d.log_text(), re.M)
+    assert lines == [("/rules", "no bearer token (401)")] * 3 + [("/processes", "a wrong bearer token (401)")] * 2, \
+        d.log_text()[-3000:]
+    wait_until(lambda: "… 3 more refused HTTP request(s) suppressed in the last 10 s" in d.log_text(), timeout=20,
+               what="the suppressed count")
+    # A new interval logs again.
+    assert status(addr, "/rules", "guessed-again") == 401
+    wait_until(lambda: len(re.findall(r"^Refused HTTP request from", d.log_text(), re.M)) == 6,
+               what="the next interval's line")
+
+
 # ---- /metrics: the host ----
 
 def test_metrics_name_the_host(daemon):
