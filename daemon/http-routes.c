@@ -339,8 +339,9 @@ static enum MHD_Result route_stacks(HttpRoutes *rt, Http *h, struct MHD_Connecti
                 safe_close(p->fd);
                 free(p);
                 if (r == -EAGAIN)
-                        return http_reply_retry(h, c, retry, "capture budget spent (%u per minute)",
-                                                routes_view(rt).config->max_per_minute);
+                        return http_reply_retry(h, c, retry, "the API's capture budget is spent (%u per minute, "
+                                                "http.max_captures_per_minute)",
+                                                routes_view(rt).config->http_max_captures_per_minute);
                 if (r == -EBUSY)
                         return http_reply_retry(h, c, retry, "too many captures in flight (%u)", rt->daemon.captures_max);
                 if (r == -ESHUTDOWN)

@@ -217,7 +217,9 @@ static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char 
         return 0;
 }
 
-/* HttpRoutesDaemon.capture_live: a capture for GET /stacks/PID, through the same budget as the rules. */
+/* HttpRoutesDaemon.capture_live: a capture for GET /stacks/PID, within the API's own budget
+ * (http.max_captures_per_minute): a client polling /stacks cannot spend the snapshots the rules take, nor the rules
+ * leave an operator without a capture. Captures in flight are one cap for both (MANAGER_JOBS_MAX). */
 static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, unsigned peers, int output_fd,
                                 CaptureJobFormat format, CaptureJobDone done, void *userdata,
                                 uint64_t *ret_retry_usec) {
@@ -239,9 +241,10 @@ static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, un
                 *ret_retry_usec = USEC_PER_SEC;
                 return -EBUSY;
         }
-        if (!trigger_budget_take(&m->trigger, m->config, now)) {
+        if (!capture_budget_take(&m->api_budget, m->config->http_max_captures_per_minute, now)) {
                 m->metrics.captures_refused++;
-                *ret_retry_usec = trigger_budget_wait_usec(&m->trigger, m->config, now);
+                *ret_retry_usec = capture_budget_wait_usec(&m->api_budget, m->config->http_max_captures_per_minute,
+                                                           now);
                 return -EAGAIN;
         }
         manager_capture_options(m, &spec.options);
@@ -640,6 +643,7 @@ Manager *manager_free(Manager *m) {
         lock_probes_free(m->lock_probes);
         sd_event_unref(m->event);
         archive_free(m->archive);
+        capture_budget_done(&m->api_budget);
         owed_done(&m->owed);
         trigger_done(&m->trigger);
         scanner_free(m->scanner);

@@ -8,6 +8,7 @@
 
 #include "model/config.h"
 #include "store/archive.h"
+#include "capture-budget.h"
 #include "capture-job.h"
 #include "firing.h"
 #include "hooks.h"
@@ -37,6 +38,7 @@ struct Manager {
         LockProbes *lock_probes;        /* confirm the scanner's lock-retry suspects, in children */
         Owed owed;                      /* which parked waits something owes: blocked, or waiting */
         Trigger trigger;
+        CaptureBudget api_budget;       /* GET /stacks/PID: http.max_captures_per_minute, apart from the rules' */
         Archive *archive;
 
         ManagerJob **jobs;

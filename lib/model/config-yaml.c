@@ -927,6 +927,8 @@ static const ConfigKey http_keys[] = {
             .min = CONFIG_HTTP_MAX_CONNECTIONS_MIN, .max = CONFIG_HTTP_MAX_CONNECTIONS_MAX),
         KEY("timeout", CONFIG_NODE_SCALAR, parse_duration, Config, http_timeout_usec,
             .min = CONFIG_HTTP_TIMEOUT_MIN_USEC, .max = CONFIG_HTTP_TIMEOUT_MAX_USEC),
+        KEY("max_captures_per_minute", CONFIG_NODE_SCALAR, parse_unsigned, Config, http_max_captures_per_minute,
+            .min = CONFIG_MAX_PER_MINUTE_MIN, .max = CONFIG_MAX_PER_MINUTE_MAX),
 };
 static const ConfigTable http_table = { "in \"http\"", http_keys, ELEMENTSOF(http_keys) };
 

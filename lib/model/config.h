@@ -35,6 +35,7 @@
 #define CONFIG_DEFAULT_HTTP_SOCKET_MODE 0660
 #define CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS 64
 #define CONFIG_DEFAULT_HTTP_TIMEOUT_USEC (10 * USEC_PER_SEC)
+#define CONFIG_DEFAULT_HTTP_MAX_CAPTURES_PER_MINUTE 12  /* GET /stacks/PID: its own budget, apart from the rules' */
 #define CONFIG_DEFAULT_HOOK_TIMEOUT_USEC (30 * USEC_PER_SEC)
 #define CONFIG_DEFAULT_HOOK_MAX_RUNNING 4
 #define CONFIG_DEFAULT_HOOK_REPEAT_USEC (5 * CONFIG_USEC_PER_MINUTE)
@@ -61,6 +62,7 @@
                 .http_socket_mode = CONFIG_DEFAULT_HTTP_SOCKET_MODE,    \
                 .http_max_connections = CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS, \
                 .http_timeout_usec = CONFIG_DEFAULT_HTTP_TIMEOUT_USEC,  \
+                .http_max_captures_per_minute = CONFIG_DEFAULT_HTTP_MAX_CAPTURES_PER_MINUTE, \
                 .hook_timeout_usec = CONFIG_DEFAULT_HOOK_TIMEOUT_USEC,  \
                 .hook_max_running = CONFIG_DEFAULT_HOOK_MAX_RUNNING,    \
                 .hook_repeat_usec = CONFIG_DEFAULT_HOOK_REPEAT_USEC,    \
@@ -156,6 +158,7 @@ typedef struct Config {
         bool http_allow_plain;          /* plain HTTP on a non-loopback address (else refused) */
         unsigned http_max_connections;
         uint64_t http_timeout_usec;
+        unsigned http_max_captures_per_minute;  /* live captures over HTTP, apart from max_per_minute (the rules') */
 
         /* hooks: */
         char **hook_command;            /* argv for rules with the hook action and no hook: of their own */

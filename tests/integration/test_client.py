@@ -257,12 +257,12 @@ def test_dump_via_daemon_errors(daemon):
 
 
 def test_dump_via_daemon_budget_spent(daemon, fixture):
-    d = daemon(rules().replace("archive:", "capture:\n  max_per_minute: 1\narchive:"))
+    d = daemon(rules().replace("archive:", "http:\n  socket: @SOCKET@\n  max_captures_per_minute: 1\narchive:"))
     fx = fixture("block-read").wait_wchan("pipe_read")
     ctl(d, "dump", "--via-daemon", fx.pid, check_rc=0)
     r = ctl(d, "dump", "--via-daemon", fx.pid, check_rc=1)
-    m = re.fullmatch(r"stackwatchd: capture budget spent \(1 per minute\) \(HTTP 429\); try again in (\d+) s\.\n",
-                     r.err)
+    m = re.fullmatch(r"stackwatchd: the API's capture budget is spent \(1 per minute, http.max_captures_per_minute\) "
+                     r"\(HTTP 429\); try again in (\d+) s\.\n", r.err)
     assert m and 1 <= int(m.group(1)) <= 60, r.err
 
 

@@ -241,3 +241,40 @@ def test_metrics_name_the_host(daemon):
     m = re.search(r'^stackwatch_info\{host="([^"]*)",version="([^"]+)"\} 1$', metrics, re.M)
     assert m and m.group(1) == socket.gethostname(), metrics[:2000]
     assert f'stackwatch_build_info{{version="{m.group(2)}"}} 1' in metrics
+
+
+# ---- live captures over HTTP: a budget of their own ----
+
+BUDGET_CONFIG = """
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+capture:
+  max_per_minute: 1
+http:
+  socket: "@SOCKET@"
+  max_captures_per_minute: 3
+rules:
+  - name: api-budget-rule
+    class: blocked
+    for: 1s
+    comm: br-api-budget
+    cooldown: 1h
+"""
+
+
+def test_api_captures_have_their_own_budget(daemon, fixture):
+    d = daemon(BUDGET_CONFIG)
+    fx = fixture("block-read", "--name", "br-api-budget").wait_wchan("pipe_read")
+    # Three live captures, more than the rules' one a minute: the API's own budget.
+    for _ in range(3):
+        code, _, body = d.get(f"/stacks/{fx.pid}")
+        assert code == 200, body[:300]
+    code, headers, body = d.get(f"/stacks/{fx.pid}")
+    assert code == 429 and 1 <= int(headers["Retry-After"]) <= 60, body
+    assert json.loads(body)["error"] == ("the API's capture budget is spent (3 per minute, "
+                                         "http.max_captures_per_minute)")
+    # And the rule still has its snapshot: the API did not spend it.
+    snaps = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=15, what="the rule's snapshot")
+    assert snaps[0]["rule"] == "api-budget-rule"
+    assert d.get_json("/rules")["budget"] == {"max_per_minute": 1, "used": 1}

@@ -337,13 +337,14 @@ def test_socket_activation(tmp_path):
 
 def test_capture_budget_gives_429(daemon, fixture):
     d = daemon(RULES.replace("comm: br-http", "comm: nothing-matches").replace(
-        "archive:", "capture:\n  max_per_minute: 1\narchive:"))
+        "archive:", "http:\n  socket: @SOCKET@\n  max_captures_per_minute: 1\narchive:"))
     fx = fixture("block-read", "--name", "br-http").wait_wchan("pipe_read")
     assert d.get(f"/stacks/{fx.pid}")[0] == 200
     code, headers, body = d.get(f"/stacks/{fx.pid}")
     assert code == 429 and json.loads(body)["status"] == 429 and "budget" in json.loads(body)["error"]
     assert 1 <= int(headers["Retry-After"]) <= 60
-    assert d.get_json("/rules")["budget"] == {"max_per_minute": 1, "used": 1}
+    # The API's budget is its own: the rules' is untouched.
+    assert d.get_json("/rules")["budget"] == {"max_per_minute": 6, "used": 0}
 
 
 # ---- metrics ----
