@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stackwatchd-paths.h"
+
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse-util.h"

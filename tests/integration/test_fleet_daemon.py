@@ -278,3 +278,25 @@ def test_api_captures_have_their_own_budget(daemon, fixture):
     snaps = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=15, what="the rule's snapshot")
     assert snaps[0]["rule"] == "api-budget-rule"
     assert d.get_json("/rules")["budget"] == {"max_per_minute": 1, "used": 1}
+
+
+# ---- install: the sysconfdir the build was configured with ----
+
+def test_reconfigured_sysconfdir_reaches_the_daemon(tmp_path):
+    """The compiled-in default path follows the sysconfdir make is given, without a "make clean"."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+
+    def build(sysconfdir):
+        r = subprocess.run(["make", "-C", BUILDDIR, "daemon/stackwatchd", f"sysconfdir={sysconfdir}"],
+                           capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        return subprocess.run([STACKWATCHD, "--help"], capture_output=True, text=True).stdout
+    try:
+        assert "(default /opt/sw-other/stackwatch/stackwatch.yaml)" in build("/opt/sw-other")
+    finally:
+        # Back to the configured one, whatever happened.
+        r = subprocess.run(["make", "-C", BUILDDIR, "daemon/stackwatchd"], capture_output=True, text=True, env=env,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert "(default /opt/sw-other/" not in subprocess.run([STACKWATCHD, "--help"], capture_output=True,
+                                                           text=True).stdout
