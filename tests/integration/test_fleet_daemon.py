@@ -300,3 +300,18 @@ def test_reconfigured_sysconfdir_reaches_the_daemon(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
     assert "(default /opt/sw-other/" not in subprocess.run([STACKWATCHD, "--help"], capture_output=True,
                                                            text=True).stdout
+
+
+def test_installed_config_names_the_configured_sysconfdir(tmp_path):
+    dest = tmp_path / "dest"
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    r = subprocess.run(["make", "-C", BUILDDIR, "install-data-local", f"DESTDIR={dest}",
+                        "sysconfdir=/opt/sw-fleet/etc"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    text = (dest / "opt/sw-fleet/etc/stackwatch/stackwatch.yaml").read_text()
+    assert text.startswith("# /opt/sw-fleet/etc/stackwatch/stackwatch.yaml: configuration of stackwatchd")
+    assert "/opt/sw-fleet/etc/stackwatch/rules.d/*.yaml" in text and "/etc/stackwatch/" not in text.replace(
+        "/opt/sw-fleet/etc/stackwatch/", "")
+    # No example puts a bearer token on a command line, where every local user can read it.
+    assert not re.search(r"^\s*#.*command:.*Bearer", text, re.M)
+    assert "Bearer TOKEN\"]" not in text
