@@ -1,7 +1,9 @@
 /* test-metrics.c: the /metrics exposition rendered from a synthetic daemon state, line by line. */
 #include <regex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "unit.h"
 
@@ -50,6 +52,8 @@ START_TEST(test_render) {
         for (int i = 0; i < 3; i++)
                 metrics_count_http(&mt, 200);
         metrics_count_http(&mt, 404);
+        mt.http_auth_failures[HTTP_AUTH_FAILURE_WRONG] = 7;
+        mt.http_auth_failures[HTTP_AUTH_FAILURE_SCOPE] = 1;
 
         ck_assert_int_eq(metrics_render(&mt, &v, &text, &len), 0);
         ck_assert_uint_eq(strlen(text), len);
@@ -77,6 +81,18 @@ START_TEST(test_render) {
         ck_assert(has_line(text, "stackwatch_archive_bytes 123456"));
         ck_assert(has_line(text, "stackwatch_http_requests_total{code=\"200\"} 3"));
         ck_assert(has_line(text, "stackwatch_http_requests_total{code=\"404\"} 1"));
+        /* Every reason, refused or not. */
+        ck_assert(has_line(text, "stackwatch_http_auth_failures_total{reason=\"missing\"} 0"));
+        ck_assert(has_line(text, "stackwatch_http_auth_failures_total{reason=\"wrong\"} 7"));
+        ck_assert(has_line(text, "stackwatch_http_auth_failures_total{reason=\"scope\"} 1"));
+        /* The host, once, to join on. */
+        {
+                char host[256] = "", line[512];
+
+                (void) gethostname(host, sizeof host - 1);
+                snprintf(line, sizeof line, "stackwatch_info{host=\"%s\",version=\"%s\"} 1", host, PACKAGE_VERSION);
+                ck_assert(has_line(text, line));
+        }
         /* No hooks configured: no hook series at all. */
         ck_assert_ptr_null(strstr(text, "stackwatch_hook"));
 
