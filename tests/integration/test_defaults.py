@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import wait_until
 
 # No "rules:" key: the built-in rules apply. Nothing else changed from the defaults but where files go.
@@ -54,16 +56,32 @@ asyncio.run(serve())
 
 
 def start_healthy(tmp_path):
+    """The healthy workload, under names of its own (sw-healthy-*), so that a metric or an alert names it."""
+    for prog in ("bash", "sleep"):
+        os.symlink(f"/bin/{prog}", tmp_path / f"sw-healthy-{prog}")
     procs = []
     # bash -i at its prompt on a terminal of its own: a read() of the pty that may last for hours.
     pid, master = pty.fork()
     if pid == 0:
-        os.execvp("bash", ["bash", "--norc", "--noprofile", "-i"])
+        os.execv(str(tmp_path / "sw-healthy-bash"), ["sw-healthy-bash", "--norc", "--noprofile", "-i"])
     procs.append(pid)
-    py = subprocess.Popen([sys.executable, "-c", HEALTHY_PY], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    py = subprocess.Popen([sys.executable, "-c", "open('/proc/self/comm', 'w').write('sw-healthy-py')\n" + HEALTHY_PY],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert py.stdout.readline() == b"READY\n"
-    sleeper = subprocess.Popen(["sleep", "600"])
+    sleeper = subprocess.Popen([tmp_path / "sw-healthy-sleep", "600"])
     return [pid, py.pid, sleeper.pid], (master, py, sleeper)
+
+
+def stop_healthy(healthy, keep):
+    master, py, sleeper = keep
+    py.stdin.close()
+    py.kill()
+    py.wait()
+    sleeper.kill()
+    sleeper.wait()
+    os.kill(healthy[0], 9)
+    os.waitpid(healthy[0], 0)
+    os.close(master)
 
 
 def classes_of(d, pids):
@@ -74,7 +92,6 @@ def classes_of(d, pids):
 
 def test_the_defaults_catch_certain_hangs_and_nothing_else(daemon, fixture, tmp_path):
     healthy, keep = start_healthy(tmp_path)
-    master, py, sleeper = keep
     dl = subprocess.Popen([sys.executable, "-c", PIPE_DEADLOCK], stdout=subprocess.PIPE)
     try:
         assert dl.stdout.readline() == b"READY\n"
@@ -129,11 +146,76 @@ def test_the_defaults_catch_certain_hangs_and_nothing_else(daemon, fixture, tmp_
     finally:
         dl.kill()
         dl.wait()
-        py.stdin.close()
-        py.kill()
-        py.wait()
-        sleeper.kill()
-        sleeper.wait()
-        os.kill(healthy[0], 9)
-        os.waitpid(healthy[0], 0)
-        os.close(master)
+        stop_healthy(healthy, keep)
+
+
+SOAK = """
+archive:
+  directory: "@ARCHIVE@"
+http:
+  socket: "@SOCKET@"
+  listen: 127.0.0.1:0
+  token_file: {token}
+"""
+
+
+@pytest.mark.skipif(not os.environ.get("STACKWATCH_SOAK_SECONDS"),
+                    reason="a soak of minutes: set STACKWATCH_SOAK_SECONDS (e.g. 300) to run it")
+def test_a_healthy_workload_raises_nothing_for_minutes(daemon, tmp_path):
+    """The defaults and the shipped Prometheus rules, unchanged, evaluated by a real Prometheus scraping the daemon,
+    around the healthy workload for STACKWATCH_SOAK_SECONDS: no snapshot of it, no alert on it, pending or firing,
+    and its threads never in a problem class."""
+    from conftest import Server, free_port, http_json
+    from test_prometheus import PROMETHEUS, RULES
+    if not os.access(PROMETHEUS, os.X_OK):
+        pytest.skip("prometheus is not installed")
+    seconds = int(os.environ["STACKWATCH_SOAK_SECONDS"])
+    token = tmp_path / "token"
+    token.write_text("soak-token\n")
+    token.chmod(0o600)
+    healthy, keep = start_healthy(tmp_path)
+    prom = None
+    try:
+        d = daemon(SOAK.format(token=token))
+        host, port = d.tcp_address()
+        (tmp_path / "prometheus.yml").write_text(f"""
+global:
+  scrape_interval: 5s
+  evaluation_interval: 5s
+rule_files: ["{RULES}"]
+scrape_configs:
+  - job_name: stackwatch
+    authorization:
+      type: Bearer
+      credentials_file: {token}
+    static_configs:
+      - targets: ["{host}:{port}"]
+""")
+        pport = free_port()
+        prom = Server([PROMETHEUS, f"--config.file={tmp_path}/prometheus.yml", f"--storage.tsdb.path={tmp_path}/tsdb",
+                       f"--web.listen-address=127.0.0.1:{pport}"], f"http://127.0.0.1:{pport}", "/-/ready",
+                      str(tmp_path / "prometheus.log"), "Prometheus")
+
+        def query(q):
+            code, doc = http_json(f"{prom.url}/api/v1/query?query={q}")
+            return doc["data"]["result"] if code == 200 else []
+        wait_until(lambda: any(r["value"][1] == "1" for r in query('up{job="stackwatch"}')), timeout=60,
+                   interval=0.5, what="the target up")
+        end = time.monotonic() + seconds
+        problems = set()
+        while time.monotonic() < end:
+            seen = classes_of(d, set(healthy))
+            problems |= {c for c in seen.values() if c not in ("waiting", "running")}
+            time.sleep(5)  # a sampling cadence over minutes, not a synchronization
+        assert not problems, problems
+        assert not [s for s in d.snapshots() if s["pid"] in healthy]
+        ours = 'comm=~"sw-healthy-.*"'
+        assert not query(f'stackwatch_problem_threads{{{ours}}}')
+        assert not query(f'max_over_time(stackwatch_problem_threads{{{ours}}}[{seconds}s])')
+        assert not query(f'ALERTS{{{ours}}}')
+        # The daemon's own alerts (down, stalled, reload, hooks) stay quiet too.
+        assert not [a for a in query("ALERTS") if "comm" not in a["metric"]], query("ALERTS")
+    finally:
+        if prom:
+            prom.stop()
+        stop_healthy(healthy, keep)
