@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "capture/capture-passive.h"
@@ -145,17 +146,66 @@ int ptrace_session_detach(PtraceSession *s) {
         return r;
 }
 
-void ptrace_session_done(PtraceSession *s) {
+int ptrace_session_release(PtraceSession *s) {
+        int r;
+
         if (!s->seized)
-                return;
+                return 0;
         /* A seized thread that never stopped cannot be detached (the kernel wants a stopped tracee); give it one
-         * more short chance, then leave it to the kernel, which detaches when this process exits. */
-        if (!s->stopped && ptrace_session_stop(s, 1000) < 0) {
-                log_debug("Thread %d did not stop; it stays attached until it wakes or we exit", (int) s->tid);
-                s->seized = false;
-                return;
+         * more short chance. */
+        if (!s->stopped) {
+                r = ptrace_session_stop(s, 1000);
+                if (r == -ESRCH)
+                        return 0;
+                if (r < 0) {
+                        log_debug("Thread %d did not stop; it stays attached until it is seen stopped, or we exit",
+                                  (int) s->tid);
+                        return -ETIMEDOUT;
+                }
         }
         (void) ptrace_session_detach(s);
+        return 0;
+}
+
+void ptrace_session_done(PtraceSession *s) {
+        /* Left to the kernel, which detaches when this process exits. */
+        if (ptrace_session_release(s) < 0)
+                s->seized = false;
+}
+
+int ptrace_held_add(PtraceHeld *h, PtraceSession *s) {
+        if (!GREEDY_REALLOC(h->sessions, h->n_allocated, h->n + 1))
+                return -ENOMEM;
+        h->sessions[h->n++] = *s;
+        *s = PTRACE_SESSION_NULL;
+        return 0;
+}
+
+size_t ptrace_held_release(PtraceHeld *h) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < h->n; i++) {
+                PtraceSession *s = &h->sessions[i];
+
+                /* Stopped (it woke and took our interrupt): released now. Gone: nothing to release. */
+                if (ptrace_session_poll(s) != 0) {
+                        (void) ptrace_session_detach(s);
+                        continue;
+                }
+                h->sessions[k++] = *s;
+        }
+        h->n = k;
+        return k;
+}
+
+size_t ptrace_held_done(PtraceHeld *h) {
+        size_t n = ptrace_held_release(h);
+
+        if (n > 0)
+                log_debug("%zu threads did not stop; they stay attached until they wake or we exit", n);
+        h->sessions = mfree(h->sessions);
+        h->n = h->n_allocated = 0;
+        return n;
 }
 
 /* A buffer for a stack copy taken while the thread is stopped, allocated and faulted in before it stops: the stop
@@ -214,7 +264,7 @@ static void batch_take(PtraceSession *s, PtraceBatchItem *it, pid_t pid, const P
 }
 
 int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t stack_max, uint64_t timeout_usec,
-                         uint64_t cap_usec, PtraceBatchItem *items, size_t n) {
+                         uint64_t cap_usec, PtraceBatchItem *items, size_t n, PtraceHeld *held) {
         PtraceSession s[PTRACE_BATCH_MAX];
         uint8_t *bufs[PTRACE_BATCH_MAX] = {};
         uint64_t seen[PTRACE_BATCH_MAX], deadline, cap;
@@ -290,10 +340,11 @@ int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t s
                 if (!took && spins++ >= STOP_SPINS)
                         nanosleep(&(struct timespec) { .tv_nsec = STOP_POLL_NSEC }, NULL);
         }
-        /* Whatever is still attached (it never stopped: uninterruptible sleep) gets ptrace_session_done()'s last
-         * chance, then is left to the kernel. */
+        /* Whatever is still attached (it never stopped: uninterruptible sleep) gets a last chance, then is kept
+         * in HELD, to be released when it is seen stopped; else it is left to the kernel. */
         for (size_t i = 0; i < n; i++) {
-                ptrace_session_done(&s[i]);
+                if (ptrace_session_release(&s[i]) < 0 && (!held || ptrace_held_add(held, &s[i]) < 0))
+                        ptrace_session_done(&s[i]);
                 stack_buffer_fit(&items[i].stack, bufs[i]);
         }
         return 0;

@@ -31,8 +31,30 @@ int ptrace_session_stop(PtraceSession *s, uint64_t timeout_usec);
 int ptrace_session_get_regs(PtraceSession *s, UnwindRegs *ret);
 /* Detach (re-injecting a pending signal). */
 int ptrace_session_detach(PtraceSession *s);
+/* Detach; a thread that is not stopped gets one more short chance to stop first. -ETIMEDOUT when it did not
+ * (uninterruptible sleep): it stays attached, and stops when it wakes, until it is detached or this process exits;
+ * S then still says seized, for the caller to keep (ptrace_held_add()) or to forget. */
+int ptrace_session_release(PtraceSession *s);
+/* ptrace_session_release(), and a thread that would not stop is forgotten (left to the kernel). */
 void ptrace_session_done(PtraceSession *s);
 #define _cleanup_ptrace_session_ __attribute__((cleanup(ptrace_session_done)))
+
+/* The threads a capture gave up waiting for: seized and interrupted, never stopped (uninterruptible sleep). Each
+ * stops when it wakes, and then stays stopped until it is detached or this process exits: so they are kept here,
+ * detached as soon as they are seen stopped, and while any is held the process keeps its raised priority
+ * (capture-sched.h), so that even its death releases them at once. */
+typedef struct PtraceHeld {
+        PtraceSession *sessions;
+        size_t n, n_allocated;
+} PtraceHeld;
+
+/* Keep S (seized, not stopped); S is reset. -ENOMEM: S is left as it was. */
+int ptrace_held_add(PtraceHeld *h, PtraceSession *s);
+/* Detach those that have stopped since (and forget those that are gone). Returns how many are still held. */
+size_t ptrace_held_release(PtraceHeld *h);
+/* A last ptrace_held_release(), then forget the rest (the kernel detaches them when this process exits). Returns
+ * how many were forgotten. */
+size_t ptrace_held_done(PtraceHeld *h);
 
 /* The ptrace capture of threads (one or several) of one process: seize, stop, registers, a stack copy of at most
  * STACK_MAX bytes, detach. Several at once: all interrupted first, then each one read and released as soon as it
@@ -54,7 +76,7 @@ typedef struct PtraceBatchItem {
 size_t capture_ptrace_batch_max(size_t stack_max);
 /* Capture ITEMS[0..N), N <= capture_ptrace_batch_max(STACK_MAX). The threads still running are given up
  * (-ETIMEDOUT) once none of them stopped for TIMEOUT_USEC, or after CAP_USEC in all. Each item says how it went;
- * returns -EINVAL for too many, else 0. Nothing is allocated while a thread is stopped. No thread is left stopped;
- * one that never stopped stays attached until it wakes or we exit. */
+ * returns -EINVAL for too many, else 0. No thread is left stopped; one that never stopped stays attached, in HELD
+ * (when not NULL, and memory allows) until it is seen stopped, else until it wakes or we exit. */
 int capture_ptrace_batch(pid_t pid, const ProcMap *maps, size_t n_maps, size_t stack_max, uint64_t timeout_usec,
-                         uint64_t cap_usec, PtraceBatchItem *items, size_t n);
+                         uint64_t cap_usec, PtraceBatchItem *items, size_t n, PtraceHeld *held);

@@ -3,7 +3,11 @@
  * and took 4 s, and the threads it stopped stayed stopped 60 ms each while it waited for the CPU. So a capture's
  * raw pass runs at nice -20 (ahead of ordinary load, not of the machine: CFS still shares), whatever runs while a
  * target thread is stopped runs SCHED_FIFO, which no ordinary load can preempt, and unwinding and symbols run at the
- * caller's priority again, behind the threads just released. Both within what the process may do:
+ * caller's priority again, behind the threads just released. But never while a thread is held: a process that holds
+ * a target's thread (seized, stopped or about to stop) keeps its raised priority from the first seize until the
+ * last detach, the syscall probe included, because if it is killed the kernel releases the thread only once its
+ * exit is done, and a dying process at the caller's priority waited for a CPU behind the load while the target
+ * waited for it (issue #34). Both within what the process may do:
  * RLIMIT_NICE and RLIMIT_RTPRIO (the unit's LimitNICE=, LimitRTPRIO=) or CAP_SYS_NICE; without them, nothing
  * changes. A real-time window is bounded by RLIMIT_RTTIME, so a bug in it cannot take a CPU for good. */
 #pragma once

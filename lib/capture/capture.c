@@ -54,6 +54,7 @@ typedef struct Capture {
         bool *symmod_done;
         size_t n_symmods;
         CaptureSched sched;     /* nice -20 for the capture, SCHED_FIFO while threads are stopped */
+        PtraceHeld held;        /* threads that never stopped (D state), still attached */
 } Capture;
 
 void capture_options_init(CaptureOptions *o) {
@@ -282,16 +283,32 @@ static int ptrace_item_take(Capture *c, ThreadSnapshot *t, RawThread *raw, Ptrac
         return 0;
 }
 
-/* Stop ITEMS[0..N) of the capture's process, real-time while any is stopped: no load delays their release. */
+/* Back to the caller's priority, unless a thread is still held: a thread that never stopped (D state) stops when it
+ * wakes and stays stopped until we detach it or exit, and if we were killed meanwhile, the kernel would release it
+ * only once our exit is done; behind the load, at the caller's priority, that was tens of ms (issue #34). So the
+ * priority stays raised until the last one is seen stopped and detached, here or at a later call. */
+static void capture_lower(Capture *c) {
+        if (ptrace_held_release(&c->held) == 0)
+                capture_sched_end(&c->sched);
+}
+
+/* Stop ITEMS[0..N) of the capture's process, real-time while any is stopped: no load delays their release. In the
+ * unwind pass, where the capture runs at the caller's priority, it is raised again for the stop: if SCHED_FIFO is
+ * not allowed, nice -20 still is. */
 static void capture_ptrace_items(Capture *c, PtraceBatchItem *items, size_t n) {
+        bool lowered = !c->sched.niced;
         const ProcMap *maps;
         size_t n_maps;
 
         maps = unwind_process_maps(c->up, &n_maps);
+        if (lowered)
+                (void) capture_sched_begin(&c->sched);
         (void) capture_sched_rt_begin(&c->sched);
         (void) capture_ptrace_batch(c->pid, maps, n_maps, c->o->stack_bytes, stop_timeout(c),
-                                    MAX(usec_left(c->raw_deadline_usec), stop_timeout(c)), items, n);
+                                    MAX(usec_left(c->raw_deadline_usec), stop_timeout(c)), items, n, &c->held);
         capture_sched_rt_end(&c->sched);
+        if (lowered)
+                capture_lower(c);
 }
 
 /* One thread, stopped briefly (the unwind pass's fall-back for a sleeping thread). */
@@ -533,7 +550,12 @@ static void raw_set_done(RawSet *rs) {
 }
 
 static void capture_done(Capture *c) {
-        capture_sched_end(&c->sched);
+        /* What still holds a thread keeps the raised priority until it exits, which then releases the thread at
+         * once. */
+        if (ptrace_held_done(&c->held) == 0)
+                capture_sched_end(&c->sched);
+        else
+                capture_sched_rt_end(&c->sched);
         c->symmods = mfree(c->symmods);
         c->symmod_done = mfree(c->symmod_done);
 }
@@ -737,6 +759,8 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
                 ThreadSnapshot *t = &s->threads[raw->index];
                 bool clean = false;
 
+                if (c->held.n > 0)
+                        capture_lower(c);
                 if (!raw->have_regs)
                         continue;
                 if (over_budget(c)) {
@@ -816,8 +840,9 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
         if (r < 0)
                 return r;
         /* Unwinding and symbols at the caller's priority: ahead of the load, they would keep the CPU from the
-         * very threads just released (a busy python3 under load then saw 66 ms gaps instead of 12-24 ms). */
-        capture_sched_end(&c.sched);
+         * very threads just released (a busy python3 under load then saw 66 ms gaps instead of 12-24 ms). But only
+         * once no thread is held (capture_lower()). */
+        capture_lower(&c);
         r = capture_unwind_pass(&c, sym, &raw);
         if (r < 0)
                 return r;

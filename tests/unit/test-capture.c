@@ -1,9 +1,12 @@
-/* test-capture.c: capture decisions that need a kernel we do not have, driven through fake /proc task dirs. */
+/* test-capture.c: capture decisions that need a kernel we do not have, driven through fake /proc task dirs; and the
+ * hold on a thread that never stopped, on a real one. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -95,4 +98,102 @@ START_TEST(test_options_defaults) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("capture", test_kernel_without_proc_stack, test_kernel_stack_parsed, test_options_defaults)
+/* The state letter of PID, from the last ')' of /proc/PID/stat; '?' when unreadable. */
+static char pid_state(pid_t pid) {
+        char path[64], buf[512], *p;
+        int fd;
+        ssize_t n;
+
+        snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return '?';
+        n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+                return '?';
+        buf[n] = 0;
+        p = strrchr(buf, ')');
+        return p && p[1] && p[2] ? p[2] : '?';
+}
+
+static void wait_pid_state(pid_t pid, char want) {
+        for (int i = 0; i < 5000 && pid_state(pid) != want; i++)
+                nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+        ck_assert_msg(pid_state(pid) == want, "pid %d in state %c, not %c", (int) pid, pid_state(pid), want);
+}
+
+static int tracer_of(pid_t pid) {
+        char path[64], line[256];
+        int tracer = -1;
+        FILE *f;
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int) pid);
+        f = fopen(path, "re");
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof line, f))
+                if (strncmp(line, "TracerPid:", 10) == 0)
+                        tracer = (int) strtol(line + 10, NULL, 10);
+        fclose(f);
+        return tracer;
+}
+
+/* Issue #34: a thread that never stopped (a vfork parent: uninterruptible sleep) is kept attached, the capture keeps
+ * its raised priority while it holds it, and releases it, then lowers, once it wakes and stops. */
+START_TEST(test_held_thread_keeps_priority_until_released) {
+        int go[2], before = getpriority(PRIO_PROCESS, 0);
+        PtraceBatchItem it = {};
+        CaptureOptions o;
+        Capture c;
+        bool raised;
+        pid_t pid;
+
+        ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                char ch;
+
+                /* The parent of a vfork sleeps uninterruptibly until its child exits. */
+                if (vfork() == 0) {
+                        (void) read(go[0], &ch, 1);
+                        _exit(0);
+                }
+                for (;;)
+                        pause();
+        }
+        close(go[0]);
+        wait_pid_state(pid, 'D');
+
+        capture_options_init(&o);
+        c = (Capture) { .pid = pid, .o = &o, .dirfd = -EBADF };
+        raised = capture_sched_begin(&c.sched);
+        it.tid = pid;
+        ck_assert_int_eq(capture_ptrace_batch(pid, NULL, 0, 4096, 20000, 20000, &it, 1, &c.held), 0);
+        ck_assert_int_eq(it.error, -ETIMEDOUT);
+        ck_assert_uint_eq(c.held.n, 1);
+        ck_assert_int_eq(tracer_of(pid), (int) getpid());
+
+        /* Still asleep: still held, still raised. */
+        capture_lower(&c);
+        ck_assert_uint_eq(c.held.n, 1);
+        ck_assert_int_eq(getpriority(PRIO_PROCESS, 0), raised ? -20 : before);
+
+        /* It wakes, takes the interrupt and stops; the next look releases it, then the priority drops. */
+        ck_assert_int_eq(write(go[1], "x", 1), 1);
+        wait_pid_state(pid, 't');
+        capture_lower(&c);
+        ck_assert_uint_eq(c.held.n, 0);
+        ck_assert_int_eq(getpriority(PRIO_PROCESS, 0), before);
+        wait_pid_state(pid, 'S');
+        ck_assert_int_eq(tracer_of(pid), 0);
+
+        capture_done(&c);
+        close(go[1]);
+        ck_assert_int_eq(kill(pid, SIGKILL), 0);
+        ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+}
+END_TEST
+
+UNIT_TEST_MAIN("capture", test_kernel_without_proc_stack, test_kernel_stack_parsed, test_options_defaults,
+               test_held_thread_keeps_priority_until_released)
