@@ -16,6 +16,7 @@
 #include "base/macro.h"
 #include "base/time-util.h"
 #include "capture/capture-ptrace.h"
+#include "capture/capture-sched.h"
 #include "capture/syscall-probe.h"
 
 /* Distinct (syscall, result) pairs counted; a spinning thread has one or two. */
@@ -68,27 +69,52 @@ static int wait_stop(PtraceSession *s, uint64_t deadline, int *status) {
         }
 }
 
+/* The probe's hold on its thread: the session, and the priority the probe runs at while it holds it. The probe keeps
+ * the thread stopped at every syscall for its whole window, and if it is killed meanwhile (a capture child past its
+ * timeout, a daemon's SIGKILL) the kernel releases the thread only once the probe's exit is done: at the caller's
+ * priority, behind a CPU hog per core, that exit waited for a CPU while the thread waited for it (issue #34). So
+ * nice -20 from before the seize to after the detach; not SCHED_FIFO, which over a window of up to a second of
+ * polls would take a CPU from the very thread it watches. */
+typedef struct ProbeHold {
+        PtraceSession s;
+        CaptureSched sched;
+} ProbeHold;
+
+/* Detach, then lower the priority. A thread that would not stop (uninterruptible sleep) stays attached until it
+ * wakes or we exit: the priority then stays raised, so that our exit releases it at once. Run twice (at the
+ * deadline, then by the cleanup), the second does nothing. */
+static void probe_hold_done(ProbeHold *h) {
+        if (ptrace_session_release(&h->s) < 0) {
+                h->s.seized = false;
+                h->sched = (CaptureSched) {};
+                return;
+        }
+        capture_sched_end(&h->sched);
+}
+
 /* Called at each syscall entry and exit stop of the traced thread; true ends the trace there. */
 typedef bool (*ProbeStep)(pid_t tid, const struct __ptrace_syscall_info *info, void *userdata);
 
 /* Trace TID's syscalls until STEP says enough or WINDOW_USEC passed, then leave it as it was (the cleanup detaches).
  * *RET_WINDOW: how long it was traced. 0, or -errno (-ESRCH: the thread is gone). */
 static int probe_run(pid_t tid, uint64_t window_usec, ProbeStep step, void *userdata, uint64_t *ret_window) {
-        _cleanup_ptrace_session_ PtraceSession s = PTRACE_SESSION_NULL;
+        _cleanup_(probe_hold_done) ProbeHold h = { .s = PTRACE_SESSION_NULL };
+        PtraceSession *s = &h.s;
         uint64_t start, deadline;
         bool done = false;
         int r, sig;
 
-        r = ptrace_session_seize(&s, tid);
+        (void) capture_sched_begin(&h.sched);
+        r = ptrace_session_seize(s, tid);
         if (r < 0)
                 return r;
-        r = ptrace_session_stop(&s, 100 * USEC_PER_MSEC);
+        r = ptrace_session_stop(s, 100 * USEC_PER_MSEC);
         if (r < 0)
                 return r;
         if (ptrace(PTRACE_SETOPTIONS, tid, NULL, (void *) PTRACE_O_TRACESYSGOOD) < 0)
                 return negative_errno();
-        sig = s.pending_signal;
-        s.pending_signal = 0;
+        sig = s->pending_signal;
+        s->pending_signal = 0;
         start = now_usec(CLOCK_MONOTONIC);
         deadline = start + window_usec;
 
@@ -100,9 +126,9 @@ static int probe_run(pid_t tid, uint64_t window_usec, ProbeStep step, void *user
                         r = negative_errno();
                         break;
                 }
-                s.stopped = false;
+                s->stopped = false;
                 sig = 0;
-                r = wait_stop(&s, deadline, &status);
+                r = wait_stop(s, deadline, &status);
                 if (r <= 0)
                         break; /* gone, or still running at the deadline: the cleanup interrupts and detaches */
                 if (!WIFSTOPPED(status))
@@ -122,10 +148,12 @@ static int probe_run(pid_t tid, uint64_t window_usec, ProbeStep step, void *user
                 done = step(tid, &info, userdata);
         }
         *ret_window = now_usec(CLOCK_MONOTONIC) - start;
-        if (s.stopped)
-                s.pending_signal = sig;
-        else if (s.seized && r != -ESRCH)
-                (void) ptrace_session_stop(&s, PROBE_FINAL_STOP_USEC);
+        if (s->stopped)
+                s->pending_signal = sig;
+        else if (s->seized && r != -ESRCH)
+                (void) ptrace_session_stop(s, PROBE_FINAL_STOP_USEC);
+        /* Released at the deadline, before anything else runs (the counting is done after). */
+        probe_hold_done(&h);
         return r == -ESRCH ? r : 0;
 }
 

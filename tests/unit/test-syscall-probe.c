@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -173,6 +174,56 @@ START_TEST(test_probe_passes_signals_on) {
 }
 END_TEST
 
+/* A child that spins asking the nice of its parent (each ask a syscall, so a probe stop), until it reads 'q'; its
+ * exit status is 20 + the lowest nice it saw. */
+static pid_t start_nice_watcher(int *write_end) {
+        int p[2];
+        pid_t pid, parent = getpid();
+
+        ck_assert_int_eq(pipe2(p, O_NONBLOCK), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                int lowest = 19;
+                char c;
+
+                close(p[1]);
+                for (;;) {
+                        int n;
+
+                        errno = 0;
+                        n = getpriority(PRIO_PROCESS, (id_t) parent);
+                        if (errno == 0 && n < lowest)
+                                lowest = n;
+                        if (read(p[0], &c, 1) == 1 && c == 'q')
+                                _exit(20 + lowest);
+                }
+        }
+        close(p[0]);
+        *write_end = p[1];
+        return pid;
+}
+
+/* Issue #34: the probe holds its thread at nice -20 (if killed, its exit then releases the thread at once, even on
+ * a starved machine), and is back at its nice afterwards. */
+START_TEST(test_probe_holds_at_raised_priority) {
+        SyscallProbe p;
+        int w, before = getpriority(PRIO_PROCESS, 0);
+        bool may_raise = setpriority(PRIO_PROCESS, 0, -20) == 0;
+        pid_t pid;
+
+        ck_assert_int_eq(setpriority(PRIO_PROCESS, 0, before), 0);
+        pid = start_nice_watcher(&w);
+        wait_state(pid, 'R');
+        ck_assert_int_eq(syscall_probe(pid, 30000, &p), 0);
+        assert_untouched(pid);
+        ck_assert_uint_ge(p.count, 1);
+        ck_assert_int_eq(getpriority(PRIO_PROCESS, 0), before);
+        /* Seen from the traced thread itself, between two of its stops. */
+        ck_assert_int_eq(stop_child(pid, w) - 20, (may_raise ? -20 : before));
+}
+END_TEST
+
 START_TEST(test_probe_of_a_missing_thread) {
         SyscallProbe p;
 
@@ -257,4 +308,4 @@ END_TEST
 
 UNIT_TEST_MAIN("syscall-probe", test_lock_probe_sees_the_failing_try,
                test_probe_names_the_spinning_call, test_probe_of_a_blocked_thread_sees_nothing_and_lets_go,
-               test_probe_passes_signals_on, test_probe_of_a_missing_thread)
+               test_probe_passes_signals_on, test_probe_of_a_missing_thread, test_probe_holds_at_raised_priority)
