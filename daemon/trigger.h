@@ -79,8 +79,9 @@ typedef int (*TriggerFire)(const Rule *rule, ThreadEntry *t, unsigned peers, boo
 typedef bool (*TriggerAlerting)(const Rule *rule, const ProcessEntry *p, void *userdata);
 
 void trigger_done(Trigger *t);
-/* The global captures-per-minute budget, shared by rules and live captures over HTTP: take one (false when spent),
- * how many were taken in the last minute, and how long until the next one frees up (0: available now). */
+/* The rules' captures-per-minute budget (capture.max_per_minute; live captures over HTTP have their own, in
+ * capture-budget.h): take one (false when spent), how many were taken in the last minute, and how long until the
+ * next one frees up (0: available now). */
 bool trigger_budget_take(Trigger *t, const Config *c, uint64_t now_usec);
 unsigned trigger_budget_used(Trigger *t, uint64_t now_usec);
 uint64_t trigger_budget_wait_usec(Trigger *t, const Config *c, uint64_t now_usec);
