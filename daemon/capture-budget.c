@@ -1,4 +1,4 @@
-/* capture-budget.c: a captures-per-minute budget over a sliding window (the HTTP API's live captures). */
+/* capture-budget.c: a captures-per-minute budget over a sliding window (see capture-budget.h). */
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -34,6 +34,11 @@ uint64_t capture_budget_wait_usec(CaptureBudget *b, unsigned max, uint64_t now) 
         for (size_t i = 0; i < b->n_taken; i++)
                 oldest = MIN(oldest, b->taken[i]);
         return oldest + CAPTURE_BUDGET_WINDOW_USEC - now;
+}
+
+void capture_budget_give_back(CaptureBudget *b) {
+        if (b->n_taken > 0)
+                b->n_taken--;
 }
 
 bool capture_budget_take(CaptureBudget *b, unsigned max, uint64_t now) {

@@ -16,7 +16,7 @@ void trigger_done(Trigger *t) {
         for (size_t i = 0; i < t->n_cooldowns; i++)
                 free(t->cooldowns[i].rule);
         free(t->cooldowns);
-        free(t->captures);
+        capture_budget_done(&t->budget);
         for (size_t i = 0; i < t->n_stats; i++)
                 free(t->stats[i].rule);
         free(t->stats);
@@ -61,39 +61,16 @@ static int cooldown_set(Trigger *t, const Rule *r, const ProcessEntry *p, uint64
         return 0;
 }
 
-static void budget_expire(Trigger *t, uint64_t now) {
-        size_t k = 0;
-
-        for (size_t i = 0; i < t->n_captures; i++)
-                if (now - t->captures[i] < TRIGGER_BUDGET_WINDOW_USEC)
-                        t->captures[k++] = t->captures[i];
-        t->n_captures = k;
-}
-
 unsigned trigger_budget_used(Trigger *t, uint64_t now) {
-        budget_expire(t, now);
-        return (unsigned) t->n_captures;
+        return capture_budget_used(&t->budget, now);
 }
 
 uint64_t trigger_budget_wait_usec(Trigger *t, const Config *c, uint64_t now) {
-        uint64_t oldest = UINT64_MAX;
-
-        budget_expire(t, now);
-        if (t->n_captures < c->max_per_minute)
-                return 0;
-        for (size_t i = 0; i < t->n_captures; i++)
-                oldest = MIN(oldest, t->captures[i]);
-        return oldest + TRIGGER_BUDGET_WINDOW_USEC - now;
+        return capture_budget_wait_usec(&t->budget, c->max_per_minute, now);
 }
 
 bool trigger_budget_take(Trigger *t, const Config *c, uint64_t now) {
-        budget_expire(t, now);
-        if (t->n_captures >= c->max_per_minute)
-                return false;
-        if (!GREEDY_REALLOC(t->captures, t->n_captures_allocated, t->n_captures + 1))
-                return false;
-        t->captures[t->n_captures++] = now;
-        return true;
+        return capture_budget_take(&t->budget, c->max_per_minute, now);
 }
 
 const RuleStats *trigger_rule_stats(const Trigger *t, const char *rule) {
@@ -362,7 +339,7 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
                                 /* No slot for the capture: give the budget back and try again next poll, without
                                  * a cooldown that would lose the evidence for the whole cooldown. */
                                 if (capture)
-                                        t->n_captures--;
+                                        capture_budget_give_back(&t->budget);
                                 t->deferred++;
                                 continue;
                         }

@@ -7,6 +7,7 @@
 
 #include "chain/wait-chain.h"
 #include "model/config.h"
+#include "capture-budget.h"
 #include "scan.h"
 
 #define TRIGGER_BUDGET_WINDOW_USEC (60 * USEC_PER_SEC)
@@ -50,8 +51,7 @@ typedef struct DeadlockCheck {
 typedef struct Trigger {
         Cooldown *cooldowns;
         size_t n_cooldowns, n_cooldowns_allocated;
-        uint64_t *captures;             /* CLOCK_MONOTONIC times of captures in the budget window */
-        size_t n_captures, n_captures_allocated;
+        CaptureBudget budget;           /* the rules' captures in the last minute (capture.max_per_minute) */
         uint64_t budget_logged_usec;
         uint64_t budget_skipped;
         uint64_t deferred;              /* firings put off to the next poll: no capture slot was free */
