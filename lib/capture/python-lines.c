@@ -1,0 +1,97 @@
+/* python-lines.c: line tables of CPython code objects: the 3.11+ location table (Objects/locations.md), and the
+ * older forms. */
+#include <errno.h>
+#include <stdbool.h>
+
+#include "capture/python-lines.h"
+
+/* Objects/locations.md: a varint is 6-bit chunks, least significant first, bit 6 set on all but the last. */
+static int read_varint(const uint8_t *t, size_t len, size_t *pos, uint64_t *ret) {
+        uint64_t v = 0;
+        unsigned shift = 0;
+
+        for (;;) {
+                uint8_t b;
+
+                if (*pos >= len || shift > 60)
+                        return -EBADMSG;
+                b = t[(*pos)++];
+                v |= (uint64_t) (b & 63) << shift;
+                shift += 6;
+                if (!(b & 64))
+                        break;
+        }
+        *ret = v;
+        return 0;
+}
+
+static int read_svarint(const uint8_t *t, size_t len, size_t *pos, int64_t *ret) {
+        uint64_t v;
+        int r = read_varint(t, len, pos, &v);
+
+        if (r < 0)
+                return r;
+        *ret = (v & 1) ? -(int64_t) (v >> 1) : (int64_t) (v >> 1);
+        return 0;
+}
+
+/* Each entry: a first byte with bit 7 set, the code in bits 3-6 and the length in code units minus one in bits
+ * 0-2; then per code: 15 no location, 14 long form (svarint line delta, varint end line delta, column, end
+ * column), 13 no column (svarint line delta), 10-12 one line (line delta code-10, then column and end column bytes),
+ * 0-9 short form (line delta 0, one byte of columns). */
+static int lines_locations(const uint8_t *t, size_t len, int firstlineno, uint64_t offset) {
+        uint64_t unit = offset / 2, at = 0;
+        int64_t line = firstlineno;
+        size_t pos = 0;
+
+        while (pos < len) {
+                uint8_t first = t[pos++];
+                unsigned code = (first >> 3) & 15, n = (first & 7) + 1;
+                bool has_line = true;
+                int64_t delta = 0;
+                uint64_t skip;
+
+                if (!(first & 128))
+                        return -EBADMSG;
+                switch (code) {
+                case 15:
+                        has_line = false;
+                        break;
+                case 14:
+                        if (read_svarint(t, len, &pos, &delta) < 0 || read_varint(t, len, &pos, &skip) < 0 ||
+                            read_varint(t, len, &pos, &skip) < 0 || read_varint(t, len, &pos, &skip) < 0)
+                                return -EBADMSG;
+                        break;
+                case 13:
+                        if (read_svarint(t, len, &pos, &delta) < 0)
+                                return -EBADMSG;
+                        break;
+                case 10:
+                case 11:
+                case 12:
+                        delta = code - 10;
+                        if (pos + 2 > len)
+                                return -EBADMSG;
+                        pos += 2;
+                        break;
+                default:
+                        if (pos + 1 > len)
+                                return -EBADMSG;
+                        pos += 1;
+                }
+                line += delta;
+                if (unit < at + n)
+                        return has_line && line >= 0 ? (int) line : -ENOENT;
+                at += n;
+        }
+        return -EBADMSG;
+}
+
+int py_line_for_offset(PyLineTable kind, const uint8_t *table, size_t len, int firstlineno, uint64_t offset) {
+        switch (kind) {
+        case PY_LINES_LOCATIONS:
+                return lines_locations(table, len, firstlineno, offset);
+        default:
+                return -EPROTONOSUPPORT;
+        }
+}
