@@ -258,6 +258,8 @@ static void batch_take(PtraceSession *s, PtraceBatchItem *it, pid_t pid, const P
                 if (r == -EFAULT)
                         r = 0;
         }
+        if (r >= 0 && it->while_stopped)
+                it->while_stopped(it, it->userdata);
         (void) ptrace_session_detach(s);
         it->pause_us = (double) (now_ns() - t0) / 1000.0;
         it->error = MIN(r, 0);

@@ -70,6 +70,10 @@ typedef struct PtraceBatchItem {
         UnwindStack stack;      /* owned by the caller on success */
         bool truncated;
         double pause_us;        /* from when it was last seen running to the end of its detach */
+        /* Called while the thread is stopped, after its registers and stack were copied (NULL: nothing more): what
+         * else must be read of it at that moment (an interpreter's frames). Its time counts in the pause. */
+        void (*while_stopped)(struct PtraceBatchItem *it, void *userdata);
+        void *userdata;
 } PtraceBatchItem;
 
 /* How many threads one batch may hold when each copies up to STACK_MAX bytes: 1..PTRACE_BATCH_MAX. */

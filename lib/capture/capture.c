@@ -31,6 +31,7 @@ typedef struct RawThread {
         bool have_regs;
         UnwindRegs regs;
         UnwindStack stack;
+        PyRawStack py;          /* its Python frames, copied in the same moment as its stack */
 } RawThread;
 
 /* The raw copies of one capture: a thread's registers and stack bytes, by snapshot thread index. */
@@ -55,7 +56,15 @@ typedef struct Capture {
         size_t n_symmods;
         CaptureSched sched;     /* nice -20 for the capture, SCHED_FIFO while threads are stopped */
         PtraceHeld held;        /* threads that never stopped (D state), still attached */
+        PyProcess *py;          /* the CPython interpreter in it, NULL when none (or not asked for) */
 } Capture;
+
+/* A ptrace batch item's thread, stopped: its Python frames too, in the same pause. */
+typedef struct PyStopped {
+        PyProcess *py;
+        unsigned max_frames;
+        PyRawStack *raw;
+} PyStopped;
 
 void capture_options_init(CaptureOptions *o) {
         *o = (CaptureOptions) {
@@ -67,6 +76,7 @@ void capture_options_init(CaptureOptions *o) {
                 .max_threads = CAPTURE_THREADS_DEFAULT,
                 .time_budget_usec = CAPTURE_TIME_BUDGET_USEC_DEFAULT,
                 .stop_timeout_usec = CAPTURE_STOP_TIMEOUT_USEC_DEFAULT,
+                .python = true,
         };
 }
 
@@ -245,6 +255,12 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
                 r = capture_copy_stack(c->pid, maps, n_maps, t->syscall.sp, c->o->stack_bytes, &stack, &truncated);
                 if (r < 0 && r != -EFAULT)
                         return r;
+                /* Its Python frames within the same look: a thread parked in the same syscall before and after
+                 * ran no Python code in between (it does not hold the GIL, or holds it without running). */
+                if (c->py && py_read_stack(c->py, t->tid, c->o->max_frames, &raw->py) == -ENOMEM) {
+                        free(stack.data);
+                        return -ENOMEM;
+                }
                 n = proc_read_small(taskfd, "syscall", buf, sizeof buf);
                 if (n < 0) {
                         free(stack.data);
@@ -260,6 +276,7 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
                         return 0;
                 }
                 free(stack.data);
+                py_raw_stack_done(&raw->py);
                 t->syscall = again;
         }
         return -EAGAIN;
@@ -312,9 +329,26 @@ static void capture_ptrace_items(Capture *c, PtraceBatchItem *items, size_t n) {
 }
 
 /* One thread, stopped briefly (the unwind pass's fall-back for a sleeping thread). */
+static void py_while_stopped(PtraceBatchItem *it, void *userdata) {
+        PyStopped *ps = userdata;
+
+        (void) py_read_stack(ps->py, it->tid, ps->max_frames, ps->raw);
+}
+
+/* Have ITEM read RAW's Python frames while stopped (into the storage PS). */
+static void py_item_setup(Capture *c, PtraceBatchItem *item, PyStopped *ps, RawThread *raw) {
+        if (!c->py)
+                return;
+        *ps = (PyStopped) { .py = c->py, .max_frames = c->o->max_frames, .raw = &raw->py };
+        item->while_stopped = py_while_stopped;
+        item->userdata = ps;
+}
+
 static int capture_ptrace(Capture *c, ThreadSnapshot *t, RawThread *raw) {
         PtraceBatchItem it = { .tid = t->tid };
+        PyStopped ps;
 
+        py_item_setup(c, &it, &ps, raw);
         capture_ptrace_items(c, &it, 1);
         return ptrace_item_take(c, t, raw, &it);
 }
@@ -414,6 +448,7 @@ static void ptrace_failed(Capture *c, ThreadSnapshot *t, RawThread *raw, int r) 
 /* The threads the raw pass left for ptrace (RAW indexes in DEFERRED), in batches. */
 static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferred, size_t n) {
         PtraceBatchItem items[PTRACE_BATCH_MAX];
+        PyStopped ps[PTRACE_BATCH_MAX];
 
         for (size_t done = 0; done < n;) {
                 size_t k = MIN(n - done, capture_ptrace_batch_max(c->o->stack_bytes));
@@ -430,8 +465,12 @@ static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferre
                         }
                         return 0;
                 }
-                for (size_t i = 0; i < k; i++)
-                        items[i] = (PtraceBatchItem) { .tid = c->s->threads[rs->raw[deferred[done + i]].index].tid };
+                for (size_t i = 0; i < k; i++) {
+                        RawThread *raw = &rs->raw[deferred[done + i]];
+
+                        items[i] = (PtraceBatchItem) { .tid = c->s->threads[raw->index].tid };
+                        py_item_setup(c, &items[i], &ps[i], raw);
+                }
                 capture_ptrace_items(c, items, k);
                 for (size_t i = 0; i < k; i++) {
                         RawThread *raw = &rs->raw[deferred[done + i]];
@@ -543,8 +582,10 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
 }
 
 static void raw_set_done(RawSet *rs) {
-        for (size_t i = 0; rs->raw && i < rs->n; i++)
+        for (size_t i = 0; rs->raw && i < rs->n; i++) {
                 free(rs->raw[i].stack.data);
+                py_raw_stack_done(&rs->raw[i].py);
+        }
         rs->raw = mfree(rs->raw);
         rs->n = 0;
 }
@@ -558,6 +599,7 @@ static void capture_done(Capture *c) {
                 capture_sched_rt_end(&c->sched);
         c->symmods = mfree(c->symmods);
         c->symmod_done = mfree(c->symmod_done);
+        c->py = py_process_free(c->py);
 }
 
 /* A new snapshot of C->pid with what needs no thread: identity, the address space (C->up stays NULL where it
@@ -669,6 +711,28 @@ static int capture_list_threads(Capture *c, int **ret_tids, size_t *ret_n) {
                 n = c->o->max_threads;
         }
         *ret_n = n;
+        return 0;
+}
+
+/* The CPython interpreter of the process, when it runs one: found before the raw pass, which reads each thread's
+ * Python frames in the moment it copies its stack. */
+static int capture_python_open(Capture *c, Symbolizer *sym, const int *tids, size_t n_tids) {
+        const char *why = NULL;
+        int r;
+
+        r = py_process_open(c->pid, c->up, sym, tids, n_tids, &c->py, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                (void) snapshot_add_error(c->s, "Python frames not read: %s", why ?: strerror(-r));
+                return 0;
+        }
+        if (!c->py)
+                return 0;
+        c->s->python = strdup(py_process_version(c->py));
+        if (!c->s->python)
+                return -ENOMEM;
+        c->s->gil_holder = py_process_gil_holder(c->py);
         return 0;
 }
 
@@ -792,6 +856,11 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
                                 t->pause_us = backup.pause_us;
                         }
                 }
+                if (c->py) {
+                        r = py_merge_stack(c->py, &raw->py, t);
+                        if (r < 0)
+                                return r;
+                }
                 if (t->truncated)
                         s->truncated = true;
         }
@@ -836,6 +905,11 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
         r = capture_list_threads(&c, &tids, &n_tids);
         if (r < 0)
                 return r;
+        if (o->python && up) {
+                r = capture_python_open(&c, sym, tids, n_tids);
+                if (r < 0)
+                        return r;
+        }
         r = capture_raw_pass(&c, tids, n_tids, kthread > 0, &raw);
         if (r < 0)
                 return r;

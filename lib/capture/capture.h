@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "capture/python.h"
 #include "capture/symbolize.h"
 #include "capture/unwind.h"
 #include "model/snapshot.h"
@@ -34,6 +35,7 @@ typedef struct CaptureOptions {
         pid_t tid;                      /* only this thread; 0 for all */
         pid_t keep_tid;                 /* a thread that max_threads never leaves out (a rule's trigger thread) */
         const char *debuginfo_path;     /* libdwfl syntax; NULL for the default */
+        bool python;                    /* a CPython's own frames, merged into the native ones (python.h) */
 } CaptureOptions;
 
 void capture_options_init(CaptureOptions *o);

@@ -104,6 +104,15 @@ struct Symbolizer {
         size_t n_fuse_verdicts, n_fuse_verdicts_allocated;
 
         SymCache *cache;                /* NULL: no on-disk cache */
+        /* Named symbols looked up by symbolizer_find_symbol(): a runtime's roots (CPython's _PyRuntime), found
+         * or not, by build-id. */
+        struct SymNamed {
+                char *build_id;
+                char *name;
+                bool found;
+                uint64_t elf_addr, size;
+        } *named;
+        size_t n_named, n_named_allocated;
         SymDebuginfo *found;            /* debuginfo found elsewhere this run, for symbolizer_flush_cache() */
         size_t n_found, n_found_allocated;
 };
@@ -321,6 +330,11 @@ static void sym_module_free(SymModule *m) {
 Symbolizer *symbolizer_free(Symbolizer *s) {
         if (!s)
                 return NULL;
+        for (size_t i = 0; i < s->n_named; i++) {
+                free(s->named[i].build_id);
+                free(s->named[i].name);
+        }
+        free(s->named);
         for (size_t i = 0; i < s->n_modules; i++)
                 sym_module_free(s->modules[i]);
         free(s->modules);
@@ -606,6 +620,84 @@ SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *ro
         _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
 
         return get_module(s, bid, dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL), root);
+}
+
+/* NAME in MOD's symbol table (libdwfl's: .symtab, else .dynsym), or the section NAME when it starts with a dot:
+ * its address (with MOD's bias) and size. */
+static int module_find_named(Dwfl_Module *mod, const char *name, uint64_t *ret_addr, uint64_t *ret_size) {
+        GElf_Addr bias = 0;
+        Elf *elf;
+        int n;
+
+        if (name[0] == '.') {
+                size_t shstrndx;
+
+                elf = dwfl_module_getelf(mod, &bias);
+                if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+                        return -ENOENT;
+                for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+                        GElf_Shdr shdr;
+                        const char *sn;
+
+                        if (!gelf_getshdr(scn, &shdr) || !(shdr.sh_flags & SHF_ALLOC))
+                                continue;
+                        sn = elf_strptr(elf, shstrndx, shdr.sh_name);
+                        if (sn && streq(sn, name)) {
+                                *ret_addr = shdr.sh_addr + bias;
+                                *ret_size = shdr.sh_size;
+                                return 0;
+                        }
+                }
+                return -ENOENT;
+        }
+        n = dwfl_module_getsymtab(mod);
+        for (int i = 1; i < n; i++) {
+                GElf_Addr addr;
+                GElf_Sym sym;
+                const char *sn = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
+
+                if (sn && sym.st_shndx != SHN_UNDEF && streq(sn, name)) {
+                        *ret_addr = addr;
+                        *ret_size = sym.st_size;
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
+int symbolizer_find_symbol(Symbolizer *s, Dwfl_Module *mod, const char *name, uint64_t *ret_addr,
+                           uint64_t *ret_size) {
+        _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
+        GElf_Addr bias = 0;
+        struct SymNamed *e;
+        int r;
+
+        /* The answer by ELF address, the same for every process that loads this build. */
+        if (!dwfl_module_getelf(mod, &bias))
+                return -ENOENT;
+        for (size_t i = 0; bid && i < s->n_named; i++)
+                if (streq(s->named[i].build_id, bid) && streq(s->named[i].name, name)) {
+                        if (!s->named[i].found)
+                                return -ENOENT;
+                        *ret_addr = s->named[i].elf_addr + bias;
+                        *ret_size = s->named[i].size;
+                        return 0;
+                }
+        r = module_find_named(mod, name, ret_addr, ret_size);
+        if (!bid || s->n_named >= SYMBOLIZER_MODULES_MAX ||
+            !GREEDY_REALLOC(s->named, s->n_named_allocated, s->n_named + 1))
+                return r;
+        e = &s->named[s->n_named];
+        *e = (struct SymNamed) { .found = r == 0, .elf_addr = r == 0 ? *ret_addr - bias : 0,
+                                 .size = r == 0 ? *ret_size : 0 };
+        e->build_id = TAKE_PTR(bid);
+        e->name = strdup(name);
+        if (!e->name) {
+                free(e->build_id);
+                return -ENOMEM;
+        }
+        s->n_named++;
+        return r;
 }
 
 char *symbolizer_data_symbol(Symbolizer *s, const ModuleInfo *mi, const char *root, uint64_t addr) {

@@ -63,6 +63,11 @@ bool sym_module_has_debuginfo(const SymModule *sm);
  * when no object symbol covers it (the heap, the stack, a stripped binary) or the module cannot be opened. */
 char *symbolizer_data_symbol(Symbolizer *s, const ModuleInfo *mi, const char *root, uint64_t addr);
 
+/* The address in the process of the symbol NAME of process module MOD (.symtab, else .dynsym), or of the section
+ * NAME when it starts with a dot, and its size: looked up once per build-id and name, the answer (found or not)
+ * kept for every later process with the same build. -ENOENT when MOD has none, -ENOMEM. */
+int symbolizer_find_symbol(Symbolizer *s, Dwfl_Module *mod, const char *name, uint64_t *ret_addr, uint64_t *ret_size);
+
 /* Append to T the frames for the pc in FRAME_TEMPLATE (which carries pc/activation/method/module index): inlined
  * call sites first (each marked inlined), then the containing function. SM may be NULL (see above); MOD may be
  * NULL when no module covers the pc. Returns the number of frames appended. */

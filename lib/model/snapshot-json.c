@@ -216,6 +216,12 @@ static const JsonField frame_fields[] = {
         ROW("inlined", JF_BOOL, UserFrame, inlined),
         ROW("activation", JF_BOOL, UserFrame, activation),
 };
+/* A runtime's frame (kind "python"): no pc, module or method, just where the program is. */
+static const JsonField runtime_frame_fields[] = {
+        ROW("function", JF_STRING, UserFrame, function),
+        ROW("file", JF_STRING, UserFrame, file),
+        ROW("line", JF_UINT_OR_NULL, UserFrame, line),
+};
 
 static const char *syscall_kind_str(ProcSyscallKind k) {
         return k == PROC_SYSCALL_BLOCKED ? "blocked" : k == PROC_SYSCALL_NONE ? "none" : "running";
@@ -264,11 +270,29 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
         for (size_t i = 0; i < t->n_frames; i++) {
                 const UserFrame *f = &t->frames[i];
                 json_object *k = json_object_new_object();
+
+                if (f->kind != FRAME_KIND_NATIVE) {
+                        ADD(k, "kind", json_object_new_string(frame_kind_to_string(f->kind)));
+                        fields_to_json(k, runtime_frame_fields, ELEMENTSOF(runtime_frame_fields), f);
+                        json_object_array_add(fr, k);
+                        continue;
+                }
                 fields_to_json(k, frame_fields, ELEMENTSOF(frame_fields), f);
                 ADD(k, "method", json_object_new_string(frame_method_to_string(f->method) ?: "cfi"));
+                /* Added in stackwatch.snapshot/1 with Python frames: only where true. */
+                if (f->interpreter)
+                        ADD(k, "interpreter", json_object_new_boolean(true));
                 json_object_array_add(fr, k);
         }
         ADD(o, "frames", fr);
+        if (t->python || t->python_note) {
+                json_object *py = json_object_new_object();
+
+                ADD(py, "thread_state", json_object_new_boolean(t->python));
+                ADD(py, "holds_gil", json_object_new_boolean(t->holds_gil));
+                ADD(py, "note", json_new_string_or_null(t->python_note));
+                ADD(o, "python", py);
+        }
         return o;
 }
 
@@ -351,6 +375,14 @@ json_object *snapshot_to_json(const Snapshot *s) {
         ADD(cap, "partial", json_object_new_boolean(s->partial));
         ADD(cap, "errors", s->errors ? json_new_strv(s->errors) : json_object_new_array());
         ADD(o, "capture", cap);
+
+        if (s->python) {
+                json_object *py = json_object_new_object();
+
+                ADD(py, "version", json_object_new_string(s->python));
+                ADD(py, "gil_holder", s->gil_holder > 0 ? json_object_new_int(s->gil_holder) : NULL);
+                ADD(o, "python", py);
+        }
 
         th = json_object_new_array();
         for (size_t i = 0; i < s->n_threads; i++)
@@ -486,12 +518,30 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                         FrameMethod fm;
                         if (!f)
                                 return -ENOMEM;
+                        m = json_member(e, "kind", json_type_string);
+                        if (m && !streq(json_object_get_string(m), "native")) {
+                                FrameKind k = frame_kind_from_string(json_object_get_string(m));
+
+                                /* A kind from a later writer: its frame is kept as an unknown native frame. */
+                                f->kind = k < 0 ? FRAME_KIND_NATIVE : k;
+                                if ((r = fields_from_json(e, runtime_frame_fields, ELEMENTSOF(runtime_frame_fields),
+                                                          f)) < 0)
+                                        return r;
+                                continue;
+                        }
                         if ((r = fields_from_json(e, frame_fields, ELEMENTSOF(frame_fields), f)) < 0)
                                 return r;
+                        f->interpreter = json_get_bool(e, "interpreter");
                         m = json_member(e, "method", json_type_string);
                         fm = m ? frame_method_from_string(json_object_get_string(m)) : FRAME_METHOD_CFI;
                         f->method = fm < 0 ? FRAME_METHOD_CFI : fm;
                 }
+        if ((a = json_member(o, "python", json_type_object))) {
+                t->python = json_get_bool(a, "thread_state");
+                t->holds_gil = json_get_bool(a, "holds_gil");
+                if ((r = json_dup_string(a, "note", &t->python_note)) < 0)
+                        return r;
+        }
         return 0;
 }
 
@@ -626,6 +676,12 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                         return r;
                 if (s->errors && !s->errors[0])
                         s->errors = strv_free(s->errors);
+        }
+
+        if ((a = json_member(j, "python", json_type_object))) {
+                if ((r = json_dup_string(a, "version", &s->python)) < 0)
+                        return r;
+                s->gil_holder = (pid_t) get_i64(a, "gil_holder", 0);
         }
 
         if ((a = json_member(j, "threads", json_type_array)))

@@ -10,7 +10,11 @@
  *                          additive: trigger (the daemon's firings); wait_chain (edges, deadlock, cycle) and peers
  *                          (one snapshot per process the chain reached, without a chain of its own). Readers
  *                          ignore keys they do not know, so these did not need a new version; capture.symbolize_us
- *                          (time spent resolving symbols and source lines).
+ *                          (time spent resolving symbols and source lines); Python (issue 27): frames of
+ *                          "kind": "python" (function, file, line; no pc) among the native ones, a native frame's
+ *                          "interpreter": true where it runs the Python frames before it, a thread's "python"
+ *                          (thread_state, holds_gil, note), the process's "python" (version, gil_holder). A reader
+ *                          of the first version skips nothing: a Python frame reads as a frame without a pc.
  * Addresses are hex strings ("0x…"): JSON numbers lose precision above 2^53. */
 #define SNAPSHOT_SCHEMA "stackwatch.snapshot/1"
 

@@ -55,6 +55,18 @@ static void print_syscall(FILE *f, const ThreadSnapshot *t) {
         }
 }
 
+/* A Python frame as a traceback shows it: #5  File "app.py", line 12, in Worker.inner */
+static void print_python_frame(FILE *f, const UserFrame *u, size_t n) {
+        fprintf(f, "#%-2zu File \"", n);
+        put_escaped(f, u->file ?: "?");
+        fputc('"', f);
+        if (u->line)
+                fprintf(f, ", line %u", u->line);
+        fputs(", in ", f);
+        put_escaped(f, u->function ?: "?");
+        fputc('\n', f);
+}
+
 static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextOptions *o, FILE *f) {
         fprintf(f, "TID %d:", (int) t->tid);
         if (t->comm) {
@@ -80,7 +92,10 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 fprintf(f, ", paused %.1f us", t->pause_us);
         if (t->tracer_pid > 0)
                 fprintf(f, ", traced by %d", (int) t->tracer_pid);
-        fputs("]\n", f);
+        fputs("]", f);
+        if (t->holds_gil)
+                fputs(" holds the GIL", f);
+        fputc('\n', f);
         if (t->error) {
                 fputs("  ! ", f);
                 put_escaped(f, t->error);
@@ -99,11 +114,23 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                         }
                         fputc('\n', f);
                 }
-        for (size_t i = 0; i < t->n_frames; i++) {
+        if (t->python_note) {
+                fputs("  (python: ", f);
+                put_escaped(f, t->python_note);
+                fputs(")\n", f);
+        }
+        for (size_t i = 0, shown = 0; i < t->n_frames; i++) {
                 const UserFrame *u = &t->frames[i];
                 const char *mod = module_path(s, u->module);
 
-                fprintf(f, "#%-2zu 0x%016" PRIx64 " ", i, u->pc);
+                /* The interpreter's frame is what the Python frames before it stand for. */
+                if (u->interpreter)
+                        continue;
+                if (u->kind == FRAME_KIND_PYTHON) {
+                        print_python_frame(f, u, shown++);
+                        continue;
+                }
+                fprintf(f, "#%-2zu 0x%016" PRIx64 " ", shown++, u->pc);
                 if (u->function) {
                         put_escaped(f, o->raw_names && u->linkage_name ? u->linkage_name : u->function);
                         if (!u->inlined && u->function_offset)
@@ -149,6 +176,18 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
         }
 }
 
+/* "inner (app.py:12)": a Python frame in one line, the file by its base name. */
+static void put_python_place(FILE *f, const UserFrame *u) {
+        const char *fb = u->file ? strrchr(u->file, '/') : NULL;
+
+        put_escaped(f, u->function ?: "?");
+        fputs(" (", f);
+        put_escaped(f, fb ? fb + 1 : u->file ?: "?");
+        if (u->line)
+                fprintf(f, ":%u", u->line);
+        fputc(')', f);
+}
+
 static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i) {
         _cleanup_free_ char *buf = NULL;
         size_t size = 0;
@@ -167,7 +206,9 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i) {
                 const char *mod = module_path(s, u->module), *base = mod ? strrchr(mod, '/') : NULL;
 
                 fprintf(f, "#%-2zu ", i);
-                if (u->function) {
+                if (u->kind == FRAME_KIND_PYTHON) {
+                        put_python_place(f, u);
+                } else if (u->function) {
                         put_escaped(f, u->function);
                         if (!u->inlined && u->function_offset)
                                 fprintf(f, "+0x%" PRIx64, u->function_offset);
@@ -229,12 +270,42 @@ int snapshot_top_frames(const Snapshot *s, pid_t tid, size_t max, char ***ret) {
         l = calloc(n + 1, sizeof *l);
         if (!l)
                 return -ENOMEM;
-        for (size_t i = 0; i < n; i++)
-                if (!(l[i] = frame_line(s, t, i))) {
+        for (size_t i = 0, k = 0; k < n && i < (t->n_frames ?: t->n_kframes); i++) {
+                if (t->n_frames > 0 && t->frames[i].interpreter)
+                        continue;
+                if (!(l[k++] = frame_line(s, t, i))) {
                         strv_free(l);
                         return -ENOMEM;
                 }
+        }
         *ret = l;
+        return 0;
+}
+
+int snapshot_top_python_frame(const Snapshot *s, pid_t tid, char **ret) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        *ret = NULL;
+        for (size_t i = 0; i < s->n_threads; i++) {
+                const ThreadSnapshot *t = &s->threads[i];
+
+                if (t->tid != tid)
+                        continue;
+                for (size_t k = 0; k < t->n_frames; k++) {
+                        if (t->frames[k].kind != FRAME_KIND_PYTHON)
+                                continue;
+                        f = open_memstream(&buf, &size);
+                        if (!f)
+                                return -ENOMEM;
+                        put_python_place(f, &t->frames[k]);
+                        if (fclose(f) != 0)
+                                return -ENOMEM;
+                        *ret = TAKE_PTR(buf);
+                        return 0;
+                }
+        }
         return 0;
 }
 
@@ -403,6 +474,15 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 put_escaped(f, s->exe);
                 fputc('\n', f);
         }
+        if (s->python) {
+                fputs("  python ", f);
+                put_escaped(f, s->python);
+                if (s->gil_holder > 0)
+                        fprintf(f, ", the GIL held by TID %d", (int) s->gil_holder);
+                else
+                        fputs(", the GIL free", f);
+                fputc('\n', f);
+        }
         if (s->trigger) {
                 const SnapshotTrigger *t = s->trigger;
                 fputs("  trigger: rule ", f);
@@ -480,8 +560,17 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
                 put_folded(f, t->comm ?: s->comm);
                 for (size_t k = t->n_frames; k > 0; k--) {
                         const UserFrame *u = &t->frames[k - 1];
+
+                        if (u->interpreter)
+                                continue;
                         fputc(';', f);
-                        if (u->function)
+                        if (u->kind == FRAME_KIND_PYTHON) {
+                                /* By function and file, not line: a flame graph adds up a function's samples. */
+                                put_folded(f, u->function);
+                                fputs("_(", f);
+                                put_folded(f, basename_of(u->file) ?: "?");
+                                fputc(')', f);
+                        } else if (u->function)
                                 put_folded(f, u->function);
                         else if (module_path(s, u->module)) {
                                 put_folded(f, basename_of(module_path(s, u->module)));

@@ -26,6 +26,12 @@ static const char *const frame_method_table[_FRAME_METHOD_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP(frame_method, FrameMethod);
 
+static const char *const frame_kind_table[_FRAME_KIND_MAX] = {
+        [FRAME_KIND_NATIVE] = "native",
+        [FRAME_KIND_PYTHON] = "python",
+};
+DEFINE_STRING_TABLE_LOOKUP(frame_kind, FrameKind);
+
 static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_UNIX] = "unix-socket",
         [WAIT_KIND_PIPE] = "pipe",
@@ -53,6 +59,7 @@ static void thread_done(ThreadSnapshot *t) {
         free(t->wchan);
         free(t->unwind_end);
         free(t->error);
+        free(t->python_note);
         for (size_t i = 0; i < t->n_kframes; i++) {
                 free(t->kframes[i].function);
                 free(t->kframes[i].module);
@@ -82,6 +89,7 @@ Snapshot *snapshot_free(Snapshot *s) {
         free(s->cgroup);
         free(s->unit);
         free(s->unwinder);
+        free(s->python);
         strv_free(s->errors);
         if (s->trigger) {
                 free(s->trigger->rule);

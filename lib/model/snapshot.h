@@ -35,6 +35,17 @@ typedef enum FrameMethod {
 const char *frame_method_to_string(FrameMethod m);
 FrameMethod frame_method_from_string(const char *s);
 
+/* What a user frame is: a machine frame, or a frame of a runtime's own (an interpreter's function and line). */
+typedef enum FrameKind {
+        FRAME_KIND_NATIVE,
+        FRAME_KIND_PYTHON,      /* CPython: function (the qualified name), file and line; no pc, no module */
+        _FRAME_KIND_MAX,
+        _FRAME_KIND_INVALID = -EINVAL,
+} FrameKind;
+
+const char *frame_kind_to_string(FrameKind k);
+FrameKind frame_kind_from_string(const char *s);
+
 typedef struct KernelFrame {
         char *function;
         uint64_t offset;
@@ -43,6 +54,8 @@ typedef struct KernelFrame {
 } KernelFrame;
 
 typedef struct UserFrame {
+        FrameKind kind;
+        bool interpreter;       /* a native frame of an interpreter, standing for the runtime frames just before it */
         uint64_t pc;
         bool activation;        /* pc is the interrupted instruction (frame #0, signal frames), not a return address */
         bool inlined;           /* a call site inlined at the same pc as the next frame */
@@ -77,6 +90,11 @@ typedef struct ThreadSnapshot {
         char *unwind_end;       /* why the user unwind ended ("end of stack", "max frames", an error) */
         char *error;            /* set when this thread's capture is partial: the reason */
         bool truncated;         /* a budget cut this thread's frames or stack */
+
+        /* In a Python process (Snapshot.python set): */
+        bool python;            /* the thread has a Python thread state */
+        bool holds_gil;
+        char *python_note;      /* why it shows no Python frames, or fewer than it runs; NULL when all were read */
 } ThreadSnapshot;
 
 typedef struct ModuleInfo {
@@ -208,6 +226,9 @@ typedef struct Snapshot {
         bool truncated;
         bool partial;
         char **errors;          /* process-level errors, NULL-terminated (may be NULL) */
+
+        char *python;           /* the CPython version running in it ("3.11.2"), NULL when none was found */
+        pid_t gil_holder;       /* the thread holding the GIL, 0 when none does or it is not known */
 
         SnapshotTrigger *trigger; /* NULL for on-demand dumps */
 

@@ -1,0 +1,754 @@
+/* python.c: CPython's own frames, read from outside with process_vm_readv, never stopping the process. Every read
+ * is bounded and every pointer checked by reading through it: a chain that does not hold ends with its reason. */
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/alloc-util.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "capture/python-lines.h"
+#include "capture/python-offsets.h"
+#include "capture/python.h"
+
+#define PY_INTERPRETERS_MAX 64U
+#define PY_THREADS_MAX 65536U
+#define PY_STRING_CHARS_MAX 1024U
+#define PY_LINETABLE_BYTES_MAX (256U * 1024)
+#define PY_CODES_MAX 65536U
+/* glibc's struct pthread holds the thread's TID at this offset (x86-64, glibc 2.28-2.40): tried first. */
+#define PTHREAD_TID_OFFSET_GLIBC 720U
+#define PTHREAD_SCAN_BYTES 2048U
+/* _PyInterpreterFrame.owner: FRAME_OWNED_BY_CSTACK (Include/internal/pycore_frame.h, 3.12+): a shim frame that
+ * _PyEval_EvalFrameDefault pushes below the frames of its call. */
+#define PY_FRAME_OWNED_BY_CSTACK 3
+
+typedef struct PyThreadRef {
+        pid_t tid;
+        uint64_t tstate;
+} PyThreadRef;
+
+/* A code object as decoded, cached per capture by address. */
+typedef struct PyCode {
+        uint64_t addr;
+        bool valid;             /* it is a code object, and its names could be read */
+        char *qualname;
+        char *filename;
+        int firstlineno;
+        uint8_t *linetable;
+        size_t linetable_len;
+} PyCode;
+
+struct PyProcess {
+        pid_t pid;
+        PyOffsets off;
+        char version[32];
+        uint64_t runtime;
+        uint64_t code_type;     /* PyCode_Type, once a code object's type was seen to be named "code" */
+        pid_t gil_holder;
+        PyThreadRef *threads;
+        size_t n_threads, n_threads_allocated;
+        PyCode *codes;          /* open addressing by address, size a power of two */
+        size_t codes_size, codes_used;
+};
+
+/* ---- memory ---- */
+
+static int py_read(const PyProcess *p, uint64_t addr, void *buf, size_t n) {
+        struct iovec local = { .iov_base = buf, .iov_len = n };
+        struct iovec remote = { .iov_base = (void *) (uintptr_t) addr, .iov_len = n };
+        ssize_t k;
+
+        if (addr == 0 || addr + n < addr)
+                return -EFAULT;
+        k = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+        if (k < 0)
+                return -errno;
+        return (size_t) k == n ? 0 : -EFAULT;
+}
+
+static int py_read_ptr(const PyProcess *p, uint64_t addr, uint64_t *ret) {
+        return py_read(p, addr, ret, sizeof *ret);
+}
+
+/* Little-endian fields of a block read at once. */
+static uint64_t get_u64(const uint8_t *b, uint32_t off) {
+        uint64_t v;
+
+        memcpy(&v, b + off, sizeof v);
+        return v;
+}
+
+static int32_t get_i32(const uint8_t *b, uint32_t off) {
+        int32_t v;
+
+        memcpy(&v, b + off, sizeof v);
+        return v;
+}
+
+/* The bytes to read of a structure so that every field at OFFS[0..N) (each SIZE bytes at most) is covered. */
+static size_t span_of(const uint32_t *offs, size_t n) {
+        size_t end = 0;
+
+        for (size_t i = 0; i < n; i++)
+                if (offs[i] != PY_OFF_NONE)
+                        end = MAX(end, (size_t) offs[i] + 8);
+        return end;
+}
+
+/* ---- finding the runtime ---- */
+
+typedef struct PyFind {
+        PyProcess *p;
+        Symbolizer *sym;
+        const char *exe;
+        uint64_t runtime;
+        uint64_t version_addr;  /* Py_Version, 0 when the build has none (before 3.11) */
+        unsigned name_minor;    /* from the module's name: libpython3.9.so → 9; 0 when none */
+        int error;
+} PyFind;
+
+static unsigned minor_from_name(const char *path) {
+        const char *b = path ? strrchr(path, '/') : NULL, *v;
+        unsigned minor = 0;
+
+        b = b ? b + 1 : path;
+        if (!b || !(v = strstr(b, "python3.")))
+                return 0;
+        for (v += strlen("python3."); *v >= '0' && *v <= '9' && minor < 100; v++)
+                minor = minor * 10 + (unsigned) (*v - '0');
+        return minor;
+}
+
+static bool candidate_module(const char *name, const char *exe) {
+        const char *b = name ? strrchr(name, '/') : NULL;
+
+        if (!name || name[0] != '/')
+                return false;
+        b = b ? b + 1 : name;
+        /* The executable (python3.11, an embedding program linked statically), or a libpython3.X.so. */
+        return (exe && streq(name, exe)) || startswith(b, "libpython3") || startswith(b, "python3");
+}
+
+static int find_runtime_cb(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg) {
+        PyFind *f = arg;
+        uint64_t addr, size;
+        int r;
+
+        (void) userdata;
+        (void) start;
+        if (!candidate_module(name, f->exe))
+                return DWARF_CB_OK;
+        r = symbolizer_find_symbol(f->sym, mod, "_PyRuntime", &addr, &size);
+        if (r == -ENOENT)
+                /* A build without the symbol (stripped of .symtab and .dynsym): 3.10+ put it in its own section. */
+                r = symbolizer_find_symbol(f->sym, mod, ".PyRuntime", &addr, &size);
+        if (r == -ENOMEM) {
+                f->error = r;
+                return DWARF_CB_ABORT;
+        }
+        if (r < 0)
+                return DWARF_CB_OK;
+        f->runtime = addr;
+        if (symbolizer_find_symbol(f->sym, mod, "Py_Version", &addr, &size) == 0)
+                f->version_addr = addr;
+        f->name_minor = minor_from_name(name);
+        return DWARF_CB_ABORT;
+}
+
+static void version_string(uint32_t v, char *buf, size_t n) {
+        unsigned level = (v >> 4) & 15, serial = v & 15;
+
+        if (level == 0xf || level == 0)
+                snprintf(buf, n, "%u.%u.%u", v >> 24, (v >> 16) & 255, (v >> 8) & 255);
+        else
+                snprintf(buf, n, "%u.%u.%u%s%u", v >> 24, (v >> 16) & 255, (v >> 8) & 255,
+                         level == 0xa ? "a" : level == 0xb ? "b" : "rc", serial);
+}
+
+/* The layout: 3.13+ describe themselves at the start of _PyRuntime; older ones by Py_Version (3.11, 3.12) or the
+ * module's name (3.8-3.10). */
+static int py_layout(PyProcess *p, const PyFind *f, const char **ret_why) {
+        uint8_t head[PY_DEBUG_OFFSETS_BYTES];
+        uint32_t version = 0;
+        int r;
+
+        if (py_read(p, f->runtime, head, sizeof head) < 0) {
+                *ret_why = "the interpreter's _PyRuntime cannot be read";
+                return -EPROTONOSUPPORT;
+        }
+        r = py_offsets_from_debug(head, sizeof head, &p->off);
+        if (r == 0) {
+                version_string(p->off.version, p->version, sizeof p->version);
+                return 0;
+        }
+        if (r != -EBADMSG) {
+                *ret_why = "a CPython whose _Py_DebugOffsets we cannot read (a free-threaded build, or a later layout)";
+                return -EPROTONOSUPPORT;
+        }
+        if (f->version_addr == 0 || py_read(p, f->version_addr, &version, sizeof version) < 0)
+                version = f->name_minor > 0 ? (3U << 24) | (f->name_minor << 16) : 0;
+        if (version == 0) {
+                *ret_why = "a CPython runtime of unknown version (no Py_Version, no version in its file name)";
+                return -EPROTONOSUPPORT;
+        }
+        r = py_offsets_for_version(version, &p->off);
+        if (r < 0) {
+                *ret_why = "a CPython version stackwatch has no layout for (3.8 and later are read)";
+                return -EPROTONOSUPPORT;
+        }
+        if ((version & 0xffff) == 0)
+                snprintf(p->version, sizeof p->version, "3.%u", (version >> 16) & 255);
+        else
+                version_string(version, p->version, sizeof p->version);
+        return 0;
+}
+
+/* ---- threads ---- */
+
+static bool tid_in(const int *tids, size_t n, int32_t v) {
+        for (size_t i = 0; i < n; i++)
+                if (tids[i] == v)
+                        return true;
+        return false;
+}
+
+/* Before 3.11 a thread state knows its pthread_t (threading.get_ident()), not its TID: glibc's struct pthread
+ * holds the TID. Its offset is glibc's business, so it is found: the one offset at which every thread state's
+ * pthread holds a TID of the process (glibc's own tried first). */
+static int pthread_tids(PyProcess *p, const uint64_t *idents, const int *tids, size_t n_tids) {
+        _cleanup_free_ uint8_t *buf = NULL;
+        uint32_t best = PY_OFF_NONE;
+
+        if (p->n_threads == 0)
+                return 0;
+        buf = malloc((size_t) p->n_threads * PTHREAD_SCAN_BYTES);
+        if (!buf)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->n_threads; i++)
+                if (py_read(p, idents[i], buf + i * PTHREAD_SCAN_BYTES, PTHREAD_SCAN_BYTES) < 0)
+                        memset(buf + i * PTHREAD_SCAN_BYTES, 0, PTHREAD_SCAN_BYTES);
+        for (uint32_t off = 0; off < PTHREAD_SCAN_BYTES; off += 4) {
+                uint32_t o = off == 0 ? PTHREAD_TID_OFFSET_GLIBC : off == PTHREAD_TID_OFFSET_GLIBC ? 0 : off;
+                bool all = true;
+
+                for (size_t i = 0; i < p->n_threads && all; i++)
+                        all = tid_in(tids, n_tids, get_i32(buf + i * PTHREAD_SCAN_BYTES, o));
+                if (all) {
+                        best = o;
+                        break;
+                }
+        }
+        for (size_t i = 0; i < p->n_threads; i++)
+                p->threads[i].tid = best == PY_OFF_NONE ? 0 : get_i32(buf + i * PTHREAD_SCAN_BYTES, best);
+        return 0;
+}
+
+static int py_walk_threads(PyProcess *p, const int *tids, size_t n_tids) {
+        const PyOffsets *o = &p->off;
+        const uint32_t toffs[] = { o->tstate_next, o->tstate_interp, o->tstate_thread_id, o->tstate_native_thread_id };
+        size_t tspan = span_of(toffs, ELEMENTSOF(toffs));
+        _cleanup_free_ uint64_t *idents = NULL;
+        size_t n_idents_allocated = 0;
+        uint64_t interp, holder = 0;
+        uint8_t tbuf[512];
+        int r;
+
+        assert(tspan <= sizeof tbuf);
+        if (py_read_ptr(p, p->runtime + o->runtime_interpreters_head, &interp) < 0)
+                return -EFAULT;
+        if (o->runtime_gil != PY_OFF_NONE) {
+                int32_t locked = 0;
+
+                if (py_read(p, p->runtime + o->runtime_gil + o->gil_locked, &locked, sizeof locked) == 0 && locked)
+                        (void) py_read_ptr(p, p->runtime + o->runtime_gil + o->gil_last_holder, &holder);
+        }
+        for (unsigned ni = 0; interp && ni < PY_INTERPRETERS_MAX; ni++) {
+                uint64_t tstate, next_interp = 0, gil;
+
+                if (py_read_ptr(p, interp + o->interp_threads_head, &tstate) < 0)
+                        break;
+                (void) py_read_ptr(p, interp + o->interp_next, &next_interp);
+                if (o->interp_gil != PY_OFF_NONE && holder == 0 && py_read_ptr(p, interp + o->interp_gil, &gil) == 0) {
+                        int32_t locked = 0;
+
+                        if (py_read(p, gil + o->gil_locked, &locked, sizeof locked) == 0 && locked)
+                                (void) py_read_ptr(p, gil + o->gil_last_holder, &holder);
+                }
+                while (tstate && p->n_threads < PY_THREADS_MAX) {
+                        PyThreadRef *t;
+
+                        if (py_read(p, tstate, tbuf, tspan) < 0 || get_u64(tbuf, o->tstate_interp) != interp)
+                                break;  /* not a thread state of this interpreter: the list changed under us */
+                        if (!GREEDY_REALLOC(p->threads, p->n_threads_allocated, p->n_threads + 1) ||
+                            !GREEDY_REALLOC(idents, n_idents_allocated, p->n_threads + 1))
+                                return -ENOMEM;
+                        t = &p->threads[p->n_threads];
+                        *t = (PyThreadRef) { .tstate = tstate };
+                        if (o->tstate_native_thread_id != PY_OFF_NONE)
+                                t->tid = (pid_t) get_u64(tbuf, o->tstate_native_thread_id);
+                        idents[p->n_threads++] = get_u64(tbuf, o->tstate_thread_id);
+                        tstate = get_u64(tbuf, o->tstate_next);
+                }
+                interp = next_interp;
+        }
+        if (o->tstate_native_thread_id == PY_OFF_NONE) {
+                r = pthread_tids(p, idents, tids, n_tids);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; holder && i < p->n_threads; i++)
+                if (p->threads[i].tstate == holder)
+                        p->gil_holder = p->threads[i].tid;
+        return 0;
+}
+
+int py_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, const int *tids, size_t n_tids, PyProcess **ret,
+                    const char **ret_why) {
+        _cleanup_(py_process_freep) PyProcess *p = NULL;
+        _cleanup_free_ char *exe = NULL;
+        char path[64];
+        PyFind f;
+        int r;
+
+        *ret = NULL;
+        *ret_why = NULL;
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->pid = pid;
+        snprintf(path, sizeof path, "/proc/%d/exe", (int) pid);
+        exe = realpath(path, NULL);
+        f = (PyFind) { .p = p, .sym = sym, .exe = exe };
+        dwfl_getmodules(unwind_process_dwfl(up), find_runtime_cb, &f, 0);
+        if (f.error < 0)
+                return f.error;
+        if (f.runtime == 0)
+                return 0;
+        p->runtime = f.runtime;
+        r = py_layout(p, &f, ret_why);
+        if (r < 0)
+                return r;
+        r = py_walk_threads(p, tids, n_tids);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                *ret_why = "the interpreter's list of interpreters cannot be read";
+                return -EPROTONOSUPPORT;
+        }
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+PyProcess *py_process_free(PyProcess *p) {
+        if (!p)
+                return NULL;
+        for (size_t i = 0; i < p->codes_size; i++) {
+                free(p->codes[i].qualname);
+                free(p->codes[i].filename);
+                free(p->codes[i].linetable);
+        }
+        free(p->codes);
+        free(p->threads);
+        free(p);
+        return NULL;
+}
+
+const char *py_process_version(const PyProcess *p) {
+        return p->version;
+}
+
+pid_t py_process_gil_holder(const PyProcess *p) {
+        return p->gil_holder;
+}
+
+/* ---- a thread's frames ---- */
+
+void py_raw_stack_done(PyRawStack *st) {
+        st->frames = mfree(st->frames);
+        st->n = 0;
+        st->have_tstate = false;
+        st->end[0] = '\0';
+}
+
+static const PyThreadRef *find_thread(const PyProcess *p, pid_t tid) {
+        for (size_t i = 0; i < p->n_threads; i++)
+                if (p->threads[i].tid == tid)
+                        return &p->threads[i];
+        return NULL;
+}
+
+static int current_frame(const PyProcess *p, uint64_t tstate, uint64_t *ret) {
+        const PyOffsets *o = &p->off;
+        uint64_t cframe;
+
+        if (o->tstate_cframe == PY_OFF_NONE)
+                return py_read_ptr(p, tstate + o->tstate_frame, ret);
+        if (py_read_ptr(p, tstate + o->tstate_cframe, &cframe) < 0)
+                return -EFAULT;
+        if (cframe == 0) {
+                *ret = 0;
+                return 0;
+        }
+        return py_read_ptr(p, cframe + o->cframe_current_frame, ret);
+}
+
+int py_read_stack(PyProcess *p, pid_t tid, unsigned max_frames, PyRawStack *ret) {
+        const PyOffsets *o = &p->off;
+        const PyThreadRef *t = find_thread(p, tid);
+        const uint32_t objoffs[] = { o->frame_back, o->frame_code, o->frame_lasti };
+        size_t span = o->frames == PY_FRAMES_OBJECT ? span_of(objoffs, ELEMENTSOF(objoffs)) : o->iframe_size;
+        uint8_t buf[256];
+        uint64_t frame;
+
+        py_raw_stack_done(ret);
+        if (!t)
+                return 0;
+        ret->have_tstate = true;
+        max_frames = MIN(max_frames ?: PY_FRAMES_MAX, PY_FRAMES_MAX);
+        if (span == 0 || span > sizeof buf) {
+                snprintf(ret->end, sizeof ret->end, "frame layout not known");
+                return 0;
+        }
+        if (current_frame(p, t->tstate, &frame) < 0) {
+                snprintf(ret->end, sizeof ret->end, "thread state unreadable");
+                return 0;
+        }
+        ret->frames = calloc(max_frames, sizeof *ret->frames);
+        if (!ret->frames)
+                return -ENOMEM;
+        for (unsigned steps = 0; frame; steps++) {
+                PyRawFrame *rf;
+
+                /* Shim frames are not counted, but bound the walk too: a cycle of them ends here. */
+                if (ret->n >= max_frames || steps >= 2 * max_frames) {
+                        snprintf(ret->end, sizeof ret->end, "more than %u Python frames", max_frames);
+                        break;
+                }
+                if (py_read(p, frame, buf, span) < 0) {
+                        snprintf(ret->end, sizeof ret->end, "frame at 0x%" PRIx64 " unreadable", frame);
+                        break;
+                }
+                if (o->frames == PY_FRAMES_OBJECT) {
+                        rf = &ret->frames[ret->n++];
+                        *rf = (PyRawFrame) { .code = get_u64(buf, o->frame_code),
+                                             .instr = (uint64_t) (int64_t) get_i32(buf, o->frame_lasti),
+                                             .entry = true };
+                        frame = get_u64(buf, o->frame_back);
+                        continue;
+                }
+                if (buf[o->iframe_owner] == PY_FRAME_OWNED_BY_CSTACK && o->iframe_is_entry == PY_OFF_NONE) {
+                        /* 3.12+: the shim below an eval call's frames: the frame before it was its first. */
+                        if (ret->n > 0)
+                                ret->frames[ret->n - 1].entry = true;
+                        frame = get_u64(buf, o->iframe_previous);
+                        continue;
+                }
+                rf = &ret->frames[ret->n++];
+                *rf = (PyRawFrame) { .code = get_u64(buf, o->iframe_code), .instr = get_u64(buf, o->iframe_instr) };
+                if (o->iframe_is_entry != PY_OFF_NONE)
+                        rf->entry = buf[o->iframe_is_entry] != 0;
+                frame = get_u64(buf, o->iframe_previous);
+        }
+        /* The outermost frame ends its eval call, whatever the flags said. */
+        if (ret->n > 0 && !frame)
+                ret->frames[ret->n - 1].entry = true;
+        return 0;
+}
+
+/* ---- code objects ---- */
+
+/* Append code point C as UTF-8. */
+static size_t put_utf8(char *out, uint32_t c) {
+        if (c < 0x80) {
+                out[0] = (char) c;
+                return 1;
+        }
+        if (c < 0x800) {
+                out[0] = (char) (0xc0 | (c >> 6));
+                out[1] = (char) (0x80 | (c & 63));
+                return 2;
+        }
+        if (c < 0x10000) {
+                out[0] = (char) (0xe0 | (c >> 12));
+                out[1] = (char) (0x80 | ((c >> 6) & 63));
+                out[2] = (char) (0x80 | (c & 63));
+                return 3;
+        }
+        if (c > 0x10ffff)
+                c = 0xfffd;
+        out[0] = (char) (0xf0 | (c >> 18));
+        out[1] = (char) (0x80 | ((c >> 12) & 63));
+        out[2] = (char) (0x80 | ((c >> 6) & 63));
+        out[3] = (char) (0x80 | (c & 63));
+        return 4;
+}
+
+/* A str object as UTF-8: compact ASCII, compact UCS-1/2/4, or (before 3.12) a legacy string's data pointer. At
+ * most PY_STRING_CHARS_MAX characters ("…" marks a cut). -EBADMSG for what is not a string we can read. */
+static int read_str(const PyProcess *p, uint64_t addr, char **ret) {
+        const PyOffsets *o = &p->off;
+        uint8_t head[96];
+        _cleanup_free_ uint8_t *data = NULL;
+        _cleanup_free_ char *out = NULL;
+        uint64_t length, data_addr;
+        unsigned kind, compact, ascii;
+        uint32_t state;
+        size_t n, k = 0;
+
+        if (py_read(p, addr, head, o->unicode_compact_data + 8) < 0)
+                return -EBADMSG;
+        length = get_u64(head, o->unicode_length);
+        memcpy(&state, head + o->unicode_state, sizeof state);
+        kind = (state >> o->unicode_state_kind_shift) & 7;
+        compact = (state >> (o->unicode_state_kind_shift + 3)) & 1;
+        ascii = (state >> (o->unicode_state_kind_shift + 4)) & 1;
+        if ((int64_t) length < 0 || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1))
+                return -EBADMSG;
+        n = MIN(length, (uint64_t) PY_STRING_CHARS_MAX);
+        data_addr = ascii ? addr + o->unicode_ascii_data : addr + o->unicode_compact_data;
+        if (!compact)
+                data_addr = get_u64(head, o->unicode_compact_data);
+        data = malloc(n * kind + 1);
+        out = malloc(n * 4 + sizeof "…");
+        if (!data || !out)
+                return -ENOMEM;
+        if (n > 0 && py_read(p, data_addr, data, n * kind) < 0)
+                return -EBADMSG;
+        for (size_t i = 0; i < n; i++) {
+                uint32_t c = kind == 1 ? data[i] : kind == 2 ? ((const uint16_t *) data)[i] : ((const uint32_t *) data)[i];
+
+                k += put_utf8(out + k, c ?: 0xfffd);
+        }
+        if (n < length) {
+                memcpy(out + k, "…", strlen("…"));
+                k += strlen("…");
+        }
+        out[k] = '\0';
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+static int read_bytes(const PyProcess *p, uint64_t addr, uint8_t **ret, size_t *ret_len) {
+        const PyOffsets *o = &p->off;
+        uint64_t size;
+        uint8_t *b;
+
+        if (py_read(p, addr + o->varobject_size, &size, sizeof size) < 0 || size > PY_LINETABLE_BYTES_MAX)
+                return -EBADMSG;
+        b = malloc(size ?: 1);
+        if (!b)
+                return -ENOMEM;
+        if (size > 0 && py_read(p, addr + o->bytes_data, b, size) < 0) {
+                free(b);
+                return -EBADMSG;
+        }
+        *ret = b;
+        *ret_len = size;
+        return 0;
+}
+
+/* Whether ADDR is a code object: its type is named "code" (checked once; then the same type pointer suffices). */
+static bool is_code(PyProcess *p, uint64_t addr) {
+        uint64_t type, name;
+        char tn[8];
+
+        if (py_read_ptr(p, addr + p->off.object_type, &type) < 0)
+                return false;
+        if (p->code_type)
+                return type == p->code_type;
+        if (py_read_ptr(p, type + p->off.type_name, &name) < 0 || py_read(p, name, tn, 5) < 0 ||
+            memcmp(tn, "code", 5) != 0)
+                return false;
+        p->code_type = type;
+        return true;
+}
+
+static int decode_code(PyProcess *p, PyCode *c) {
+        const PyOffsets *o = &p->off;
+        const uint32_t offs[] = { o->code_filename, o->code_name, o->code_qualname, o->code_firstlineno,
+                                  o->code_linetable };
+        size_t span = span_of(offs, ELEMENTSOF(offs));
+        uint8_t buf[512];
+        int r;
+
+        if (span > sizeof buf || !is_code(p, c->addr) || py_read(p, c->addr, buf, span) < 0)
+                return 0;
+        r = read_str(p, get_u64(buf, o->code_qualname != PY_OFF_NONE ? o->code_qualname : o->code_name),
+                     &c->qualname);
+        if (r == 0)
+                r = read_str(p, get_u64(buf, o->code_filename), &c->filename);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return 0;
+        c->firstlineno = get_i32(buf, o->code_firstlineno);
+        r = read_bytes(p, get_u64(buf, o->code_linetable), &c->linetable, &c->linetable_len);
+        if (r == -ENOMEM)
+                return r;
+        c->valid = true;
+        return 0;
+}
+
+static size_t hash_addr(uint64_t a) {
+        a ^= a >> 33;
+        a *= 0xff51afd7ed558ccdULL;
+        a ^= a >> 33;
+        return (size_t) a;
+}
+
+/* The code object at ADDR, decoded on first use; NULL on OOM or when the cache is full. */
+static PyCode *code_get(PyProcess *p, uint64_t addr) {
+        PyCode *c;
+
+        if (p->codes_used * 2 >= p->codes_size) {
+                size_t size = MAX(p->codes_size * 2, (size_t) 64);
+                PyCode *old = p->codes, *t;
+
+                if (p->codes_used >= PY_CODES_MAX)
+                        goto lookup;
+                t = calloc(size, sizeof *t);
+                if (!t)
+                        return NULL;
+                for (size_t i = 0; i < p->codes_size; i++) {
+                        size_t h;
+
+                        if (!old[i].addr)
+                                continue;
+                        for (h = hash_addr(old[i].addr) & (size - 1); t[h].addr; h = (h + 1) & (size - 1))
+                                ;
+                        t[h] = old[i];
+                }
+                free(old);
+                p->codes = t;
+                p->codes_size = size;
+        }
+lookup:
+        for (size_t h = hash_addr(addr) & (p->codes_size - 1);; h = (h + 1) & (p->codes_size - 1)) {
+                c = &p->codes[h];
+                if (c->addr == addr)
+                        return c;
+                if (c->addr == 0)
+                        break;
+        }
+        if (p->codes_used * 2 >= p->codes_size)
+                return NULL;
+        c->addr = addr;
+        p->codes_used++;
+        if (decode_code(p, c) < 0)
+                return NULL;
+        return c;
+}
+
+/* The line F is at: the instruction's offset into the code, as each version records it. */
+static int frame_line(const PyProcess *p, const PyCode *c, const PyRawFrame *f) {
+        const PyOffsets *o = &p->off;
+        uint64_t offset;
+        int line;
+
+        if (o->frames == PY_FRAMES_OBJECT) {
+                int64_t lasti = (int64_t) f->instr;
+
+                /* Not started yet: the function's first line. */
+                if (lasti < 0)
+                        return c->firstlineno;
+                offset = o->lines == PY_LINES_LINETABLE ? (uint64_t) lasti * 2 : (uint64_t) lasti;
+        } else {
+                uint64_t code = c->addr + o->code_adaptive;
+
+                if (f->instr < code)
+                        return c->firstlineno;
+                offset = f->instr - code;
+        }
+        line = py_line_for_offset(o->lines, c->linetable, c->linetable_len, c->firstlineno, offset);
+        return line < 0 ? 0 : line;
+}
+
+/* ---- into the native stack ---- */
+
+static bool is_eval_frame(const UserFrame *u) {
+        return u->kind == FRAME_KIND_NATIVE && !u->inlined && u->function &&
+               (streq(u->function, "_PyEval_EvalFrameDefault") ||
+                startswith(u->function, "_PyEval_EvalFrameDefault."));
+}
+
+static int python_frame(PyProcess *p, const PyRawFrame *rf, UserFrame *ret) {
+        PyCode *c = code_get(p, rf->code);
+
+        *ret = (UserFrame) { .kind = FRAME_KIND_PYTHON, .module = -1 };
+        if (!c)
+                return -ENOMEM;
+        if (!c->valid) {
+                ret->function = strdup("<unreadable code object>");
+                return ret->function ? 0 : -ENOMEM;
+        }
+        ret->function = strdup(c->qualname);
+        ret->file = strdup(c->filename);
+        if (!ret->function || !ret->file) {
+                user_frame_done(ret);
+                return -ENOMEM;
+        }
+        ret->line = (unsigned) frame_line(p, c, rf);
+        return 0;
+}
+
+int py_merge_stack(PyProcess *p, const PyRawStack *raw, ThreadSnapshot *t) {
+        _cleanup_free_ UserFrame *out = NULL;
+        size_t n_out = 0, next = 0, cap = t->n_frames + raw->n;
+        int r;
+
+        t->python = raw->have_tstate;
+        t->holds_gil = raw->have_tstate && p->gil_holder == t->tid;
+        t->python_note = mfree(t->python_note);
+        if (!raw->have_tstate)
+                return (t->python_note = strdup("no Python thread state (a thread running only C code)")) ? 0 : -ENOMEM;
+        if (raw->n == 0) {
+                t->python_note = strdup(raw->end[0] ? raw->end : "no Python frames");
+                return t->python_note ? 0 : -ENOMEM;
+        }
+        out = calloc(cap ?: 1, sizeof *out);
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < t->n_frames; i++) {
+                if (is_eval_frame(&t->frames[i]) && next < raw->n) {
+                        /* This call runs the frames up to the next entry frame. */
+                        for (bool done = false; next < raw->n && !done; next++) {
+                                done = raw->frames[next].entry;
+                                r = python_frame(p, &raw->frames[next], &out[n_out]);
+                                if (r < 0)
+                                        goto fail;
+                                n_out++;
+                        }
+                        t->frames[i].interpreter = true;
+                }
+                out[n_out++] = t->frames[i];
+        }
+        /* The native unwind ended before the interpreter's outer calls: their frames go last. */
+        for (; next < raw->n; next++) {
+                r = python_frame(p, &raw->frames[next], &out[n_out]);
+                if (r < 0)
+                        goto fail;
+                n_out++;
+        }
+        if (raw->end[0] && !(t->python_note = strdup(raw->end))) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        free(t->frames);
+        t->frames = TAKE_PTR(out);
+        t->n_frames = n_out;
+        return 0;
+fail:
+        /* The native frames are still T's: free only the Python frames made here. */
+        for (size_t i = 0; i < n_out; i++)
+                if (out[i].kind == FRAME_KIND_PYTHON)
+                        user_frame_done(&out[i]);
+        for (size_t i = 0; i < t->n_frames; i++)
+                t->frames[i].interpreter = false;
+        return r;
+}

@@ -1,0 +1,60 @@
+/* python.h: a CPython interpreter's own frames, read from outside the process without stopping it: the runtime
+ * found by symbol (or section), its thread states matched to TIDs, each thread's frames copied (raw: code object and
+ * instruction addresses), later decoded into function, file and line, and merged into the native stack where the
+ * interpreter runs them. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capture/symbolize.h"
+#include "capture/unwind.h"
+#include "model/snapshot.h"
+
+/* Python frames per thread at most (a deeper recursion is cut, and says so). */
+#define PY_FRAMES_MAX 1024U
+
+typedef struct PyProcess PyProcess;
+
+/* One frame as copied while the thread held still: addresses only. */
+typedef struct PyRawFrame {
+        uint64_t code;          /* the code object */
+        uint64_t instr;         /* 3.11+: the instruction's address; ≤3.10: f_lasti */
+        bool entry;             /* the last frame its _PyEval_EvalFrameDefault call runs (3.11 is_entry; the
+                                 * frame before a shim frame from 3.12; every frame before 3.11) */
+} PyRawFrame;
+
+/* A thread's Python frames, innermost first, as copied. */
+typedef struct PyRawStack {
+        bool have_tstate;       /* the thread has a Python thread state */
+        PyRawFrame *frames;
+        size_t n;
+        char end[96];           /* why the walk ended early ("" when it reached the outermost frame) */
+} PyRawStack;
+
+void py_raw_stack_done(PyRawStack *st);
+
+/* Find the interpreter in process PID: the executable or a loaded libpython that has _PyRuntime (its address and
+ * the version cached per build-id by SYM), then its interpreters and their thread states for TIDS[0..N_TIDS). 0 with
+ * *RET NULL when the process runs no CPython; -EPROTONOSUPPORT with *RET_WHY (static) for one we cannot read (a
+ * version we have no layout for), -ENOMEM. */
+int py_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, const int *tids, size_t n_tids, PyProcess **ret,
+                    const char **ret_why);
+PyProcess *py_process_free(PyProcess *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(PyProcess *, py_process_free);
+
+/* "3.11.2" */
+const char *py_process_version(const PyProcess *p);
+/* The TID of the thread holding the GIL, 0 when none does (or it cannot be told). */
+pid_t py_process_gil_holder(const PyProcess *p);
+
+/* Copy thread TID's frames (addresses only: few reads, meant for while it holds still). */
+int py_read_stack(PyProcess *p, pid_t tid, unsigned max_frames, PyRawStack *ret);
+
+/* Decode RAW (code objects' names, files and line tables, cached per capture) and merge its frames into T's native
+ * frames: each _PyEval_EvalFrameDefault frame gets the Python frames its call runs, inserted before it (inner side),
+ * and is marked as their interpreter frame. Frames that find no such native frame go after the native ones. Sets
+ * T's python facts (thread state, GIL, note). -ENOMEM. */
+int py_merge_stack(PyProcess *p, const PyRawStack *raw, ThreadSnapshot *t);
