@@ -77,6 +77,7 @@ static const struct {
         { "   --method M", "dump: auto (default), passive, or ptrace" },
         { "-u --unwinder U", "dump: libdw (default), libunwind, or fp" },
         { "   --no-kernel", "dump, show: leave out kernel stacks" },
+        { "   --no-python", "dump: native frames only, no Python frames merged in (a CPython's are by default)" },
         { "   --max-frames N", "dump: at most N user frames per thread (default 256)" },
         { "   --max-threads N", "dump: at most N threads per process (default 4096)" },
         { "   --stack-bytes N", "dump: copy at most N bytes of each thread's stack (default 262144)" },
@@ -183,6 +184,7 @@ enum {
         ARG_JSON,
         ARG_FOLDED,
         ARG_NO_KERNEL,
+        ARG_NO_PYTHON,
         ARG_MAX_FRAMES,
         ARG_MAX_THREADS,
         ARG_STACK_BYTES,
@@ -247,6 +249,7 @@ static const struct {
         { ARG_METHOD, "--method", V_DUMP },
         { 'u', "--unwinder", V_DUMP },
         { ARG_NO_KERNEL, "--no-kernel", V_DUMP | V_SHOW },
+        { ARG_NO_PYTHON, "--no-python", V_DUMP },
         { ARG_MAX_FRAMES, "--max-frames", V_DUMP },
         { ARG_MAX_THREADS, "--max-threads", V_DUMP },
         { ARG_STACK_BYTES, "--stack-bytes", V_DUMP },
@@ -349,6 +352,7 @@ static const struct {
         { ARG_METHOD, "--method" },
         { 'u', "--unwinder" },
         { ARG_NO_KERNEL, "--no-kernel" },
+        { ARG_NO_PYTHON, "--no-python" },
         { ARG_MAX_FRAMES, "--max-frames" },
         { ARG_MAX_THREADS, "--max-threads" },
         { ARG_STACK_BYTES, "--stack-bytes" },
@@ -374,6 +378,7 @@ static int parse_argv(int argc, char **argv) {
                 { "method", required_argument, NULL, ARG_METHOD },
                 { "unwinder", required_argument, NULL, 'u' },
                 { "no-kernel", no_argument, NULL, ARG_NO_KERNEL },
+                { "no-python", no_argument, NULL, ARG_NO_PYTHON },
                 { "max-frames", required_argument, NULL, ARG_MAX_FRAMES },
                 { "max-threads", required_argument, NULL, ARG_MAX_THREADS },
                 { "stack-bytes", required_argument, NULL, ARG_STACK_BYTES },
@@ -487,6 +492,9 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_NO_KERNEL:
                         arg.capture.kernel = false;
+                        break;
+                case ARG_NO_PYTHON:
+                        arg.capture.python = false;
                         break;
                 case ARG_PEERS:
                         if (parse_uint_arg("--peers", optarg, 0, WAIT_CHAIN_DEPTH_MAX, &v) < 0)
