@@ -1,11 +1,14 @@
 /* python-lines.c: line tables of CPython code objects: the 3.11+ location table (Objects/locations.md), and the
  * older forms. */
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 
 #include "capture/python-lines.h"
 
-/* Objects/locations.md: a varint is 6-bit chunks, least significant first, bit 6 set on all but the last. */
+/* Objects/locations.md: a varint is 6-bit chunks, least significant first, bit 6 set on all but the last. CPython
+ * writes lines and columns, ints, so six chunks hold any of them: a longer varint is malformed, and is refused
+ * rather than let its high chunks be shifted out into a small, plausible value. */
 static int read_varint(const uint8_t *t, size_t len, size_t *pos, uint64_t *ret) {
         uint64_t v = 0;
         unsigned shift = 0;
@@ -13,7 +16,7 @@ static int read_varint(const uint8_t *t, size_t len, size_t *pos, uint64_t *ret)
         for (;;) {
                 uint8_t b;
 
-                if (*pos >= len || shift > 60)
+                if (*pos >= len || shift > 30)
                         return -EBADMSG;
                 b = t[(*pos)++];
                 v |= (uint64_t) (b & 63) << shift;
@@ -79,9 +82,13 @@ static int lines_locations(const uint8_t *t, size_t len, int firstlineno, uint64
                                 return -EBADMSG;
                         pos += 1;
                 }
+                /* Lines are ints in CPython: a table that leaves that range is not one it wrote, and keeping line
+                 * within it keeps the sum from overflowing however many entries follow. */
                 line += delta;
+                if (line < 0 || line > INT_MAX)
+                        return -EBADMSG;
                 if (unit < at + n)
-                        return has_line && line >= 0 ? (int) line : -ENOENT;
+                        return has_line ? (int) line : -ENOENT;
                 at += n;
         }
         return -EBADMSG;

@@ -38,6 +38,14 @@ START_TEST(test_locations_311) {
         /* A varint that never ends. */
         static const uint8_t endless[] = { 0xe8, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f };
         ck_assert_int_eq(py_line_for_offset(PY_LINES_LOCATIONS, endless, sizeof endless, 2, 0), -EBADMSG);
+        /* Seven chunks: more than an int, whose high chunks would otherwise be shifted out. */
+        static const uint8_t wide[] = { 0xe8, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x04 };
+        ck_assert_int_eq(py_line_for_offset(PY_LINES_LOCATIONS, wide, sizeof wide, 2, 0), -EBADMSG);
+        /* Line deltas that leave the range of an int (+2^31), or go below line 0 (-3 from line 2). */
+        static const uint8_t huge[] = { 0xe8, 0x40, 0x40, 0x40, 0x40, 0x40, 0x04 };
+        ck_assert_int_eq(py_line_for_offset(PY_LINES_LOCATIONS, huge, sizeof huge, 2, 0), -EBADMSG);
+        static const uint8_t negative[] = { 0xe8, 0x07 };
+        ck_assert_int_eq(py_line_for_offset(PY_LINES_LOCATIONS, negative, sizeof negative, 2, 0), -EBADMSG);
 }
 END_TEST
 
