@@ -1,10 +1,58 @@
-/* python-lines.c: line tables of CPython code objects: the 3.11+ location table (Objects/locations.md), and the
- * older forms. */
+/* python-lines.c: line tables of CPython code objects: 3.8-3.9's co_lnotab, 3.10's co_linetable (both described in
+ * that version's Objects/lnotab_notes.txt) and the 3.11+ location table (Objects/locations.md). */
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 
 #include "capture/python-lines.h"
+
+/* 3.8-3.9 co_lnotab: pairs of an unsigned byte offset increment and a signed line increment (signed since 3.6),
+ * each pair saying that from the offset reached the line moves by the increment; large steps are split into pairs
+ * of (255, 0) or (offset, ±127/-128) then (0, rest). This is 3.8's PyCode_Addr2Line(): a pair applies when its
+ * offset is at or before OFFSET. The table does not say where the code ends, the last line runs to its end: so
+ * an odd length is all that shows a malformed table, besides a line that leaves the range of an int. */
+static int lines_lnotab(const uint8_t *t, size_t len, int firstlineno, uint64_t offset) {
+        uint64_t addr = 0;
+        int64_t line = firstlineno;
+
+        if (len % 2 != 0)
+                return -EBADMSG;
+        for (size_t pos = 0; pos < len; pos += 2) {
+                addr += t[pos];
+                if (addr > offset)
+                        break;
+                line += (int8_t) t[pos + 1];
+                if (line < 0 || line > INT_MAX)
+                        return -EBADMSG;
+        }
+        return (int) line;
+}
+
+/* 3.10 co_linetable: pairs of an unsigned byte length of a range of code and a signed line delta, -128 for a range
+ * with no line (that leaves the running line as it was); ranges of length 0 only carry a delta too large for one
+ * pair. This is 3.10's _PyCode_CheckLineNumber() walking forward: an offset past the last range has no line in
+ * CPython either, and here means the table ends too soon. */
+static int lines_linetable(const uint8_t *t, size_t len, int firstlineno, uint64_t offset) {
+        uint64_t end = 0;
+        int64_t line = firstlineno;
+
+        if (len % 2 != 0)
+                return -EBADMSG;
+        for (size_t pos = 0; pos < len; pos += 2) {
+                int8_t delta = (int8_t) t[pos + 1];
+                bool has_line = delta != -128;
+
+                end += t[pos];
+                if (has_line) {
+                        line += delta;
+                        if (line < 0 || line > INT_MAX)
+                                return -EBADMSG;
+                }
+                if (offset < end)
+                        return has_line ? (int) line : -ENOENT;
+        }
+        return -EBADMSG;
+}
 
 /* Objects/locations.md: a varint is 6-bit chunks, least significant first, bit 6 set on all but the last. CPython
  * writes lines and columns, ints, so six chunks hold any of them: a longer varint is malformed, and is refused
@@ -96,6 +144,10 @@ static int lines_locations(const uint8_t *t, size_t len, int firstlineno, uint64
 
 int py_line_for_offset(PyLineTable kind, const uint8_t *table, size_t len, int firstlineno, uint64_t offset) {
         switch (kind) {
+        case PY_LINES_LNOTAB:
+                return lines_lnotab(table, len, firstlineno, offset);
+        case PY_LINES_LINETABLE:
+                return lines_linetable(table, len, firstlineno, offset);
         case PY_LINES_LOCATIONS:
                 return lines_locations(table, len, firstlineno, offset);
         default:
