@@ -78,8 +78,7 @@ typedef struct PyOffsets {
         uint32_t varobject_size;        /* ob_size */
         uint32_t bytes_data;            /* ob_sval */
         uint32_t unicode_length;
-        uint32_t unicode_state;         /* the bit field: interned 2 bits (1 before 3.12? see the table), kind 3,
-                                         * compact 1, ascii 1 */
+        uint32_t unicode_state;         /* the bit field: interned 2 bits (3.8-3.13), kind 3, compact 1, ascii 1 */
         uint32_t unicode_state_kind_shift;
         uint32_t unicode_ascii_data;    /* sizeof(PyASCIIObject) */
         uint32_t unicode_compact_data;  /* sizeof(PyCompactUnicodeObject) */
