@@ -90,14 +90,16 @@ typedef struct PyOffsets {
         uint32_t rlock_count;
 } PyOffsets;
 
-/* The offsets for VERSION (PY_VERSION_HEX) from the tables written from CPython's headers: 3.8 to 3.12 (only major
- * and minor count). -EPROTONOSUPPORT for other versions: 3.13+ describe themselves (py_offsets_from_debug()). */
+/* The offsets for VERSION (PY_VERSION_HEX) from the tables written from CPython's headers: 3.8 to 3.13 (only major
+ * and minor count; RET's version is VERSION). -EPROTONOSUPPORT for other versions. 3.13 describes itself, and
+ * py_offsets_from_debug() is the better source for it: its table here is for when that cannot be read. */
 int py_offsets_for_version(uint32_t version, PyOffsets *ret);
 
 /* The _Py_DebugOffsets table that starts _PyRuntime from 3.13 on, BUF[0..LEN) read from it: its cookie "xdebugpy",
  * the version it was written for, then the offsets, which fill RET (what the table lacks is taken from the closest
- * version we know). -EBADMSG when BUF is not such a table, -EPROTONOSUPPORT for a layout of the table we do not
- * know (a free-threaded build, a later major version). */
+ * version we know). -EBADMSG when BUF is not such a table (a wrong cookie, too short, an offset outside the
+ * structure the table sizes), -EPROTONOSUPPORT for a layout of the table we do not know: only 3.13's, in a final
+ * release, for the default build (not free-threaded, a 16-byte PyObject); 3.14 reshaped the table. */
 int py_offsets_from_debug(const uint8_t *buf, size_t len, PyOffsets *ret);
 /* How many bytes of _PyRuntime py_offsets_from_debug() wants to see. */
 #define PY_DEBUG_OFFSETS_BYTES 1024U
