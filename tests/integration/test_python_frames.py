@@ -1,0 +1,161 @@
+"""Python frames (issue 27): a CPython program's own functions, files and lines in every dump, read without stopping
+it, checked against CPython's own faulthandler for every CPython on the machine."""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SRCDIR, dump_json, stackctl, tracer_of, wait_until
+
+PYDIR = os.path.join(SRCDIR, "tests", "fixtures", "python")
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def pythons():
+    """Every CPython 3.8+ here: the system one (CI has it), and pyenv builds (shared libpython) where present."""
+    found = [SYSTEM_PYTHON] if os.path.exists(SYSTEM_PYTHON) else []
+    for exe in sorted(glob.glob("/root/.pyenv/versions/3.*/bin/python3.*")):
+        m = re.search(r"python3\.(\d+)$", exe)
+        if m and int(m.group(1)) >= 8:
+            found.append(exe)
+    extra = os.environ.get("STACKWATCH_PYTHONS")
+    return found + (extra.split(":") if extra else [])
+
+
+def version_of(exe):
+    return subprocess.run([exe, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def escaped(s):
+    """A string as faulthandler writes it: ASCII kept, others as \\xNN, \\uNNNN or \\UNNNNNNNN."""
+    out = []
+    for ch in s:
+        c = ord(ch)
+        out.append(ch if c < 128 else "\\x%02x" % c if c < 256 else "\\u%04x" % c if c < 65536 else "\\U%08x" % c)
+    return "".join(out)
+
+
+def parse_faulthandler(text):
+    """{thread ident: [(file, line, function), …] innermost first}."""
+    threads, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"(?:Current thread|Thread) 0x([0-9a-f]+) \(most recent call first\):", line)
+        if m:
+            cur = threads.setdefault(int(m.group(1), 16), [])
+            continue
+        m = re.match(r'  File "(.*)", line (\d+) in (.*)$', line)
+        if m and cur is not None:
+            cur.append((m.group(1), int(m.group(2)), m.group(3)))
+    return threads
+
+
+def our_frames(thread):
+    """A dumped thread's Python frames as faulthandler shows them: (file, line, co_name), innermost first."""
+    return [(escaped(f["file"]), f["line"] or 0, escaped(f["function"].split(".")[-1]))
+            for f in thread["frames"] if f.get("kind") == "python"]
+
+
+class Oracle:
+    """tests/fixtures/python/oracle.py under one interpreter, its library in a directory named with a character
+    outside the BMP (so that file names come in UCS-4)."""
+
+    def __init__(self, exe, tmp_path):
+        libdir = tmp_path / "lib-\U0001f40d"
+        libdir.mkdir()
+        shutil.copy(os.path.join(PYDIR, "oracle_lib.py"), libdir)
+        self.p = subprocess.Popen([exe, os.path.join(PYDIR, "oracle.py"), str(libdir)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, encoding="utf-8")
+        line = self.p.stdout.readline()
+        assert line.startswith("threads "), line
+        self.threads = json.loads(line[len("threads "):])
+
+    def ask(self, cmd):
+        self.p.stdin.write(cmd + "\n")
+        self.p.stdin.flush()
+        return self.p.stdout.readline().strip()
+
+    def parked(self):
+        """Each reader blocked in read() on its own pipe (the fd it printed), per /proc."""
+        for name, (tid, _, fd) in self.threads.items():
+            if fd < 0:
+                continue
+            try:
+                with open(f"/proc/{self.p.pid}/task/{tid}/syscall") as f:
+                    sc = f.read().split()
+            except OSError:
+                return False
+            if sc[:2] != ["0", hex(fd)]:
+                return False
+        return True
+
+    def close(self):
+        try:
+            self.p.stdin.write("quit\n")
+            self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            self.p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+
+
+@pytest.mark.parametrize("exe", pythons())
+def test_frames_equal_faulthandler(exe, tmp_path):
+    """100 dumps of a program whose threads move to new frames between dumps (readers blocked in read(), a
+    sleeper, a thread spinning in pure Python): every Python frame of every worker equals what faulthandler
+    prints right after, and no thread is left stopped or traced."""
+    version = version_of(exe)
+    o = Oracle(exe, tmp_path)
+    try:
+        tid_of = {ident: tid for tid, ident, _ in o.threads.values()}
+        compared = 0
+        for seed in range(100):
+            assert o.ask(f"step {seed}") == "ready"
+            wait_until(o.parked, timeout=10, what="readers parked in read()")
+            doc = dump_json("--no-source", o.p.pid)[0]
+            reply = o.ask("oracle")
+            assert reply.startswith("oracle "), reply
+            path = reply[len("oracle "):]
+            with open(path, encoding="ascii", errors="replace") as f:
+                oracle = parse_faulthandler(f.read())
+            os.unlink(path)
+            # Before 3.11 the build has no Py_Version: the version comes from the file's name, major.minor.
+            assert doc["python"]["version"] == (version if tuple(map(int, version.split("."))) >= (3, 11) else version.rsplit(".", 1)[0])
+            ours = {t["tid"]: t for t in doc["threads"]}
+            for ident, expected in oracle.items():
+                tid = tid_of.get(ident)
+                if tid is None:
+                    continue  # the main thread: it ran on between our dump and its own
+                got = our_frames(ours[tid])
+                assert got == expected, f"{version} seed {seed} thread {tid}:\nours   {got}\noracle {expected}"
+                compared += 1
+        assert compared == 100 * len(o.threads)
+        for tid, _, _ in o.threads.values():
+            assert tracer_of(o.p.pid, tid) == 0
+    finally:
+        o.close()
+
+
+def test_text_reads_like_a_traceback(tmp_path):
+    """The text dump shows Python frames as Python users read them, in place of the interpreter's frame."""
+    o = Oracle(SYSTEM_PYTHON, tmp_path)
+    try:
+        assert o.ask("step 7") == "ready"
+        wait_until(o.parked, timeout=10, what="readers parked in read()")
+        out = stackctl("dump", o.p.pid, check_rc=0).stdout.decode()
+        assert re.search(r'#\d+ +File ".*/oracle_lib\.py", line \d+, in descend\n', out)
+        assert re.search(r'#\d+ +File ".*/oracle\.py", line \d+, in Worker\.park\n', out)
+        assert "_PyEval_EvalFrameDefault" not in out
+        assert "python 3." in out
+        plain = stackctl("dump", "--no-python", o.p.pid, check_rc=0).stdout.decode()
+        assert 'File "' not in plain and "_PyEval_EvalFrameDefault" in plain
+    finally:
+        o.close()
