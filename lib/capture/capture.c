@@ -858,6 +858,8 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
                 }
                 if (c->py) {
                         r = py_merge_stack(c->py, &raw->py, t);
+                        if (r >= 0)
+                                r = py_thread_wait(c->py, t);
                         if (r < 0)
                                 return r;
                 }

@@ -15,6 +15,7 @@
 #include "capture/python-lines.h"
 #include "capture/python-offsets.h"
 #include "capture/python.h"
+#include "model/proc-parse.h"
 
 #define PY_INTERPRETERS_MAX 64U
 #define PY_THREADS_MAX 65536U
@@ -31,6 +32,7 @@
 typedef struct PyThreadRef {
         pid_t tid;
         uint64_t tstate;
+        uint64_t ident;         /* threading.get_ident(): what an RLock records as its owner */
 } PyThreadRef;
 
 /* A code object as decoded, cached per capture by address. */
@@ -51,6 +53,7 @@ struct PyProcess {
         uint64_t runtime;
         uint64_t code_type;     /* PyCode_Type, once a code object's type was seen to be named "code" */
         pid_t gil_holder;
+        uint64_t gil;           /* the _gil_runtime_state (the main interpreter's from 3.12), 0 when unknown */
         PyThreadRef *threads;
         size_t n_threads, n_threads_allocated;
         PyCode *codes;          /* open addressing by address, size a power of two */
@@ -265,6 +268,7 @@ static int py_walk_threads(PyProcess *p, const int *tids, size_t n_tids) {
         if (o->runtime_gil != PY_OFF_NONE) {
                 int32_t locked = 0;
 
+                p->gil = p->runtime + o->runtime_gil;
                 if (py_read(p, p->runtime + o->runtime_gil + o->gil_locked, &locked, sizeof locked) == 0 && locked)
                         (void) py_read_ptr(p, p->runtime + o->runtime_gil + o->gil_last_holder, &holder);
         }
@@ -276,6 +280,9 @@ static int py_walk_threads(PyProcess *p, const int *tids, size_t n_tids) {
                 (void) py_read_ptr(p, interp + o->interp_next, &next_interp);
                 if (o->interp_gil != PY_OFF_NONE && holder == 0 && py_read_ptr(p, interp + o->interp_gil, &gil) == 0) {
                         int32_t locked = 0;
+
+                        /* The main interpreter is the last of the list: its GIL is the one that counts. */
+                        p->gil = gil;
 
                         if (py_read(p, gil + o->gil_locked, &locked, sizeof locked) == 0 && locked)
                                 (void) py_read_ptr(p, gil + o->gil_last_holder, &holder);
@@ -292,7 +299,7 @@ static int py_walk_threads(PyProcess *p, const int *tids, size_t n_tids) {
                         *t = (PyThreadRef) { .tstate = tstate };
                         if (o->tstate_native_thread_id != PY_OFF_NONE)
                                 t->tid = (pid_t) get_u64(tbuf, o->tstate_native_thread_id);
-                        idents[p->n_threads++] = get_u64(tbuf, o->tstate_thread_id);
+                        t->ident = idents[p->n_threads++] = get_u64(tbuf, o->tstate_thread_id);
                         tstate = get_u64(tbuf, o->tstate_next);
                 }
                 interp = next_interp;
@@ -751,4 +758,114 @@ fail:
         for (size_t i = 0; i < t->n_frames; i++)
                 t->frames[i].interpreter = false;
         return r;
+}
+
+/* ---- what a parked thread waits for ---- */
+
+/* The bytes of struct _gil_runtime_state a wait inside it may be on (its mutex and condition variables): 3.8-3.13
+ * all fit, with room. */
+#define PY_GIL_STATE_BYTES 320U
+/* Words of a frame's locals and value stack looked through for the lock it waits on. */
+#define PY_LOCK_SCAN_WORDS 64U
+
+/* The type name of object OBJ into BUF ("" when unreadable). */
+static void type_name(const PyProcess *p, uint64_t obj, char *buf, size_t n) {
+        uint64_t type, name;
+
+        buf[0] = '\0';
+        if (py_read_ptr(p, obj + p->off.object_type, &type) < 0 || py_read_ptr(p, type + p->off.type_name, &name) < 0 ||
+            py_read(p, name, buf, n - 1) < 0) {
+                /* A name near the end of a mapping: read it shorter. */
+                if (py_read(p, name, buf, 16) < 0)
+                        return;
+                buf[16] = '\0';
+        }
+        buf[n - 1] = '\0';
+}
+
+/* The lock object whose PyThread_type_lock is the semaphore at FUTEX (the futex word of a glibc sem_t is its first
+ * word): among the words of the top frame's locals and value stack, the object itself (lock.acquire()), or the
+ * self of a bound builtin method there (`with lock:` keeps lock.__exit__ on the stack). Exact equality with the
+ * futex address, never a guess. 0 when none. */
+static uint64_t find_lock_object(const PyProcess *p, uint64_t frame, uint64_t futex) {
+        const PyOffsets *o = &p->off;
+        uint64_t words[PY_LOCK_SCAN_WORDS];
+
+        if (py_read(p, frame + o->iframe_size, words, sizeof words) < 0)
+                return 0;
+        for (size_t i = 0; i < ELEMENTSOF(words); i++) {
+                uint64_t obj[4], self;
+
+                if (words[i] == 0 || words[i] % 8 != 0 || py_read(p, words[i], obj, sizeof obj) < 0)
+                        continue;
+                if (obj[o->lock_lock / 8] == futex)
+                        return words[i];
+                /* PyCFunctionObject: ob_refcnt, ob_type, m_ml, m_self. */
+                self = obj[3];
+                if (self && self % 8 == 0 && py_read(p, self, obj, sizeof obj) == 0 && obj[o->lock_lock / 8] == futex)
+                        return self;
+        }
+        return 0;
+}
+
+int py_thread_wait(PyProcess *p, ThreadSnapshot *t) {
+        const PyOffsets *o = &p->off;
+        const PyThreadRef *ref = find_thread(p, t->tid);
+        uint64_t futex = t->syscall.args[0], frame;
+        const UserFrame *top = NULL;
+        uint8_t buf[256];
+        uint64_t lock;
+        char tn[32];
+
+        t->py_wait = PYTHON_WAIT_NONE;
+        if (!ref || t->syscall.kind != PROC_SYSCALL_BLOCKED || !streq_ptr(syscall_name(t->syscall.nr), "futex"))
+                return 0;
+        if (p->gil && futex >= p->gil && futex < p->gil + PY_GIL_STATE_BYTES) {
+                t->py_wait = PYTHON_WAIT_GIL;
+                t->py_wait_owner = p->gil_holder;
+                return 0;
+        }
+        for (size_t i = 0; i < t->n_frames && !top; i++)
+                if (t->frames[i].kind == FRAME_KIND_PYTHON)
+                        top = &t->frames[i];
+        if (!top)
+                return 0;
+        /* Condition.wait() and Event.wait() block on a fresh lock that the notifier releases: no owner. */
+        if (top->function && top->file && (streq(top->function, "Condition.wait") || streq(top->function, "wait")) &&
+            endswith(top->file, "/threading.py")) {
+                t->py_wait = PYTHON_WAIT_CONDITION;
+                return 0;
+        }
+        /* The lock objects' locks are semaphores from 3.8 to 3.12 (3.13's are PyMutexes: their waits are on a
+         * parking lot, not on the lock). Their frames keep their locals inline from 3.11. */
+        if (o->frames != PY_FRAMES_INTERP || o->lock_lock == PY_OFF_NONE || o->lock_lock % 8 != 0 ||
+            o->lock_lock >= 32 || o->iframe_size > sizeof buf)
+                return 0;
+        if (current_frame(p, ref->tstate, &frame) < 0)
+                return 0;
+        for (unsigned i = 0; frame && i < 4; i++) {
+                if (py_read(p, frame, buf, o->iframe_size) < 0)
+                        return 0;
+                if (buf[o->iframe_owner] != PY_FRAME_OWNED_BY_CSTACK || o->iframe_is_entry != PY_OFF_NONE)
+                        break;
+                frame = get_u64(buf, o->iframe_previous);
+        }
+        lock = frame ? find_lock_object(p, frame, futex) : 0;
+        if (!lock)
+                return 0;
+        type_name(p, lock, tn, sizeof tn);
+        t->py_wait_object = lock;
+        if (streq(tn, "_thread.RLock")) {
+                uint64_t owner = 0;
+
+                t->py_wait = PYTHON_WAIT_RLOCK;
+                if (py_read_ptr(p, lock + o->rlock_owner, &owner) == 0)
+                        for (size_t i = 0; owner && i < p->n_threads; i++)
+                                if (p->threads[i].ident == owner)
+                                        t->py_wait_owner = p->threads[i].tid;
+        } else if (streq(tn, "_thread.lock"))
+                t->py_wait = PYTHON_WAIT_LOCK;
+        else
+                t->py_wait_object = 0;
+        return 0;
 }

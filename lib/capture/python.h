@@ -58,3 +58,9 @@ int py_read_stack(PyProcess *p, pid_t tid, unsigned max_frames, PyRawStack *ret)
  * and is marked as their interpreter frame. Frames that find no such native frame go after the native ones. Sets
  * T's python facts (thread state, GIL, note). -ENOMEM. */
 int py_merge_stack(PyProcess *p, const PyRawStack *raw, ThreadSnapshot *t);
+
+/* What T, parked in a futex wait and merged (py_merge_stack()), waits for: the GIL (the futex is inside the
+ * interpreter's GIL state), a threading.RLock or Lock (the lock object whose semaphore the futex is, found on its
+ * top frame's stack: 3.11 and 3.12), a Condition or Event. Sets T's py_wait fields; PYTHON_WAIT_NONE when none of
+ * these. Reads the thread now: meant for a thread that is still parked where it was captured. */
+int py_thread_wait(PyProcess *p, ThreadSnapshot *t);

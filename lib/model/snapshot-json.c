@@ -291,6 +291,14 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
                 ADD(py, "thread_state", json_object_new_boolean(t->python));
                 ADD(py, "holds_gil", json_object_new_boolean(t->holds_gil));
                 ADD(py, "note", json_new_string_or_null(t->python_note));
+                if (t->py_wait != PYTHON_WAIT_NONE) {
+                        json_object *w = json_object_new_object();
+
+                        ADD(w, "kind", json_object_new_string(python_wait_to_string(t->py_wait)));
+                        ADD(w, "owner", t->py_wait_owner > 0 ? json_object_new_int(t->py_wait_owner) : NULL);
+                        ADD(w, "object", t->py_wait_object ? jhex(t->py_wait_object) : NULL);
+                        ADD(py, "waits", w);
+                }
                 ADD(o, "python", py);
         }
         return o;
@@ -541,6 +549,14 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                 t->holds_gil = json_get_bool(a, "holds_gil");
                 if ((r = json_dup_string(a, "note", &t->python_note)) < 0)
                         return r;
+                if ((a = json_member(a, "waits", json_type_object))) {
+                        json_object *k = json_member(a, "kind", json_type_string);
+                        PythonWaitKind w = k ? python_wait_from_string(json_object_get_string(k)) : PYTHON_WAIT_NONE;
+
+                        t->py_wait = w < 0 ? PYTHON_WAIT_NONE : w;
+                        t->py_wait_owner = (pid_t) get_i64(a, "owner", 0);
+                        t->py_wait_object = get_u64(a, "object");
+                }
         }
         return 0;
 }

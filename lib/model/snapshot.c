@@ -32,6 +32,15 @@ static const char *const frame_kind_table[_FRAME_KIND_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP(frame_kind, FrameKind);
 
+static const char *const python_wait_table[_PYTHON_WAIT_MAX] = {
+        [PYTHON_WAIT_NONE] = "none",
+        [PYTHON_WAIT_GIL] = "gil",
+        [PYTHON_WAIT_RLOCK] = "rlock",
+        [PYTHON_WAIT_LOCK] = "lock",
+        [PYTHON_WAIT_CONDITION] = "condition",
+};
+DEFINE_STRING_TABLE_LOOKUP(python_wait, PythonWaitKind);
+
 static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_UNIX] = "unix-socket",
         [WAIT_KIND_PIPE] = "pipe",
@@ -47,6 +56,7 @@ static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_OTHER] = "other",
         [WAIT_KIND_MUTEX] = "mutex",
         [WAIT_KIND_CONDVAR] = "condvar",
+        [WAIT_KIND_GIL] = "gil",
 };
 DEFINE_STRING_TABLE_LOOKUP(wait_kind, WaitKind);
 

@@ -46,6 +46,20 @@ typedef enum FrameKind {
 const char *frame_kind_to_string(FrameKind k);
 FrameKind frame_kind_from_string(const char *s);
 
+/* What a Python thread parked in a futex waits for, read from the interpreter (python.h). */
+typedef enum PythonWaitKind {
+        PYTHON_WAIT_NONE,
+        PYTHON_WAIT_GIL,        /* the GIL: its holder is the owner */
+        PYTHON_WAIT_RLOCK,      /* a threading.RLock (_thread.RLock): it records its owner */
+        PYTHON_WAIT_LOCK,       /* a threading.Lock (_thread.lock): no owner recorded */
+        PYTHON_WAIT_CONDITION,  /* threading.Condition/Event.wait(): any thread may notify it */
+        _PYTHON_WAIT_MAX,
+        _PYTHON_WAIT_INVALID = -EINVAL,
+} PythonWaitKind;
+
+const char *python_wait_to_string(PythonWaitKind k);
+PythonWaitKind python_wait_from_string(const char *s);
+
 typedef struct KernelFrame {
         char *function;
         uint64_t offset;
@@ -95,6 +109,9 @@ typedef struct ThreadSnapshot {
         bool python;            /* the thread has a Python thread state */
         bool holds_gil;
         char *python_note;      /* why it shows no Python frames, or fewer than it runs; NULL when all were read */
+        PythonWaitKind py_wait;
+        pid_t py_wait_owner;    /* the GIL's holder or the RLock's owner (TID), 0 when none or not known */
+        uint64_t py_wait_object; /* the lock object's address (PYTHON_WAIT_RLOCK, _LOCK) */
 } ThreadSnapshot;
 
 typedef struct ModuleInfo {
@@ -146,6 +163,7 @@ typedef enum WaitKind {
         WAIT_KIND_MUTEX,        /* a pthread mutex (futex): the thread holding it, by the TID the lock records */
         WAIT_KIND_CONDVAR,      /* a condition variable: no owner, any thread may signal it (from the frames) */
         WAIT_KIND_FUSE,         /* a request to a FUSE file system: the daemon serving its connection */
+        WAIT_KIND_GIL,          /* CPython's GIL: the thread holding it (python.h) */
         _WAIT_KIND_MAX,
         _WAIT_KIND_INVALID = -EINVAL,
 } WaitKind;
