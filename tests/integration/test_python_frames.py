@@ -159,3 +159,82 @@ def test_text_reads_like_a_traceback(tmp_path):
         assert 'File "' not in plain and "_PyEval_EvalFrameDefault" in plain
     finally:
         o.close()
+
+
+def start_fixture(name, *args):
+    p = subprocess.Popen([SYSTEM_PYTHON, os.path.join(PYDIR, name), *args], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def settled(pid, n_futex):
+    """N_FUTEX threads of PID blocked in futex()."""
+    def check():
+        n = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+                    n += f.read().split()[0] == "202"
+            except OSError:
+                pass
+        return n >= n_futex
+    return check
+
+
+def python_lines(thread):
+    return [(os.path.basename(f["file"]), f["line"], f["function"]) for f in thread["frames"]
+            if f.get("kind") == "python"]
+
+
+def test_rlock_abba_is_a_deadlock():
+    """Two threads each waiting for the RLock the other holds: edges to the owners, and a DEADLOCK."""
+    p = start_fixture("abba.py", "rlock")
+    try:
+        wait_until(settled(p.pid, 3), timeout=10, what="three threads in futex()")
+        doc = dump_json("--peers=1", p.pid)[0]
+        chain = doc["wait_chain"]
+        rl = [e for e in chain["edges"] if e["object"].startswith("threading.RLock")]
+        assert len(rl) == 2 and {e["from"]["tid"] for e in rl} == {e["to"]["tid"] for e in rl}, rl
+        assert chain["deadlock"]
+        text = stackctl("dump", "--peers=1", p.pid).stdout.decode()
+        assert re.search(r"DEADLOCK in \d+ \(python3\): thread \d+", text), text
+        waits = {t["tid"]: t["python"]["waits"] for t in doc["threads"] if t.get("python", {}).get("waits")}
+        assert sorted(w["kind"] for w in waits.values()) == ["lock", "rlock", "rlock"]
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_lock_abba_shows_both_waiters_lines():
+    """threading.Lock records no owner: the chain says so, and each waiter's Python line shows the ABBA."""
+    p = start_fixture("abba.py", "lock")
+    try:
+        wait_until(settled(p.pid, 3), timeout=10, what="three threads in futex()")
+        doc = dump_json("--peers=1", p.pid)[0]
+        edges = [e for e in doc["wait_chain"]["edges"] if e["object"].startswith("threading.Lock")]
+        owned = [e for e in edges if "no owner recorded (threading.Lock)" in (e["reason"] or "")]
+        assert len(owned) == 2, edges
+        assert not doc["wait_chain"]["deadlock"]
+        tops = sorted(python_lines(t)[0] for t in doc["threads"] if t["tid"] in {e["from"]["tid"] for e in owned})
+        assert tops == [("abba.py", 12, "one"), ("abba.py", 19, "b_then_a")], tops
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_gil_held_in_a_blocking_call():
+    """A thread waiting for the GIL has an edge to its holder, which the chain shows blocked in a syscall."""
+    p = start_fixture("gil_held.py")
+    try:
+        wait_until(settled(p.pid, 1), timeout=10, what="a thread waiting for the GIL")
+        doc = dump_json("--peers=1", p.pid)[0]
+        assert doc["python"]["gil_holder"] == p.pid
+        main = [t for t in doc["threads"] if t["tid"] == p.pid][0]
+        assert main["python"]["holds_gil"]
+        assert python_lines(main)[0] == ("gil_held.py", 8, "hold_gil_in_sleep")
+        gil = [e for e in doc["wait_chain"]["edges"] if e["kind"] == "gil"]
+        assert len(gil) == 1 and gil[0]["to"]["pid"] == p.pid and gil[0]["to"]["tid"] in (None, p.pid), gil
+        assert "holds the GIL while blocked in a syscall" in gil[0]["reason"]
+    finally:
+        p.kill()
+        p.wait()
