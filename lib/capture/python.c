@@ -808,64 +808,87 @@ static uint64_t find_lock_object(const PyProcess *p, uint64_t frame, uint64_t fu
         return 0;
 }
 
-int py_thread_wait(PyProcess *p, ThreadSnapshot *t) {
+/* What the thread's top Python frame says it waits for: Condition.wait() and Event.wait() of threading.py block on
+ * a fresh lock that the notifier releases, which has no owner to name; Thread.join() on the thread's end. */
+static PythonWaitKind top_wait_kind(PyProcess *p, uint64_t frame_code) {
+        PyCode *c = code_get(p, frame_code);
+
+        if (!c || !c->valid || !endswith(c->filename, "/threading.py"))
+                return PYTHON_WAIT_NONE;
+        if (streq(c->qualname, "Condition.wait") || streq(c->qualname, "Event.wait") || streq(c->qualname, "wait"))
+                return PYTHON_WAIT_CONDITION;
+        /* Thread.join() waits on the thread's tstate lock, which the thread's end releases. */
+        if (streq(c->qualname, "Thread._wait_for_tstate_lock") || streq(c->qualname, "_wait_for_tstate_lock"))
+                return PYTHON_WAIT_JOIN;
+        return PYTHON_WAIT_NONE;
+}
+
+int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         const PyOffsets *o = &p->off;
-        const PyThreadRef *ref = find_thread(p, t->tid);
-        uint64_t futex = t->syscall.args[0], frame;
-        const UserFrame *top = NULL;
+        const PyThreadRef *ref = find_thread(p, tid);
+        uint64_t frame, code = 0, lock;
         uint8_t buf[256];
-        uint64_t lock;
         char tn[32];
 
-        t->py_wait = PYTHON_WAIT_NONE;
-        if (!ref || t->syscall.kind != PROC_SYSCALL_BLOCKED || !streq_ptr(syscall_name(t->syscall.nr), "futex"))
+        *ret = (RuntimeWait) { .kind = PYTHON_WAIT_NONE };
+        if (!ref)
                 return 0;
         if (p->gil && futex >= p->gil && futex < p->gil + PY_GIL_STATE_BYTES) {
-                t->py_wait = PYTHON_WAIT_GIL;
-                t->py_wait_owner = p->gil_holder;
+                *ret = (RuntimeWait) { .kind = PYTHON_WAIT_GIL, .owner = p->gil_holder };
                 return 0;
         }
-        for (size_t i = 0; i < t->n_frames && !top; i++)
-                if (t->frames[i].kind == FRAME_KIND_PYTHON)
-                        top = &t->frames[i];
-        if (!top)
+        if (current_frame(p, ref->tstate, &frame) < 0 || frame == 0)
                 return 0;
-        /* Condition.wait() and Event.wait() block on a fresh lock that the notifier releases: no owner. */
-        if (top->function && top->file && (streq(top->function, "Condition.wait") || streq(top->function, "wait")) &&
-            endswith(top->file, "/threading.py")) {
-                t->py_wait = PYTHON_WAIT_CONDITION;
+        if (o->frames == PY_FRAMES_OBJECT) {
+                if (py_read_ptr(p, frame + o->frame_code, &code) == 0)
+                        ret->kind = top_wait_kind(p, code);
                 return 0;
         }
-        /* The lock objects' locks are semaphores from 3.8 to 3.12 (3.13's are PyMutexes: their waits are on a
-         * parking lot, not on the lock). Their frames keep their locals inline from 3.11. */
-        if (o->frames != PY_FRAMES_INTERP || o->lock_lock == PY_OFF_NONE || o->lock_lock % 8 != 0 ||
-            o->lock_lock >= 32 || o->iframe_size > sizeof buf)
-                return 0;
-        if (current_frame(p, ref->tstate, &frame) < 0)
+        if (o->iframe_size > sizeof buf)
                 return 0;
         for (unsigned i = 0; frame && i < 4; i++) {
                 if (py_read(p, frame, buf, o->iframe_size) < 0)
                         return 0;
-                if (buf[o->iframe_owner] != PY_FRAME_OWNED_BY_CSTACK || o->iframe_is_entry != PY_OFF_NONE)
+                if (buf[o->iframe_owner] != PY_FRAME_OWNED_BY_CSTACK || o->iframe_is_entry != PY_OFF_NONE) {
+                        code = get_u64(buf, o->iframe_code);
                         break;
+                }
                 frame = get_u64(buf, o->iframe_previous);
         }
-        lock = frame ? find_lock_object(p, frame, futex) : 0;
+        if (!code)
+                return 0;
+        ret->kind = top_wait_kind(p, code);
+        if (ret->kind != PYTHON_WAIT_NONE)
+                return 0;
+        /* The lock objects' locks are semaphores from 3.8 to 3.12 (3.13's are PyMutexes: their waits are on a
+         * parking lot, not on the lock). Their frames keep their locals inline from 3.11. */
+        if (o->lock_lock == PY_OFF_NONE || o->lock_lock % 8 != 0 || o->lock_lock >= 32)
+                return 0;
+        lock = find_lock_object(p, frame, futex);
         if (!lock)
                 return 0;
         type_name(p, lock, tn, sizeof tn);
-        t->py_wait_object = lock;
         if (streq(tn, "_thread.RLock")) {
                 uint64_t owner = 0;
 
-                t->py_wait = PYTHON_WAIT_RLOCK;
+                *ret = (RuntimeWait) { .kind = PYTHON_WAIT_RLOCK, .object = lock };
                 if (py_read_ptr(p, lock + o->rlock_owner, &owner) == 0)
                         for (size_t i = 0; owner && i < p->n_threads; i++)
                                 if (p->threads[i].ident == owner)
-                                        t->py_wait_owner = p->threads[i].tid;
+                                        ret->owner = p->threads[i].tid;
         } else if (streq(tn, "_thread.lock"))
-                t->py_wait = PYTHON_WAIT_LOCK;
-        else
-                t->py_wait_object = 0;
+                *ret = (RuntimeWait) { .kind = PYTHON_WAIT_LOCK, .object = lock };
         return 0;
+}
+
+int py_thread_wait(PyProcess *p, ThreadSnapshot *t) {
+        RuntimeWait w = { .kind = PYTHON_WAIT_NONE };
+        int r = 0;
+
+        if (t->syscall.kind == PROC_SYSCALL_BLOCKED && streq_ptr(syscall_name(t->syscall.nr), "futex"))
+                r = py_wait_of(p, t->tid, t->syscall.args[0], &w);
+        t->py_wait = w.kind;
+        t->py_wait_owner = w.owner;
+        t->py_wait_object = w.object;
+        return r;
 }

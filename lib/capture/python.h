@@ -59,6 +59,9 @@ int py_read_stack(PyProcess *p, pid_t tid, unsigned max_frames, PyRawStack *ret)
  * T's python facts (thread state, GIL, note). -ENOMEM. */
 int py_merge_stack(PyProcess *p, const PyRawStack *raw, ThreadSnapshot *t);
 
+/* What thread TID, parked in a futex wait on FUTEX, waits for (see py_thread_wait()). */
+int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret);
+
 /* What T, parked in a futex wait and merged (py_merge_stack()), waits for: the GIL (the futex is inside the
  * interpreter's GIL state), a threading.RLock or Lock (the lock object whose semaphore the futex is, found on its
  * top frame's stack: 3.11 and 3.12), a Condition or Event. Sets T's py_wait fields; PYTHON_WAIT_NONE when none of

@@ -792,11 +792,60 @@ static bool waits_for_itself(const ThreadWait *w, uint64_t address) {
 /* A futex wait on a glibc mutex is an edge to its holder (see peers_futex_mutex()). Any other futex wait (a
  * condition variable, a semaphore, glibc's internal locks, another library's own) is not: nothing in it names an
  * owner, and we do not guess one. */
+/* A futex wait that a language runtime explains (RuntimeWaitFn): the GIL to its holder, an RLock to its owner (a
+ * mutex: it names one), a Lock to nobody (it names none). */
+static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc) {
+        PeerResolver *r = c->r;
+        const char *reason = NULL;
+        char object[64];
+        RuntimeWait rw;
+        WaitEdge *e;
+        int k;
+
+        if (!r->runtime_wait)
+                return 0;
+        k = r->runtime_wait(r->runtime_userdata, c->w->pid, c->w->tid, sc->args[0], &rw);
+        if (k <= 0 || rw.kind == PYTHON_WAIT_NONE || rw.kind == PYTHON_WAIT_CONDITION)
+                return k;
+        if (rw.kind == PYTHON_WAIT_JOIN)
+                return edge_add(c, WAIT_KIND_OTHER, -1, 0, "Thread.join", 0, -1,
+                                "it waits for a thread to exit (Thread.join)");
+        if (rw.kind == PYTHON_WAIT_GIL)
+                snprintf(object, sizeof object, "the GIL");
+        else
+                snprintf(object, sizeof object, "threading.%s 0x%" PRIx64, rw.kind == PYTHON_WAIT_RLOCK ? "RLock" : "Lock",
+                         rw.object);
+        if (rw.owner > 0 && thread_group_of(rw.owner) == c->w->pid) {
+                ThreadWait h;
+
+                /* The classic whole-process hang: C code that kept the GIL and blocked. */
+                if (rw.kind == PYTHON_WAIT_GIL && thread_wait_read(c->w->pid, rw.owner, &h) == 0 &&
+                    h.syscall.kind == PROC_SYSCALL_BLOCKED)
+                        reason = "it holds the GIL while blocked in a syscall: no other thread runs Python";
+        } else {
+                rw.owner = 0;
+                reason = rw.kind == PYTHON_WAIT_GIL    ? "no thread held the GIL as we looked"
+                       : rw.kind == PYTHON_WAIT_RLOCK ? "owner unknown: the RLock names no live thread"
+                                                      : "no owner recorded (threading.Lock): see each waiter's Python line";
+        }
+        k = edge_add(c, rw.kind == PYTHON_WAIT_GIL ? WAIT_KIND_GIL : WAIT_KIND_MUTEX, -1, 0, object,
+                     rw.owner > 0 ? c->w->pid : 0, -1, reason);
+        if (k < 0)
+                return k;
+        e = &c->chain->edges[c->chain->n_edges - 1];
+        e->peer_tid = rw.owner;
+        e->address = sc->args[0];
+        e->runtime = true;
+        return 0;
+}
+
 static int edges_futex(EdgeCtx *c, const ProcSyscall *sc) {
         PeersMutex m;
         int k = peers_futex_mutex(c->w->pid, sc, &m);
 
-        if (k <= 0)
+        if (k == 0)
+                return edges_runtime(c, sc);
+        if (k < 0)
                 return k;
         if (m.owner == c->w->tid && !waits_for_itself(c->w, m.address))
                 return 0; /* it got the lock while we looked: no wait any more */

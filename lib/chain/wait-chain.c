@@ -12,6 +12,7 @@
 #include "base/strv.h"
 #include "base/time-util.h"
 #include "capture/syscall-probe.h"
+#include "chain/python-waits.h"
 #include "chain/wait-chain.h"
 #include "proc/proc-read.h"
 
@@ -311,7 +312,7 @@ static int builder_find_deadlock(Builder *b) {
 const WaitEdge *wait_chain_mutex_wait(const WaitChain *c, pid_t pid, pid_t tid) {
         for (size_t i = 0; i < c->n_edges; i++) {
                 const WaitEdge *e = &c->edges[i];
-                if (e->kind == WAIT_KIND_MUTEX && e->pid == pid && e->tid == tid)
+                if ((e->kind == WAIT_KIND_MUTEX || e->kind == WAIT_KIND_GIL) && e->pid == pid && e->tid == tid)
                         return e;
         }
         return NULL;
@@ -327,18 +328,30 @@ static const WaitEdge *mutex_held_in_process(const WaitChain *c, pid_t pid, pid_
 /* The edges were read one thread after the other: on a busy lock, A waiting while B held it and, a moment later, B
  * waiting while A held it looks like a cycle that never existed at once. A cycle counts only when it holds again,
  * read afresh, and none of its threads ran meanwhile: a deadlocked thread never runs. */
-static bool lock_cycle_holds(pid_t pid, const pid_t *tids, size_t n) {
+static bool lock_cycle_holds(PeerResolver *r, const WaitChain *c, pid_t pid, const pid_t *tids, size_t n) {
         uint64_t before[WAIT_CHAIN_EDGES_MAX + 1], after;
         bool counted[WAIT_CHAIN_EDGES_MAX + 1];
 
         for (size_t i = 0; i < n; i++)
                 counted[i] = peers_thread_timeslices(pid, tids[i], &before[i]);
         for (size_t i = 0; i < n; i++) {
+                const WaitEdge *e = wait_chain_mutex_wait(c, pid, tids[i]);
                 ThreadWait w;
                 PeersMutex m;
+                RuntimeWait rw;
 
-                if (thread_wait_read(pid, tids[i], &w) < 0 || peers_futex_mutex(pid, &w.syscall, &m) != 1 ||
-                    m.owner != tids[(i + 1) % n])
+                if (!e || thread_wait_read(pid, tids[i], &w) < 0)
+                        return false;
+                /* A runtime's lock (the GIL, an RLock) is asked of the runtime again. */
+                if (e->runtime) {
+                        if (w.syscall.kind != PROC_SYSCALL_BLOCKED || w.syscall.args[0] != e->address ||
+                            !r->runtime_wait ||
+                            r->runtime_wait(r->runtime_userdata, pid, tids[i], e->address, &rw) != 1 ||
+                            rw.owner != tids[(i + 1) % n])
+                                return false;
+                        continue;
+                }
+                if (peers_futex_mutex(pid, &w.syscall, &m) != 1 || m.owner != tids[(i + 1) % n])
                         return false;
         }
         for (size_t i = 0; i < n; i++)
@@ -358,14 +371,15 @@ static int builder_find_lock_cycle(Builder *b) {
                 const WaitEdge *e = &c->edges[i];
                 size_t n = 0;
 
-                if (e->kind != WAIT_KIND_MUTEX || e->peer_pid != e->pid || e->peer_tid <= 0)
+                if ((e->kind != WAIT_KIND_MUTEX && e->kind != WAIT_KIND_GIL) || e->peer_pid != e->pid ||
+                    e->peer_tid <= 0)
                         continue;
                 for (pid_t t = e->tid; n < ELEMENTSOF(order);) {
                         const WaitEdge *m;
 
                         for (size_t k = 0; k < n; k++)
                                 if (order[k] == t) {
-                                        if (!lock_cycle_holds(e->pid, order + k, n - k))
+                                        if (!lock_cycle_holds(b->r, c, e->pid, order + k, n - k))
                                                 return 0;
                                         c->n_lock_cycle = n - k;
                                         c->lock_cycle = malloc(c->n_lock_cycle * sizeof *c->lock_cycle);
@@ -488,135 +502,6 @@ static int note_futex_waits(Snapshot *root, WaitChain *c) {
         return 0;
 }
 
-/* Whether thread TID of PID still waits in the futex at ADDR and did not run since the capture read it (its
- * context switches, from T): then what the capture read of its wait still holds. */
-static bool python_wait_holds(pid_t pid, const ThreadSnapshot *t) {
-        _cleanup_close_ int dirfd = -EBADF;
-        ProcStatus status;
-        ThreadWait w;
-        char buf[4096];
-        ssize_t n;
-
-        if (thread_wait_read(pid, t->tid, &w) < 0 || w.syscall.kind != PROC_SYSCALL_BLOCKED ||
-            w.syscall.nr != t->syscall.nr || w.syscall.args[0] != t->syscall.args[0] ||
-            proc_open_dir(pid, t->tid, &dirfd) < 0)
-                return false;
-        n = proc_read_small(dirfd, "status", buf, sizeof buf);
-        return n >= 0 && proc_parse_status(buf, (size_t) n, &status) >= 0 &&
-               status.voluntary_ctxt_switches == t->voluntary_ctxt_switches &&
-               status.nonvoluntary_ctxt_switches == t->nonvoluntary_ctxt_switches;
-}
-
-/* The edge of thread TID of ROOT in C, NULL when it has none. */
-static WaitEdge *edge_of(WaitChain *c, pid_t pid, pid_t tid) {
-        for (size_t i = 0; i < c->n_edges; i++)
-                if (c->edges[i].pid == pid && c->edges[i].tid == tid)
-                        return &c->edges[i];
-        return NULL;
-}
-
-static bool python_top_is(const ThreadSnapshot *t, const char *function) {
-        for (size_t i = 0; i < t->n_frames; i++)
-                if (t->frames[i].kind == FRAME_KIND_PYTHON)
-                        return streq_ptr(t->frames[i].function, function);
-        return false;
-}
-
-/* The edge of Python thread T's wait as the capture read it from the interpreter (ThreadSnapshot.py_wait): the GIL
- * to its holder, an RLock to its owner (a mutex: it names one), a Lock to nobody (it names none). */
-static int python_edge(Snapshot *root, WaitChain *c, const ThreadSnapshot *t) {
-        char object[64];
-        const char *reason = NULL;
-        WaitEdge *e;
-
-        e = wait_chain_add_edge(c);
-        if (!e)
-                return -ENOMEM;
-        *e = (WaitEdge) { .pid = root->pid, .tid = t->tid, .fd = -1, .peer_fd = -1, .syscall = strdup("futex"),
-                          .kind = t->py_wait == PYTHON_WAIT_GIL ? WAIT_KIND_GIL : WAIT_KIND_MUTEX,
-                          .address = t->py_wait == PYTHON_WAIT_GIL ? t->syscall.args[0] : t->py_wait_object };
-        if (t->py_wait == PYTHON_WAIT_GIL)
-                snprintf(object, sizeof object, "the GIL");
-        else
-                snprintf(object, sizeof object, "threading.%s 0x%" PRIx64,
-                         t->py_wait == PYTHON_WAIT_RLOCK ? "RLock" : "Lock", t->py_wait_object);
-        e->object = strdup(object);
-        if (t->py_wait_owner > 0 && snapshot_find_thread(root, t->py_wait_owner)) {
-                const ThreadSnapshot *h = snapshot_find_thread(root, t->py_wait_owner);
-
-                e->peer_pid = root->pid;
-                e->peer_tid = t->py_wait_owner;
-                /* The classic whole-process hang: C code that kept the GIL and blocked. */
-                if (t->py_wait == PYTHON_WAIT_GIL && h->syscall.kind == PROC_SYSCALL_BLOCKED)
-                        reason = "it holds the GIL while blocked in a syscall: no other thread runs Python";
-        } else if (t->py_wait == PYTHON_WAIT_LOCK)
-                reason = python_top_is(t, "Thread._wait_for_tstate_lock")
-                                 ? "it waits for a thread to exit (Thread.join)"
-                                 : "no owner recorded (threading.Lock): see each waiter's Python line";
-        else if (t->py_wait == PYTHON_WAIT_GIL)
-                reason = "no thread held the GIL as we looked";
-        else
-                reason = "owner unknown: the RLock names no live thread";
-        if (reason)
-                e->reason = strdup(reason);
-        return e->syscall && e->object && (!reason || e->reason) ? 0 : -ENOMEM;
-}
-
-/* A Python lock cycle: threads each waiting for an RLock (or the GIL) the next one holds, confirmed by a second look
- * at each (still in the same wait, not run since the capture). */
-static int python_lock_cycle(Snapshot *root, WaitChain *c) {
-        pid_t order[WAIT_CHAIN_THREADS_MAX];
-
-        if (c->n_lock_cycle > 0)
-                return 0;
-        for (size_t i = 0; i < root->n_threads; i++) {
-                size_t n = 0;
-
-                for (pid_t tid = root->threads[i].tid; n < ELEMENTSOF(order);) {
-                        const ThreadSnapshot *t = snapshot_find_thread(root, tid);
-                        const WaitEdge *e = edge_of(c, root->pid, tid);
-
-                        for (size_t k = 0; k < n; k++) {
-                                if (order[k] != tid)
-                                        continue;
-                                for (size_t m = k; m < n; m++)
-                                        if (!python_wait_holds(root->pid, snapshot_find_thread(root, order[m])))
-                                                return 0;
-                                c->lock_cycle = malloc((n - k) * sizeof *c->lock_cycle);
-                                if (!c->lock_cycle)
-                                        return -ENOMEM;
-                                memcpy(c->lock_cycle, order + k, (n - k) * sizeof *c->lock_cycle);
-                                c->n_lock_cycle = n - k;
-                                c->lock_pid = root->pid;
-                                return 0;
-                        }
-                        if (!t || t->py_wait == PYTHON_WAIT_NONE || !e || e->peer_tid <= 0 ||
-                            (e->kind != WAIT_KIND_MUTEX && e->kind != WAIT_KIND_GIL))
-                                break;
-                        order[n++] = tid;
-                        tid = e->peer_tid;
-                }
-        }
-        return 0;
-}
-
-static int python_waits(Snapshot *root, WaitChain *c) {
-        if (!root->python)
-                return 0;
-        for (size_t i = 0; i < root->n_threads; i++) {
-                const ThreadSnapshot *t = &root->threads[i];
-                int k;
-
-                if (t->py_wait == PYTHON_WAIT_NONE || t->py_wait == PYTHON_WAIT_CONDITION ||
-                    edge_of(c, root->pid, t->tid))
-                        continue;
-                k = python_edge(root, c, t);
-                if (k < 0)
-                        return k;
-        }
-        return python_lock_cycle(root, c);
-}
-
 /* Name each mutex by the variable it is, where a symbol of the waiter's binaries covers its address:
  * "mutex queue_lock (0x…) in libfoo.so". The modules are those the captures recorded for that process. */
 static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
@@ -659,6 +544,7 @@ static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
 }
 
 int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureOptions *o, Symbolizer *sym) {
+        _cleanup_(python_waits_freep) PythonWaits *pw = NULL;
         _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
         _cleanup_free_ pid_t *peers = NULL;
@@ -669,6 +555,13 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
         k = peer_resolver_new(&r);
         if (k < 0)
                 return k;
+        /* A Python program's waits on the GIL and its locks, read from its interpreter. */
+        if (o->python) {
+                k = python_waits_new(sym, &pw);
+                if (k < 0)
+                        return k;
+                peer_resolver_set_runtime(r, python_waits_read, pw);
+        }
         /* The peers share the budget of the capture they are peers of: its deadline, or (for a caller that set
          * none) one more budget from here. Building the chain is part of it. */
         if (po.deadline_usec == 0)
@@ -701,9 +594,7 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
                 }
                 root->peers[root->n_peers++] = s;
         }
-        k = python_waits(root, c);
-        if (k >= 0)
-                k = note_futex_waits(root, c);
+        k = note_futex_waits(root, c);
         if (k >= 0)
                 k = name_mutexes(root, c, sym);
         if (k < 0)

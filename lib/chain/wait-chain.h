@@ -40,7 +40,8 @@
 int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
                      size_t *ret_n_peers);
 
-/* The mutex edge of thread TID of PID in C (its holder known or not), NULL when the thread waits on no mutex. */
+/* The mutex edge of thread TID of PID in C (its holder known or not; the GIL counts as one), NULL when the thread
+ * waits on no mutex. */
 const WaitEdge *wait_chain_mutex_wait(const WaitChain *c, pid_t pid, pid_t tid);
 
 /* Build the chain of ROOT (starting at TID, 0 for every waiting thread) and capture every process it reached with

@@ -38,6 +38,7 @@ static const char *const python_wait_table[_PYTHON_WAIT_MAX] = {
         [PYTHON_WAIT_RLOCK] = "rlock",
         [PYTHON_WAIT_LOCK] = "lock",
         [PYTHON_WAIT_CONDITION] = "condition",
+        [PYTHON_WAIT_JOIN] = "join",
 };
 DEFINE_STRING_TABLE_LOOKUP(python_wait, PythonWaitKind);
 

@@ -53,12 +53,20 @@ typedef enum PythonWaitKind {
         PYTHON_WAIT_RLOCK,      /* a threading.RLock (_thread.RLock): it records its owner */
         PYTHON_WAIT_LOCK,       /* a threading.Lock (_thread.lock): no owner recorded */
         PYTHON_WAIT_CONDITION,  /* threading.Condition/Event.wait(): any thread may notify it */
+        PYTHON_WAIT_JOIN,       /* Thread.join(): the thread's end (its tstate lock) */
         _PYTHON_WAIT_MAX,
         _PYTHON_WAIT_INVALID = -EINVAL,
 } PythonWaitKind;
 
 const char *python_wait_to_string(PythonWaitKind k);
 PythonWaitKind python_wait_from_string(const char *s);
+
+/* What a thread parked in a futex waits for inside a language runtime, as its runtime records it. */
+typedef struct RuntimeWait {
+        PythonWaitKind kind;
+        pid_t owner;            /* the GIL's holder, the RLock's owner; 0 when none or not known */
+        uint64_t object;        /* the lock object (RLock, Lock) */
+} RuntimeWait;
 
 typedef struct KernelFrame {
         char *function;
@@ -186,6 +194,8 @@ typedef struct WaitEdge {
         char *reason;           /* set when PEER_PID is 0, or when the peer was not followed (depth, budget) */
         uint64_t address;       /* a mutex: the lock's address in the waiter's process; 0 for other kinds */
         bool owner_exited;      /* a mutex whose holder is gone: nobody will ever unlock it (not stored) */
+        bool runtime;           /* read from a language runtime (the GIL, a Python lock), not from a glibc lock; its
+                                 * ADDRESS is the futex waited on (not stored) */
 } WaitEdge;
 
 /* The wait chain of a snapshot: the edges from the thread(s) it started at, followed to a depth. */

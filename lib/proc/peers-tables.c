@@ -27,6 +27,11 @@ int peer_resolver_new(PeerResolver **ret) {
         return 0;
 }
 
+void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata) {
+        r->runtime_wait = fn;
+        r->runtime_userdata = userdata;
+}
+
 PeerResolver *peer_resolver_free(PeerResolver *r) {
         if (!r)
                 return NULL;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "base/macro.h"
+#include "model/snapshot.h"
 #include "proc/sock-diag.h"
 
 /* /proc/locks is one line per lock; a machine with more locks than this is not one we can explain anyway. */
@@ -43,8 +44,14 @@ typedef struct LockLine {
  * and kept: one resolver serves one capture or one poll, then is freed, so nothing it knows gets old. */
 typedef struct PeerResolver PeerResolver;
 
+/* A reader of what a thread parked in a futex waits for inside a language runtime (CPython's GIL and locks), for the
+ * waits no glibc lock layout explains: 1 with *RET when it knows, 0 when not, -ENOMEM. */
+typedef int (*RuntimeWaitFn)(void *userdata, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret);
+
 struct PeerResolver {
         pid_t self;
+        RuntimeWaitFn runtime_wait;     /* NULL: none */
+        void *runtime_userdata;
         bool have_owners, have_unix, have_tcp, have_udp, have_locks;
         FdOwner *owners;        /* sockets and pipes sorted by (kind, inode); then paths */
         size_t n_owners, n_indexed;
@@ -59,6 +66,8 @@ struct PeerResolver {
 };
 
 int peer_resolver_new(PeerResolver **ret);
+/* Futex waits that no glibc lock explains are also asked of FN (USERDATA borrowed: it must outlive R's use). */
+void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata);
 PeerResolver *peer_resolver_free(PeerResolver *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(PeerResolver *, peer_resolver_free);
 

@@ -199,7 +199,7 @@ def test_rlock_abba_is_a_deadlock():
         text = stackctl("dump", "--peers=1", p.pid).stdout.decode()
         assert re.search(r"DEADLOCK in \d+ \(python3\): thread \d+", text), text
         waits = {t["tid"]: t["python"]["waits"] for t in doc["threads"] if t.get("python", {}).get("waits")}
-        assert sorted(w["kind"] for w in waits.values()) == ["lock", "rlock", "rlock"]
+        assert sorted(w["kind"] for w in waits.values()) == ["join", "rlock", "rlock"]
     finally:
         p.kill()
         p.wait()

@@ -1,0 +1,87 @@
+/* python-waits.c: CPython's waits for wait chains: one interpreter per process, found on the first question about
+ * it and kept for the reader's life (one capture's chain, or one poll of the daemon). */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "base/macro.h"
+#include "capture/python.h"
+#include "capture/unwind.h"
+#include "chain/python-waits.h"
+#include "proc/proc-read.h"
+
+/* Processes one reader remembers: a chain reaches a few, a poll judges at most a handful. */
+#define PYTHON_WAITS_PROCESSES_MAX 64U
+
+typedef struct PythonWaitsEntry {
+        pid_t pid;
+        PyProcess *py;          /* NULL: no CPython in it (or it could not be read) */
+} PythonWaitsEntry;
+
+struct PythonWaits {
+        Symbolizer *sym;
+        PythonWaitsEntry entries[PYTHON_WAITS_PROCESSES_MAX];
+        size_t n;
+};
+
+int python_waits_new(Symbolizer *sym, PythonWaits **ret) {
+        PythonWaits *w = calloc(1, sizeof *w);
+
+        if (!w)
+                return -ENOMEM;
+        w->sym = sym;
+        *ret = w;
+        return 0;
+}
+
+PythonWaits *python_waits_free(PythonWaits *w) {
+        if (!w)
+                return NULL;
+        for (size_t i = 0; i < w->n; i++)
+                py_process_free(w->entries[i].py);
+        free(w);
+        return NULL;
+}
+
+/* The interpreter of PID, opened on first use; NULL when it has none. -ENOMEM. */
+static int interpreter_of(PythonWaits *w, pid_t pid, PyProcess **ret) {
+        _cleanup_(unwind_process_freep) UnwindProcess *up = NULL;
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ int *tids = NULL;
+        PythonWaitsEntry *e;
+        const char *why;
+        size_t n = 0;
+        int r;
+
+        for (size_t i = 0; i < w->n; i++)
+                if (w->entries[i].pid == pid) {
+                        *ret = w->entries[i].py;
+                        return 0;
+                }
+        *ret = NULL;
+        if (w->n >= PYTHON_WAITS_PROCESSES_MAX)
+                return 0;
+        e = &w->entries[w->n++];
+        *e = (PythonWaitsEntry) { .pid = pid };
+        if (proc_open_dir(pid, 0, &dirfd) < 0 || proc_list_numeric(dirfd, "task", &tids, &n) < 0 ||
+            unwind_process_new(pid, NULL, &up) < 0)
+                return 0;
+        r = py_process_open(pid, up, w->sym, tids, n, &e->py, &why);
+        *ret = e->py;
+        return r == -ENOMEM ? r : 0;
+}
+
+int python_waits_read(void *userdata, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret) {
+        PythonWaits *w = userdata;
+        PyProcess *py;
+        int r;
+
+        r = interpreter_of(w, pid, &py);
+        if (r < 0)
+                return r;
+        if (!py)
+                return 0;
+        r = py_wait_of(py, tid, futex, ret);
+        if (r < 0)
+                return r;
+        return ret->kind != PYTHON_WAIT_NONE;
+}

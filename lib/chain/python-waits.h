@@ -1,0 +1,21 @@
+/* python-waits.h: the RuntimeWaitFn of CPython for wait chains (peers-tables.h): what a thread of a Python program
+ * parked in a futex waits for (the GIL, an RLock, a Lock), read from its interpreter, each process's interpreter
+ * found once per reader. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/macro.h"
+#include "capture/symbolize.h"
+#include "model/snapshot.h"
+
+typedef struct PythonWaits PythonWaits;
+
+/* SYM (borrowed, outliving the reader) caches where each build's interpreter lives. */
+int python_waits_new(Symbolizer *sym, PythonWaits **ret);
+PythonWaits *python_waits_free(PythonWaits *w);
+DEFINE_TRIVIAL_CLEANUP_FUNC(PythonWaits *, python_waits_free);
+
+/* A RuntimeWaitFn: USERDATA is a PythonWaits. */
+int python_waits_read(void *userdata, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret);
