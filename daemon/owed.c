@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "chain/peers.h"
+#include "chain/python-waits.h"
 #include "chain/wait-chain.h"
 #include "owed.h"
 
@@ -39,13 +40,17 @@ static void checks_expire(Owed *o, Scanner *s, uint64_t now) {
 
 /* Whether T is parked, long enough, in a wait that something may owe: not a sleep, not an event loop's or a
  * condition variable's idle wait, but a read, a write, a lock, a mutex, or a wait for a child. */
-static bool candidate(const ThreadEntry *t, uint64_t now) {
+static bool candidate(Scanner *s, const ThreadEntry *t, uint64_t now) {
         const ProcSyscall *sc = &t->cls.parked_place;
 
         if (!t->cls.parked || now - t->cls.parked_since_usec < OWED_MIN_PARKED_USEC)
                 return false;
         if (sc->nr == __NR_wait4 || sc->nr == __NR_waitid)
                 return true;
+        /* A Python lock's or the GIL's wait looks like a semaphore's or a condition variable's: idle, unless the
+         * interpreter says what it is (chain/python-waits.h). */
+        if (sc->nr == __NR_futex && classify_syscall_is_idle_wait(sc))
+                return scanner_process_python(s, t->process);
         return !classify_syscall_is_idle_wait(sc) && (peers_syscall_follows(sc->nr) || sc->nr == __NR_futex);
 }
 
@@ -80,13 +85,13 @@ static bool in_cycle(const WaitChain *c, pid_t pid) {
 
 /* Whether every thread of P is parked in a wait that may be owed: none is on a CPU or in a sleep it will wake from,
  * so none will write to what its own process holds the other end of. */
-static bool all_parked(const ProcessEntry *p, uint64_t now) {
+static bool all_parked(Scanner *s, const ProcessEntry *p, uint64_t now) {
         for (const ThreadEntry *t = p->threads; t; t = t->next) {
                 const ProcSyscall *sc = &t->cls.parked_place;
 
                 /* A futex wait with no timeout (a join, a condition variable) wakes only if a thread of the process
                  * (all parked) wakes it. */
-                if (!candidate(t, now) &&
+                if (!candidate(s, t, now) &&
                     !(t->cls.parked && now - t->cls.parked_since_usec >= OWED_MIN_PARKED_USEC &&
                       sc->nr == __NR_futex && sc->args[3] == 0))
                         return false;
@@ -100,14 +105,17 @@ static const char *edge_owed(Scanner *s, const WaitChain *c, const ProcessEntry 
                 if (e->owner_exited)
                         return "a mutex whose holder exited";
                 if (e->peer_tid > 0 && e->peer_tid != e->tid)
-                        return "a mutex another thread holds";
+                        return e->runtime ? "a Python RLock another thread holds" : "a mutex another thread holds";
                 return NULL;
         }
+        /* Parked this long for the GIL: its holder keeps it (C code that blocked without releasing it). */
+        if (e->kind == WAIT_KIND_GIL)
+                return e->peer_tid > 0 && e->peer_tid != e->tid ? "the GIL, which another thread keeps" : NULL;
         if (e->peer_pid == 0) {
                 /* A pipe or socket whose other end only its own process holds, while every thread of it is parked
                  * in such a wait: nobody is left to write to it. */
                 if (!e->multiplexed && e->reason && streq(e->reason, "the other end is held by this process only") &&
-                    all_parked(p, now))
+                    all_parked(s, p, now))
                         return "its other end is held by its own process, whose every thread waits";
                 return NULL;
         }
@@ -178,7 +186,7 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
                 const char *why = NULL;
                 bool owed;
 
-                if (!candidate(t, now))
+                if (!candidate(s, t, now))
                         continue;
                 owed = thread_owed(s, chain, p, t, now, &why);
                 if (owed && !t->cls.owed) {
@@ -206,11 +214,15 @@ void owed_update(Owed *o, Scanner *s, uint64_t now) {
                 if (p->ours || check_find(o, p))
                         continue;
                 for (const ThreadEntry *t = p->threads; t && !any; t = t->next)
-                        any = candidate(t, now);
+                        any = candidate(s, t, now);
                 if (!any)
                         continue;
-                if (!r && peer_resolver_new(&r) < 0)
-                        return;
+                if (!r) {
+                        Symbolizer *sym = scanner_runtime_symbolizer(s);
+
+                        if (peer_resolver_new(&r) < 0 || (sym && python_waits_attach(r, sym) < 0))
+                                return;
+                }
                 if (!GREEDY_REALLOC(o->checks, o->n_checks_allocated, o->n_checks + 1))
                         return (void) log_oom();
                 o->checks[o->n_checks++] = (OwedCheck) { .pid = p->pid, .starttime = p->starttime, .checked_usec = now };

@@ -19,6 +19,9 @@
 #include "proc/proc-read.h"
 #include "scan.h"
 
+/* A process map larger than this is not looked through for a runtime. */
+#define SCAN_MAPS_BYTES_MAX (4U * 1024 * 1024)
+
 int scanner_new(Scanner **ret) {
         Scanner *s = calloc(1, sizeof *s);
         struct rlimit rl;
@@ -112,8 +115,42 @@ Scanner *scanner_free(Scanner *s) {
         intmap_done(&s->threads);
         intmap_done(&s->processes);
         safe_close(s->proc_fd);
+        symbolizer_free(s->runtime_sym);
         free(s);
         return NULL;
+}
+
+Symbolizer *scanner_runtime_symbolizer(Scanner *s) {
+        /* Symbols only, no DWARF: it looks up a runtime's roots (_PyRuntime), never a frame's source line. */
+        if (!s->runtime_sym && symbolizer_new(NULL, false, &s->runtime_sym) < 0)
+                return NULL;
+        return s->runtime_sym;
+}
+
+bool scanner_process_python(Scanner *s, ProcessEntry *p) {
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ char *maps = NULL;
+        size_t len;
+
+        if (p->python == 0) {
+                p->python = 1;
+                if (proc_open_dir(p->pid, 0, &dirfd) >= 0 &&
+                    proc_read_full(dirfd, "maps", SCAN_MAPS_BYTES_MAX, &maps, &len) >= 0)
+                        for (char *line = maps, *end; line && *line; line = end ? end + 1 : NULL) {
+                                const char *b;
+
+                                end = strchr(line, '\n');
+                                if (end)
+                                        *end = '\0';
+                                b = strrchr(line, '/');
+                                if (b && (startswith(b + 1, "libpython3") || startswith(b + 1, "python3"))) {
+                                        p->python = 2;
+                                        break;
+                                }
+                        }
+                s->stats.deep_reads++;
+        }
+        return p->python == 2;
 }
 
 int scanner_load_identity(Scanner *s, ProcessEntry *p) {

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "base/intmap.h"
+#include "capture/symbolize.h"
 #include "proc/peers-tables.h"
 #include "classify.h"
 
@@ -54,6 +55,8 @@ typedef struct ProcessEntry {
         bool ours;                      /* stackwatchd itself or a child of it (a capture job, a probe, a hook):
                                          * never classed, so never a rule's, whatever it looks like mid-scan */
         uint64_t lock_checked_usec;     /* when its fds were last matched against /proc/locks; 0: never */
+        int8_t python;                  /* 0: not looked yet; 1: no CPython in it; 2: its maps hold one (a python3
+                                         * executable or a libpython3): its lock waits are read from the interpreter */
         bool lock_suspect;              /* then: it has a file open that another owner holds a lock on */
 } ProcessEntry;
 
@@ -98,6 +101,8 @@ typedef struct Scanner {
         pid_t lock_probe_wanted[SCAN_LOCK_PROBE_WANTED_MAX]; /* threads that need a lock probe, this scan */
         size_t n_lock_probe_wanted;
         ScanStats stats;
+        Symbolizer *runtime_sym;        /* where the runtimes (CPython) of processes live, by build-id, for the
+                                         * walks that read their waits; made on first need */
 } Scanner;
 
 int scanner_new(Scanner **ret);
@@ -108,5 +113,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Scanner *, scanner_free);
 int scanner_scan(Scanner *s, uint64_t now_usec);
 /* A lock probe of thread TID of process PID (started at STARTTIME) ended with verdict V at NOW. */
 void scanner_lock_probe_done(Scanner *s, pid_t pid, pid_t tid, uint64_t starttime, LockProbeVerdict v, uint64_t now);
+/* Whether a CPython runs in P (its maps, read once): its futex waits may be on the GIL or a Python lock. */
+bool scanner_process_python(Scanner *s, ProcessEntry *p);
+/* The symbolizer the walks find runtimes with (made on first call); NULL on OOM. */
+Symbolizer *scanner_runtime_symbolizer(Scanner *s);
+
 /* Read exe, unit, cgroup and uid of a process once (rules that filter on them call this). */
 int scanner_load_identity(Scanner *s, ProcessEntry *p);

@@ -85,3 +85,17 @@ int python_waits_read(void *userdata, pid_t pid, pid_t tid, uint64_t futex, Runt
                 return r;
         return ret->kind != PYTHON_WAIT_NONE;
 }
+
+static void python_waits_free_void(void *w) {
+        python_waits_free(w);
+}
+
+int python_waits_attach(PeerResolver *r, Symbolizer *sym) {
+        PythonWaits *w;
+        int k = python_waits_new(sym, &w);
+
+        if (k < 0)
+                return k;
+        peer_resolver_set_runtime(r, python_waits_read, w, python_waits_free_void);
+        return 0;
+}

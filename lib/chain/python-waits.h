@@ -9,6 +9,7 @@
 #include "base/macro.h"
 #include "capture/symbolize.h"
 #include "model/snapshot.h"
+#include "proc/peers-tables.h"
 
 typedef struct PythonWaits PythonWaits;
 
@@ -16,6 +17,9 @@ typedef struct PythonWaits PythonWaits;
 int python_waits_new(Symbolizer *sym, PythonWaits **ret);
 PythonWaits *python_waits_free(PythonWaits *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(PythonWaits *, python_waits_free);
+
+/* Give resolver R a new reader of Python waits with SYM, freed with R. -ENOMEM. */
+int python_waits_attach(PeerResolver *r, Symbolizer *sym);
 
 /* A RuntimeWaitFn: USERDATA is a PythonWaits. */
 int python_waits_read(void *userdata, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret);

@@ -560,7 +560,7 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
                 k = python_waits_new(sym, &pw);
                 if (k < 0)
                         return k;
-                peer_resolver_set_runtime(r, python_waits_read, pw);
+                peer_resolver_set_runtime(r, python_waits_read, pw, NULL);
         }
         /* The peers share the budget of the capture they are peers of: its deadline, or (for a caller that set
          * none) one more budget from here. Building the chain is part of it. */

@@ -27,14 +27,19 @@ int peer_resolver_new(PeerResolver **ret) {
         return 0;
 }
 
-void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata) {
+void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata, void (*free_fn)(void *)) {
+        if (r->runtime_free)
+                r->runtime_free(r->runtime_userdata);
         r->runtime_wait = fn;
         r->runtime_userdata = userdata;
+        r->runtime_free = free_fn;
 }
 
 PeerResolver *peer_resolver_free(PeerResolver *r) {
         if (!r)
                 return NULL;
+        if (r->runtime_free)
+                r->runtime_free(r->runtime_userdata);
         for (size_t i = 0; i < r->n_owners; i++)
                 free(r->owners[i].path);
         free(r->owners);

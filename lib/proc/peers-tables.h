@@ -52,6 +52,7 @@ struct PeerResolver {
         pid_t self;
         RuntimeWaitFn runtime_wait;     /* NULL: none */
         void *runtime_userdata;
+        void (*runtime_free)(void *userdata); /* frees RUNTIME_USERDATA with the resolver; NULL: borrowed */
         bool have_owners, have_unix, have_tcp, have_udp, have_locks;
         FdOwner *owners;        /* sockets and pipes sorted by (kind, inode); then paths */
         size_t n_owners, n_indexed;
@@ -66,8 +67,9 @@ struct PeerResolver {
 };
 
 int peer_resolver_new(PeerResolver **ret);
-/* Futex waits that no glibc lock explains are also asked of FN (USERDATA borrowed: it must outlive R's use). */
-void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata);
+/* Futex waits that no glibc lock explains are also asked of FN. USERDATA is freed with R by FREE_FN, or borrowed
+ * (FREE_FN NULL: it must outlive R's use). */
+void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata, void (*free_fn)(void *));
 PeerResolver *peer_resolver_free(PeerResolver *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(PeerResolver *, peer_resolver_free);
 

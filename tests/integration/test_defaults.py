@@ -219,3 +219,35 @@ scrape_configs:
         if prom:
             prom.stop()
         stop_healthy(healthy, keep)
+
+
+PYFIX = os.path.join(os.environ.get("STACKWATCH_SRCDIR") or os.path.join(os.path.dirname(__file__), "..", ".."),
+                     "tests", "fixtures", "python")
+
+
+def test_python_lock_hangs_by_default(daemon, tmp_path):
+    """A Python RLock ABBA is a deadlock the built-in rule snapshots, read from the interpreter; a Lock ABBA, whose
+    locks name no owner, is not called one, nor is a thread waiting for the GIL (it wakes every switch interval, so
+    it is never parked: only a capture's chain shows that wait)."""
+    procs = [subprocess.Popen(["/usr/bin/python3", os.path.join(PYFIX, f), *a], stdout=subprocess.PIPE)
+             for f, a in (("abba.py", ["rlock"]), ("gil_held.py", []), ("abba.py", ["lock"]))]
+    try:
+        for p in procs:
+            assert p.stdout.readline() == b"ready\n"
+        rlock, gil, lock = (p.pid for p in procs)
+        d = daemon(DEFAULTS)
+        snaps = wait_until(lambda: [s for s in d.snapshots() if s["pid"] == rlock], timeout=40, interval=0.2,
+                           what="the RLock ABBA's snapshot")
+        assert [s["rule"] for s in snaps] == ["deadlock"], snaps
+
+        def why(pid):
+            return {t["tid"]: t["blocked_because"] for t in d.get_json("/processes")["threads"]
+                    if t["pid"] == pid and t["class"] == "blocked"}
+        assert any(w.startswith("a deadlock") for w in why(rlock).values()), why(rlock)
+        d.wait_scans(3)
+        assert not why(lock), why(lock)
+        assert not [s for s in d.snapshots() if s["pid"] in (gil, lock)]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
