@@ -172,6 +172,14 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
                 break;
         }
 
+        /* Waiting for the GIL, it wakes every few ms to ask for it: a look may catch it between two waits, or
+         * runnable behind a busy machine. With no more CPU than those wake-ups, it is still parked on the GIL. */
+        if (prev && st->parked && st->parked_gil && cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_RUNNING &&
+            cpu < CLASSIFY_GIL_WAIT_CPU_PERCENT) {
+                set_class(st, st->owed ? THREAD_CLASS_BLOCKED : THREAD_CLASS_WAITING, st->parked_since_usec);
+                return;
+        }
+
         /* On a CPU is what it did over the interval, not the state it was in at the moment of the look: a thread
          * that sleeps nearly all the time and was caught running (or runnable) is waiting, as its sleeps say. What
          * it wanted counts, not what it got: a busy loop behind CPU hogs gets little but waits for more. */
@@ -203,12 +211,20 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
         }
 
         /* Asleep. Parked when nothing about its wait changed since we first saw it there. */
-        /* Without a previous look there is no CPU delta, so no evidence yet of "no progress". */
-        if (prev && cur->have_syscall && cur->have_sched && cur->syscall.kind == PROC_SYSCALL_BLOCKED && cpu == 0) {
-                if (!st->parked || !proc_syscall_same_place(&st->parked_place, &cur->syscall) ||
-                    memcmp(st->parked_place.args, cur->syscall.args, sizeof cur->syscall.args) != 0 ||
-                    st->parked_timeslices != cur->timeslices) {
+        /* Without a previous look there is no CPU delta, so no evidence yet of "no progress". A thread waiting for
+         * the GIL wakes to ask for it every few ms (a sliver of CPU, a new run count, a new futex value), yet as
+         * long as it waits on the same GIL it has not run any Python: parked all the same. */
+        if (prev && cur->have_syscall && cur->have_sched && cur->syscall.kind == PROC_SYSCALL_BLOCKED &&
+            (cpu == 0 || (cur->gil_wait && cpu < CLASSIFY_GIL_WAIT_CPU_PERCENT))) {
+                /* Its condition variable or its mutex: the same GIL. */
+                bool same_gil = cur->gil_wait && st->parked && st->parked_gil;
+
+                if (!same_gil &&
+                    (!st->parked || !proc_syscall_same_place(&st->parked_place, &cur->syscall) ||
+                     memcmp(st->parked_place.args, cur->syscall.args, sizeof cur->syscall.args) != 0 ||
+                     st->parked_timeslices != cur->timeslices)) {
                         st->parked = true;
+                        st->parked_gil = cur->gil_wait;
                         st->parked_place = cur->syscall;
                         st->parked_timeslices = cur->timeslices;
                         st->parked_since_usec = cur->when_usec;

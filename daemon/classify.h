@@ -9,6 +9,8 @@
 
 /* On-CPU thresholds, in percent of one core over the interval. */
 #define CLASSIFY_ON_CPU_PERCENT 50.0
+/* A thread waiting for the GIL wakes 200 times a second for a few µs: a tick lands on it now and then. */
+#define CLASSIFY_GIL_WAIT_CPU_PERCENT 5.0
 #define CLASSIFY_BUSY_PERCENT 80.0
 /* Busy loop: at most this share of the CPU time in the kernel (page faults, timer ticks). */
 #define CLASSIFY_BUSY_MAX_SYSTEM_SHARE 0.10
@@ -44,6 +46,9 @@ typedef struct ThreadSample {
         bool lock_retry;                /* asleep between tries for a file lock another process holds (the scanner
                                          * judges it: it takes /proc/locks and the process's fds) */
         uint64_t faults;                /* minor and major page faults, from stat */
+        bool gil_wait;                  /* in a futex wait inside its CPython's GIL state (the scanner knows where):
+                                         * it wakes every switch interval (5 ms) to ask for the GIL, so its run count
+                                         * moves, yet it makes no progress until the holder lets go */
 } ThreadSample;
 
 typedef struct ClassState {
@@ -66,6 +71,7 @@ typedef struct ClassState {
         bool owed;
         const char *owed_why;           /* static: "deadlock", "mutex held by another thread", … */
         ProcSyscall parked_place;
+        bool parked_gil;                /* the place is a wait for the GIL (ThreadSample.gil_wait) */
         uint64_t parked_timeslices;
         uint64_t parked_since_usec;
 } ClassState;

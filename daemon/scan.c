@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "base/parse-util.h"
 #include "base/time-util.h"
 #include "chain/peers.h"
+#include "chain/python-waits.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
 #include "scan.h"
@@ -385,6 +387,26 @@ static bool thread_lock_retry(Scanner *s, ThreadEntry *t, const ThreadSample *cu
         return p->lock_suspect && thread_lock_verdict(s, t, cur->when_usec);
 }
 
+/* Whether T waits for the GIL: a futex wait inside the GIL state of its process's CPython (on its condition
+ * variable, asking again every switch interval, or on its mutex), which is looked for once per process, and only in one whose maps hold one. */
+static bool thread_gil_wait(Scanner *s, ThreadEntry *t, const ThreadSample *cur) {
+        ProcessEntry *p = t->process;
+        const ProcSyscall *sc = &cur->syscall;
+
+        if (!cur->have_syscall || sc->kind != PROC_SYSCALL_BLOCKED || sc->nr != __NR_futex ||
+            !scanner_process_python(s, p))
+                return false;
+        if (!p->gil_looked) {
+                Symbolizer *sym = scanner_runtime_symbolizer(s);
+
+                p->gil_looked = true;
+                s->stats.deep_reads++;
+                if (!sym || python_gil_range(p->pid, sym, &p->gil_start, &p->gil_size) < 0)
+                        p->gil_size = 0;
+        }
+        return p->gil_size > 0 && sc->args[0] >= p->gil_start && sc->args[0] < p->gil_start + p->gil_size;
+}
+
 /* A new entry for thread TID of P, not sampled yet; NULL on OOM. */
 static ThreadEntry *thread_add(Scanner *s, ProcessEntry *p, pid_t tid) {
         ThreadEntry *t = calloc(1, sizeof *t);
@@ -431,6 +453,7 @@ static int thread_scan(Scanner *s, ThreadEntry *t, ProcStat *st, uint64_t now) {
         if (wants)
                 sample_deep(s, t, &cur, wants);
         cur.lock_retry = thread_lock_retry(s, t, &cur);
+        cur.gil_wait = thread_gil_wait(s, t, &cur);
         if (cur.state != 'D')
                 t->wchan[0] = '\0';
         classify_update(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);

@@ -57,6 +57,8 @@ typedef struct ProcessEntry {
         uint64_t lock_checked_usec;     /* when its fds were last matched against /proc/locks; 0: never */
         int8_t python;                  /* 0: not looked yet; 1: no CPython in it; 2: its maps hold one (a python3
                                          * executable or a libpython3): its lock waits are read from the interpreter */
+        bool gil_looked;                /* its GIL was looked for (once: it stays where it is) */
+        uint64_t gil_start, gil_size;   /* where its GIL's state lies; size 0: not known */
         bool lock_suspect;              /* then: it has a file open that another owner holds a lock on */
 } ProcessEntry;
 

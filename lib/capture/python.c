@@ -16,12 +16,16 @@
 #include "capture/python-offsets.h"
 #include "capture/python.h"
 #include "model/proc-parse.h"
+#include "proc/proc-read.h"
 
 #define PY_INTERPRETERS_MAX 64U
 #define PY_THREADS_MAX 65536U
 #define PY_STRING_CHARS_MAX 1024U
 #define PY_LINETABLE_BYTES_MAX (256U * 1024)
 #define PY_CODES_MAX 65536U
+/* The bytes of struct _gil_runtime_state a wait inside it may be on (its mutex and condition variables): 3.8-3.13
+ * all fit, with room. */
+#define PY_GIL_STATE_BYTES 320U
 /* glibc's struct pthread holds the thread's TID at this offset (x86-64, glibc 2.28-2.40): tried first. */
 #define PTHREAD_TID_OFFSET_GLIBC 720U
 #define PTHREAD_SCAN_BYTES 2048U
@@ -108,6 +112,7 @@ static size_t span_of(const uint32_t *offs, size_t n) {
 
 typedef struct PyFind {
         PyProcess *p;
+        UnwindProcess *up;
         Symbolizer *sym;
         const char *exe;
         uint64_t runtime;
@@ -145,7 +150,8 @@ static int find_runtime_cb(Dwfl_Module *mod, void **userdata, const char *name, 
 
         (void) userdata;
         (void) start;
-        if (!candidate_module(name, f->exe))
+        /* A file on a FUSE mount whose daemon does not answer is not opened (unwind.h): its symbols neither. */
+        if (!candidate_module(name, f->exe) || unwind_process_module_not_read(f->up, name))
                 return DWARF_CB_OK;
         r = symbolizer_find_symbol(f->sym, mod, "_PyRuntime", &addr, &size);
         if (r == -ENOENT)
@@ -319,7 +325,7 @@ int py_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, const int *ti
                     const char **ret_why) {
         _cleanup_(py_process_freep) PyProcess *p = NULL;
         _cleanup_free_ char *exe = NULL;
-        char path[64];
+        _cleanup_close_ int dirfd = -EBADF;
         PyFind f;
         int r;
 
@@ -329,9 +335,10 @@ int py_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, const int *ti
         if (!p)
                 return -ENOMEM;
         p->pid = pid;
-        snprintf(path, sizeof path, "/proc/%d/exe", (int) pid);
-        exe = realpath(path, NULL);
-        f = (PyFind) { .p = p, .sym = sym, .exe = exe };
+        /* The link's text, never the file: a stat of it could wait on a FUSE daemon that does not answer. */
+        if (proc_open_dir(pid, 0, &dirfd) >= 0)
+                (void) proc_readlink(dirfd, "exe", &exe);
+        f = (PyFind) { .p = p, .up = up, .sym = sym, .exe = exe };
         dwfl_getmodules(unwind_process_dwfl(up), find_runtime_cb, &f, 0);
         if (f.error < 0)
                 return f.error;
@@ -368,6 +375,14 @@ PyProcess *py_process_free(PyProcess *p) {
 
 const char *py_process_version(const PyProcess *p) {
         return p->version;
+}
+
+int py_process_gil_range(const PyProcess *p, uint64_t *ret_start, uint64_t *ret_size) {
+        if (!p->gil)
+                return -ENOENT;
+        *ret_start = p->gil;
+        *ret_size = PY_GIL_STATE_BYTES;
+        return 0;
 }
 
 pid_t py_process_gil_holder(const PyProcess *p) {
@@ -762,9 +777,6 @@ fail:
 
 /* ---- what a parked thread waits for ---- */
 
-/* The bytes of struct _gil_runtime_state a wait inside it may be on (its mutex and condition variables): 3.8-3.13
- * all fit, with room. */
-#define PY_GIL_STATE_BYTES 320U
 /* Words of a frame's locals and value stack looked through for the lock it waits on. */
 #define PY_LOCK_SCAN_WORDS 64U
 

@@ -47,6 +47,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(PyProcess *, py_process_free);
 
 /* "3.11.2" */
 const char *py_process_version(const PyProcess *p);
+/* Where the GIL's state lies (its mutex and condition variables: a futex wait there waits for the GIL): 0, or
+ * -ENOENT when not known. */
+int py_process_gil_range(const PyProcess *p, uint64_t *ret_start, uint64_t *ret_size);
 /* The TID of the thread holding the GIL, 0 when none does (or it cannot be told). */
 pid_t py_process_gil_holder(const PyProcess *p);
 

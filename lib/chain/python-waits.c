@@ -70,6 +70,20 @@ static int interpreter_of(PythonWaits *w, pid_t pid, PyProcess **ret) {
         return r == -ENOMEM ? r : 0;
 }
 
+int python_gil_range(pid_t pid, Symbolizer *sym, uint64_t *ret_start, uint64_t *ret_size) {
+        _cleanup_(python_waits_freep) PythonWaits *w = NULL;
+        PyProcess *py;
+        int r;
+
+        r = python_waits_new(sym, &w);
+        if (r < 0)
+                return r;
+        r = interpreter_of(w, pid, &py);
+        if (r < 0)
+                return r;
+        return py ? py_process_gil_range(py, ret_start, ret_size) : -ENOENT;
+}
+
 int python_waits_read(void *userdata, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         PythonWaits *w = userdata;
         PyProcess *py;

@@ -21,5 +21,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(PythonWaits *, python_waits_free);
 /* Give resolver R a new reader of Python waits with SYM, freed with R. -ENOMEM. */
 int python_waits_attach(PeerResolver *r, Symbolizer *sym);
 
+/* Where the GIL of the CPython in PID lies (py_process_gil_range()), found with SYM: 0, -ENOENT when PID runs no
+ * CPython we can read, -ENOMEM. */
+int python_gil_range(pid_t pid, Symbolizer *sym, uint64_t *ret_start, uint64_t *ret_size);
+
 /* A RuntimeWaitFn: USERDATA is a PythonWaits. */
 int python_waits_read(void *userdata, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret);

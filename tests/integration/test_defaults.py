@@ -221,20 +221,34 @@ scrape_configs:
         stop_healthy(healthy, keep)
 
 
+GIL_CONTENTION = """
+import threading
+def spin():
+    n = 0
+    while True:
+        n += 1
+for _ in range(3):
+    threading.Thread(target=spin, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
+"""
+
 PYFIX = os.path.join(os.environ.get("STACKWATCH_SRCDIR") or os.path.join(os.path.dirname(__file__), "..", ".."),
                      "tests", "fixtures", "python")
 
 
 def test_python_lock_hangs_by_default(daemon, tmp_path):
-    """A Python RLock ABBA is a deadlock the built-in rule snapshots, read from the interpreter; a Lock ABBA, whose
-    locks name no owner, is not called one, nor is a thread waiting for the GIL (it wakes every switch interval, so
-    it is never parked: only a capture's chain shows that wait)."""
+    """A Python RLock ABBA is a deadlock the built-in rule snapshots, read from the interpreter; a thread waiting
+    for the GIL that a blocked C call keeps is blocked, and says why (though it wakes every switch interval to ask
+    for it); a Lock ABBA, whose locks name no owner, is not called a deadlock."""
     procs = [subprocess.Popen(["/usr/bin/python3", os.path.join(PYFIX, f), *a], stdout=subprocess.PIPE)
              for f, a in (("abba.py", ["rlock"]), ("gil_held.py", []), ("abba.py", ["lock"]))]
+    # Healthy contention: three threads of pure Python taking turns at the GIL, each waiting for it in turn.
+    procs.append(subprocess.Popen(["/usr/bin/python3", "-c", GIL_CONTENTION], stdout=subprocess.PIPE))
     try:
         for p in procs:
             assert p.stdout.readline() == b"ready\n"
-        rlock, gil, lock = (p.pid for p in procs)
+        rlock, gil, lock, contention = (p.pid for p in procs)
         d = daemon(DEFAULTS)
         snaps = wait_until(lambda: [s for s in d.snapshots() if s["pid"] == rlock], timeout=40, interval=0.2,
                            what="the RLock ABBA's snapshot")
@@ -244,9 +258,16 @@ def test_python_lock_hangs_by_default(daemon, tmp_path):
             return {t["tid"]: t["blocked_because"] for t in d.get_json("/processes")["threads"]
                     if t["pid"] == pid and t["class"] == "blocked"}
         assert any(w.startswith("a deadlock") for w in why(rlock).values()), why(rlock)
+        try:
+            gil_why = wait_until(lambda: why(gil), timeout=40, interval=0.2, what="the GIL waiter blocked")
+        except AssertionError:
+            print([t for t in d.get_json("/processes?all=1")["threads"] if t["pid"] == gil])
+            raise
+        assert list(gil_why.values()) == ["the GIL, which another thread keeps"], gil_why
         d.wait_scans(3)
         assert not why(lock), why(lock)
-        assert not [s for s in d.snapshots() if s["pid"] in (gil, lock)]
+        assert not why(contention), why(contention)
+        assert not [s for s in d.snapshots() if s["pid"] in (gil, lock, contention)]
     finally:
         for p in procs:
             p.kill()

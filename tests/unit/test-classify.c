@@ -213,6 +213,50 @@ START_TEST(test_lock_retry_holds_across_wakes) {
 }
 END_TEST
 
+/* A thread waiting for the GIL wakes every 5 ms to ask for it: its run count and futex value move, and a look may
+ * catch it between two waits, yet it stays parked on the GIL while it gets no more CPU than that; one that got the
+ * GIL and ran is not. */
+START_TEST(test_gil_wait_stays_parked) {
+        ClassState st = {};
+        ThreadSample s[6];
+
+        for (unsigned i = 0; i < ELEMENTSOF(s); i++) {
+                s[i] = with_syscall(sample(i * SEC, 'S', 5, 5), "futex", 0x89, 7 + 200 * i);
+                s[i].syscall.args[0] = 0xa5b8f0;
+                s[i].syscall.args[2] = i;       /* the condition variable's sequence moves */
+                s[i].gil_wait = true;
+        }
+        s[3].syscall.kind = PROC_SYSCALL_RUNNING; /* caught between two waits */
+        s[3].state = 'R';
+        s[3].gil_wait = false;
+        classify_update(&st, NULL, &s[0], HZ);
+        for (unsigned i = 1; i < 5; i++) {
+                classify_update(&st, &s[i - 1], &s[i], HZ);
+                ck_assert_msg(st.parked, "look %u", i);
+                ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
+                ck_assert_uint_eq(st.since_usec, SEC);
+        }
+        classify_set_owed(&st, true, "the GIL, which another thread keeps");
+        ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        /* It got the GIL and ran Python: on a CPU, no longer parked. */
+        s[5] = with_syscall(sample(5 * SEC, 'R', 60, 5), "futex", 0x89, 7 + 200 * 5);
+        s[5].syscall.args[0] = 0xa5b8f0;
+        s[5].gil_wait = true;
+        classify_update(&st, &s[4], &s[5], HZ);
+        ck_assert(!st.parked);
+        ck_assert_int_ne(st.class, THREAD_CLASS_BLOCKED);
+
+        /* The same wake-ups on a futex that is not the GIL's: never parked. */
+        st = (ClassState) {};
+        for (unsigned i = 0; i < 3; i++)
+                s[i].gil_wait = false;
+        classify_update(&st, NULL, &s[0], HZ);
+        classify_update(&st, &s[0], &s[1], HZ);
+        classify_update(&st, &s[1], &s[2], HZ);
+        ck_assert_uint_eq(st.since_usec, 2 * SEC);
+}
+END_TEST
+
 START_TEST(test_parked_sleepers) {
         ClassState st = {};
         ThreadSample a = with_syscall(sample(0, 'S', 5, 5), "read", 0, 7);
@@ -345,4 +389,4 @@ END_TEST
 
 UNIT_TEST_MAIN("classify", test_on_cpu_classes, test_quiet_spin, test_class_duration_accumulates,
                test_dstate_and_stopped, test_lock_retry_holds_across_wakes,
-               test_parked_sleepers, test_idle_waits_and_wants, test_kernel_threads_wait, test_intmap_against_reference)
+               test_parked_sleepers, test_gil_wait_stays_parked, test_idle_waits_and_wants, test_kernel_threads_wait, test_intmap_against_reference)
