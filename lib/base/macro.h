@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -111,3 +112,12 @@ static inline const char *strna(const char *s) {
 #define USEC_PER_SEC 1000000ULL
 #define NSEC_PER_USEC 1000ULL
 #define USEC_PER_MSEC 1000ULL
+
+/* A 64-bit key (an address) mixed into a table index: the finalizer of MurmurHash3, whose low bits depend on all
+ * of the key's, so that aligned addresses spread over a power-of-two table. */
+static inline size_t hash_u64(uint64_t a) {
+        a ^= a >> 33;
+        a *= 0xff51afd7ed558ccdULL;
+        a ^= a >> 33;
+        return (size_t) a;
+}

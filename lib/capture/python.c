@@ -617,13 +617,6 @@ static int decode_code(PyProcess *p, PyCode *c) {
         return 0;
 }
 
-static size_t hash_addr(uint64_t a) {
-        a ^= a >> 33;
-        a *= 0xff51afd7ed558ccdULL;
-        a ^= a >> 33;
-        return (size_t) a;
-}
-
 /* The code object at ADDR, decoded on first use; NULL on OOM or when the cache is full. */
 static PyCode *code_get(PyProcess *p, uint64_t addr) {
         PyCode *c;
@@ -642,7 +635,7 @@ static PyCode *code_get(PyProcess *p, uint64_t addr) {
 
                         if (!old[i].addr)
                                 continue;
-                        for (h = hash_addr(old[i].addr) & (size - 1); t[h].addr; h = (h + 1) & (size - 1))
+                        for (h = hash_u64(old[i].addr) & (size - 1); t[h].addr; h = (h + 1) & (size - 1))
                                 ;
                         t[h] = old[i];
                 }
@@ -651,7 +644,7 @@ static PyCode *code_get(PyProcess *p, uint64_t addr) {
                 p->codes_size = size;
         }
 lookup:
-        for (size_t h = hash_addr(addr) & (p->codes_size - 1);; h = (h + 1) & (p->codes_size - 1)) {
+        for (size_t h = hash_u64(addr) & (p->codes_size - 1);; h = (h + 1) & (p->codes_size - 1)) {
                 c = &p->codes[h];
                 if (c->addr == addr)
                         return c;

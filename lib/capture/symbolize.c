@@ -722,17 +722,10 @@ char *symbolizer_data_symbol(Symbolizer *s, const ModuleInfo *mi, const char *ro
         return asprintf(&ret, "%s+0x%" PRIx64, name, (uint64_t) offset) < 0 ? NULL : ret;
 }
 
-static size_t hash_addr(uint64_t a) {
-        a ^= a >> 33;
-        a *= 0xff51afd7ed558ccdULL;
-        a ^= a >> 33;
-        return (size_t) a;
-}
-
 static SymEntry *memo_find(SymModule *m, uint64_t addr) {
         if (!m->table)
                 return NULL;
-        for (size_t i = hash_addr(addr) & (m->table_size - 1);; i = (i + 1) & (m->table_size - 1)) {
+        for (size_t i = hash_u64(addr) & (m->table_size - 1);; i = (i + 1) & (m->table_size - 1)) {
                 if (m->table[i].addr == addr)
                         return &m->table[i];
                 if (m->table[i].addr == 0)
@@ -748,7 +741,7 @@ static int memo_insert(SymModule *m, SymEntry e) {
                         return -ENOMEM;
                 for (size_t k = 0; k < m->table_size; k++)
                         if (m->table[k].addr) {
-                                size_t i = hash_addr(m->table[k].addr) & (ns - 1);
+                                size_t i = hash_u64(m->table[k].addr) & (ns - 1);
                                 while (nt[i].addr)
                                         i = (i + 1) & (ns - 1);
                                 nt[i] = m->table[k];
@@ -757,7 +750,7 @@ static int memo_insert(SymModule *m, SymEntry e) {
                 m->table = nt;
                 m->table_size = ns;
         }
-        size_t i = hash_addr(e.addr) & (m->table_size - 1);
+        size_t i = hash_u64(e.addr) & (m->table_size - 1);
         while (m->table[i].addr)
                 i = (i + 1) & (m->table_size - 1);
         m->table[i] = e;
