@@ -112,25 +112,39 @@ static size_t span_of(const uint32_t *offs, size_t n) {
 
 typedef struct PyFind {
         PyProcess *p;
-        UnwindProcess *up;
         Symbolizer *sym;
-        const char *exe;
+        UnwindProcess *up;
+        const char *exe;        /* /proc/PID/exe as maps names it: " (deleted)" for a file replaced since */
         uint64_t runtime;
         uint64_t version_addr;  /* Py_Version, 0 when the build has none (before 3.11) */
         unsigned name_minor;    /* from the module's name: libpython3.9.so → 9; 0 when none */
+        const char *old;        /* why a module named as an older Python, without a runtime we know, is not read */
         int error;
 } PyFind;
 
-static unsigned minor_from_name(const char *path) {
+/* The version in a module's file name, python3.11 or libpython3.9.so.1.0 (also "python3.11 (deleted)"), as
+ * major * 100 + minor; 0 when it names none. */
+static unsigned version_from_name(const char *path) {
         const char *b = path ? strrchr(path, '/') : NULL, *v;
-        unsigned minor = 0;
+        unsigned major, minor = 0;
 
         b = b ? b + 1 : path;
-        if (!b || !(v = strstr(b, "python3.")))
+        if (!b)
                 return 0;
-        for (v += strlen("python3."); *v >= '0' && *v <= '9' && minor < 100; v++)
+        if (startswith(b, "lib"))
+                b += strlen("lib");
+        if (!startswith(b, "python") || (b[6] != '2' && b[6] != '3') || b[7] != '.')
+                return 0;
+        major = (unsigned) (b[6] - '0');
+        for (v = b + 8; *v >= '0' && *v <= '9' && minor < 100; v++)
                 minor = minor * 10 + (unsigned) (*v - '0');
-        return minor;
+        return v == b + 8 ? 0 : major * 100 + minor;
+}
+
+static unsigned minor_from_name(const char *path) {
+        unsigned v = version_from_name(path);
+
+        return v / 100 == 3 ? v % 100 : 0;
 }
 
 static bool candidate_module(const char *name, const char *exe) {
@@ -146,12 +160,23 @@ static bool candidate_module(const char *name, const char *exe) {
 static int find_runtime_cb(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg) {
         PyFind *f = arg;
         uint64_t addr, size;
+        unsigned v;
         int r;
 
         (void) userdata;
         (void) start;
         /* A file on a FUSE mount whose daemon does not answer is not opened (unwind.h): its symbols neither. */
-        if (!candidate_module(name, f->exe) || unwind_process_module_not_read(f->up, name))
+        if (unwind_process_module_not_read(f->up, name))
+                return DWARF_CB_OK;
+        /* libdwfl knows the files by the names it opens them by (/proc/PID/root/…, or …/map_files/… for a
+         * deleted one): the name that says what the module is is the one maps shows. */
+        name = unwind_process_module_name(f->up, name);
+        v = version_from_name(name);
+        if (v > 0 && v < 308 && !f->old)
+                /* 3.7 has a _PyRuntime (and its own answer below), 3.6 and 2.7 none: all are named. */
+                f->old = v < 300 ? "CPython 2, which stackwatch does not read (3.8 and later are read)"
+                                 : "CPython 3.7 or older, which stackwatch does not read (3.8 and later are read)";
+        if (!candidate_module(name, f->exe))
                 return DWARF_CB_OK;
         r = symbolizer_find_symbol(f->sym, mod, "_PyRuntime", &addr, &size);
         if (r == -ENOENT)
@@ -324,8 +349,8 @@ static int py_walk_threads(PyProcess *p, const int *tids, size_t n_tids) {
 int py_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, const int *tids, size_t n_tids, PyProcess **ret,
                     const char **ret_why) {
         _cleanup_(py_process_freep) PyProcess *p = NULL;
-        _cleanup_free_ char *exe = NULL;
         _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ char *exe = NULL;
         PyFind f;
         int r;
 
@@ -335,13 +360,20 @@ int py_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, const int *ti
         if (!p)
                 return -ENOMEM;
         p->pid = pid;
-        /* The link's text, never the file: a stat of it could wait on a FUSE daemon that does not answer. */
-        if (proc_open_dir(pid, 0, &dirfd) >= 0)
-                (void) proc_readlink(dirfd, "exe", &exe);
-        f = (PyFind) { .p = p, .up = up, .sym = sym, .exe = exe };
+        /* The link as maps names the file (not realpath(), which would look it up in our own mount namespace). */
+        r = proc_open_dir(pid, 0, &dirfd);
+        if (r == 0)
+                r = proc_readlink(dirfd, "exe", &exe);
+        if (r == -ENOMEM)
+                return r;
+        f = (PyFind) { .p = p, .sym = sym, .up = up, .exe = exe };
         dwfl_getmodules(unwind_process_dwfl(up), find_runtime_cb, &f, 0);
         if (f.error < 0)
                 return f.error;
+        if (f.runtime == 0 && f.old) {
+                *ret_why = f.old;
+                return -EPROTONOSUPPORT;
+        }
         if (f.runtime == 0)
                 return 0;
         p->runtime = f.runtime;
