@@ -14,6 +14,7 @@
 #include "base/macro.h"
 #include "capture/python-lines.h"
 #include "capture/python-offsets.h"
+#include "capture/python-scan.h"
 #include "capture/python.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
@@ -119,6 +120,14 @@ typedef struct PyFind {
         uint64_t version_addr;  /* Py_Version, 0 when the build has none (before 3.11) */
         unsigned name_minor;    /* from the module's name: libpython3.9.so → 9; 0 when none */
         const char *old;        /* why a module named as an older Python, without a runtime we know, is not read */
+        /* The modules named as a CPython 3.8+ with neither symbol nor section, to scan (python-scan.c): a shared
+         * build's python3.X comes before its libpython. */
+        struct {
+                Dwfl_Module *mod;
+                uint64_t version_addr;
+                unsigned minor;
+        } scan[4];
+        size_t n_scan;
         int error;
 } PyFind;
 
@@ -186,13 +195,55 @@ static int find_runtime_cb(Dwfl_Module *mod, void **userdata, const char *name, 
                 f->error = r;
                 return DWARF_CB_ABORT;
         }
-        if (r < 0)
+        if (r < 0) {
+                /* Scanned if no module has either (runtime_by_scan()): only one named as a CPython we read, never
+                 * any program's executable. */
+                if (f->n_scan < ELEMENTSOF(f->scan) && v >= 308 && v < 400) {
+                        f->scan[f->n_scan].mod = mod;
+                        f->scan[f->n_scan].minor = v % 100;
+                        if (symbolizer_find_symbol(f->sym, mod, "Py_Version", &addr, &size) == 0)
+                                f->scan[f->n_scan].version_addr = addr;
+                        f->n_scan++;
+                }
                 return DWARF_CB_OK;
+        }
         f->runtime = addr;
         if (symbolizer_find_symbol(f->sym, mod, "Py_Version", &addr, &size) == 0)
                 f->version_addr = addr;
         f->name_minor = minor_from_name(name);
         return DWARF_CB_ABORT;
+}
+
+/* Neither the symbol nor the section: each module named as a CPython scanned, with the layout of the version its
+ * Py_Version or its name says (3.13+ find their own table). */
+static int runtime_by_scan(PyProcess *p, UnwindProcess *up, PyFind *f, const char **ret_why) {
+        const ProcMap *maps;
+        size_t n_maps;
+
+        maps = unwind_process_maps(up, &n_maps);
+        for (size_t i = 0; i < f->n_scan; i++) {
+                uint32_t version = 0;
+                PyOffsets o;
+                bool known;
+                int r;
+
+                if (f->scan[i].version_addr == 0 ||
+                    py_read(p, f->scan[i].version_addr, &version, sizeof version) < 0)
+                        version = (3U << 24) | (f->scan[i].minor << 16);
+                known = py_offsets_for_version(version, &o) == 0;
+                r = py_scan_runtime(p->pid, f->scan[i].mod, maps, n_maps, known ? &o : NULL, &f->runtime);
+                if (r == -ENOENT)
+                        continue;
+                if (r < 0)
+                        return r;
+                log_debug("_PyRuntime of %d found by scan at 0x%" PRIx64, (int) p->pid, f->runtime);
+                f->version_addr = f->scan[i].version_addr;
+                f->name_minor = f->scan[i].minor;
+                return 0;
+        }
+        *ret_why = "no _PyRuntime: no symbol or section names it, and the data of the modules named as a CPython "
+                   "hold no running interpreter";
+        return -EPROTONOSUPPORT;
 }
 
 static void version_string(uint32_t v, char *buf, size_t n) {
@@ -370,6 +421,13 @@ int py_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, const int *ti
         dwfl_getmodules(unwind_process_dwfl(up), find_runtime_cb, &f, 0);
         if (f.error < 0)
                 return f.error;
+        if (f.runtime == 0 && f.n_scan > 0) {
+                r = runtime_by_scan(p, up, &f, ret_why);
+                if (r == -ESRCH)
+                        return 0;
+                if (r < 0)
+                        return r;
+        }
         if (f.runtime == 0 && f.old) {
                 *ret_why = f.old;
                 return -EPROTONOSUPPORT;

@@ -1,0 +1,24 @@
+/* python-scan.h: CPython's _PyRuntime where neither its symbol nor its section tells where it is (an interpreter
+ * stripped of both): found in the writable data of its module, by what it points to. */
+#pragma once
+
+#include <elfutils/libdwfl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capture/python-offsets.h"
+#include "model/proc-parse.h"
+
+/* The bytes of a module's writable data scanned at most. */
+#define PY_SCAN_BYTES_MAX (8U * 1024 * 1024)
+
+/* Find _PyRuntime in the writable segments of MOD (its program headers: .data, .bss and any section they hold),
+ * read from process PID in chunks, at most PY_SCAN_BYTES_MAX: the start of a _Py_DebugOffsets table (3.13+: the
+ * cookie "xdebugpy" and a table that parses); or, with O (the layout of the module's version, NULL when it is not
+ * known), the one address R at which interpreters.head points to an interpreter whose threads.head points to a
+ * thread state whose interp points back to it, interpreters.main is that interpreter or another such, and
+ * interpreters.next_id counts them. MAPS (the process's, sorted) say which pointers can be followed. *RET is R;
+ * -ENOENT when there is none, or more than one; -ESRCH, -ENOMEM. */
+int py_scan_runtime(pid_t pid, Dwfl_Module *mod, const ProcMap *maps, size_t n_maps, const PyOffsets *o,
+                    uint64_t *ret);
