@@ -282,17 +282,49 @@ def test_stripped(exe, tmp_path):
         w.close()
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/python3.11"), reason="Debian's python3.11 is not installed")
-def test_no_dynamic_symbol(tmp_path):
-    """Debian's python3.11 (ET_EXEC, stripped) whose .dynsym no longer names _PyRuntime: the .PyRuntime section
-    is where the runtime is."""
-    exe = str(tmp_path / "python3.11")
-    shutil.copy("/usr/bin/python3.11", exe)
-    patch(exe, (b"\0_PyRuntime\0", b"\0_PyRuntimX\0"))
-    assert "_PyRuntime" not in dynamic_symbols(exe) and ".PyRuntime" in sections(exe)
-    w = run_where(exe, "park", "3")
+# Another name for _PyRuntime in .dynsym, with the same GNU hash (h * 33 + c: 'R' + 1 and 'u' - 33 cancel out), so
+# that the relocations a libpython makes against its own _PyRuntime still find it under its new name.
+NOT_PYRUNTIME = (b"\0_PyRuntime\0", b"\0_PySTntime\0")
+NOT_SECTION = (b"\0.PyRuntime\0", b"\0.QyRuntime\0")
+
+
+def interpreter_copy(exe, tmp_path):
+    """A copy of the file that holds EXE's _PyRuntime (EXE, or its libpython), named as the original, stripped of
+    .symtab and debug info: (its path, the environment that makes EXE load the copy)."""
+    lib = libpython_of(exe)
+    target = str(tmp_path / ("lib/" + os.path.basename(lib) if lib else os.path.basename(os.path.realpath(exe))))
+    os.makedirs(tmp_path / "lib", exist_ok=True)
+    shutil.copy(lib or exe, target)
+    subprocess.run(["strip", "--strip-all", target], check=True)
+    return target, (target if not lib else exe), {"LD_LIBRARY_PATH": str(tmp_path / "lib")}
+
+
+@pytest.mark.parametrize("exe", interpreters())
+def test_no_dynamic_symbol(exe, tmp_path):
+    """The interpreter (or its libpython), stripped, and its .dynsym no longer names _PyRuntime: the .PyRuntime
+    section (3.10 and later) is where the runtime is; 3.8 and 3.9, which have no such section, are scanned."""
+    target, run, env = interpreter_copy(exe, tmp_path)
+    patch(target, NOT_PYRUNTIME)
+    assert "_PyRuntime" not in dynamic_symbols(target)
+    w = run_where(run, "park", "3", env=env)
     try:
-        check_parked(w)
+        doc, t = check_parked(w)
+        assert target in native_modules(doc, t)
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("exe", interpreters())
+def test_no_symbol_nor_section(exe, tmp_path):
+    """The same, and its .PyRuntime section renamed: the runtime is found by scanning the module's writable data
+    for the interpreter and thread state that point at each other (3.13: its _Py_DebugOffsets)."""
+    target, run, env = interpreter_copy(exe, tmp_path)
+    patch(target, NOT_PYRUNTIME, *((NOT_SECTION,) if ".PyRuntime" in sections(target) else ()))
+    assert "_PyRuntime" not in dynamic_symbols(target) and ".PyRuntime" not in sections(target)
+    w = run_where(run, "park", "3", env=env)
+    try:
+        doc, t = check_parked(w)
+        assert target in native_modules(doc, t)
     finally:
         w.close()
 
