@@ -1,5 +1,5 @@
 /* python.h: a CPython interpreter's own frames, read from outside the process without stopping it: the runtime
- * found by symbol (or section), its thread states matched to TIDs, each thread's frames copied (raw: code object and
+ * found by symbol (or section, or a scan of its data), its thread states matched to TIDs, each thread's frames copied (raw: code object and
  * instruction addresses), later decoded into function, file and line, and merged into the native stack where the
  * interpreter runs them. */
 #pragma once
@@ -37,9 +37,10 @@ typedef struct PyRawStack {
 void py_raw_stack_done(PyRawStack *st);
 
 /* Find the interpreter in process PID: the executable or a loaded libpython that has _PyRuntime (its address and
- * the version cached per build-id by SYM), then its interpreters and their thread states for TIDS[0..N_TIDS). 0 with
- * *RET NULL when the process runs no CPython; -EPROTONOSUPPORT with *RET_WHY (static) for one we cannot read (a
- * version we have no layout for), -ENOMEM. */
+ * the version cached per build-id by SYM; a module named as a CPython that has neither symbol nor section is scanned
+ * for it), then its interpreters and their thread states for TIDS[0..N_TIDS). 0 with *RET NULL when the process runs
+ * no CPython; -EPROTONOSUPPORT with *RET_WHY (static) for one we cannot read (2.7 to 3.7, a version we have no
+ * layout for, a runtime not found), -ENOMEM. */
 int py_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, const int *tids, size_t n_tids, PyProcess **ret,
                     const char **ret_why);
 PyProcess *py_process_free(PyProcess *p);
