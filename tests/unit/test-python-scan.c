@@ -10,9 +10,17 @@
 #include "capture/python-scan.h"
 #include "capture/unwind.h"
 
-/* In this executable's writable segment, which the scan reads (Check forks each test: each starts with zeros). */
+/* In this executable's writable segment, which the scan reads; zeroed at the start of each test. */
 static uint64_t runtime_a[64], runtime_b[64], interp_a[64], interp_b[64], tstate_a[64], tstate_b[64];
 static char cookie[64] __attribute__((aligned(8)));
+
+static void reset(void) {
+        uint64_t *all[] = { runtime_a, runtime_b, interp_a, interp_b, tstate_a, tstate_b };
+
+        for (size_t i = 0; i < ELEMENTSOF(all); i++)
+                memset(all[i], 0, sizeof runtime_a);
+        memset(cookie, 0, sizeof cookie);
+}
 
 static PyOffsets o311(void) {
         PyOffsets o;
@@ -56,6 +64,7 @@ static int scan(bool with_layout, uint64_t *ret) {
 START_TEST(test_found) {
         uint64_t r = 0;
 
+        reset();
         fake_runtime(runtime_a, interp_a, interp_a, 1);
         fake_interp(interp_a, tstate_a, interp_a);
         ck_assert_int_eq(scan(true, &r), 0);
@@ -79,6 +88,7 @@ END_TEST
 START_TEST(test_not_found) {
         uint64_t r = 0x5a;
 
+        reset();
         /* Nothing at all, and no layout to look with. */
         ck_assert_int_eq(scan(true, &r), -ENOENT);
         fake_runtime(runtime_a, interp_a, interp_a, 1);
