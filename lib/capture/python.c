@@ -486,6 +486,7 @@ void py_raw_stack_done(PyRawStack *st) {
         st->n = 0;
         st->have_tstate = false;
         st->end[0] = '\0';
+        st->truncated = false;
 }
 
 static const PyThreadRef *find_thread(const PyProcess *p, pid_t tid) {
@@ -596,6 +597,7 @@ int py_read_stack(PyProcess *p, pid_t tid, unsigned max_frames, PyRawStack *ret)
                 /* Shim frames are not counted, but bound the walk too: a cycle of them ends here. */
                 if (ret->n >= max_frames || steps >= 2 * max_frames) {
                         snprintf(ret->end, sizeof ret->end, "more than %u Python frames", max_frames);
+                        ret->truncated = true;
                         break;
                 }
                 /* Frame objects (before 3.11) are the heap's: a window only where the chain runs down the heap,
@@ -901,6 +903,9 @@ int py_merge_stack(PyProcess *p, const PyRawStack *raw, ThreadSnapshot *t) {
                         goto fail;
                 n_out++;
         }
+        /* Cut like a native stack cut by --max-frames: the dump says so the same way (exit status 5). */
+        if (raw->truncated)
+                t->truncated = true;
         if (raw->end[0] && !(t->python_note = strdup(raw->end))) {
                 r = -ENOMEM;
                 goto fail;

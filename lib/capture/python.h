@@ -32,6 +32,7 @@ typedef struct PyRawStack {
         PyRawFrame *frames;
         size_t n;
         char end[96];           /* why the walk ended early ("" when it reached the outermost frame) */
+        bool truncated;         /* the frame budget cut it (a deeper recursion) */
 } PyRawStack;
 
 void py_raw_stack_done(PyRawStack *st);
