@@ -309,18 +309,9 @@ int snapshot_top_python_frame(const Snapshot *s, pid_t tid, char **ret) {
         return 0;
 }
 
-static const Snapshot *find_process(const Snapshot *root, pid_t pid) {
-        if (root->pid == pid)
-                return root;
-        for (size_t i = 0; i < root->n_peers; i++)
-                if (root->peers[i]->pid == pid)
-                        return root->peers[i];
-        return NULL;
-}
-
 /* "1234 (comm)" and, when TID is known (and WITH_CALL, captured), " thread 1250 in futex". */
 static void print_chain_process(const Snapshot *root, pid_t pid, pid_t tid, bool with_call, FILE *f) {
-        const Snapshot *p = find_process(root, pid);
+        const Snapshot *p = snapshot_process_of(root, pid);
         const ThreadSnapshot *t = p && tid > 0 ? snapshot_find_thread((Snapshot *) p, tid) : NULL;
 
         fprintf(f, "%d (", (int) pid);
@@ -418,7 +409,7 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                 fputc('\n', f);
         }
         if (c->lock_pid > 0 && c->n_lock_cycle > 0) {
-                const Snapshot *p = find_process(s, c->lock_pid);
+                const Snapshot *p = snapshot_process_of(s, c->lock_pid);
 
                 fputs("    DEADLOCK in ", f);
                 print_chain_process(s, c->lock_pid, 0, false, f);
@@ -440,7 +431,7 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
         if (c->deadlock && c->n_cycle > 0) {
                 fputs("    DEADLOCK: ", f);
                 for (size_t i = 0; i <= c->n_cycle; i++) {
-                        const Snapshot *p = find_process(s, c->cycle[i % c->n_cycle]);
+                        const Snapshot *p = snapshot_process_of(s, c->cycle[i % c->n_cycle]);
                         fprintf(f, "%s%d (", i ? " → " : "", (int) c->cycle[i % c->n_cycle]);
                         put_escaped(f, p ? p->comm : "?");
                         fputc(')', f);

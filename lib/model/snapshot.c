@@ -275,3 +275,47 @@ const char *snapshot_comm_of(const Snapshot *root, pid_t pid) {
                         return root->peers[i]->comm;
         return NULL;
 }
+
+const Snapshot *snapshot_process_of(const Snapshot *root, pid_t pid) {
+        if (root->pid == pid)
+                return root;
+        for (size_t i = 0; i < root->n_peers; i++)
+                if (root->peers[i]->pid == pid)
+                        return root->peers[i];
+        return NULL;
+}
+
+/* The thread of PID whose wait leads to NEXT: the first edge that says so. 0 when none does. */
+static pid_t cycle_waiter(const WaitChain *c, pid_t pid, pid_t next) {
+        for (size_t i = 0; i < c->n_edges; i++)
+                if (c->edges[i].pid == pid && c->edges[i].peer_pid == next)
+                        return c->edges[i].tid;
+        return 0;
+}
+
+size_t snapshot_deadlock_threads(const Snapshot *root, pid_t *pids, pid_t *tids, size_t max) {
+        const WaitChain *c = root->wait_chain;
+        size_t n = 0;
+
+        if (!c)
+                return 0;
+        /* Threads of one process waiting for each other's mutexes: the chain names them itself. */
+        if (c->lock_pid > 0 && c->n_lock_cycle > 0) {
+                for (size_t i = 0; i < c->n_lock_cycle && n < max; i++, n++) {
+                        pids[n] = c->lock_pid;
+                        tids[n] = c->lock_cycle[i];
+                }
+                return n;
+        }
+        if (!c->deadlock)
+                return 0;
+        for (size_t i = 0; i < c->n_cycle && n < max; i++) {
+                pid_t tid = cycle_waiter(c, c->cycle[i], c->cycle[(i + 1) % c->n_cycle]);
+
+                if (tid > 0) {
+                        pids[n] = c->cycle[i];
+                        tids[n++] = tid;
+                }
+        }
+        return n;
+}

@@ -267,6 +267,12 @@ typedef struct Snapshot {
 
 /* The comm of PID as the snapshot ROOT and its peers know it; NULL when none of them is PID. */
 const char *snapshot_comm_of(const Snapshot *root, pid_t pid);
+/* The snapshot of process PID: ROOT or one of its peers; NULL when none of them is PID. */
+const Snapshot *snapshot_process_of(const Snapshot *root, pid_t pid);
+/* The threads of the deadlock ROOT's wait chain found, in wait order (each waits on the next): the lock cycle's, or
+ * for a cycle of processes the thread of each that waits on the next process. At most MAX of them into PIDS and
+ * TIDS; returns how many, 0 when the chain holds no deadlock. */
+size_t snapshot_deadlock_threads(const Snapshot *root, pid_t *pids, pid_t *tids, size_t max);
 
 Snapshot *snapshot_new(void);
 /* Free what a user frame owns and zero it. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/macro.h"
 #include "base/strv.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
@@ -223,5 +224,49 @@ START_TEST(test_lock_cycle) {
 }
 END_TEST
 
+/* The threads of a deadlock, in wait order: a lock cycle's as the chain names them; for a cycle of processes, the
+ * thread of each whose edge leads to the next process (not another edge of the same process); none without one. */
+START_TEST(test_deadlock_threads) {
+        _cleanup_snapshot_free_ Snapshot *s = make_snapshot();
+        static const struct { pid_t pid, tid, peer; } edges[] = {
+                { 4242, 4244, 7000 }, { 4242, 4243, 5000 }, { 5000, 5001, 4242 },
+        };
+        pid_t pids[4], tids[4];
+        WaitChain *c;
+
+        ck_assert_uint_eq(snapshot_deadlock_threads(s, pids, tids, 4), 0);
+        c = s->wait_chain = calloc(1, sizeof *s->wait_chain);
+        for (size_t i = 0; i < ELEMENTSOF(edges); i++)
+                *wait_chain_add_edge(c) = (WaitEdge) { .pid = edges[i].pid, .tid = edges[i].tid, .fd = 3,
+                                                       .peer_pid = edges[i].peer, .peer_fd = 4 };
+        c->cycle = calloc(2, sizeof(pid_t));
+        c->cycle[0] = 4242;
+        c->cycle[1] = 5000;
+        c->n_cycle = 2;
+        /* A cycle that is no knot is no deadlock. */
+        ck_assert_uint_eq(snapshot_deadlock_threads(s, pids, tids, 4), 0);
+        c->deadlock = true;
+        ck_assert_uint_eq(snapshot_deadlock_threads(s, pids, tids, 4), 2);
+        ck_assert_int_eq(pids[0], 4242);
+        ck_assert_int_eq(tids[0], 4243);
+        ck_assert_int_eq(pids[1], 5000);
+        ck_assert_int_eq(tids[1], 5001);
+        ck_assert_uint_eq(snapshot_deadlock_threads(s, pids, tids, 1), 1);
+
+        c->lock_pid = 4242;
+        c->lock_cycle = calloc(3, sizeof(pid_t));
+        c->lock_cycle[0] = 4245;
+        c->lock_cycle[1] = 4246;
+        c->lock_cycle[2] = 4247;
+        c->n_lock_cycle = 3;
+        ck_assert_uint_eq(snapshot_deadlock_threads(s, pids, tids, 2), 2);
+        ck_assert_int_eq(pids[1], 4242);
+        ck_assert_int_eq(tids[0], 4245);
+        ck_assert_int_eq(tids[1], 4246);
+        ck_assert_ptr_eq(snapshot_process_of(s, 4242), s);
+        ck_assert_ptr_null(snapshot_process_of(s, 5000));
+}
+END_TEST
+
 UNIT_TEST_MAIN("snapshot-json", test_round_trip, test_reject_foreign, test_hostile_values, test_text_escapes,
-               test_lock_cycle)
+               test_lock_cycle, test_deadlock_threads)
