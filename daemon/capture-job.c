@@ -35,6 +35,11 @@ static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP(capture_job_format, CaptureJobFormat);
 
+/* The report's size: a line of numbers, and the identity line, a command line escaped into JSON, a few frames, the
+ * thread's stack and the Python frames of some threads. The pipe is made this large too (the parent reads it only
+ * once the child has exited): each part is bounded, but a hostile process's bytes come escaped, 6 for 1. */
+#define JOB_REPORT_MAX (256 * 1024)
+
 struct CaptureJob {
         pid_t child;
         pid_t target;
@@ -183,12 +188,90 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
         return 0;
 }
 
+/* Cut S at MAX bytes with a visible "…", at a character's start: a frame is UTF-8, and so is its cut. */
+static void cut_text(char *s, size_t max) {
+        size_t k;
+
+        if (strlen(s) <= max)
+                return;
+        k = max - strlen("…");
+        while (k > 0 && ((unsigned char) s[k] & 0xc0) == 0x80)
+                k--;
+        strcpy(s + k, "…");
+}
+
+typedef struct PythonReport {
+        json_object *array;
+        pid_t tids[CAPTURE_JOB_PYTHON_MAX];
+        size_t n;
+} PythonReport;
+
+/* Add thread TID of process PID to the report when it runs Python code, once; CYCLE: it is one of the deadlock's. */
+static int report_python_thread(PythonReport *rep, const Snapshot *root, pid_t pid, pid_t tid, bool cycle) {
+        const Snapshot *p = snapshot_process_of(root, pid);
+        _cleanup_(json_object_putp) json_object *e = NULL;
+        _cleanup_free_ char *frame = NULL;
+        int r;
+
+        if (rep->n >= CAPTURE_JOB_PYTHON_MAX || !p || !p->python)
+                return 0;
+        for (size_t i = 0; i < rep->n; i++)
+                if (rep->tids[i] == tid)
+                        return 0;
+        r = snapshot_top_python_frame(p, tid, &frame);
+        if (r < 0)
+                return r;
+        if (!frame)
+                return 0;
+        cut_text(frame, CAPTURE_JOB_FRAME_MAX);
+        e = json_object_new_object();
+        if (!e || json_add_int64(e, "pid", pid) < 0 || json_add_int64(e, "tid", tid) < 0 ||
+            json_add_string(e, "frame", frame) < 0 || json_add(e, "cycle", json_object_new_boolean(cycle)) < 0 ||
+            json_object_array_add(rep->array, e) < 0)
+                return -ENOMEM;
+        TAKE_PTR(e);
+        rep->tids[rep->n++] = tid;
+        return 0;
+}
+
+/* The innermost Python frame of the threads that run Python code, for the firing (the culprit's, a deadlock's
+ * cycle's) and for `stackctl ps` (every thread the snapshot caught): in that order, within the bound, so that the
+ * report stays small. Read from the snapshot here: the loop never reads a target's memory. */
+static int report_python(const Snapshot *s, pid_t tid, json_object **ret) {
+        pid_t pids[CAPTURE_JOB_PYTHON_MAX], tids[CAPTURE_JOB_PYTHON_MAX];
+        PythonReport rep = { .array = json_object_new_array() };
+        size_t n_cycle = snapshot_deadlock_threads(s, pids, tids, ELEMENTSOF(tids));
+        bool trigger_cycle = false;
+        int r = 0;
+
+        if (!rep.array)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_cycle; i++)
+                trigger_cycle = trigger_cycle || tids[i] == tid;
+        if (tid > 0)
+                r = report_python_thread(&rep, s, s->pid, tid, trigger_cycle);
+        for (size_t i = 0; r >= 0 && i < n_cycle; i++)
+                r = report_python_thread(&rep, s, pids[i], tids[i], true);
+        for (size_t i = 0; r >= 0 && i < s->n_threads; i++)
+                r = report_python_thread(&rep, s, s->pid, s->threads[i].tid, false);
+        for (size_t k = 0; r >= 0 && k < s->n_peers; k++)
+                for (size_t i = 0; r >= 0 && i < s->peers[k]->n_threads; i++)
+                        r = report_python_thread(&rep, s, s->peers[k]->pid, s->peers[k]->threads[i].tid, false);
+        if (r < 0) {
+                json_object_put(rep.array);
+                return r;
+        }
+        *ret = rep.array;
+        return 0;
+}
+
 /* The second report line: what an alert and a journal record show of the process, taken here, in the child,
  * because reading /proc/PID/cmdline can block on the target's memory map lock, which the loop must never risk. */
 static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_strv_free_ char **frames = NULL, **cmdline = NULL;
         _cleanup_free_ char *stack = NULL, *text = NULL;
+        json_object *python = NULL;
         size_t total = 0;
         int r;
 
@@ -197,8 +280,7 @@ static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
         /* Bounded, so that the report fits the pipe the parent reads only once the child has exited. */
         r = snapshot_top_frames(s, tid, CAPTURE_JOB_TOP_FRAMES, &frames);
         for (size_t i = 0; r >= 0 && frames && frames[i]; i++)
-                if (strlen(frames[i]) > CAPTURE_JOB_FRAME_MAX)
-                        strcpy(frames[i] + CAPTURE_JOB_FRAME_MAX - strlen("…"), "…");
+                cut_text(frames[i], CAPTURE_JOB_FRAME_MAX);
         for (size_t i = 0; r >= 0 && s->cmdline && s->cmdline[i] && total < CAPTURE_JOB_CMDLINE_MAX; i++) {
                 size_t n = MIN(strlen(s->cmdline[i]), CAPTURE_JOB_CMDLINE_MAX - total);
 
@@ -207,8 +289,11 @@ static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
         }
         if (r >= 0)
                 r = snapshot_thread_text(s, tid, &(TextOptions) { .kernel = true }, CAPTURE_JOB_STACK_MAX, &stack);
+        if (r >= 0)
+                r = report_python(s, tid, &python);
         if (r < 0 || json_add(o, "cmdline", json_new_strv(cmdline ?: s->cmdline)) < 0 ||
             json_add(o, "frames", json_new_strv(frames)) < 0 || json_add_string(o, "stack", stack) < 0 ||
+            json_add(o, "python", python) < 0 ||
             json_to_text(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &text, NULL) < 0)
                 return ENOMEM;
         dprintf(out_fd, "%s\n", text);
@@ -346,8 +431,45 @@ bool capture_job_child_init(pid_t parent, int keep_a, int keep_b) {
         return true;
 }
 
-/* The report's size: a line of numbers, and the identity line, a command line escaped into JSON and a few frames. */
-#define JOB_REPORT_MAX (256 * 1024)
+
+/* The report's "python" array; entries that are not what the child writes are skipped. -ENOMEM. */
+static int job_python_parse(json_object *a, CaptureJobPython **ret, size_t *ret_n) {
+        size_t n = a ? MIN(json_object_array_length(a), (size_t) CAPTURE_JOB_PYTHON_MAX) : 0, k = 0;
+        CaptureJobPython *p;
+
+        if (n == 0)
+                return 0;
+        p = calloc(n, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                uint64_t pid = json_get_u64(e, "pid"), tid = json_get_u64(e, "tid");
+                const char *frame = json_get_string(e, "frame");
+
+                if (pid == 0 || pid > INT32_MAX || tid == 0 || tid > INT32_MAX || !frame)
+                        continue;
+                p[k] = (CaptureJobPython) { .pid = (pid_t) pid, .tid = (pid_t) tid, .frame = strdup(frame),
+                                            .cycle = json_get_bool(e, "cycle") };
+                if (!p[k].frame) {
+                        for (size_t i2 = 0; i2 < k; i2++)
+                                free(p[i2].frame);
+                        free(p);
+                        return -ENOMEM;
+                }
+                k++;
+        }
+        *ret = p;
+        *ret_n = k;
+        return 0;
+}
+
+const CaptureJobPython *capture_job_result_python(const CaptureJobResult *res, pid_t tid) {
+        for (size_t i = 0; i < res->n_python; i++)
+                if (res->python[i].tid == tid)
+                        return &res->python[i];
+        return NULL;
+}
 
 static void job_finish(CaptureJob *j, int error) {
         _cleanup_free_ char *buf = malloc(JOB_REPORT_MAX + 1);
@@ -381,13 +503,17 @@ static void job_finish(CaptureJob *j, int error) {
                 if (nl[1] && json_parse_bounded(nl + 1, strlen(nl + 1), &identity, &(const char *) { NULL }) >= 0 &&
                     (json_dup_strv(identity, "cmdline", &res.cmdline) < 0 ||
                      json_dup_strv(identity, "frames", &res.frames) < 0 ||
-                     json_dup_string(identity, "stack", &res.stack) < 0))
+                     json_dup_string(identity, "stack", &res.stack) < 0 ||
+                     job_python_parse(json_get_array(identity, "python"), &res.python, &res.n_python) < 0))
                         log_oom();
         }
         j->done(j, &res, j->userdata);
         strv_free(res.cmdline);
         strv_free(res.frames);
         free(res.stack);
+        for (size_t i = 0; i < res.n_python; i++)
+                free(res.python[i].frame);
+        free(res.python);
 }
 
 static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
@@ -438,6 +564,8 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
                 capture_job_free(j);
                 return r;
         }
+        /* Best effort: the default 64 KiB holds every report but the most hostile one. */
+        (void) fcntl(fds[1], F_SETPIPE_SZ, JOB_REPORT_MAX);
         child = fork();
         if (child < 0) {
                 r = negative_errno();

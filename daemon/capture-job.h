@@ -28,6 +28,13 @@ typedef enum CaptureJobFormat {
 const char *capture_job_format_to_string(CaptureJobFormat f);
 CaptureJobFormat capture_job_format_from_string(const char *s);
 
+/* A thread's innermost Python frame, as an archived capture reports it. */
+typedef struct CaptureJobPython {
+        pid_t pid, tid;
+        char *frame;                    /* "inner (app.py:12)", escaped (snapshot_top_python_frame()) */
+        bool cycle;                     /* the thread is one of the deadlock the snapshot's wait chain found */
+} CaptureJobPython;
+
 /* What a job reports when it ends. */
 typedef struct CaptureJobResult {
         int error;                      /* 0, or -errno (-ECHILD: the child crashed, -ETIME: killed at its timeout;
@@ -39,7 +46,14 @@ typedef struct CaptureJobResult {
         char **cmdline;                 /* an archived capture: the process's command line; NULL when unknown */
         char **frames;                  /* and the top of the trigger thread's stack (snapshot_top_frames()) */
         char *stack;                    /* and that thread's kernel and user stack as text; NULL when unknown */
+        CaptureJobPython *python;       /* and the threads of the process and its peers that run Python code: the
+                                         * trigger thread first, then a deadlock's cycle in wait order, then the
+                                         * others by TID, at most CAPTURE_JOB_PYTHON_MAX; NULL when none */
+        size_t n_python;
 } CaptureJobResult;
+
+/* Thread TID's entry of RES->python (the innermost Python frame it runs), NULL when it has none there. */
+const CaptureJobPython *capture_job_result_python(const CaptureJobResult *res, pid_t tid);
 
 /* How many frames of the trigger thread a job reports (CaptureJobResult.frames). */
 #define CAPTURE_JOB_TOP_FRAMES 8
@@ -49,6 +63,8 @@ typedef struct CaptureJobResult {
 #define CAPTURE_JOB_FRAME_MAX 256
 /* And of the trigger thread's whole stack as text (CaptureJobResult.stack), for the journal record. */
 #define CAPTURE_JOB_STACK_MAX (12 * 1024)
+/* And of the threads whose Python frame it reports (CaptureJobResult.python), each cut at CAPTURE_JOB_FRAME_MAX. */
+#define CAPTURE_JOB_PYTHON_MAX 32
 
 /* In a child the daemon (PARENT) just forked for a job: die with the daemon, take the default signal mask, and
  * close every fd above stderr but KEEP_A and KEEP_B (-1: none). false when the daemon is gone already. */
