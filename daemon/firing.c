@@ -19,6 +19,9 @@
 /* A firing alert expires after this many repeat intervals without being sent again: one missed repeat (a loaded
  * machine, a hook that failed once) does not end it. */
 #define ALERT_EXPIRY_REPEATS 3
+/* A summary names at most this many other Python threads of a deadlock ("and 3 more"): it is one line. The hook's
+ * event and the journal record's message have them all. */
+#define SUMMARY_CYCLE_MAX 4
 
 static int strdup_or_null(const char *s, char **ret) {
         *ret = NULL;
@@ -75,6 +78,7 @@ Firing *firing_free(Firing *f) {
         strv_free(f->cmdline);
         strv_free(f->frames);
         free(f->stack);
+        firing_set_python(f, NULL, NULL, 0);
         free(f->snapshot_id);
         free(f->snapshot_path);
         free(f->error);
@@ -106,21 +110,63 @@ int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const
         return strdup_or_null(error, &f->error);
 }
 
+void firing_set_python(Firing *f, char *frame, HookPythonFrame *cycle, size_t n_cycle) {
+        free(f->python_frame);
+        f->python_frame = frame;
+        for (size_t i = 0; i < f->n_python_cycle; i++)
+                free(f->python_cycle[i].frame);
+        free(f->python_cycle);
+        f->python_cycle = cycle;
+        f->n_python_cycle = n_cycle;
+}
+
+/* "; deadlock with thread 1241 in outer (app.py:20), pid 1300 thread 1300 in serve (peer.py:8)": the cycle's Python
+ * threads but F's own, which the summary names already. */
+static void put_cycle(const Firing *f, FILE *out) {
+        size_t shown = 0, others = 0;
+
+        for (size_t i = 0; i < f->n_python_cycle; i++) {
+                const HookPythonFrame *c = &f->python_cycle[i];
+
+                if (c->tid == f->tid)
+                        continue;
+                if (others++ >= SUMMARY_CYCLE_MAX)
+                        continue;
+                fputs(shown++ ? ", " : "; deadlock with ", out);
+                if (c->pid != f->pid)
+                        fprintf(out, "pid %d ", (int) c->pid);
+                fprintf(out, "thread %d in %s", (int) c->tid, c->frame);
+        }
+        if (others > shown)
+                fprintf(out, " and %zu more", others - shown);
+}
+
 char *firing_summary(const Firing *f, bool resolved, uint64_t at) {
-        _cleanup_free_ char *comm = escape_string(f->comm ?: "");
+        _cleanup_free_ char *comm = escape_string(f->comm ?: ""), *s = NULL;
         double secs = (double) (at - MIN(f->since_usec, at)) / 1e6;
-        char *s;
+        size_t size = 0;
+        FILE *out;
 
         if (!comm)
                 return NULL;
-        if (resolved) {
-                if (asprintf(&s, "pid %d (%s) thread %d no longer %s, after %.1f s", (int) f->pid, comm, (int) f->tid,
-                             f->klass, secs) < 0)
-                        return NULL;
-        } else if (asprintf(&s, "pid %d (%s) thread %d %s for %.1f s%s%s", (int) f->pid, comm, (int) f->tid, f->klass,
-                            secs, f->syscall ? " in " : "", f->syscall ?: "") < 0)
+        out = open_memstream(&s, &size);
+        if (!out)
                 return NULL;
-        return s;
+        fprintf(out, "pid %d (%s) thread %d ", (int) f->pid, comm, (int) f->tid);
+        if (resolved)
+                fprintf(out, "no longer %s, after %.1f s", f->klass, secs);
+        else {
+                fprintf(out, "%s for %.1f s", f->klass, secs);
+                if (f->syscall)
+                        fprintf(out, " in %s", f->syscall);
+                /* Where its Python code is: the function a busy loop spins in, or the one that made the call. */
+                if (f->python_frame)
+                        fprintf(out, "%s in %s", f->syscall ? "," : "", f->python_frame);
+                put_cycle(f, out);
+        }
+        if (fclose(out) != 0)
+                return NULL;
+        return TAKE_PTR(s);
 }
 
 static int severity_priority(RuleSeverity s) {
@@ -146,6 +192,7 @@ static JournalEvent firing_event(const Firing *f, const char *message_id, const 
                 .cmdline = f->cmdline,
                 .duration_usec = at - MIN(f->since_usec, at),
                 .state = state,
+                .python_frame = f->python_frame,
         };
 }
 
@@ -223,6 +270,9 @@ static void alert_send(Hooks *h, Firing *f, bool resolved, bool repeat, uint64_t
                                  .cgroup = f->cgroup,
                                  .cmdline = f->cmdline,
                                  .frames = f->frames,
+                                 .python_frame = f->python_frame,
+                                 .python_cycle = f->python_cycle,
+                                 .n_python_cycle = f->n_python_cycle,
                                  .since_usec = f->since_usec,
                                  .duration_usec = at - MIN(f->since_usec, at),
                                  .expires_usec = resolved ? 0 : now_real + ALERT_EXPIRY_REPEATS * repeat_usec,

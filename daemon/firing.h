@@ -26,6 +26,11 @@ typedef struct Firing {
         char *host, *exe, *unit, *cgroup;
         char **cmdline, **frames;       /* from the capture (frames: snapshot_top_frames()); NULL without one */
         char *stack;                    /* from the capture: the thread's whole stack as text; NULL without one */
+        char *python_frame;             /* from the capture: the innermost Python frame the thread runs (escaped);
+                                         * NULL when it runs none, or without a capture */
+        HookPythonFrame *python_cycle;  /* from the capture of a deadlock: the cycle's threads that run Python code,
+                                         * in wait order */
+        size_t n_python_cycle;
         char *snapshot_id, *snapshot_path;
         char *error;                    /* why there is no snapshot; NULL when there is one */
         double max_pause_us;
@@ -45,8 +50,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Firing *, firing_free);
 int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const char *error, double max_pause_us,
                        char **cmdline, char **frames, char *stack);
 
+/* Record where the capture found the thread in Python code: its innermost Python frame (FRAME, NULL: none) and, for a
+ * deadlock, the cycle's threads that run Python code (CYCLE[0..N_CYCLE)); all taken over. */
+void firing_set_python(Firing *f, char *frame, HookPythonFrame *cycle, size_t n_cycle);
+
 /* "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read" (comm escaped), the time counted up to AT (CLOCK_REALTIME);
- * for a resolved alert, "... no longer blocked, after 130.2 s". NULL on OOM. */
+ * with ", in inner (app.py:12)" when the thread runs Python code ("busy-loop for 61.0 s in spin (app.py:3)" without a
+ * syscall), and "; deadlock with thread 1241 in outer (app.py:20)" for the cycle's other Python threads. For a
+ * resolved alert, "... no longer blocked, after 130.2 s". NULL on OOM. */
 char *firing_summary(const Firing *f, bool resolved, uint64_t at);
 
 /* What of the snapshot the journal record carries (archive.journal). */

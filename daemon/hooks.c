@@ -120,6 +120,29 @@ static int json_add_int(json_object *o, const char *key, int64_t value, bool kno
         return known ? json_add_int64(o, key, value) : json_add(o, key, NULL);
 }
 
+/* The cycle's Python threads as [{"pid", "tid", "frame"}, …], or null when there are none. */
+static int json_add_python_cycle(json_object *o, const HookPythonFrame *c, size_t n) {
+        _cleanup_(json_object_putp) json_object *a = NULL;
+
+        if (n == 0)
+                return json_add(o, "python_cycle", NULL);
+        a = json_object_new_array();
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_new_object();
+
+                if (!e || json_object_array_add(a, e) < 0) {
+                        json_object_put(e);
+                        return -ENOMEM;
+                }
+                if (json_add_int64(e, "pid", c[i].pid) < 0 || json_add_int64(e, "tid", c[i].tid) < 0 ||
+                    json_add_string(e, "frame", c[i].frame) < 0)
+                        return -ENOMEM;
+        }
+        return json_add(o, "python_cycle", TAKE_PTR(a));
+}
+
 json_object *hooks_event_to_json(const HookEvent *ev) {
         json_object *o = json_object_new_object();
 
@@ -140,7 +163,9 @@ json_object *hooks_event_to_json(const HookEvent *ev) {
             json_add_int(o, "since_usec", (int64_t) ev->since_usec, ev->since_usec > 0) < 0 ||
             json_add_int(o, "duration_usec", (int64_t) ev->duration_usec, ev->since_usec > 0) < 0 ||
             json_add_int(o, "expires_usec", (int64_t) ev->expires_usec, ev->expires_usec > 0) < 0 ||
-            json_add(o, "frames", json_new_strv(ev->frames)) < 0) {
+            json_add(o, "frames", json_new_strv(ev->frames)) < 0 ||
+            json_add_string(o, "python_frame", ev->python_frame) < 0 ||
+            json_add_python_cycle(o, ev->python_cycle, ev->n_python_cycle) < 0) {
                 json_object_put(o);
                 return NULL;
         }
@@ -196,6 +221,7 @@ static int hook_env_new(const HookEvent *ev, char ***ret) {
             (r = env_add(envp, &n, HOOK_ENV_HOST, ev->host)) < 0 || (r = env_add(envp, &n, HOOK_ENV_EXE, ev->exe)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_UNIT, ev->unit)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_DURATION, ev->since_usec > 0 ? duration : NULL)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_PYTHON_FRAME, ev->python_frame)) < 0 ||
             (r = json_to_text(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &event, NULL)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_EVENT, event)) < 0) {
                 json_object_put(j);

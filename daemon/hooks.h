@@ -34,15 +34,25 @@ typedef struct Hooks Hooks;
 #define HOOK_ENV_EXE "STACKWATCH_EXE"
 #define HOOK_ENV_UNIT "STACKWATCH_UNIT"
 #define HOOK_ENV_DURATION "STACKWATCH_DURATION_USEC"            /* how long the thread has been in its class */
+#define HOOK_ENV_PYTHON_FRAME "STACKWATCH_PYTHON_FRAME"         /* "inner (app.py:12)": where its Python code is */
 #define HOOK_ENV_EVENT "STACKWATCH_EVENT"                       /* all of the above as one JSON object */
 
 /* STACKWATCH_EVENT, "stackwatch.hook-event/1": {"schema", "rule", "pid", "tid", "comm", "class", "snapshot_id",
  * "snapshot", "summary", "error", "timestamp_usec", "state", "repeat", "severity", "host", "exe", "cmdline", "unit",
- * "cgroup", "since_usec", "duration_usec", "expires_usec", "frames"}, every key always present, null when unknown.
+ * "cgroup", "since_usec", "duration_usec", "expires_usec", "frames", "python_frame", "python_cycle"}, every key
+ * always present, null when unknown. "python_cycle" is [{"pid", "tid", "frame"}, …]: a deadlock's threads that run
+ * Python code, in wait order.
  * Version history:
- *   1  the keys above; state to frames were added later (adding keys keeps the version).
+ *   1  the keys above; state to frames were added later, python_frame and python_cycle later still (adding keys
+ *      keeps the version).
  * Removing or renaming a key bumps the version; adding one does not. */
 #define HOOK_EVENT_SCHEMA "stackwatch.hook-event/1"
+
+/* A thread and the innermost Python frame it runs. */
+typedef struct HookPythonFrame {
+        pid_t pid, tid;
+        char *frame;                    /* "inner (app.py:12)", escaped */
+} HookPythonFrame;
 
 typedef struct HookEvent {
         const char *rule;
@@ -60,6 +70,9 @@ typedef struct HookEvent {
         const char *host, *exe, *unit, *cgroup;
         char *const *cmdline;           /* NULL when unknown */
         char *const *frames;            /* the top of the thread's stack, one line per frame; NULL when unknown */
+        const char *python_frame;       /* the innermost Python frame the thread runs; NULL when none or unknown */
+        const HookPythonFrame *python_cycle; /* a deadlock: its threads that run Python code, in wait order */
+        size_t n_python_cycle;
         uint64_t since_usec;            /* CLOCK_REALTIME when the thread entered its class */
         uint64_t duration_usec;         /* how long it has been (resolved: had been) in it */
         uint64_t expires_usec;          /* firing: CLOCK_REALTIME after which a receiver may end the alert, unless

@@ -166,6 +166,7 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK", ev->hook) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_PID", hook_pid) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_STATUS", ev->hook_status) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_PYTHON_FRAME", ev->python_frame) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_STACK", ev->stack) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_SIZE", snap_size) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_TRUNCATED", ev->snapshot_truncated ? "1" : NULL) <

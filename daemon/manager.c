@@ -126,6 +126,35 @@ static const char *capture_error_string(int error) {
         return error == -ECHILD ? "the capture process crashed" : strerror(-error);
 }
 
+/* Where the capture found F's thread in Python code and, for a deadlock, the cycle's threads. -ENOMEM. */
+static int firing_python_from(Firing *f, const CaptureJobResult *res) {
+        const CaptureJobPython *py = capture_job_result_python(res, f->tid);
+        _cleanup_free_ char *frame = NULL;
+        HookPythonFrame *cycle = NULL;
+        size_t n = 0;
+
+        if (py && !(frame = strdup(py->frame)))
+                return -ENOMEM;
+        for (size_t i = 0; i < res->n_python; i++)
+                n += res->python[i].cycle;
+        if (n > 0 && !(cycle = calloc(n, sizeof *cycle)))
+                return -ENOMEM;
+        for (size_t i = 0, k = 0; i < res->n_python && k < n; i++) {
+                if (!res->python[i].cycle)
+                        continue;
+                cycle[k] = (HookPythonFrame) { .pid = res->python[i].pid, .tid = res->python[i].tid,
+                                               .frame = strdup(res->python[i].frame) };
+                if (!cycle[k++].frame) {
+                        for (size_t i2 = 0; i2 < k; i2++)
+                                free(cycle[i2].frame);
+                        free(cycle);
+                        return -ENOMEM;
+                }
+        }
+        firing_set_python(f, TAKE_PTR(frame), cycle, n);
+        return 0;
+}
+
 static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata) {
         ManagerJob *j = userdata;
         Manager *m = j->manager;
@@ -152,7 +181,8 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                 snprintf(why, sizeof why, "capture failed: %s", capture_error_string(res->error));
                 if (firing_set_capture(j->firing, m->config->archive_dir, res->id, why, res->max_pause_us,
                                        strv_copy(res->cmdline), strv_copy(res->frames),
-                                       res->stack ? strdup(res->stack) : NULL) < 0)
+                                       res->stack ? strdup(res->stack) : NULL) < 0 ||
+                    firing_python_from(j->firing, res) < 0)
                         log_oom();
                 manager_firing_done(m, TAKE_PTR(j->firing), j->log);
         }

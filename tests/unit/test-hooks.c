@@ -193,6 +193,11 @@ static bool under_valgrind(void) {
         return p && strstr(p, "vgpreload");
 }
 
+static const HookPythonFrame python_cycle[] = {
+        { .pid = 1234, .tid = 1240, .frame = (char *) "Worker.inner (app.py:12)" },
+        { .pid = 1300, .tid = 1301, .frame = (char *) "wait_for (\\e[2J\"peer\".py:7)" },
+};
+
 static const HookEvent full_event = {
         .rule = "nginx-blocked",
         .pid = 1234,
@@ -201,8 +206,11 @@ static const HookEvent full_event = {
         .klass = "blocked",
         .snapshot_id = "20260105T101500.123456Z-1234",
         .snapshot_path = "/var/lib/stackwatch/20260105T101500.123456Z-1234.json.zst",
-        .summary = "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read",
+        .summary = "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read, in Worker.inner (app.py:12)",
         .timestamp_usec = 1767608100123456ULL,
+        .python_frame = "Worker.inner (app.py:12)",
+        .python_cycle = python_cycle,
+        .n_python_cycle = ELEMENTSOF(python_cycle),
 };
 
 /* ---- the environment ---- */
@@ -253,10 +261,10 @@ static int64_t json_int(json_object *o, const char *key) {
 
 /* STACKWATCH_EVENT parses, carries every key, and says what the variables say. */
 static void check_event_json(const char *s, const HookEvent *ev) {
-        json_object *j = json_tokener_parse(s);
+        json_object *j = json_tokener_parse(s), *cycle;
 
         ck_assert_msg(j, "STACKWATCH_EVENT is not JSON: %s", s);
-        ck_assert_int_eq(json_object_object_length(j), 23);
+        ck_assert_int_eq(json_object_object_length(j), 25);
         ck_assert_str_eq(json_str(j, "schema"), HOOK_EVENT_SCHEMA);
         ck_assert_str_eq(json_str(j, "rule"), ev->rule);
         ck_assert_int_eq(json_int(j, "pid"), ev->pid);
@@ -272,6 +280,21 @@ static void check_event_json(const char *s, const HookEvent *ev) {
         ck_assert_pstr_eq(json_str(j, "severity"), ev->severity);
         ck_assert_pstr_eq(json_str(j, "host"), ev->host);
         ck_assert_pstr_eq(json_str(j, "exe"), ev->exe);
+        ck_assert_pstr_eq(json_str(j, "python_frame"), ev->python_frame);
+        ck_assert_msg(json_object_object_get_ex(j, "python_cycle", &cycle), "no key \"python_cycle\"");
+        if (ev->n_python_cycle == 0)
+                ck_assert_ptr_null(cycle);
+        else {
+                ck_assert(json_object_is_type(cycle, json_type_array));
+                ck_assert_uint_eq(json_object_array_length(cycle), ev->n_python_cycle);
+                for (size_t i = 0; i < ev->n_python_cycle; i++) {
+                        json_object *e = json_object_array_get_idx(cycle, i);
+
+                        ck_assert_int_eq(json_int(e, "pid"), ev->python_cycle[i].pid);
+                        ck_assert_int_eq(json_int(e, "tid"), ev->python_cycle[i].tid);
+                        ck_assert_str_eq(json_str(e, "frame"), ev->python_cycle[i].frame);
+                }
+        }
         json_object_put(j);
 }
 
@@ -303,6 +326,7 @@ static void run_env_check(Fixture *f, const HookEvent *ev, uint64_t n_before) {
                 { "STACKWATCH_SUMMARY", ev->summary },
                 { "STACKWATCH_ERROR", ev->error },
                 { "STACKWATCH_TIMESTAMP", ts },
+                { "STACKWATCH_PYTHON_FRAME", ev->python_frame },
                 { "STACKWATCH_EVENT", json },
                 /* Set in this process's environment below: a hook must not see them. */
                 { "STACKWATCH_TEST_LEAK", NULL },
@@ -332,9 +356,13 @@ START_TEST(test_environment) {
         /* With a snapshot: STACKWATCH_SNAPSHOT and _ID, no STACKWATCH_ERROR (even if the daemon had one). */
         ck_assert_int_eq(setenv("STACKWATCH_ERROR", "from the daemon", 1), 0);
         run_env_check(&f, &full_event, 0);
-        /* Without: STACKWATCH_ERROR, and null for the snapshot in the JSON. */
+        /* Without: STACKWATCH_ERROR, and null for the snapshot in the JSON; and no Python frame: no
+         * STACKWATCH_PYTHON_FRAME, null for both keys. */
         no_snapshot.snapshot_id = no_snapshot.snapshot_path = NULL;
         no_snapshot.error = "capture budget spent (6 per minute)";
+        no_snapshot.python_frame = NULL;
+        no_snapshot.python_cycle = NULL;
+        no_snapshot.n_python_cycle = 0;
         run_env_check(&f, &no_snapshot, 1);
         assert_logged(&f, "started for rule \"nginx-blocked\", pid 1234");
         assert_logged(&f, "for rule \"nginx-blocked\" succeeded");
