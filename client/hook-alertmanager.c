@@ -91,6 +91,35 @@ static char *join_lines(json_object *ev, const char *key, const char *sep) {
         return buf;
 }
 
+/* A deadlock's Python threads (the event's python_cycle), one line each: "pid 1300 thread 1301: serve (peer.py:8)";
+ * NULL when there are none. */
+static char *cycle_lines(json_object *ev) {
+        json_object *a = json_get_array(ev, "python_cycle");
+        char *buf = NULL;
+        size_t size = 0, n = 0;
+        FILE *f;
+
+        if (!a || json_object_array_length(a) == 0)
+                return NULL;
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return NULL;
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                const char *frame = json_get_string(e, "frame");
+
+                if (frame)
+                        fprintf(f, "%spid %llu thread %llu: %s", n++ ? "\n" : "",
+                                (unsigned long long) json_get_u64(e, "pid"),
+                                (unsigned long long) json_get_u64(e, "tid"), frame);
+        }
+        if (fclose(f) != 0 || n == 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
+}
+
 /* TEMPLATE with %H replaced by HOST and %% by %; NULL on OOM or on another % (checked when the option is parsed). */
 static char *instance_expand(const char *template, const char *host) {
         char *buf = NULL;
@@ -128,7 +157,7 @@ static json_object *alert_from_event(json_object *ev) {
                                                 *labels = json_object_new_object(),
                                                 *ann = json_object_new_object();
         _cleanup_free_ char *stack = join_lines(ev, "frames", "\n"), *cmdline = join_lines(ev, "cmdline", " "),
-                            *howto = NULL, *pid = NULL, *instance = NULL;
+                            *cycle = cycle_lines(ev), *howto = NULL, *pid = NULL, *instance = NULL;
         const char *state = json_get_string(ev, "state"), *rule = json_get_string(ev, "rule"),
                    *id = json_get_string(ev, "snapshot_id");
         bool resolved = state && streq(state, "resolved");
@@ -163,7 +192,10 @@ static json_object *alert_from_event(json_object *ev) {
                         return NULL;
                 *eq = '=';
         }
+        /* Where a Python program's own code is: what its author reads first (the summary says it too). */
         if (add_nonempty(ann, "summary", json_get_string(ev, "summary")) < 0 ||
+            add_nonempty(ann, "python_frame", json_get_string(ev, "python_frame")) < 0 ||
+            add_nonempty(ann, "python_cycle", cycle) < 0 ||
             add_nonempty(ann, "stack", stack) < 0 || add_nonempty(ann, "exe", json_get_string(ev, "exe")) < 0 ||
             add_nonempty(ann, "cmdline", cmdline) < 0 || add_nonempty(ann, "snapshot_id", id) < 0 ||
             add_nonempty(ann, "snapshot_fetch", howto) < 0 ||
