@@ -40,6 +40,7 @@ typedef struct HttpCachedBody {
         char *body;
         size_t len;
         uint64_t scan;                  /* ScanStats.scans when it was built */
+        uint64_t python_frames_changed; /* and Scanner.python_frames_changed: a capture that ended since changes it */
 } HttpCachedBody;
 
 /* A request waiting on a child: a live capture (GET /stacks/PID), or the render of a stored snapshot (GET
@@ -442,6 +443,9 @@ static json_object *thread_json(const ThreadEntry *t, uint64_t now) {
                 add_lock(o, t);
         if (t->process->unit)
                 json_object_object_add(o, API_K_UNIT, json_object_new_string(t->process->unit));
+        /* Kept from the last snapshot: a scan never reads a target's memory. */
+        if (t->python_frame)
+                json_object_object_add(o, API_K_PYTHON_FRAME, json_object_new_string(t->python_frame));
         return o;
 }
 
@@ -485,7 +489,8 @@ static enum MHD_Result route_processes(HttpRoutes *rt, Http *h, struct MHD_Conne
         }
         if (!classes && !unit && !comm) {
                 cached = &rt->processes_cache[all];
-                if (cached->body && cached->scan == s->stats.scans)
+                if (cached->body && cached->scan == s->stats.scans &&
+                    cached->python_frames_changed == s->python_frames_changed)
                         return http_reply(h, c, MHD_HTTP_OK, API_CONTENT_JSON, cached->body, cached->len);
         }
         list = malloc(MAX(s->threads.size, (size_t) 1) * sizeof *list);
@@ -535,6 +540,7 @@ static enum MHD_Result route_processes(HttpRoutes *rt, Http *h, struct MHD_Conne
                 cached->body = TAKE_PTR(body);
                 cached->len = len;
                 cached->scan = s->stats.scans;
+                cached->python_frames_changed = s->python_frames_changed;
         }
         return r;
 }

@@ -155,6 +155,18 @@ static int firing_python_from(Firing *f, const CaptureJobResult *res) {
         return 0;
 }
 
+/* A snapshot was stored: what `stackctl ps` shows of where its threads are in Python code is now what this one caught.
+ * The process's earlier frames go (a thread that left Python code keeps none); peers' threads get theirs. */
+static void manager_keep_python(Manager *m, const ManagerJob *j, const CaptureJobResult *res) {
+        scanner_forget_python_frames(m->scanner, j->pid, j->firing ? j->firing->starttime : 0);
+        for (size_t i = 0; i < res->n_python; i++)
+                if (scanner_set_python_frame(m->scanner, res->python[i].pid, res->python[i].tid,
+                                             res->python[i].frame) < 0) {
+                        log_oom();
+                        return;
+                }
+}
+
 static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata) {
         ManagerJob *j = userdata;
         Manager *m = j->manager;
@@ -164,9 +176,10 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                               res->duration_usec);
         if (j->done)
                 j->done(cj, res, j->userdata);
-        else if (res->id)
+        else if (res->id) {
                 m->snapshots_written++;
-        else {
+                manager_keep_python(m, j, res);
+        } else {
                 m->capture_failures++;
                 if (!j->firing)
                         journal_event(res->error == -ESRCH ? LOG_INFO : LOG_WARNING,

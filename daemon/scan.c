@@ -86,6 +86,7 @@ static void thread_drop(Scanner *s, ThreadEntry *t) {
                 safe_close(t->sched_fd);
                 s->stats.kept_fds--;
         }
+        free(t->python_frame);
         free(t);
 }
 
@@ -110,6 +111,7 @@ Scanner *scanner_free(Scanner *s) {
                                 next = t->next;
                                 safe_close(t->stat_fd);
                                 safe_close(t->sched_fd);
+                                free(t->python_frame);
                                 free(t);
                         }
                         process_free(p);
@@ -153,6 +155,32 @@ bool scanner_process_python(Scanner *s, ProcessEntry *p) {
                 s->stats.deep_reads++;
         }
         return p->python == 2;
+}
+
+int scanner_set_python_frame(Scanner *s, pid_t pid, pid_t tid, const char *frame) {
+        ThreadEntry *t = intmap_get(&s->threads, tid);
+        char *copy = NULL;
+
+        if (!t || t->pid != pid)
+                return 0;
+        if (frame && !(copy = strdup(frame)))
+                return -ENOMEM;
+        free(t->python_frame);
+        t->python_frame = copy;
+        s->python_frames_changed++;
+        return 0;
+}
+
+void scanner_forget_python_frames(Scanner *s, pid_t pid, uint64_t starttime) {
+        ProcessEntry *p = intmap_get(&s->processes, pid);
+
+        if (!p || (starttime && p->starttime != starttime))
+                return;
+        for (ThreadEntry *t = p->threads; t; t = t->next)
+                if (t->python_frame) {
+                        t->python_frame = mfree(t->python_frame);
+                        s->python_frames_changed++;
+                }
 }
 
 int scanner_load_identity(Scanner *s, ProcessEntry *p) {

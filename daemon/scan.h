@@ -77,6 +77,9 @@ struct ThreadEntry {
         uint64_t woke_usec;             /* when it was last seen to have woken from a sleep it is in again; 0: not */
         LockProbeVerdict lock_probe;    /* whether it polls for a lock, as a probe saw it */
         uint64_t lock_probe_usec;       /* when that verdict came */
+        char *python_frame;             /* the innermost Python frame the daemon's latest snapshot of it caught
+                                         * ("inner (app.py:12)", escaped); NULL when none did. Never read by the
+                                         * scan: a capture sets it (scanner_set_python_frame()) */
 };
 
 typedef struct ScanStats {
@@ -102,6 +105,7 @@ typedef struct Scanner {
         PeerResolver *locks;            /* this scan's /proc/locks, read on first need */
         pid_t lock_probe_wanted[SCAN_LOCK_PROBE_WANTED_MAX]; /* threads that need a lock probe, this scan */
         size_t n_lock_probe_wanted;
+        uint64_t python_frames_changed; /* counts changes of ThreadEntry.python_frame between scans */
         ScanStats stats;
         Symbolizer *runtime_sym;        /* where the runtimes (CPython) of processes live, by build-id, for the
                                          * walks that read their waits; made on first need */
@@ -120,5 +124,10 @@ bool scanner_process_python(Scanner *s, ProcessEntry *p);
 /* The symbolizer the walks find runtimes with (made on first call); NULL on OOM. */
 Symbolizer *scanner_runtime_symbolizer(Scanner *s);
 
+/* Keep FRAME (copied; NULL: none) as the innermost Python frame that the latest snapshot caught of thread TID of
+ * process PID, until the thread exits; nothing when the scan knows no such thread. -ENOMEM. */
+int scanner_set_python_frame(Scanner *s, pid_t pid, pid_t tid, const char *frame);
+/* Forget the Python frames kept of every thread of process PID (started at STARTTIME; 0: whichever). */
+void scanner_forget_python_frames(Scanner *s, pid_t pid, uint64_t starttime);
 /* Read exe, unit, cgroup and uid of a process once (rules that filter on them call this). */
 int scanner_load_identity(Scanner *s, ProcessEntry *p);

@@ -230,5 +230,38 @@ START_TEST(test_no_slot_defers) {
 }
 END_TEST
 
+/* The Python frame a snapshot caught is kept per thread for /processes: only on the thread of the process it was
+ * caught in, replaced by the next one, forgotten for the whole process when a later snapshot has none; and every
+ * change is counted, so that a cached /processes body is built again. */
+START_TEST(test_python_frames_kept_per_thread) {
+        World w = {};
+        ThreadEntry *a = world_add(&w, 4242, THREAD_CLASS_BUSY_LOOP, 'R', T0),
+                    *b = world_add(&w, 4300, THREAD_CLASS_BLOCKED, 'S', T0);
+        uint64_t changed = w.s.python_frames_changed;
+
+        ck_assert_int_eq(scanner_set_python_frame(&w.s, 4242, 4242, "spin (app.py:3)"), 0);
+        ck_assert_str_eq(a->python_frame, "spin (app.py:3)");
+        ck_assert_uint_eq(w.s.python_frames_changed, changed + 1);
+        /* Another process's thread by that TID, or one the scan does not know: nothing. */
+        ck_assert_int_eq(scanner_set_python_frame(&w.s, 4300, 4242, "elsewhere (b.py:1)"), 0);
+        ck_assert_int_eq(scanner_set_python_frame(&w.s, 5000, 5000, "gone (c.py:1)"), 0);
+        ck_assert_str_eq(a->python_frame, "spin (app.py:3)");
+        ck_assert_uint_eq(w.s.python_frames_changed, changed + 1);
+        ck_assert_int_eq(scanner_set_python_frame(&w.s, 4242, 4242, "inner (app.py:12)"), 0);
+        ck_assert_str_eq(a->python_frame, "inner (app.py:12)");
+        ck_assert_int_eq(scanner_set_python_frame(&w.s, 4300, 4300, "wait (d.py:7)"), 0);
+        /* A later snapshot of 4242: its process's frames go, if it is the same process; others' stay. */
+        scanner_forget_python_frames(&w.s, 4242, 1);
+        ck_assert_str_eq(a->python_frame, "inner (app.py:12)");
+        scanner_forget_python_frames(&w.s, 4242, 100 + 4242);
+        ck_assert_ptr_null(a->python_frame);
+        ck_assert_str_eq(b->python_frame, "wait (d.py:7)");
+        ck_assert_uint_eq(w.s.python_frames_changed, changed + 4);
+        ck_assert_int_eq(scanner_set_python_frame(&w.s, 4300, 4300, NULL), 0);
+        ck_assert_ptr_null(b->python_frame);
+        world_done(&w);
+}
+END_TEST
+
 UNIT_TEST_MAIN("trigger", test_for_duration_and_cooldown, test_a_resumed_hang_reopens_its_alert_inside_the_cooldown,
-               test_states_and_classes, test_budget, test_no_slot_defers)
+               test_states_and_classes, test_budget, test_no_slot_defers, test_python_frames_kept_per_thread)
