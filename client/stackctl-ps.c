@@ -39,10 +39,26 @@ static char *where(json_object *t) {
         return escape_string(s ?: sc ?: wc ?: "-");
 }
 
+/* Whether S can go to a terminal as it is: well-formed UTF-8 without a control character. The daemon sends a Python
+ * frame escaped already ("\\e" for an ESC in a file name); escaping it again would double its backslashes. */
+static bool inert(const char *s) {
+        size_t len = strlen(s);
+
+        for (size_t i = 0, k; i < len; i += k) {
+                uint32_t cp;
+
+                k = utf8_sequence_len(s + i, len - i, &cp);
+                if (k == 0 || unicode_is_control(cp))
+                        return false;
+        }
+        return true;
+}
+
 static int print_thread(json_object *t, const char *host) {
         _cleanup_free_ char *comm = escape_string(json_get_string(t, API_K_COMM) ?: "-"),
                             *class = escape_string(json_get_string(t, API_K_CLASS) ?: "-"),
                             *state = escape_string(json_get_string(t, API_K_STATE) ?: "-"), *w = where(t);
+        const char *py = json_get_string(t, API_K_PYTHON_FRAME);
         char span[FORMAT_TIMESPAN_MAX];
 
         if (!comm || !class || !state || !w)
@@ -54,6 +70,15 @@ static int print_thread(json_object *t, const char *host) {
                class, ansi_normal(), state,
                format_timespan(span, sizeof span, json_get_u64(t, API_K_FOR_MS) * USEC_PER_MSEC),
                json_get_double(t, API_K_CPU_PERCENT), w);
+        /* Where the thread is in Python code, as the daemon's latest snapshot of it caught it: a line of its own
+         * under the row, so that the columns stay as scripts read them. */
+        if (py) {
+                _cleanup_free_ char *e = NULL;
+
+                if (!inert(py) && !(e = escape_string(py)))
+                        return log_oom();
+                printf("%*s%16spython: %s\n", host ? 21 : 0, "", "", e ?: py);
+        }
         return 0;
 }
 

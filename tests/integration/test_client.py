@@ -69,6 +69,10 @@ def ps_rows(out):
             break
         # A name may have spaces; every column after it has none.
         f = ln.split()
+        if f[0] == "python:":
+            # The line under a thread the daemon caught in Python code: where.
+            rows[-1]["python"] = ln.split("python: ", 1)[1]
+            continue
         rows.append(dict(pid=int(f[0]), tid=int(f[1]), comm=" ".join(f[2:-5]), cls=f[-5], state=f[-4], for_=f[-3],
                          cpu=f[-2], where=f[-1]))
     return rows
