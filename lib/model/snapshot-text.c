@@ -188,7 +188,8 @@ static void put_python_place(FILE *f, const UserFrame *u) {
         fputc(')', f);
 }
 
-static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i) {
+/* Frame I of T in one line, numbered SHOWN (the interpreter's frames are not shown, as in the dump). */
+static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i, size_t shown) {
         _cleanup_free_ char *buf = NULL;
         size_t size = 0;
         FILE *f = open_memstream(&buf, &size);
@@ -205,8 +206,9 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i) {
                 const UserFrame *u = &t->frames[i];
                 const char *mod = module_path(s, u->module), *base = mod ? strrchr(mod, '/') : NULL;
 
-                fprintf(f, "#%-2zu ", i);
+                fprintf(f, "#%-2zu ", shown);
                 if (u->kind == FRAME_KIND_PYTHON) {
+                        /* Its file and line are in its place already. */
                         put_python_place(f, u);
                 } else if (u->function) {
                         put_escaped(f, u->function);
@@ -219,7 +221,7 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i) {
                         put_escaped(f, base ? base + 1 : mod);
                         fputc(')', f);
                 }
-                if (u->file) {
+                if (u->file && u->kind != FRAME_KIND_PYTHON) {
                         const char *fb = strrchr(u->file, '/');
 
                         fputs(" at ", f);
@@ -273,10 +275,11 @@ int snapshot_top_frames(const Snapshot *s, pid_t tid, size_t max, char ***ret) {
         for (size_t i = 0, k = 0; k < n && i < (t->n_frames ?: t->n_kframes); i++) {
                 if (t->n_frames > 0 && t->frames[i].interpreter)
                         continue;
-                if (!(l[k++] = frame_line(s, t, i))) {
+                if (!(l[k] = frame_line(s, t, i, k))) {
                         strv_free(l);
                         return -ENOMEM;
                 }
+                k++;
         }
         *ret = l;
         return 0;

@@ -268,5 +268,45 @@ START_TEST(test_deadlock_threads) {
 }
 END_TEST
 
+/* What a firing reports of a Python thread: its innermost Python frame as "function (file:line)", escaped; and the
+ * top frames numbered as the dump numbers them (the interpreter's frame not shown), a Python frame's place once. */
+START_TEST(test_top_frames_of_a_python_thread) {
+        _cleanup_snapshot_free_ Snapshot *s = make_snapshot();
+        _cleanup_strv_free_ char **top = NULL;
+        _cleanup_free_ char *py = NULL;
+        ThreadSnapshot *t = snapshot_add_thread(s);
+        static const struct { FrameKind kind; const char *function, *file; unsigned line; bool interpreter; } frames[] = {
+                { FRAME_KIND_PYTHON, "Worker.spin\x1b", "/srv/app/app.py", 3, false },
+                { FRAME_KIND_PYTHON, "inner", "app.py", 12, false },
+                { FRAME_KIND_NATIVE, "_PyEval_EvalFrameDefault", NULL, 0, true },
+                { FRAME_KIND_NATIVE, "main", "main.c", 5, false },
+        };
+
+        t->tid = 4250;
+        for (size_t i = 0; i < ELEMENTSOF(frames); i++) {
+                UserFrame *f = thread_add_frame(t);
+
+                f->kind = frames[i].kind;
+                f->module = -1;
+                f->interpreter = frames[i].interpreter;
+                f->function = strdup(frames[i].function);
+                f->file = frames[i].file ? strdup(frames[i].file) : NULL;
+                f->line = frames[i].line;
+                f->function_offset = f->kind == FRAME_KIND_NATIVE ? 0x10 : 0;
+        }
+        ck_assert_int_eq(snapshot_top_python_frame(s, 4250, &py), 0);
+        ck_assert_str_eq(py, "Worker.spin\\e (app.py:3)");
+        ck_assert_int_eq(snapshot_top_frames(s, 4250, 8, &top), 0);
+        ck_assert_uint_eq(strv_length(top), 3);
+        ck_assert_str_eq(top[0], "#0  Worker.spin\\e (app.py:3)");
+        ck_assert_str_eq(top[1], "#1  inner (app.py:12)");
+        ck_assert_str_eq(top[2], "#2  main+0x10 at main.c:5");
+        /* A thread without Python frames has none to name. */
+        py = mfree(py);
+        ck_assert_int_eq(snapshot_top_python_frame(s, 4243, &py), 0);
+        ck_assert_ptr_null(py);
+}
+END_TEST
+
 UNIT_TEST_MAIN("snapshot-json", test_round_trip, test_reject_foreign, test_hostile_values, test_text_escapes,
-               test_lock_cycle, test_deadlock_threads)
+               test_lock_cycle, test_deadlock_threads, test_top_frames_of_a_python_thread)
