@@ -63,6 +63,7 @@ struct PyProcess {
         size_t n_threads, n_threads_allocated;
         PyCode *codes;          /* open addressing by address, size a power of two */
         size_t codes_size, codes_used;
+        PyCode overflow;        /* what a code object is when the cache is full: not read */
 };
 
 /* ---- memory ---- */
@@ -256,6 +257,36 @@ static void version_string(uint32_t v, char *buf, size_t n) {
                          level == 0xa ? "a" : level == 0xb ? "b" : "rc", serial);
 }
 
+/* The buffers the reader copies structures into (a thread state, a code object, a str's head, a frame): every
+ * offset it reads there must fit, whatever a layout (3.13's comes from the target's own memory) says. */
+#define PY_TSTATE_BYTES 512U
+#define PY_CODE_BYTES 512U
+#define PY_STR_HEAD_BYTES 96U
+#define PY_FRAME_BYTES_MAX 256U
+
+static bool fits(uint32_t off, size_t width, size_t size) {
+        return off == PY_OFF_NONE || (size_t) off + width <= size;
+}
+
+static bool layout_fits(const PyOffsets *o) {
+        if (!fits(o->tstate_next, 8, PY_TSTATE_BYTES) || !fits(o->tstate_interp, 8, PY_TSTATE_BYTES) ||
+            !fits(o->tstate_thread_id, 8, PY_TSTATE_BYTES) || !fits(o->tstate_native_thread_id, 8, PY_TSTATE_BYTES))
+                return false;
+        if (!fits(o->code_filename, 8, PY_CODE_BYTES) || !fits(o->code_name, 8, PY_CODE_BYTES) ||
+            !fits(o->code_qualname, 8, PY_CODE_BYTES) || !fits(o->code_firstlineno, 4, PY_CODE_BYTES) ||
+            !fits(o->code_linetable, 8, PY_CODE_BYTES))
+                return false;
+        if (!fits(o->unicode_length, 8, PY_STR_HEAD_BYTES) || !fits(o->unicode_state, 4, PY_STR_HEAD_BYTES) ||
+            !fits(o->unicode_compact_data, 8, PY_STR_HEAD_BYTES) || o->unicode_state_kind_shift > 24)
+                return false;
+        if (o->frames == PY_FRAMES_OBJECT)
+                return fits(o->frame_back, 8, PY_FRAME_BYTES_MAX) && fits(o->frame_code, 8, PY_FRAME_BYTES_MAX) &&
+                       fits(o->frame_lasti, 4, PY_FRAME_BYTES_MAX);
+        return o->iframe_size <= PY_FRAME_BYTES_MAX && fits(o->iframe_code, 8, o->iframe_size) &&
+               fits(o->iframe_previous, 8, o->iframe_size) && fits(o->iframe_instr, 8, o->iframe_size) &&
+               fits(o->iframe_owner, 1, o->iframe_size) && fits(o->iframe_is_entry, 1, o->iframe_size);
+}
+
 /* The layout: 3.13+ describe themselves at the start of _PyRuntime; older ones by Py_Version (3.11, 3.12) or the
  * module's name (3.8-3.10). */
 static int py_layout(PyProcess *p, const PyFind *f, const char **ret_why) {
@@ -269,6 +300,10 @@ static int py_layout(PyProcess *p, const PyFind *f, const char **ret_why) {
         }
         r = py_offsets_from_debug(head, sizeof head, &p->off);
         if (r == 0) {
+                if (!layout_fits(&p->off)) {
+                        *ret_why = "a CPython whose _Py_DebugOffsets give offsets past the structures they describe";
+                        return -EPROTONOSUPPORT;
+                }
                 version_string(p->off.version, p->version, sizeof p->version);
                 return 0;
         }
@@ -306,31 +341,46 @@ static bool tid_in(const int *tids, size_t n, int32_t v) {
 /* Before 3.11 a thread state knows its pthread_t (threading.get_ident()), not its TID: glibc's struct pthread
  * holds the TID. Its offset is glibc's business, so it is found: the one offset at which every thread state's
  * pthread holds a TID of the process (glibc's own tried first). */
-static int pthread_tids(PyProcess *p, const uint64_t *idents, const int *tids, size_t n_tids) {
+static int pthread_tids(PyProcess *p, const uint64_t *idents, const int *given, size_t n_given) {
         _cleanup_free_ uint8_t *buf = NULL;
+        _cleanup_free_ int *all = NULL;
+        _cleanup_close_ int dirfd = -EBADF;
+        const int *tids = given;
+        size_t n_tids = n_given, best_n = 0;
         uint32_t best = PY_OFF_NONE;
 
         if (p->n_threads == 0)
                 return 0;
+        /* Every thread of the process, not only those a capture picked (--tid, a thread budget): any thread
+         * state's pthread may be the one that tells the offset. */
+        if (proc_open_dir(p->pid, 0, &dirfd) >= 0 && proc_list_numeric(dirfd, "task", &all, &n_tids) >= 0)
+                tids = all;
+        else
+                n_tids = n_given;
         buf = malloc((size_t) p->n_threads * PTHREAD_SCAN_BYTES);
         if (!buf)
                 return -ENOMEM;
         for (size_t i = 0; i < p->n_threads; i++)
                 if (py_read(p, idents[i], buf + i * PTHREAD_SCAN_BYTES, PTHREAD_SCAN_BYTES) < 0)
                         memset(buf + i * PTHREAD_SCAN_BYTES, 0, PTHREAD_SCAN_BYTES);
+        /* The offset at which the most thread states' pthreads hold a TID of the process (a thread that exited
+         * meanwhile, or a pthread that cannot be read, holds none); glibc's own wins a tie. */
         for (uint32_t off = 0; off < PTHREAD_SCAN_BYTES; off += 4) {
                 uint32_t o = off == 0 ? PTHREAD_TID_OFFSET_GLIBC : off == PTHREAD_TID_OFFSET_GLIBC ? 0 : off;
-                bool all = true;
+                size_t n = 0;
 
-                for (size_t i = 0; i < p->n_threads && all; i++)
-                        all = tid_in(tids, n_tids, get_i32(buf + i * PTHREAD_SCAN_BYTES, o));
-                if (all) {
+                for (size_t i = 0; i < p->n_threads; i++)
+                        n += tid_in(tids, n_tids, get_i32(buf + i * PTHREAD_SCAN_BYTES, o));
+                if (n > best_n) {
                         best = o;
-                        break;
+                        best_n = n;
                 }
         }
-        for (size_t i = 0; i < p->n_threads; i++)
-                p->threads[i].tid = best == PY_OFF_NONE ? 0 : get_i32(buf + i * PTHREAD_SCAN_BYTES, best);
+        for (size_t i = 0; i < p->n_threads; i++) {
+                int32_t tid = best == PY_OFF_NONE ? 0 : get_i32(buf + i * PTHREAD_SCAN_BYTES, best);
+
+                p->threads[i].tid = tid_in(tids, n_tids, tid) ? tid : 0;
+        }
         return 0;
 }
 
@@ -341,7 +391,7 @@ static int py_walk_threads(PyProcess *p, const int *tids, size_t n_tids) {
         _cleanup_free_ uint64_t *idents = NULL;
         size_t n_idents_allocated = 0;
         uint64_t interp, holder = 0;
-        uint8_t tbuf[512];
+        uint8_t tbuf[PY_TSTATE_BYTES];
         int r;
 
         assert(tspan <= sizeof tbuf);
@@ -483,7 +533,7 @@ pid_t py_process_gil_holder(const PyProcess *p) {
 
 void py_raw_stack_done(PyRawStack *st) {
         st->frames = mfree(st->frames);
-        st->n = 0;
+        st->n = st->n_allocated = 0;
         st->have_tstate = false;
         st->end[0] = '\0';
         st->truncated = false;
@@ -518,7 +568,6 @@ static int current_frame(const PyProcess *p, uint64_t tstate, uint64_t *ret) {
 /* The granule of the window's reads: a page or less, so that a page that cannot be read ends the window there. */
 #define PY_WINDOW_GRANULE 4096U
 /* The bytes of one frame we read at most (all the fields we use lie within). */
-#define PY_FRAME_BYTES_MAX 256U
 
 typedef struct PyWindow {
         uint64_t start, end;    /* the remote bytes held: [start, end); start == end when none */
@@ -586,9 +635,6 @@ int py_read_stack(PyProcess *p, pid_t tid, unsigned max_frames, PyRawStack *ret)
                 snprintf(ret->end, sizeof ret->end, "thread state unreadable");
                 return 0;
         }
-        ret->frames = calloc(max_frames, sizeof *ret->frames);
-        if (!ret->frames)
-                return -ENOMEM;
         w.start = w.end = 0;
         for (unsigned steps = 0; frame; steps++) {
                 const uint8_t *buf;
@@ -608,6 +654,10 @@ int py_read_stack(PyProcess *p, pid_t tid, unsigned max_frames, PyRawStack *ret)
                         snprintf(ret->end, sizeof ret->end, "frame at 0x%" PRIx64 " unreadable", frame);
                         break;
                 }
+                /* Grown as the walk goes: most threads are shallow, and a thousand of them should not cost a
+                 * thousand times the deepest. */
+                if (!GREEDY_REALLOC(ret->frames, ret->n_allocated, ret->n + 1))
+                        return -ENOMEM;
                 if (o->frames == PY_FRAMES_OBJECT) {
                         rf = &ret->frames[ret->n++];
                         *rf = (PyRawFrame) { .code = get_u64(buf, o->frame_code),
@@ -668,7 +718,7 @@ static size_t put_utf8(char *out, uint32_t c) {
  * most PY_STRING_CHARS_MAX characters ("…" marks a cut). -EBADMSG for what is not a string we can read. */
 static int read_str(const PyProcess *p, uint64_t addr, char **ret) {
         const PyOffsets *o = &p->off;
-        uint8_t head[96];
+        uint8_t head[PY_STR_HEAD_BYTES];
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_free_ char *out = NULL;
         uint64_t length, data_addr;
@@ -749,7 +799,7 @@ static int decode_code(PyProcess *p, PyCode *c) {
         const uint32_t offs[] = { o->code_filename, o->code_name, o->code_qualname, o->code_firstlineno,
                                   o->code_linetable };
         size_t span = span_of(offs, ELEMENTSOF(offs));
-        uint8_t buf[512];
+        uint8_t buf[PY_CODE_BYTES];
         int r;
 
         if (span > sizeof buf || !is_code(p, c->addr) || py_read(p, c->addr, buf, span) < 0)
@@ -770,7 +820,7 @@ static int decode_code(PyProcess *p, PyCode *c) {
         return 0;
 }
 
-/* The code object at ADDR, decoded on first use; NULL on OOM or when the cache is full. */
+/* The code object at ADDR, decoded on first use; P->overflow (not valid) when the cache is full; NULL on OOM. */
 static PyCode *code_get(PyProcess *p, uint64_t addr) {
         PyCode *c;
 
@@ -804,8 +854,9 @@ lookup:
                 if (c->addr == 0)
                         break;
         }
+        /* Full (PY_CODES_MAX): the frame is named unreadable, the capture goes on. */
         if (p->codes_used * 2 >= p->codes_size)
-                return NULL;
+                return &p->overflow;
         c->addr = addr;
         p->codes_used++;
         if (decode_code(p, c) < 0)
@@ -988,7 +1039,7 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         const PyOffsets *o = &p->off;
         const PyThreadRef *ref = find_thread(p, tid);
         uint64_t frame, code = 0, lock;
-        uint8_t buf[256];
+        uint8_t buf[PY_FRAME_BYTES_MAX];
         char tn[32];
 
         *ret = (RuntimeWait) { .kind = PYTHON_WAIT_NONE };

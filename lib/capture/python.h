@@ -30,7 +30,7 @@ typedef struct PyRawFrame {
 typedef struct PyRawStack {
         bool have_tstate;       /* the thread has a Python thread state */
         PyRawFrame *frames;
-        size_t n;
+        size_t n, n_allocated;
         char end[96];           /* why the walk ended early ("" when it reached the outermost frame) */
         bool truncated;         /* the frame budget cut it (a deeper recursion) */
 } PyRawStack;

@@ -238,3 +238,23 @@ def test_gil_held_in_a_blocking_call():
     finally:
         p.kill()
         p.wait()
+
+
+@pytest.mark.parametrize("exe", pythons())
+def test_one_thread_by_tid(exe, tmp_path):
+    """--tid captures one thread: its Python frames are still read (before 3.11 the thread states name pthreads,
+    not TIDs, and the TID inside each pthread is found through the process's every thread, not the one asked)."""
+    o = Oracle(exe, tmp_path)
+    try:
+        assert o.ask("step 3") == "ready"
+        wait_until(o.parked, timeout=10, what="readers parked in read()")
+        tid, ident, _ = o.threads["reader1"]
+        doc = dump_json("--no-source", "--tid", tid, o.p.pid)[0]
+        path = o.ask("oracle")[len("oracle "):]
+        with open(path, encoding="ascii", errors="replace") as f:
+            oracle = parse_faulthandler(f.read())
+        os.unlink(path)
+        assert [t["tid"] for t in doc["threads"]] == [tid]
+        assert our_frames(doc["threads"][0]) == oracle[ident]
+    finally:
+        o.close()
