@@ -49,6 +49,9 @@ typedef struct PyCode {
         int firstlineno;
         uint8_t *linetable;
         size_t linetable_len;
+        bool memo;              /* MEMO_LINE is the line of MEMO_INSTR: a recursion repeats its frames' places */
+        uint64_t memo_instr;
+        int memo_line;
 } PyCode;
 
 struct PyProcess {
@@ -168,8 +171,9 @@ static bool candidate_module(const char *name, const char *exe) {
 }
 
 static int find_runtime_cb(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg) {
+        static const char *const roots[] = { "_PyRuntime", "Py_Version" };
+        uint64_t addr = 0, size = 0, addrs[ELEMENTSOF(roots)] = {}, sizes[ELEMENTSOF(roots)];
         PyFind *f = arg;
-        uint64_t addr, size;
         unsigned v;
         int r;
 
@@ -188,7 +192,13 @@ static int find_runtime_cb(Dwfl_Module *mod, void **userdata, const char *name, 
                                  : "CPython 3.7 or older, which stackwatch does not read (3.8 and later are read)";
         if (!candidate_module(name, f->exe))
                 return DWARF_CB_OK;
-        r = symbolizer_find_symbol(f->sym, mod, "_PyRuntime", &addr, &size);
+        /* Both names in one pass over the symbol table (a program's executable is asked too, every dump). */
+        r = symbolizer_find_symbols(f->sym, mod, roots, ELEMENTSOF(roots), addrs, sizes);
+        if (r >= 0) {
+                addr = addrs[0];
+                size = sizes[0];
+                r = addr ? 0 : -ENOENT;
+        }
         if (r == -ENOENT)
                 /* A build without the symbol (stripped of .symtab and .dynsym): 3.10+ put it in its own section. */
                 r = symbolizer_find_symbol(f->sym, mod, ".PyRuntime", &addr, &size);
@@ -202,15 +212,13 @@ static int find_runtime_cb(Dwfl_Module *mod, void **userdata, const char *name, 
                 if (f->n_scan < ELEMENTSOF(f->scan) && v >= 308 && v < 400) {
                         f->scan[f->n_scan].mod = mod;
                         f->scan[f->n_scan].minor = v % 100;
-                        if (symbolizer_find_symbol(f->sym, mod, "Py_Version", &addr, &size) == 0)
-                                f->scan[f->n_scan].version_addr = addr;
+                        f->scan[f->n_scan].version_addr = addrs[1];
                         f->n_scan++;
                 }
                 return DWARF_CB_OK;
         }
         f->runtime = addr;
-        if (symbolizer_find_symbol(f->sym, mod, "Py_Version", &addr, &size) == 0)
-                f->version_addr = addr;
+        f->version_addr = addrs[1];
         f->name_minor = minor_from_name(name);
         return DWARF_CB_ABORT;
 }
@@ -865,7 +873,18 @@ lookup:
 }
 
 /* The line F is at: the instruction's offset into the code, as each version records it. */
-static int frame_line(const PyProcess *p, const PyCode *c, const PyRawFrame *f) {
+static int frame_line_decode(const PyProcess *p, const PyCode *c, const PyRawFrame *f);
+
+static int frame_line(const PyProcess *p, PyCode *c, const PyRawFrame *f) {
+        if (!c->memo || c->memo_instr != f->instr) {
+                c->memo_line = frame_line_decode(p, c, f);
+                c->memo_instr = f->instr;
+                c->memo = true;
+        }
+        return c->memo_line;
+}
+
+static int frame_line_decode(const PyProcess *p, const PyCode *c, const PyRawFrame *f) {
         const PyOffsets *o = &p->off;
         uint64_t offset;
         int line;

@@ -665,39 +665,93 @@ static int module_find_named(Dwfl_Module *mod, const char *name, uint64_t *ret_a
         return -ENOENT;
 }
 
-int symbolizer_find_symbol(Symbolizer *s, Dwfl_Module *mod, const char *name, uint64_t *ret_addr,
-                           uint64_t *ret_size) {
-        _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
-        GElf_Addr bias = 0;
-        struct SymNamed *e;
-        int r;
-
-        /* The answer by ELF address, the same for every process that loads this build. */
-        if (!dwfl_module_getelf(mod, &bias))
-                return -ENOENT;
+/* The cached answer for NAME of build BID, or NULL. */
+static const struct SymNamed *named_find(const Symbolizer *s, const char *bid, const char *name) {
         for (size_t i = 0; bid && i < s->n_named; i++)
-                if (streq(s->named[i].build_id, bid) && streq(s->named[i].name, name)) {
-                        if (!s->named[i].found)
-                                return -ENOENT;
-                        *ret_addr = s->named[i].elf_addr + bias;
-                        *ret_size = s->named[i].size;
-                        return 0;
-                }
-        r = module_find_named(mod, name, ret_addr, ret_size);
-        if (!bid || s->n_named >= SYMBOLIZER_MODULES_MAX ||
-            !GREEDY_REALLOC(s->named, s->n_named_allocated, s->n_named + 1))
-                return r;
+                if (streq(s->named[i].build_id, bid) && streq(s->named[i].name, name))
+                        return &s->named[i];
+        return NULL;
+}
+
+static int named_add(Symbolizer *s, const char *bid, const char *name, bool found, uint64_t elf_addr,
+                     uint64_t size) {
+        struct SymNamed *e;
+
+        if (s->n_named >= SYMBOLIZER_MODULES_MAX || !GREEDY_REALLOC(s->named, s->n_named_allocated, s->n_named + 1))
+                return 0;
         e = &s->named[s->n_named];
-        *e = (struct SymNamed) { .found = r == 0, .elf_addr = r == 0 ? *ret_addr - bias : 0,
-                                 .size = r == 0 ? *ret_size : 0 };
-        e->build_id = TAKE_PTR(bid);
+        *e = (struct SymNamed) { .found = found, .elf_addr = elf_addr, .size = size };
+        e->build_id = strdup(bid);
         e->name = strdup(name);
-        if (!e->name) {
+        if (!e->build_id || !e->name) {
                 free(e->build_id);
+                free(e->name);
                 return -ENOMEM;
         }
         s->n_named++;
+        return 0;
+}
+
+int symbolizer_find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *names, size_t n, uint64_t *ret_addrs,
+                            uint64_t *ret_sizes) {
+        _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
+        GElf_Addr bias = 0;
+        bool missing = false;
+        int nsyms, r;
+
+        /* The answers by ELF address, the same for every process that loads this build. */
+        if (!dwfl_module_getelf(mod, &bias))
+                return -ENOENT;
+        for (size_t k = 0; k < n; k++) {
+                const struct SymNamed *e = named_find(s, bid, names[k]);
+
+                ret_addrs[k] = ret_sizes[k] = 0;
+                if (e && e->found) {
+                        ret_addrs[k] = e->elf_addr + bias;
+                        ret_sizes[k] = e->size;
+                }
+                missing = missing || !e;
+        }
+        if (!missing)
+                goto done;
+        /* One pass over the symbol table for every name not asked before (sections are looked up by name). */
+        for (size_t k = 0; k < n; k++)
+                if (names[k][0] == '.' && !named_find(s, bid, names[k]) &&
+                    module_find_named(mod, names[k], &ret_addrs[k], &ret_sizes[k]) < 0)
+                        ret_addrs[k] = ret_sizes[k] = 0;
+        nsyms = dwfl_module_getsymtab(mod);
+        for (int i = 1; i < nsyms; i++) {
+                GElf_Addr addr;
+                GElf_Sym sym;
+                const char *sn = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
+
+                if (!sn || sym.st_shndx == SHN_UNDEF)
+                        continue;
+                for (size_t k = 0; k < n; k++)
+                        if (names[k][0] != '.' && ret_addrs[k] == 0 && streq(sn, names[k])) {
+                                ret_addrs[k] = addr;
+                                ret_sizes[k] = sym.st_size;
+                        }
+        }
+        for (size_t k = 0; bid && k < n; k++)
+                if (!named_find(s, bid, names[k])) {
+                        r = named_add(s, bid, names[k], ret_addrs[k] != 0, ret_addrs[k] ? ret_addrs[k] - bias : 0,
+                                      ret_sizes[k]);
+                        if (r < 0)
+                                return r;
+                }
+done:
+        r = 0;
+        for (size_t k = 0; k < n; k++)
+                r += ret_addrs[k] != 0;
         return r;
+}
+
+int symbolizer_find_symbol(Symbolizer *s, Dwfl_Module *mod, const char *name, uint64_t *ret_addr,
+                           uint64_t *ret_size) {
+        int r = symbolizer_find_symbols(s, mod, &name, 1, ret_addr, ret_size);
+
+        return r < 0 ? r : r == 0 ? -ENOENT : 0;
 }
 
 char *symbolizer_data_symbol(Symbolizer *s, const ModuleInfo *mi, const char *root, uint64_t addr) {

@@ -67,6 +67,10 @@ char *symbolizer_data_symbol(Symbolizer *s, const ModuleInfo *mi, const char *ro
  * NAME when it starts with a dot, and its size: looked up once per build-id and name, the answer (found or not)
  * kept for every later process with the same build. -ENOENT when MOD has none, -ENOMEM. */
 int symbolizer_find_symbol(Symbolizer *s, Dwfl_Module *mod, const char *name, uint64_t *ret_addr, uint64_t *ret_size);
+/* The same for NAMES[0..N) at once (one pass over the symbol table for those not asked before): RET_ADDRS[k] 0
+ * when NAMES[k] is not there. Returns how many were found, or -ENOENT when MOD has no ELF, -ENOMEM. */
+int symbolizer_find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *names, size_t n, uint64_t *ret_addrs,
+                            uint64_t *ret_sizes);
 
 /* Append to T the frames for the pc in FRAME_TEMPLATE (which carries pc/activation/method/module index): inlined
  * call sites first (each marked inlined), then the containing function. SM may be NULL (see above); MOD may be
