@@ -581,11 +581,14 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
         return symbolize_thread(c, sym, root, t, frames, res.n_frames);
 }
 
+static void raw_thread_done(RawThread *raw) {
+        raw->stack.data = mfree(raw->stack.data);
+        py_raw_stack_done(&raw->py);
+}
+
 static void raw_set_done(RawSet *rs) {
-        for (size_t i = 0; rs->raw && i < rs->n; i++) {
-                free(rs->raw[i].stack.data);
-                py_raw_stack_done(&rs->raw[i].py);
-        }
+        for (size_t i = 0; rs->raw && i < rs->n; i++)
+                raw_thread_done(&rs->raw[i]);
         rs->raw = mfree(rs->raw);
         rs->n = 0;
 }
@@ -846,12 +849,15 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
 
                         if (capture_ptrace(c, t, &again) == 0) {
                                 bool clean2 = false;
-                                free(raw->stack.data);
+
+                                /* The frames read while it was stopped replace the passive look's, Python's too. */
+                                raw_thread_done(raw);
                                 *raw = again;
                                 r = unwind_one(c, sym, root, t, raw, frames, &clean2);
                                 if (r < 0)
                                         return r;
                         } else {
+                                raw_thread_done(&again);
                                 t->method = backup.method;
                                 t->pause_us = backup.pause_us;
                         }
