@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/escape.h"
+#include "base/macro.h"
 
 size_t utf8_sequence_len(const char *str, size_t len, uint32_t *ret_cp) {
         const unsigned char *s = (const unsigned char *) str;
@@ -101,4 +102,17 @@ char *escape_string(const char *s) {
         if (!s)
                 return strdup("(null)");
         return escape_cstring(s, strlen(s));
+}
+
+void fputs_escaped(const char *s, FILE *f) {
+        _cleanup_free_ char *e = escape_string(s);
+
+        fputs(e ?: "?", f);
+}
+
+void fputs_folded(const char *s, FILE *f) {
+        _cleanup_free_ char *e = escape_string(s);
+
+        for (const char *p = e ?: "?"; *p; p++)
+                fputc(*p == ';' ? ':' : *p == ' ' ? '_' : *p, f);
 }

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Return a malloc'd copy of the first LEN bytes of S with control characters, DEL, backslash and bytes that
  * are not valid UTF-8 written as C escapes (\n, \t, \e, \\, \xNN); printable UTF-8 is kept. C1 controls
@@ -12,6 +13,12 @@
 char *escape_cstring(const char *s, size_t len);
 /* Same for a NUL-terminated string; NULL in gives "(null)" out. */
 char *escape_string(const char *s);
+
+/* escape_string(S) written to F ("?" on OOM). */
+void fputs_escaped(const char *s, FILE *f);
+/* The same as a name in a folded stack, whose frames are separated by ';' and which ends with " count": those bytes
+ * become ':' and '_'. */
+void fputs_folded(const char *s, FILE *f);
 
 /* Whether code point CP acts rather than shows: C0 and C1 controls and DEL (U+0080…U+009F hold CSI and OSC for a
  * terminal), the bidirectional controls (U+202E turns "exe.txt" around), and the line and paragraph separators
