@@ -438,6 +438,64 @@ char *dwfl_module_build_id_hex(Dwfl_Module *mod) {
         return hex;
 }
 
+/* The Go toolchain's build ID (the ".note.go.buildid" note, type 4, name "Go\0\0"), hex-encoded; NULL when ELF has
+ * none. Go's linker writes no GNU build-id unless it links externally. */
+static char *go_build_id_hex(Elf *elf) {
+        size_t shstrndx;
+
+        if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return NULL;
+        for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+                size_t off = 0, name_off, desc_off;
+                const char *sn;
+                GElf_Shdr shdr;
+                GElf_Nhdr nh;
+                Elf_Data *d;
+
+                if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE)
+                        continue;
+                sn = elf_strptr(elf, shstrndx, shdr.sh_name);
+                if (!sn || !streq(sn, ".note.go.buildid") || !(d = elf_getdata(scn, NULL)))
+                        continue;
+                while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+                        const char *id = (const char *) d->d_buf + desc_off, *last;
+                        size_t n;
+                        char *hex;
+
+                        if (nh.n_type != 4 || (nh.n_namesz != 3 && nh.n_namesz != 4) ||
+                            memcmp((char *) d->d_buf + name_off, "Go", 3) != 0 ||
+                            nh.n_descsz == 0 || nh.n_descsz > 1024)
+                                continue;
+                        /* "action/content/…/content": the last part is the hash of the linked file's content, which
+                         * names it as a build-id does (cmd/go/internal/work/buildid.go). */
+                        n = strnlen(id, nh.n_descsz);
+                        last = memrchr(id, '/', n);
+                        last = last ? last + 1 : id;
+                        n -= (size_t) (last - id);
+                        if (n == 0 || n > 48)
+                                return NULL;
+                        hex = malloc(n * 2 + 1);
+                        if (!hex)
+                                return NULL;
+                        for (size_t i = 0; i < n; i++)
+                                sprintf(hex + 2 * i, "%02x", (unsigned char) last[i]);
+                        return hex;
+                }
+        }
+        return NULL;
+}
+
+/* What the caches know a module's build by: its build-id, else a Go binary's own build ID. */
+static char *module_cache_key(Dwfl_Module *mod) {
+        GElf_Addr bias;
+        char *bid = dwfl_module_build_id_hex(mod);
+        Elf *elf;
+
+        if (bid || !(elf = dwfl_module_getelf(mod, &bias)))
+                return bid;
+        return go_build_id_hex(elf);
+}
+
 int symbolizer_set_debuginfod(Symbolizer *s, const char *urls) {
         char *u = urls && urls[0] ? strdup(urls) : NULL;
 
@@ -548,7 +606,7 @@ static void sym_module_open(Symbolizer *s, SymModule *m) {
         if (!om || dwfl_report_end(m->dwfl, NULL, NULL) != 0 || !dwfl_module_getelf(om, &m->bias))
                 goto fail;
         /* The file on disk may have been replaced since the process loaded it: only a matching build-id counts. */
-        bid = dwfl_module_build_id_hex(om);
+        bid = module_cache_key(om);
         if (!bid || !streq(bid, m->build_id))
                 goto fail;
         m->mod = om;
@@ -617,7 +675,7 @@ static SymModule *get_module(Symbolizer *s, const char *bid, const char *name, c
 }
 
 SymModule *symbolizer_get_module(Symbolizer *s, Dwfl_Module *mod, const char *root) {
-        _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
+        _cleanup_free_ char *bid = module_cache_key(mod);
 
         return get_module(s, bid, dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL), root);
 }
@@ -694,7 +752,7 @@ static int named_add(Symbolizer *s, const char *bid, const char *name, bool foun
 
 int symbolizer_find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *names, size_t n, uint64_t *ret_addrs,
                             uint64_t *ret_sizes) {
-        _cleanup_free_ char *bid = dwfl_module_build_id_hex(mod);
+        _cleanup_free_ char *bid = module_cache_key(mod);
         GElf_Addr bias = 0;
         bool missing = false;
         int nsyms, r;
@@ -1072,6 +1130,25 @@ static int nested_scopes(Dwarf_Die *cudie, Dwarf_Addr addr, Dwarf_Die **ret) {
         return n;
 }
 
+/* The unit of ADDR (a module address) found by the units' own ranges, for a module whose DWARF has no .debug_aranges,
+ * which libdw's lookups need: Go's linker writes none. NULL when it has aranges (they answered already), or no unit
+ * covers ADDR. */
+static Dwarf_Die *cu_by_ranges(Dwfl_Module *m, Dwarf_Addr addr, Dwarf_Die *buf, Dwarf_Addr *ret_bias) {
+        Dwarf_Aranges *aranges;
+        Dwarf_Off off = 0, next;
+        size_t hsize, n_aranges = 0;
+        Dwarf *dw = dwfl_module_getdwarf(m, ret_bias);
+
+        if (!dw || (dwarf_getaranges(dw, &aranges, &n_aranges) == 0 && n_aranges > 0))
+                return NULL;
+        while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+                if (dwarf_offdie(dw, off + hsize, buf) && dwarf_haspc(buf, addr - *ret_bias) > 0)
+                        return buf;
+                off = next;
+        }
+        return NULL;
+}
+
 /* Resolve ADDR (a module address, already adjusted to point into the call) into OUT[0..*n): inlined call sites
  * innermost first, the containing function last. */
 static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, bool demangle, SymFrame *out, size_t max, size_t *n) {
@@ -1079,7 +1156,7 @@ static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, bool demangle, S
         int line = 0, column = 0, nscopes = 0;
         GElf_Off offset = 0;
         GElf_Sym sym;
-        Dwarf_Die *scopes = NULL, *cudie;
+        Dwarf_Die *scopes = NULL, *cudie, cu_buf;
         Dwarf_Addr dwbias;
         Dwfl_Line *l;
         size_t k = 0;
@@ -1090,13 +1167,29 @@ static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, bool demangle, S
                 if (l)
                         file = dwfl_lineinfo(l, NULL, &line, &column, NULL, NULL);
                 cudie = dwfl_module_addrdie(m, addr, &dwbias);
+                if (!cudie && (cudie = cu_by_ranges(m, addr, &cu_buf, &dwbias)) && !file) {
+                        Dwarf_Line *dl = dwarf_getsrc_die(cudie, addr - dwbias);
+
+                        file = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
+                        if (file) {
+                                (void) dwarf_lineno(dl, &line);
+                                (void) dwarf_linecol(dl, &column);
+                        }
+                }
                 /* dwarf_getscopes() continues with an inline's abstract origin after the first inlined instance;
                  * the concrete nesting (b inlined in a inlined in f) is the DIE path to the innermost scope. */
-                if (cudie && dwarf_getscopes(cudie, addr - dwbias, &scopes) > 0) {
+                if (cudie && (nscopes = dwarf_getscopes(cudie, addr - dwbias, &scopes)) > 0) {
                         Dwarf_Die innermost = scopes[0];
-                        free(scopes);
-                        scopes = NULL;
-                        nscopes = dwarf_getscopes_die(&innermost, &scopes);
+
+                        /* Without inlines, or one level of them, its answer is the nesting already; the walk from the
+                         * unit's start that dwarf_getscopes_die() does costs the unit's size (Go's runtime is one
+                         * unit of a hundred thousand entries). */
+                        if (dwarf_tag(&scopes[0]) == DW_TAG_inlined_subroutine &&
+                            (nscopes < 2 || dwarf_tag(&scopes[1]) != DW_TAG_subprogram)) {
+                                free(scopes);
+                                scopes = NULL;
+                                nscopes = dwarf_getscopes_die(&innermost, &scopes);
+                        }
                 } else if (cudie)
                         nscopes = nested_scopes(cudie, addr - dwbias, &scopes);
         }
