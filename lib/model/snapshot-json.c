@@ -227,6 +227,47 @@ static const char *syscall_kind_str(ProcSyscallKind k) {
         return k == PROC_SYSCALL_BLOCKED ? "blocked" : k == PROC_SYSCALL_NONE ? "none" : "running";
 }
 
+static json_object *frame_to_json(const UserFrame *f) {
+        json_object *k = json_object_new_object();
+
+        if (f->kind == FRAME_KIND_PYTHON) {
+                ADD(k, "kind", json_object_new_string(frame_kind_to_string(f->kind)));
+                fields_to_json(k, runtime_frame_fields, ELEMENTSOF(runtime_frame_fields), f);
+                return k;
+        }
+        /* A goroutine's frame is a machine frame: the native keys, and its kind. */
+        if (f->kind == FRAME_KIND_GO)
+                ADD(k, "kind", json_object_new_string(frame_kind_to_string(f->kind)));
+        fields_to_json(k, frame_fields, ELEMENTSOF(frame_fields), f);
+        ADD(k, "method", json_object_new_string(frame_method_to_string(f->method) ?: "cfi"));
+        /* Added in stackwatch.snapshot/1 with Python frames: only where true. */
+        if (f->interpreter)
+                ADD(k, "interpreter", json_object_new_boolean(true));
+        return k;
+}
+
+static int frame_from_json(json_object *e, UserFrame *f) {
+        json_object *m = json_member(e, "kind", json_type_string);
+        FrameMethod fm;
+        int r;
+
+        if (m && !streq(json_object_get_string(m), "native")) {
+                FrameKind k = frame_kind_from_string(json_object_get_string(m));
+
+                /* A kind from a later writer: its frame is kept as an unknown native frame. */
+                f->kind = k < 0 ? FRAME_KIND_NATIVE : k;
+                if (f->kind != FRAME_KIND_GO)
+                        return fields_from_json(e, runtime_frame_fields, ELEMENTSOF(runtime_frame_fields), f);
+        }
+        if ((r = fields_from_json(e, frame_fields, ELEMENTSOF(frame_fields), f)) < 0)
+                return r;
+        f->interpreter = json_get_bool(e, "interpreter");
+        m = json_member(e, "method", json_type_string);
+        fm = m ? frame_method_from_string(json_object_get_string(m)) : FRAME_METHOD_CFI;
+        f->method = fm < 0 ? FRAME_METHOD_CFI : fm;
+        return 0;
+}
+
 static json_object *thread_to_json(const ThreadSnapshot *t) {
         json_object *o = json_object_new_object(), *sc, *cap, *ks, *fr;
 
@@ -267,23 +308,8 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
         ADD(o, "kernel_stack", ks);
 
         fr = json_object_new_array();
-        for (size_t i = 0; i < t->n_frames; i++) {
-                const UserFrame *f = &t->frames[i];
-                json_object *k = json_object_new_object();
-
-                if (f->kind != FRAME_KIND_NATIVE) {
-                        ADD(k, "kind", json_object_new_string(frame_kind_to_string(f->kind)));
-                        fields_to_json(k, runtime_frame_fields, ELEMENTSOF(runtime_frame_fields), f);
-                        json_object_array_add(fr, k);
-                        continue;
-                }
-                fields_to_json(k, frame_fields, ELEMENTSOF(frame_fields), f);
-                ADD(k, "method", json_object_new_string(frame_method_to_string(f->method) ?: "cfi"));
-                /* Added in stackwatch.snapshot/1 with Python frames: only where true. */
-                if (f->interpreter)
-                        ADD(k, "interpreter", json_object_new_boolean(true));
-                json_object_array_add(fr, k);
-        }
+        for (size_t i = 0; i < t->n_frames; i++)
+                json_object_array_add(fr, frame_to_json(&t->frames[i]));
         ADD(o, "frames", fr);
         if (t->python || t->python_note) {
                 json_object *py = json_object_new_object();
@@ -302,6 +328,160 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
                 ADD(o, "python", py);
         }
         return o;
+}
+
+/* ---- goroutines ---- */
+
+static const JsonField go_fields[] = {
+        ROW("version", JF_STRING, GoRuntime, version),
+        ROW("layout", JF_STRING, GoRuntime, layout, .omit_null = true),
+        ROW("error", JF_STRING, GoRuntime, error, .omit_null = true),
+        ROW("goroutines_total", JF_U64, GoRuntime, total),
+        ROW("truncated", JF_BOOL, GoRuntime, truncated),
+        ROW("read_us", JF_U64, GoRuntime, read_usec),
+};
+
+static json_object *goroutine_to_json(const Goroutine *g) {
+        json_object *o = json_object_new_object();
+
+        ADD(o, "goid", json_object_new_uint64(g->goid));
+        ADD(o, "status", json_object_new_string(go_status_to_string(g->status) ?: "unknown"));
+        if (g->wait_reason)
+                ADD(o, "wait_reason", json_object_new_string(g->wait_reason));
+        if (g->wait_usec >= 0)
+                ADD(o, "wait_seconds", json_object_new_double((double) g->wait_usec / 1e6));
+        if (g->tid > 0)
+                ADD(o, "tid", json_object_new_int(g->tid));
+        if (g->locked)
+                ADD(o, "locked_to_thread", json_object_new_boolean(true));
+        if (g->stack >= 0)
+                ADD(o, "stack", json_object_new_int64(g->stack));
+        if (g->error)
+                ADD(o, "error", json_object_new_string(g->error));
+        if (g->created_by.function) {
+                json_object *c = json_object_new_object();
+
+                ADD(c, "function", json_object_new_string(g->created_by.function));
+                ADD(c, "file", json_new_string_or_null(g->created_by.file));
+                ADD(c, "line", g->created_by.line ? json_object_new_int((int) g->created_by.line) : NULL);
+                ADD(c, "pc", jhex(g->created_by.pc));
+                ADD(o, "created_by", c);
+        }
+        if (g->parent_goid)
+                ADD(o, "parent_goid", json_object_new_uint64(g->parent_goid));
+        if (g->wait_kind) {
+                json_object *w = json_object_new_object();
+
+                ADD(w, "kind", json_object_new_string(g->wait_kind));
+                ADD(w, "address", jhex(g->wait_address));
+                ADD(o, "wait_on", w);
+        }
+        return o;
+}
+
+/* A Go program's goroutines: "go" (the runtime), "goroutine_stacks" (distinct stacks, shared by index) and
+ * "goroutines". */
+static void go_to_json(json_object *o, const GoRuntime *gr) {
+        json_object *go = json_object_new_object(), *st, *gs;
+
+        fields_to_json(go, go_fields, ELEMENTSOF(go_fields), gr);
+        ADD(o, "go", go);
+        if (gr->error)
+                return;
+        st = json_object_new_array();
+        for (size_t i = 0; i < gr->n_stacks; i++) {
+                json_object *fr = json_object_new_array();
+
+                for (size_t k = 0; k < gr->stacks[i].n_frames; k++)
+                        json_object_array_add(fr, frame_to_json(&gr->stacks[i].frames[k]));
+                json_object_array_add(st, fr);
+        }
+        ADD(o, "goroutine_stacks", st);
+        gs = json_object_new_array();
+        for (size_t i = 0; i < gr->n_goroutines; i++)
+                json_object_array_add(gs, goroutine_to_json(&gr->goroutines[i]));
+        ADD(o, "goroutines", gs);
+}
+
+static int goroutine_from_json(json_object *e, GoRuntime *gr) {
+        Goroutine *g = go_runtime_add(gr);
+        json_object *c, *w, *m;
+        int64_t stack;
+        int r;
+
+        if (!g)
+                return -ENOMEM;
+        g->goid = get_u64(e, "goid");
+        m = json_member(e, "status", json_type_string);
+        g->status = m ? go_status_from_string(json_object_get_string(m)) : _GO_STATUS_INVALID;
+        if (g->status < 0)
+                g->status = GO_STATUS_WAITING;
+        g->wait_usec = json_member(e, "wait_seconds", json_type_double) || json_member(e, "wait_seconds", json_type_int)
+                               ? (int64_t) (json_get_double(e, "wait_seconds") * 1e6)
+                               : -1;
+        g->tid = (pid_t) get_i64(e, "tid", 0);
+        g->locked = json_get_bool(e, "locked_to_thread");
+        stack = get_i64(e, "stack", -1);
+        g->stack = stack >= 0 && (uint64_t) stack < gr->n_stacks ? (ssize_t) stack : -1;
+        g->parent_goid = get_u64(e, "parent_goid");
+        if ((r = json_dup_string(e, "wait_reason", &g->wait_reason)) < 0 ||
+            (r = json_dup_string(e, "error", &g->error)) < 0)
+                return r;
+        if ((c = json_member(e, "created_by", json_type_object))) {
+                if ((r = json_dup_string(c, "function", &g->created_by.function)) < 0 ||
+                    (r = json_dup_string(c, "file", &g->created_by.file)) < 0)
+                        return r;
+                g->created_by.line = (unsigned) get_i64(c, "line", 0);
+                g->created_by.pc = get_u64(c, "pc");
+                g->created_by.kind = FRAME_KIND_GO;
+        }
+        if ((w = json_member(e, "wait_on", json_type_object))) {
+                if ((r = json_dup_string(w, "kind", &g->wait_kind)) < 0)
+                        return r;
+                g->wait_address = get_u64(w, "address");
+        }
+        return 0;
+}
+
+static int go_from_json(json_object *j, json_object *go, Snapshot *s) {
+        GoRuntime *gr;
+        json_object *a;
+        int r;
+
+        gr = s->go = calloc(1, sizeof *gr);
+        if (!gr)
+                return -ENOMEM;
+        if ((r = fields_from_json(go, go_fields, ELEMENTSOF(go_fields), gr)) < 0)
+                return r;
+        if ((a = json_member(j, "goroutine_stacks", json_type_array)))
+                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                        json_object *fr = json_object_array_get_idx(a, i);
+                        GoStack *st = go_runtime_add_stack(gr);
+                        size_t n;
+
+                        if (!st)
+                                return -ENOMEM;
+                        if (!json_object_is_type(fr, json_type_array))
+                                continue;
+                        n = json_object_array_length(fr);
+                        st->frames = calloc(n ?: 1, sizeof *st->frames);
+                        if (!st->frames)
+                                return -ENOMEM;
+                        for (size_t k = 0; k < n; k++) {
+                                st->frames[k].module = -1;
+                                st->n_frames = k + 1;
+                                if ((r = frame_from_json(json_object_array_get_idx(fr, k), &st->frames[k])) < 0)
+                                        return r;
+                        }
+                }
+        if ((a = json_member(j, "goroutines", json_type_array)))
+                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                        json_object *e = json_object_array_get_idx(a, i);
+
+                        if (json_object_is_type(e, json_type_object) && (r = goroutine_from_json(e, gr)) < 0)
+                                return r;
+                }
+        return 0;
 }
 
 static json_object *pid_comm(const Snapshot *root, pid_t pid, pid_t tid) {
@@ -396,6 +576,8 @@ json_object *snapshot_to_json(const Snapshot *s) {
         for (size_t i = 0; i < s->n_threads; i++)
                 json_object_array_add(th, thread_to_json(&s->threads[i]));
         ADD(o, "threads", th);
+        if (s->go)
+                go_to_json(o, s->go);
 
         if (s->trigger) {
                 const SnapshotTrigger *t = s->trigger;
@@ -521,28 +703,12 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                 }
         if ((a = json_member(o, "frames", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
-                        json_object *e = json_object_array_get_idx(a, i), *m;
                         UserFrame *f = thread_add_frame(t);
-                        FrameMethod fm;
+
                         if (!f)
                                 return -ENOMEM;
-                        m = json_member(e, "kind", json_type_string);
-                        if (m && !streq(json_object_get_string(m), "native")) {
-                                FrameKind k = frame_kind_from_string(json_object_get_string(m));
-
-                                /* A kind from a later writer: its frame is kept as an unknown native frame. */
-                                f->kind = k < 0 ? FRAME_KIND_NATIVE : k;
-                                if ((r = fields_from_json(e, runtime_frame_fields, ELEMENTSOF(runtime_frame_fields),
-                                                          f)) < 0)
-                                        return r;
-                                continue;
-                        }
-                        if ((r = fields_from_json(e, frame_fields, ELEMENTSOF(frame_fields), f)) < 0)
+                        if ((r = frame_from_json(json_object_array_get_idx(a, i), f)) < 0)
                                 return r;
-                        f->interpreter = json_get_bool(e, "interpreter");
-                        m = json_member(e, "method", json_type_string);
-                        fm = m ? frame_method_from_string(json_object_get_string(m)) : FRAME_METHOD_CFI;
-                        f->method = fm < 0 ? FRAME_METHOD_CFI : fm;
                 }
         if ((a = json_member(o, "python", json_type_object))) {
                 t->python = json_get_bool(a, "thread_state");
@@ -700,6 +866,8 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 s->gil_holder = (pid_t) get_i64(a, "gil_holder", 0);
         }
 
+        if ((a = json_member(j, "go", json_type_object)) && (r = go_from_json(j, a, s)) < 0)
+                return r;
         if ((a = json_member(j, "threads", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *e = json_object_array_get_idx(a, i);
@@ -766,6 +934,10 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 for (size_t k = 0; k < s->threads[i].n_frames; k++)
                         if (s->threads[i].frames[k].module >= (int) s->n_modules)
                                 s->threads[i].frames[k].module = -1;
+        for (size_t i = 0; s->go && i < s->go->n_stacks; i++)
+                for (size_t k = 0; k < s->go->stacks[i].n_frames; k++)
+                        if (s->go->stacks[i].frames[k].module >= (int) s->n_modules)
+                                s->go->stacks[i].frames[k].module = -1;
         *ret = TAKE_PTR(s);
         return 0;
 }

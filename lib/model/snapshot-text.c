@@ -9,13 +9,9 @@
 #include "base/json-util.h"
 #include "base/macro.h"
 #include "base/strv.h"
+#include "model/goroutine-text.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
-
-static void put_escaped(FILE *f, const char *s) {
-        _cleanup_free_ char *e = escape_string(s);
-        fputs(e ?: "?", f);
-}
 
 /* A state letter from a stored snapshot is untrusted like any string: a letter as is, anything else escaped. */
 static void put_state(FILE *f, char c) {
@@ -58,12 +54,12 @@ static void print_syscall(FILE *f, const ThreadSnapshot *t) {
 /* A Python frame as a traceback shows it: #5  File "app.py", line 12, in Worker.inner */
 static void print_python_frame(FILE *f, const UserFrame *u, size_t n) {
         fprintf(f, "#%-2zu File \"", n);
-        put_escaped(f, u->file ?: "?");
+        fputs_escaped(u->file ?: "?", f);
         fputc('"', f);
         if (u->line)
                 fprintf(f, ", line %u", u->line);
         fputs(", in ", f);
-        put_escaped(f, u->function ?: "?");
+        fputs_escaped(u->function ?: "?", f);
         fputc('\n', f);
 }
 
@@ -71,7 +67,7 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
         fprintf(f, "TID %d:", (int) t->tid);
         if (t->comm) {
                 fputs(" \"", f);
-                put_escaped(f, t->comm);
+                fputs_escaped(t->comm, f);
                 fputc('"', f);
         }
         if (t->state == '\0' || t->state == '?')
@@ -85,7 +81,7 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
         }
         if (t->wchan) {
                 fputs(" wchan ", f);
-                put_escaped(f, t->wchan);
+                fputs_escaped(t->wchan, f);
         }
         fprintf(f, " [%s", capture_method_to_string(t->method) ?: "none");
         if (t->method == CAPTURE_METHOD_PTRACE)
@@ -98,25 +94,25 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
         fputc('\n', f);
         if (t->error) {
                 fputs("  ! ", f);
-                put_escaped(f, t->error);
+                fputs_escaped(t->error, f);
                 fputc('\n', f);
         }
         if (o->kernel)
                 for (size_t i = 0; i < t->n_kframes; i++) {
                         const KernelFrame *k = &t->kframes[i];
                         fputs("  [k] ", f);
-                        put_escaped(f, k->function);
+                        fputs_escaped(k->function, f);
                         fprintf(f, "+0x%" PRIx64, k->offset);
                         if (k->module) {
                                 fputs(" [", f);
-                                put_escaped(f, k->module);
+                                fputs_escaped(k->module, f);
                                 fputc(']', f);
                         }
                         fputc('\n', f);
                 }
         if (t->python_note) {
                 fputs("  (python: ", f);
-                put_escaped(f, t->python_note);
+                fputs_escaped(t->python_note, f);
                 fputs(")\n", f);
         }
         for (size_t i = 0, shown = 0; i < t->n_frames; i++) {
@@ -132,24 +128,24 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 }
                 fprintf(f, "#%-2zu 0x%016" PRIx64 " ", shown++, u->pc);
                 if (u->function) {
-                        put_escaped(f, o->raw_names && u->linkage_name ? u->linkage_name : u->function);
+                        fputs_escaped(o->raw_names && u->linkage_name ? u->linkage_name : u->function, f);
                         if (!u->inlined && u->function_offset)
                                 fprintf(f, "+0x%" PRIx64, u->function_offset);
                 } else
                         fputs("??", f);
                 if (mod) {
                         fputs(" - ", f);
-                        put_escaped(f, mod);
+                        fputs_escaped(mod, f);
                         if (s->modules[u->module].missing) {
                                 fputs(" [", f);
                                 if (s->modules[u->module].build_id) {
                                         fputs("build-id ", f);
-                                        put_escaped(f, s->modules[u->module].build_id);
+                                        fputs_escaped(s->modules[u->module].build_id, f);
                                         fputs(", ", f);
                                 }
                                 if (s->modules[u->module].missing_reason) {
                                         fputs("not read: ", f);
-                                        put_escaped(f, s->modules[u->module].missing_reason);
+                                        fputs_escaped(s->modules[u->module].missing_reason, f);
                                         fputc(']', f);
                                 } else
                                         fputs("not found: the file as the process sees it cannot be read]", f);
@@ -162,7 +158,7 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 fputc('\n', f);
                 if (u->file) {
                         fputs("    ", f);
-                        put_escaped(f, u->file);
+                        fputs_escaped(u->file, f);
                         fprintf(f, ":%u", u->line);
                         if (u->column)
                                 fprintf(f, ":%u", u->column);
@@ -171,7 +167,7 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
         }
         if (t->unwind_end && !streq(t->unwind_end, "end of stack")) {
                 fputs("  (unwind: ", f);
-                put_escaped(f, t->unwind_end);
+                fputs_escaped(t->unwind_end, f);
                 fputs(")\n", f);
         }
 }
@@ -180,9 +176,9 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
 static void put_python_place(FILE *f, const UserFrame *u) {
         const char *fb = u->file ? strrchr(u->file, '/') : NULL;
 
-        put_escaped(f, u->function ?: "?");
+        fputs_escaped(u->function ?: "?", f);
         fputs(" (", f);
-        put_escaped(f, fb ? fb + 1 : u->file ?: "?");
+        fputs_escaped(fb ? fb + 1 : u->file ?: "?", f);
         if (u->line)
                 fprintf(f, ":%u", u->line);
         fputc(')', f);
@@ -200,7 +196,7 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i, si
                 const KernelFrame *k = &t->kframes[i];
 
                 fprintf(f, "[k] ");
-                put_escaped(f, k->function);
+                fputs_escaped(k->function, f);
                 fprintf(f, "+0x%" PRIx64, k->offset);
         } else {
                 const UserFrame *u = &t->frames[i];
@@ -211,21 +207,21 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i, si
                         /* Its file and line are in its place already. */
                         put_python_place(f, u);
                 } else if (u->function) {
-                        put_escaped(f, u->function);
+                        fputs_escaped(u->function, f);
                         if (!u->inlined && u->function_offset)
                                 fprintf(f, "+0x%" PRIx64, u->function_offset);
                 } else
                         fprintf(f, "?? 0x%" PRIx64, u->pc);
                 if (mod) {
                         fputs(" (", f);
-                        put_escaped(f, base ? base + 1 : mod);
+                        fputs_escaped(base ? base + 1 : mod, f);
                         fputc(')', f);
                 }
                 if (u->file && u->kind != FRAME_KIND_PYTHON) {
                         const char *fb = strrchr(u->file, '/');
 
                         fputs(" at ", f);
-                        put_escaped(f, fb ? fb + 1 : u->file);
+                        fputs_escaped(fb ? fb + 1 : u->file, f);
                         fprintf(f, ":%u", u->line);
                 }
         }
@@ -318,13 +314,13 @@ static void print_chain_process(const Snapshot *root, pid_t pid, pid_t tid, bool
         const ThreadSnapshot *t = p && tid > 0 ? snapshot_find_thread((Snapshot *) p, tid) : NULL;
 
         fprintf(f, "%d (", (int) pid);
-        put_escaped(f, p ? p->comm : "?");
+        fputs_escaped(p ? p->comm : "?", f);
         fputc(')', f);
         if (tid > 0 && tid != pid)
                 fprintf(f, " thread %d", (int) tid);
         if (tid > 0 && tid != pid && t && p && !streq_ptr(t->comm, p->comm)) {
                 fputs(" (", f);
-                put_escaped(f, t->comm);
+                fputs_escaped(t->comm, f);
                 fputc(')', f);
         }
         if (with_call && t && t->syscall.kind == PROC_SYSCALL_BLOCKED)
@@ -361,13 +357,13 @@ static void print_lock_table(const Snapshot *s, FILE *f) {
                 if (e->kind != WAIT_KIND_MUTEX || seen)
                         continue;
                 fputs("    ", f);
-                put_escaped(f, e->object);
+                fputs_escaped(e->object, f);
                 fputs(": ", f);
                 if (e->peer_pid > 0) {
                         fputs("held by ", f);
                         print_chain_process(s, e->peer_pid, e->peer_tid, true, f);
                 } else
-                        put_escaped(f, e->reason ?: "owner unknown");
+                        fputs_escaped(e->reason ?: "owner unknown", f);
                 fputs("; waiting:", f);
                 for (size_t k = i; k < c->n_edges; k++)
                         if (same_lock(&c->edges[k], e)) {
@@ -393,11 +389,11 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                 fputs("    ", f);
                 print_chain_process(s, e->pid, e->tid, false, f);
                 fputc(' ', f);
-                put_escaped(f, e->syscall);
+                fputs_escaped(e->syscall, f);
                 if (e->fd >= 0)
                         fprintf(f, " fd %d", e->fd);
                 fputs(" → ", f);
-                put_escaped(f, e->object);
+                fputs_escaped(e->object, f);
                 if (e->multiplexed)
                         fputs(" (in its wait set)", f);
                 fputs(" → ", f);
@@ -407,7 +403,7 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                         fputs("nobody", f);
                 if (e->reason) {
                         fputs(": ", f);
-                        put_escaped(f, e->reason);
+                        fputs_escaped(e->reason, f);
                 }
                 fputc('\n', f);
         }
@@ -424,7 +420,7 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                         fprintf(f, "%s thread %d", i ? " →" : "", (int) tid);
                         if (t && t->comm) {
                                 fputs(" (", f);
-                                put_escaped(f, t->comm);
+                                fputs_escaped(t->comm, f);
                                 fputc(')', f);
                         }
                 }
@@ -436,14 +432,14 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                 for (size_t i = 0; i <= c->n_cycle; i++) {
                         const Snapshot *p = snapshot_process_of(s, c->cycle[i % c->n_cycle]);
                         fprintf(f, "%s%d (", i ? " → " : "", (int) c->cycle[i % c->n_cycle]);
-                        put_escaped(f, p ? p->comm : "?");
+                        fputs_escaped(p ? p->comm : "?", f);
                         fputc(')', f);
                 }
                 fputs(" wait only on each other\n", f);
         }
         for (char **e = c->errors; e && *e; e++) {
                 fputs("    ! ", f);
-                put_escaped(f, *e);
+                fputs_escaped(*e, f);
                 fputc('\n', f);
         }
         if (c->truncated)
@@ -452,7 +448,7 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
 
 int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
         fprintf(f, "PID %d - ", (int) s->pid);
-        put_escaped(f, s->comm);
+        fputs_escaped(s->comm, f);
         fputs(" (", f);
         put_state(f, s->state);
         fprintf(f, " %s)", thread_state_to_string(s->state));
@@ -460,17 +456,17 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 fputs(" kernel thread", f);
         if (s->unit) {
                 fputs(" unit ", f);
-                put_escaped(f, s->unit);
+                fputs_escaped(s->unit, f);
         }
         fputc('\n', f);
         if (s->exe) {
                 fputs("  exe ", f);
-                put_escaped(f, s->exe);
+                fputs_escaped(s->exe, f);
                 fputc('\n', f);
         }
         if (s->python) {
                 fputs("  python ", f);
-                put_escaped(f, s->python);
+                fputs_escaped(s->python, f);
                 if (s->gil_holder > 0)
                         fprintf(f, ", the GIL held by TID %d", (int) s->gil_holder);
                 else
@@ -480,9 +476,9 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
         if (s->trigger) {
                 const SnapshotTrigger *t = s->trigger;
                 fputs("  trigger: rule ", f);
-                put_escaped(f, t->rule);
+                fputs_escaped(t->rule, f);
                 fprintf(f, ", thread %d ", (int) t->tid);
-                put_escaped(f, t->klass ?: "n/a");
+                fputs_escaped(t->klass ?: "n/a", f);
                 fprintf(f, " for %.1f s (state ", (double) t->duration_usec / 1e6);
                 put_state(f, t->state);
                 fprintf(f, ", cpu %.0f%%", t->cpu_percent);
@@ -490,7 +486,7 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                         fprintf(f, ", in %s", syscall_name(t->syscall_nr) ?: "?");
                 if (t->wchan) {
                         fputs(", wchan ", f);
-                        put_escaped(f, t->wchan);
+                        fputs_escaped(t->wchan, f);
                 }
                 if (t->syscalls_per_sec > 0)
                         fprintf(f, ", %.0f syscalls/s, %.0f bytes/s", t->syscalls_per_sec, t->bytes_per_sec);
@@ -508,7 +504,7 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
         }
         for (char **e = s->errors; e && *e; e++) {
                 fputs("  ! ", f);
-                put_escaped(f, *e);
+                fputs_escaped(*e, f);
                 fputc('\n', f);
         }
         if (s->wait_chain)
@@ -517,12 +513,14 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 print_lock_table(s, f);
         for (size_t i = 0; i < s->n_threads; i++)
                 print_thread(s, &s->threads[i], o, f);
+        if (s->go)
+                goroutines_print_text(s, f);
         if (o->modules)
                 for (size_t i = 0; i < s->n_modules; i++) {
                         const ModuleInfo *m = &s->modules[i];
                         fprintf(f, "module 0x%016" PRIx64 "-0x%016" PRIx64 " %s ", m->start, m->end,
                                 m->build_id ?: "-");
-                        put_escaped(f, m->path);
+                        fputs_escaped(m->path, f);
                         fputc('\n', f);
                 }
         if (s->truncated)
@@ -534,14 +532,6 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
         return ferror(f) ? -EIO : 0;
 }
 
-/* Folded stacks separate frames with ';' and end with " count": keep those bytes out of names. */
-static void put_folded(FILE *f, const char *s) {
-        _cleanup_free_ char *e = escape_string(s);
-
-        for (const char *p = e ?: "?"; *p; p++)
-                fputc(*p == ';' ? ':' : *p == ' ' ? '_' : *p, f);
-}
-
 static const char *basename_of(const char *path) {
         const char *slash = path ? strrchr(path, '/') : NULL;
         return slash ? slash + 1 : path;
@@ -551,7 +541,7 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
         for (size_t i = 0; i < s->n_threads; i++) {
                 const ThreadSnapshot *t = &s->threads[i];
 
-                put_folded(f, t->comm ?: s->comm);
+                fputs_folded(t->comm ?: s->comm, f);
                 for (size_t k = t->n_frames; k > 0; k--) {
                         const UserFrame *u = &t->frames[k - 1];
 
@@ -560,14 +550,14 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
                         fputc(';', f);
                         if (u->kind == FRAME_KIND_PYTHON) {
                                 /* By function and file, not line: a flame graph adds up a function's samples. */
-                                put_folded(f, u->function);
+                                fputs_folded(u->function, f);
                                 fputs("_(", f);
-                                put_folded(f, basename_of(u->file) ?: "?");
+                                fputs_folded(basename_of(u->file) ?: "?", f);
                                 fputc(')', f);
                         } else if (u->function)
-                                put_folded(f, u->function);
+                                fputs_folded(u->function, f);
                         else if (module_path(s, u->module)) {
-                                put_folded(f, basename_of(module_path(s, u->module)));
+                                fputs_folded(basename_of(module_path(s, u->module)), f);
                                 fprintf(f, "+0x%" PRIx64, u->pc - s->modules[u->module].bias);
                         }
                         else
@@ -576,11 +566,12 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
                 if (kernel)
                         for (size_t k = t->n_kframes; k > 0; k--) {
                                 fputc(';', f);
-                                put_folded(f, t->kframes[k - 1].function);
+                                fputs_folded(t->kframes[k - 1].function, f);
                                 fputs("_[k]", f);
                         }
                 fputs(" 1\n", f);
         }
+        goroutines_print_folded(s, f);
         for (size_t i = 0; i < s->n_peers; i++)
                 snapshot_print_folded(s->peers[i], kernel, f);
         return ferror(f) ? -EIO : 0;

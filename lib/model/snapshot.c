@@ -29,8 +29,24 @@ DEFINE_STRING_TABLE_LOOKUP(frame_method, FrameMethod);
 static const char *const frame_kind_table[_FRAME_KIND_MAX] = {
         [FRAME_KIND_NATIVE] = "native",
         [FRAME_KIND_PYTHON] = "python",
+        [FRAME_KIND_GO] = "go",
 };
 DEFINE_STRING_TABLE_LOOKUP(frame_kind, FrameKind);
+
+/* Go's own names (runtime/traceback.go, gStatusStrings). */
+static const char *const go_status_table[_GO_STATUS_MAX] = {
+        [GO_STATUS_IDLE] = "idle",
+        [GO_STATUS_RUNNABLE] = "runnable",
+        [GO_STATUS_RUNNING] = "running",
+        [GO_STATUS_SYSCALL] = "syscall",
+        [GO_STATUS_WAITING] = "waiting",
+        [GO_STATUS_MORIBUND] = "moribund",
+        [GO_STATUS_DEAD] = "dead",
+        [GO_STATUS_ENQUEUE] = "enqueue",
+        [GO_STATUS_COPYSTACK] = "copystack",
+        [GO_STATUS_PREEMPTED] = "preempted",
+};
+DEFINE_STRING_TABLE_LOOKUP(go_status, GoStatus);
 
 static const char *const python_wait_table[_PYTHON_WAIT_MAX] = {
         [PYTHON_WAIT_NONE] = "none",
@@ -101,6 +117,7 @@ Snapshot *snapshot_free(Snapshot *s) {
         free(s->unit);
         free(s->unwinder);
         free(s->python);
+        go_runtime_free(s->go);
         strv_free(s->errors);
         if (s->trigger) {
                 free(s->trigger->rule);
@@ -129,6 +146,29 @@ WaitChain *wait_chain_free(WaitChain *c) {
         free(c->lock_cycle);
         strv_free(c->errors);
         free(c);
+        return NULL;
+}
+
+GoRuntime *go_runtime_free(GoRuntime *g) {
+        if (!g)
+                return NULL;
+        for (size_t i = 0; i < g->n_goroutines; i++) {
+                free(g->goroutines[i].wait_reason);
+                free(g->goroutines[i].error);
+                free(g->goroutines[i].wait_kind);
+                user_frame_done(&g->goroutines[i].created_by);
+        }
+        free(g->goroutines);
+        for (size_t i = 0; i < g->n_stacks; i++) {
+                for (size_t k = 0; k < g->stacks[i].n_frames; k++)
+                        user_frame_done(&g->stacks[i].frames[k]);
+                free(g->stacks[i].frames);
+        }
+        free(g->stacks);
+        free(g->version);
+        free(g->layout);
+        free(g->error);
+        free(g);
         return NULL;
 }
 
@@ -173,6 +213,21 @@ WaitEdge *wait_chain_add_edge(WaitChain *c) {
 
 ModuleInfo *snapshot_add_module(Snapshot *s) {
         return grow_one((void **) &s->modules, &s->n_modules, sizeof(ModuleInfo));
+}
+
+Goroutine *go_runtime_add(GoRuntime *g) {
+        Goroutine *r = grow_one((void **) &g->goroutines, &g->n_goroutines, sizeof(Goroutine));
+
+        if (r) {
+                r->wait_usec = -1;
+                r->stack = -1;
+                r->created_by.module = -1;
+        }
+        return r;
+}
+
+GoStack *go_runtime_add_stack(GoRuntime *g) {
+        return grow_one((void **) &g->stacks, &g->n_stacks, sizeof(GoStack));
 }
 
 void user_frame_done(UserFrame *f) {

@@ -39,6 +39,7 @@ FrameMethod frame_method_from_string(const char *s);
 typedef enum FrameKind {
         FRAME_KIND_NATIVE,
         FRAME_KIND_PYTHON,      /* CPython: function (the qualified name), file and line; no pc, no module */
+        FRAME_KIND_GO,          /* a goroutine's frame: a Go function's pc in the binary, as native frames are */
         _FRAME_KIND_MAX,
         _FRAME_KIND_INVALID = -EINVAL,
 } FrameKind;
@@ -224,6 +225,65 @@ WaitEdge *wait_chain_add_edge(WaitChain *c);
 /* Add a message (printf-style) to the chain's errors: a peer that exited, one we may not read, a budget. */
 int wait_chain_add_error(WaitChain *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A goroutine's state: the Go runtime's _G* values (runtime/runtime2.go, the same from 1.17 to 1.23). */
+typedef enum GoStatus {
+        GO_STATUS_IDLE = 0,
+        GO_STATUS_RUNNABLE = 1,
+        GO_STATUS_RUNNING = 2,
+        GO_STATUS_SYSCALL = 3,
+        GO_STATUS_WAITING = 4,
+        GO_STATUS_MORIBUND = 5,
+        GO_STATUS_DEAD = 6,
+        GO_STATUS_ENQUEUE = 7,
+        GO_STATUS_COPYSTACK = 8,
+        GO_STATUS_PREEMPTED = 9,
+        _GO_STATUS_MAX,
+        _GO_STATUS_INVALID = -EINVAL,
+} GoStatus;
+
+const char *go_status_to_string(GoStatus s);
+GoStatus go_status_from_string(const char *s);
+
+/* Frames shared by the goroutines whose stacks are the same (by pc): most of a server's are. */
+typedef struct GoStack {
+        UserFrame *frames;      /* innermost first, FRAME_KIND_GO */
+        size_t n_frames;
+        bool truncated;         /* more frames than were walked */
+} GoStack;
+
+typedef struct Goroutine {
+        uint64_t goid;
+        GoStatus status;
+        char *wait_reason;      /* the runtime's own words ("chan receive"), NULL unless it waits */
+        int64_t wait_usec;      /* how long it has waited; -1 when the runtime has not recorded since when */
+        pid_t tid;              /* the thread it runs on, or is locked to; 0 when none */
+        bool locked;            /* locked to its thread (runtime.LockOSThread) */
+        ssize_t stack;          /* index into GoRuntime.stacks; -1 when its stack was not read */
+        char *error;            /* why its stack was not read */
+        UserFrame created_by;   /* the go statement that started it (a return address); function NULL when none */
+        uint64_t parent_goid;   /* the goroutine that started it (1.21+), 0 when not known */
+        char *wait_kind;        /* what it waits on: "channel", "sync.Mutex" …; NULL when not known */
+        uint64_t wait_address;  /* that object's address */
+} Goroutine;
+
+/* A Go program's goroutines, read from its runtime. */
+typedef struct GoRuntime {
+        char *version;          /* runtime.buildVersion: "go1.19.8"; NULL when not read */
+        char *layout;           /* where runtime.g's layout came from: "dwarf" (the binary's) or "table" */
+        char *error;            /* why the goroutines were not read; NULL when they were */
+        uint64_t total;         /* goroutines the runtime had (allglen), dead ones included */
+        bool truncated;         /* the budget cut the list */
+        uint64_t read_usec;     /* time spent reading and decoding them */
+        Goroutine *goroutines;  /* by goid */
+        size_t n_goroutines;
+        GoStack *stacks;
+        size_t n_stacks;
+} GoRuntime;
+
+GoRuntime *go_runtime_free(GoRuntime *g);
+Goroutine *go_runtime_add(GoRuntime *g);
+GoStack *go_runtime_add_stack(GoRuntime *g);
+
 typedef struct Snapshot {
         uint64_t timestamp_usec;        /* CLOCK_REALTIME at the start of the capture */
         char *hostname;
@@ -257,6 +317,7 @@ typedef struct Snapshot {
 
         char *python;           /* the CPython version running in it ("3.11.2"), NULL when none was found */
         pid_t gil_holder;       /* the thread holding the GIL, 0 when none does or it is not known */
+        GoRuntime *go;          /* a Go program's goroutines; NULL when it runs no Go runtime */
 
         SnapshotTrigger *trigger; /* NULL for on-demand dumps */
 

@@ -1,0 +1,13 @@
+/* goroutine-text.h: a Go program's goroutines as Go users read them (a traceback's format), identical ones grouped
+ * as panicparse does, and what many of them wait on or were created by summed up. */
+#pragma once
+
+#include <stdio.h>
+
+#include "model/snapshot.h"
+
+/* The goroutines of S (S->go set): a summary, then each group of goroutines with the same stack, state, wait reason
+ * and creator, the longest waiting first, then the largest. Process-supplied strings escaped. */
+void goroutines_print_text(const Snapshot *s, FILE *f);
+/* One line per goroutine: "go:REASON;outermost;…;innermost 1". */
+void goroutines_print_folded(const Snapshot *s, FILE *f);
