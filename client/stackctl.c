@@ -78,6 +78,7 @@ static const struct {
         { "-u --unwinder U", "dump: libdw (default), libunwind, or fp" },
         { "   --no-kernel", "dump, show: leave out kernel stacks" },
         { "   --no-python", "dump: native frames only, no Python frames merged in (a CPython's are by default)" },
+        { "   --no-goroutines", "dump: a Go program's threads only, not its goroutines (read by default)" },
         { "   --max-frames N", "dump: at most N user frames per thread (default 256)" },
         { "   --max-threads N", "dump: at most N threads per process (default 4096)" },
         { "   --stack-bytes N", "dump: copy at most N bytes of each thread's stack (default 262144)" },
@@ -185,6 +186,7 @@ enum {
         ARG_FOLDED,
         ARG_NO_KERNEL,
         ARG_NO_PYTHON,
+        ARG_NO_GOROUTINES,
         ARG_MAX_FRAMES,
         ARG_MAX_THREADS,
         ARG_STACK_BYTES,
@@ -250,6 +252,7 @@ static const struct {
         { 'u', "--unwinder", V_DUMP },
         { ARG_NO_KERNEL, "--no-kernel", V_DUMP | V_SHOW },
         { ARG_NO_PYTHON, "--no-python", V_DUMP },
+        { ARG_NO_GOROUTINES, "--no-goroutines", V_DUMP },
         { ARG_MAX_FRAMES, "--max-frames", V_DUMP },
         { ARG_MAX_THREADS, "--max-threads", V_DUMP },
         { ARG_STACK_BYTES, "--stack-bytes", V_DUMP },
@@ -353,6 +356,7 @@ static const struct {
         { 'u', "--unwinder" },
         { ARG_NO_KERNEL, "--no-kernel" },
         { ARG_NO_PYTHON, "--no-python" },
+        { ARG_NO_GOROUTINES, "--no-goroutines" },
         { ARG_MAX_FRAMES, "--max-frames" },
         { ARG_MAX_THREADS, "--max-threads" },
         { ARG_STACK_BYTES, "--stack-bytes" },
@@ -379,6 +383,7 @@ static int parse_argv(int argc, char **argv) {
                 { "unwinder", required_argument, NULL, 'u' },
                 { "no-kernel", no_argument, NULL, ARG_NO_KERNEL },
                 { "no-python", no_argument, NULL, ARG_NO_PYTHON },
+                { "no-goroutines", no_argument, NULL, ARG_NO_GOROUTINES },
                 { "max-frames", required_argument, NULL, ARG_MAX_FRAMES },
                 { "max-threads", required_argument, NULL, ARG_MAX_THREADS },
                 { "stack-bytes", required_argument, NULL, ARG_STACK_BYTES },
@@ -495,6 +500,9 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_NO_PYTHON:
                         arg.capture.python = false;
+                        break;
+                case ARG_NO_GOROUTINES:
+                        arg.capture.goroutines = false;
                         break;
                 case ARG_PEERS:
                         if (parse_uint_arg("--peers", optarg, 0, WAIT_CHAIN_DEPTH_MAX, &v) < 0)

@@ -16,6 +16,7 @@
 #include "capture/capture-ptrace.h"
 #include "capture/capture-sched.h"
 #include "capture/capture.h"
+#include "capture/golang.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
 
@@ -57,6 +58,11 @@ typedef struct Capture {
         CaptureSched sched;     /* nice -20 for the capture, SCHED_FIFO while threads are stopped */
         PtraceHeld held;        /* threads that never stopped (D state), still attached */
         PyProcess *py;          /* the CPython interpreter in it, NULL when none (or not asked for) */
+        GoProcess *go;          /* the Go runtime in it, NULL when none (or not asked for) */
+        GoRawSet go_raw;        /* its goroutines as read */
+        uint64_t go_read_usec;
+        const char *root;       /* /proc/PID/root, for the symbolizer (set by the unwind pass) */
+        Symbolizer *sym;
 } Capture;
 
 /* A ptrace batch item's thread, stopped: its Python frames too, in the same pause. */
@@ -77,6 +83,7 @@ void capture_options_init(CaptureOptions *o) {
                 .time_budget_usec = CAPTURE_TIME_BUDGET_USEC_DEFAULT,
                 .stop_timeout_usec = CAPTURE_STOP_TIMEOUT_USEC_DEFAULT,
                 .python = true,
+                .goroutines = true,
         };
 }
 
@@ -559,6 +566,27 @@ static int symbolize_thread(Capture *c, Symbolizer *sym, const char *root, Threa
         return MIN(r, 0);
 }
 
+/* A Go thread's stack begins at runtime.mstart (or, on a goroutine's, runtime.goexit; runtime.mcall switched stacks):
+ * what an unwinder finds beyond it is not a frame. Cut there, as Go's own traceback stops. */
+static int go_trim_thread(ThreadSnapshot *t, bool *ret_clean) {
+        for (size_t i = 0; i < t->n_frames; i++) {
+                if (!go_stack_top_function(t->frames[i].function))
+                        continue;
+                if (i + 1 == t->n_frames)
+                        break;
+                for (size_t k = i + 1; k < t->n_frames; k++)
+                        user_frame_done(&t->frames[k]);
+                t->n_frames = i + 1;
+                free(t->unwind_end);
+                t->unwind_end = strdup("the outermost frame of a Go stack");
+                if (!t->unwind_end)
+                        return -ENOMEM;
+                *ret_clean = true;
+                break;
+        }
+        return 0;
+}
+
 /* Unwind one thread's raw capture into the snapshot. RET_CLEAN says whether it reached the outermost frame. */
 static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnapshot *t, RawThread *raw,
                       UnwindFrame *frames, bool *ret_clean) {
@@ -578,7 +606,10 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
         if (res.truncated)
                 t->truncated = true;
         *ret_clean = res.clean;
-        return symbolize_thread(c, sym, root, t, frames, res.n_frames);
+        r = symbolize_thread(c, sym, root, t, frames, res.n_frames);
+        if (r < 0)
+                return r;
+        return go_trim_thread(t, ret_clean);
 }
 
 static void raw_thread_done(RawThread *raw) {
@@ -603,6 +634,8 @@ static void capture_done(Capture *c) {
         c->symmods = mfree(c->symmods);
         c->symmod_done = mfree(c->symmod_done);
         c->py = py_process_free(c->py);
+        c->go = go_process_free(c->go);
+        go_raw_set_done(&c->go_raw);
 }
 
 /* A new snapshot of C->pid with what needs no thread: identity, the address space (C->up stays NULL where it
@@ -736,6 +769,63 @@ static int capture_python_open(Capture *c, Symbolizer *sym, const int *tids, siz
         if (!c->s->python)
                 return -ENOMEM;
         c->s->gil_holder = py_process_gil_holder(c->py);
+        return 0;
+}
+
+/* The Go runtime of the process, when it is a Go program; one that cannot be read is named (a stripped binary). */
+static int capture_go_open(Capture *c, Symbolizer *sym) {
+        const char *why = NULL;
+        int r;
+
+        r = go_process_open(c->pid, c->up, sym, &c->go, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                c->s->go = calloc(1, sizeof *c->s->go);
+                if (!c->s->go || !(c->s->go->error = strdup(why ?: strerror(-r))))
+                        return -ENOMEM;
+                (void) snapshot_add_error(c->s, "Go goroutines not read: %s", why ?: strerror(-r));
+        }
+        return 0;
+}
+
+/* Its goroutines, read without stopping anything: after the threads' copies, before they are unwound. */
+static int capture_go_read(Capture *c) {
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
+        const char *why = NULL;
+        int r;
+
+        r = go_read_goroutines(c->go, 0, c->o->max_frames, &c->go_raw, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                (void) snapshot_add_error(c->s, "Go goroutines not read: %s", why ?: strerror(-r));
+                c->go = go_process_free(c->go);
+        }
+        c->go_read_usec = now_usec(CLOCK_MONOTONIC) - start;
+        return 0;
+}
+
+static int go_symbolize_cb(void *userdata, const UnwindFrame *frames, size_t n, ThreadSnapshot *t) {
+        Capture *c = userdata;
+
+        return symbolize_thread(c, c->sym, c->root, t, frames, n);
+}
+
+/* The goroutines into the snapshot, once the threads (a running goroutine's frames) are unwound. */
+static int capture_go_build(Capture *c, Symbolizer *sym) {
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
+        char root[64];
+        int r;
+
+        snprintf(root, sizeof root, "/proc/%d/root", (int) c->pid);
+        c->root = root;
+        c->sym = sym;
+        r = go_build(c->go, &c->go_raw, c->s, go_symbolize_cb, c);
+        c->root = NULL;
+        if (r < 0)
+                return r;
+        c->s->go->read_usec = c->go_read_usec + (now_usec(CLOCK_MONOTONIC) - start);
         return 0;
 }
 
@@ -918,6 +1008,11 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
                 if (r < 0)
                         return r;
         }
+        if (o->goroutines && up) {
+                r = capture_go_open(&c, sym);
+                if (r < 0)
+                        return r;
+        }
         r = capture_raw_pass(&c, tids, n_tids, kthread > 0, &raw);
         if (r < 0)
                 return r;
@@ -925,9 +1020,19 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
          * very threads just released (a busy python3 under load then saw 66 ms gaps instead of 12-24 ms). But only
          * once no thread is held (capture_lower()). */
         capture_lower(&c);
+        if (c.go) {
+                r = capture_go_read(&c);
+                if (r < 0)
+                        return r;
+        }
         r = capture_unwind_pass(&c, sym, &raw);
         if (r < 0)
                 return r;
+        if (c.go) {
+                r = capture_go_build(&c, sym);
+                if (r < 0)
+                        return r;
+        }
 
         s->duration_usec = now_usec(CLOCK_MONOTONIC) - c.start_usec;
         *ret = TAKE_PTR(s);

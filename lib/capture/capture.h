@@ -36,6 +36,7 @@ typedef struct CaptureOptions {
         pid_t keep_tid;                 /* a thread that max_threads never leaves out (a rule's trigger thread) */
         const char *debuginfo_path;     /* libdwfl syntax; NULL for the default */
         bool python;                    /* a CPython's own frames, merged into the native ones (python.h) */
+        bool goroutines;                /* a Go program's goroutines (golang.h) */
 } CaptureOptions;
 
 void capture_options_init(CaptureOptions *o);
