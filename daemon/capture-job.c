@@ -23,6 +23,7 @@
 #include "capture/symbolize.h"
 #include "capture/syscall-probe.h"
 #include "chain/wait-chain.h"
+#include "model/goroutine-text.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
 #include "store/archive-vacuum.h"
@@ -270,7 +271,7 @@ static int report_python(const Snapshot *s, pid_t tid, json_object **ret) {
 static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_strv_free_ char **frames = NULL, **cmdline = NULL;
-        _cleanup_free_ char *stack = NULL, *text = NULL;
+        _cleanup_free_ char *stack = NULL, *text = NULL, *goroutines = NULL;
         json_object *python = NULL;
         size_t total = 0;
         int r;
@@ -291,9 +292,13 @@ static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
                 r = snapshot_thread_text(s, tid, &(TextOptions) { .kernel = true }, CAPTURE_JOB_STACK_MAX, &stack);
         if (r >= 0)
                 r = report_python(s, tid, &python);
+        if (r >= 0)
+                r = goroutines_summary(s, &goroutines);
+        if (r >= 0 && goroutines)
+                cut_text(goroutines, CAPTURE_JOB_FRAME_MAX);
         if (r < 0 || json_add(o, "cmdline", json_new_strv(cmdline ?: s->cmdline)) < 0 ||
             json_add(o, "frames", json_new_strv(frames)) < 0 || json_add_string(o, "stack", stack) < 0 ||
-            json_add(o, "python", python) < 0 ||
+            json_add(o, "python", python) < 0 || json_add_string(o, "goroutines", goroutines) < 0 ||
             json_to_text(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &text, NULL) < 0)
                 return ENOMEM;
         dprintf(out_fd, "%s\n", text);
@@ -504,6 +509,7 @@ static void job_finish(CaptureJob *j, int error) {
                     (json_dup_strv(identity, "cmdline", &res.cmdline) < 0 ||
                      json_dup_strv(identity, "frames", &res.frames) < 0 ||
                      json_dup_string(identity, "stack", &res.stack) < 0 ||
+                     json_dup_string(identity, "goroutines", &res.goroutines) < 0 ||
                      job_python_parse(json_get_array(identity, "python"), &res.python, &res.n_python) < 0))
                         log_oom();
         }
@@ -511,6 +517,7 @@ static void job_finish(CaptureJob *j, int error) {
         strv_free(res.cmdline);
         strv_free(res.frames);
         free(res.stack);
+        free(res.goroutines);
         for (size_t i = 0; i < res.n_python; i++)
                 free(res.python[i].frame);
         free(res.python);

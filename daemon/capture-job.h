@@ -50,6 +50,8 @@ typedef struct CaptureJobResult {
                                          * trigger thread first, then a deadlock's cycle in wait order, then the
                                          * others by TID, at most CAPTURE_JOB_PYTHON_MAX; NULL when none */
         size_t n_python;
+        char *goroutines;               /* a Go program's: its largest group of blocked goroutines and where they are
+                                         * (goroutines_summary()); NULL when none */
 } CaptureJobResult;
 
 /* Thread TID's entry of RES->python (the innermost Python frame it runs), NULL when it has none there. */

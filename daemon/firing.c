@@ -67,6 +67,7 @@ int firing_new(const Rule *r, ThreadEntry *t, Scanner *s, char *const *hook_argv
 Firing *firing_free(Firing *f) {
         if (!f)
                 return NULL;
+        free(f->goroutines);
         free(f->rule);
         strv_free(f->argv);
         free(f->comm);
@@ -163,6 +164,8 @@ char *firing_summary(const Firing *f, bool resolved, uint64_t at) {
                 if (f->python_frame)
                         fprintf(out, "%s in %s", f->syscall ? "," : "", f->python_frame);
                 put_cycle(f, out);
+                if (f->goroutines)
+                        fprintf(out, "; %s", f->goroutines);
         }
         if (fclose(out) != 0)
                 return NULL;
@@ -193,6 +196,7 @@ static JournalEvent firing_event(const Firing *f, const char *message_id, const 
                 .duration_usec = at - MIN(f->since_usec, at),
                 .state = state,
                 .python_frame = f->python_frame,
+                .goroutines = f->goroutines,
         };
 }
 

@@ -31,6 +31,8 @@ typedef struct Firing {
         HookPythonFrame *python_cycle;  /* from the capture of a deadlock: the cycle's threads that run Python code,
                                          * in wait order */
         size_t n_python_cycle;
+        char *goroutines;               /* from the capture of a Go program: its largest group of blocked goroutines
+                                         * and where they are (goroutines_summary()); NULL when none */
         char *snapshot_id, *snapshot_path;
         char *error;                    /* why there is no snapshot; NULL when there is one */
         double max_pause_us;

@@ -86,7 +86,7 @@ static char *cmdline_join(char *const *argv) {
         return TAKE_PTR(buf);
 }
 
-#define JOURNAL_FIELDS_MAX 32
+#define JOURNAL_FIELDS_MAX 40
 
 /* Append KEY=DATA (SIZE bytes, any bytes: sd_journal_sendv() sends a value with a newline or NUL in binary form). */
 static int field_add_binary(struct iovec *iov, size_t *n, size_t max, const char *key, const void *data, size_t size) {
@@ -167,6 +167,7 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_PID", hook_pid) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_STATUS", ev->hook_status) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_PYTHON_FRAME", ev->python_frame) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_GOROUTINES", ev->goroutines) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_STACK", ev->stack) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_SIZE", snap_size) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_TRUNCATED", ev->snapshot_truncated ? "1" : NULL) <

@@ -54,6 +54,7 @@ typedef struct JournalEvent {
         const char *error;
         const char *stack;      /* STACKWATCH_STACK: a thread's whole stack as text (already escaped) */
         const char *python_frame; /* STACKWATCH_PYTHON_FRAME: the innermost Python frame it runs (already escaped) */
+        const char *goroutines; /* STACKWATCH_GOROUTINES: a Go program's largest group of blocked goroutines (escaped) */
         const void *snapshot_file;      /* STACKWATCH_SNAPSHOT_FILE: a snapshot's archive file, binary */
         size_t snapshot_file_size;
         uint64_t snapshot_size;         /* STACKWATCH_SNAPSHOT_SIZE: that file's size, also when left out */

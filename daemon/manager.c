@@ -195,7 +195,8 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                 if (firing_set_capture(j->firing, m->config->archive_dir, res->id, why, res->max_pause_us,
                                        strv_copy(res->cmdline), strv_copy(res->frames),
                                        res->stack ? strdup(res->stack) : NULL) < 0 ||
-                    firing_python_from(j->firing, res) < 0)
+                    firing_python_from(j->firing, res) < 0 ||
+                    (res->goroutines && !(j->firing->goroutines = strdup(res->goroutines))))
                         log_oom();
                 manager_firing_done(m, TAKE_PTR(j->firing), j->log);
         }

@@ -202,27 +202,16 @@ static void print_summary(const GoRuntime *gr, FILE *f) {
         }
 }
 
-void goroutines_print_text(const Snapshot *s, FILE *f) {
+/* S's goroutines in groups (same_group()), in the order they are shown: *RET_MEMBERS the goroutines' indexes with each
+ * group's together, *RET_GROUPS into it. -ENOMEM. */
+static int group_goroutines(const Snapshot *s, size_t **ret_members, Group **ret_groups, size_t *ret_n) {
         const GoRuntime *gr = s->go;
-        _cleanup_free_ size_t *members = NULL;
-        _cleanup_free_ Group *groups = NULL;
+        _cleanup_free_ size_t *members = calloc(gr->n_goroutines ?: 1, sizeof *members);
+        _cleanup_free_ Group *groups = calloc(gr->n_goroutines ?: 1, sizeof *groups);
         size_t n_groups = 0;
 
-        fputs("GOROUTINES", f);
-        if (gr->version && gr->version[0]) {
-                fputs(" of ", f);
-                fputs_escaped(gr->version, f);
-        }
-        if (gr->error) {
-                fputs(": not read: ", f);
-                fputs_escaped(gr->error, f);
-                fputc('\n', f);
-                return;
-        }
-        members = calloc(gr->n_goroutines ?: 1, sizeof *members);
-        groups = calloc(gr->n_goroutines ?: 1, sizeof *groups);
         if (!members || !groups)
-                return;
+                return -ENOMEM;
         for (size_t i = 0; i < gr->n_goroutines; i++)
                 members[i] = i;
         sort_snapshot = s;
@@ -240,6 +229,32 @@ void goroutines_print_text(const Snapshot *s, FILE *f) {
                 last->wait_max = MAX(last->wait_max, g->wait_usec);
         }
         qsort(groups, n_groups, sizeof *groups, cmp_group);
+        *ret_members = TAKE_PTR(members);
+        *ret_groups = TAKE_PTR(groups);
+        *ret_n = n_groups;
+        return 0;
+}
+
+void goroutines_print_text(const Snapshot *s, FILE *f) {
+        const GoRuntime *gr = s->go;
+        _cleanup_free_ size_t *members = NULL;
+        _cleanup_free_ Group *groups = NULL;
+        size_t n_groups = 0;
+
+        fputs("GOROUTINES", f);
+        if (gr->version && gr->version[0]) {
+                fputs(" of ", f);
+                fputs_escaped(gr->version, f);
+        }
+        if (gr->error) {
+                fputs(": not read: ", f);
+                fputs_escaped(gr->error, f);
+                fputc('\n', f);
+                return;
+        }
+        if (group_goroutines(s, &members, &groups, &n_groups) < 0)
+                return;
+        sort_snapshot = s;
         fprintf(f, ": %zu in %zu groups", gr->n_goroutines, n_groups);
         if (gr->truncated)
                 fprintf(f, " (of %" PRIu64 ": a budget cut the rest)", gr->total);
@@ -265,6 +280,75 @@ void goroutines_print_text(const Snapshot *s, FILE *f) {
                 print_created_by(g, f);
         }
         sort_snapshot = NULL;
+}
+
+/* A goroutine's own place: its stack's innermost frame outside the runtime (gopark, chanrecv … are how it waits,
+ * not where). */
+static const UserFrame *own_frame(const GoRuntime *gr, const Goroutine *g) {
+        const GoStack *st = g->stack >= 0 && (size_t) g->stack < gr->n_stacks ? &gr->stacks[g->stack] : NULL;
+
+        for (size_t i = 0; st && i < st->n_frames; i++)
+                if (st->frames[i].function && !startswith(st->frames[i].function, "runtime."))
+                        return &st->frames[i];
+        return st && st->n_frames > 0 ? &st->frames[0] : NULL;
+}
+
+int goroutines_summary(const Snapshot *s, char **ret) {
+        _cleanup_free_ size_t *members = NULL;
+        _cleanup_free_ Group *groups = NULL;
+        const Group *best = NULL;
+        const GoRuntime *gr = s->go;
+        const Goroutine *g;
+        const UserFrame *u;
+        size_t n_groups = 0, size = 0;
+        char *text = NULL;
+        FILE *f;
+        int r;
+
+        *ret = NULL;
+        if (!gr || gr->error)
+                return 0;
+        r = group_goroutines(s, &members, &groups, &n_groups);
+        if (r < 0)
+                return r;
+        /* The largest group blocked a minute or more; else the largest that waits at all. */
+        for (int pass = 0; pass < 2 && !best; pass++)
+                for (size_t i = 0; i < n_groups; i++) {
+                        g = &gr->goroutines[members[groups[i].first]];
+                        if (g->status != GO_STATUS_WAITING || (pass == 0 && groups[i].wait_min < USEC_PER_MINUTE))
+                                continue;
+                        if (!best || groups[i].count > best->count)
+                                best = &groups[i];
+                }
+        if (!best)
+                return 0;
+        g = &gr->goroutines[members[best->first]];
+        f = open_memstream(&text, &size);
+        if (!f)
+                return -ENOMEM;
+        fprintf(f, "%zu goroutine%s [", best->count, best->count == 1 ? "" : "s");
+        fputs_escaped(reason_of(g), f);
+        if (best->wait_max >= USEC_PER_MINUTE)
+                fprintf(f, ", %" PRId64 " minutes", best->wait_max / USEC_PER_MINUTE);
+        fputc(']', f);
+        u = own_frame(gr, g);
+        if (u && u->function) {
+                fputs(" in ", f);
+                fputs_escaped(u->function, f);
+                if (u->file) {
+                        const char *b = strrchr(u->file, '/');
+
+                        fputs(" (", f);
+                        fputs_escaped(b ? b + 1 : u->file, f);
+                        fprintf(f, ":%u)", u->line);
+                }
+        }
+        if (fclose(f) != 0) {
+                free(text);
+                return -ENOMEM;
+        }
+        *ret = text;
+        return 0;
 }
 
 void goroutines_print_folded(const Snapshot *s, FILE *f) {

@@ -11,3 +11,7 @@
 void goroutines_print_text(const Snapshot *s, FILE *f);
 /* One line per goroutine: "go:REASON;outermost;…;innermost 1". */
 void goroutines_print_folded(const Snapshot *s, FILE *f);
+/* "37 goroutines [chan receive, 5 minutes] in main.worker (main.go:12)": the largest group blocked a minute or
+ * more (else the largest that waits), and its own innermost frame; *RET NULL when S has no goroutines waiting.
+ * -ENOMEM. */
+int goroutines_summary(const Snapshot *s, char **ret);
