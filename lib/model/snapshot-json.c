@@ -365,6 +365,7 @@ static json_object *goroutine_to_json(const Goroutine *g) {
                 ADD(c, "file", json_new_string_or_null(g->created_by.file));
                 ADD(c, "line", g->created_by.line ? json_object_new_int((int) g->created_by.line) : NULL);
                 ADD(c, "pc", jhex(g->created_by.pc));
+                ADD(c, "offset", json_object_new_uint64(g->created_by.function_offset));
                 ADD(o, "created_by", c);
         }
         if (g->parent_goid)
@@ -433,6 +434,7 @@ static int goroutine_from_json(json_object *e, GoRuntime *gr) {
                         return r;
                 g->created_by.line = (unsigned) get_i64(c, "line", 0);
                 g->created_by.pc = get_u64(c, "pc");
+                g->created_by.function_offset = get_u64(c, "offset");
                 g->created_by.kind = FRAME_KIND_GO;
         }
         if ((w = json_member(e, "wait_on", json_type_object))) {
