@@ -809,6 +809,8 @@ static int capture_go_read(Capture *c) {
 static int go_symbolize_cb(void *userdata, const UnwindFrame *frames, size_t n, ThreadSnapshot *t) {
         Capture *c = userdata;
 
+        if (over_budget(c))
+                return -ETIME;
         return symbolize_thread(c, c->sym, c->root, t, frames, n);
 }
 
@@ -825,6 +827,12 @@ static int capture_go_build(Capture *c, Symbolizer *sym) {
         c->root = NULL;
         if (r < 0)
                 return r;
+        if (c->s->go->unresolved > 0) {
+                c->s->truncated = true;
+                (void) snapshot_add_error(c->s, "time budget (%llu ms) spent: %zu of %zu goroutines left without "
+                                          "frames", (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC),
+                                          c->s->go->unresolved, c->s->go->n_goroutines);
+        }
         c->s->go->read_usec = c->go_read_usec + (now_usec(CLOCK_MONOTONIC) - start);
         return 0;
 }

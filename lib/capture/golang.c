@@ -893,6 +893,8 @@ static int creator_resolve(uint64_t pc, GoSymbolizeFn fn, void *userdata, Thread
         *ret = (UserFrame) { .module = -1 };
         scratch_reset(scratch);
         r = fn(userdata, &uf, 1, scratch);
+        if (r == -ETIME)
+                r = 0;
         if (r < 0 || scratch->n_frames == 0 || !scratch->frames[scratch->n_frames - 1].function)
                 return MIN(r, 0);
         outer = &scratch->frames[scratch->n_frames - 1];
@@ -1028,6 +1030,16 @@ int go_build(GoProcess *p, GoRawSet *raw, Snapshot *s, GoSymbolizeFn fn, void *u
                                                                                  : FRAME_METHOD_FP };
                                 scratch_reset(&scratch);
                                 r = fn(userdata, uf, rg->n_pcs, &scratch);
+                                if (r == -ETIME) {
+                                        /* Out of time: listed, without frames (what is left is not symbolized). */
+                                        gr->unresolved++;
+                                        free(g->error);
+                                        g->error = strdup("not symbolized: the capture's time budget ran out");
+                                        if (!g->error)
+                                                goto oom;
+                                        r = 0;
+                                        goto wait;
+                                }
                                 if (r < 0)
                                         goto out;
                                 r = stack_from_frames(p, gr, &scratch, rg->truncated, false, &slots[h]);
@@ -1037,6 +1049,7 @@ int go_build(GoProcess *p, GoRawSet *raw, Snapshot *s, GoSymbolizeFn fn, void *u
                         }
                         g->stack = slots[h];
                 }
+        wait:
                 if (rg->wait_kind && streq(rg->wait_kind, "semaphore"))
                         r = sema_object(g, g->stack >= 0 ? &gr->stacks[g->stack] : NULL, rg->wait_addr);
                 else if (rg->wait_kind) {

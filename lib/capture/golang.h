@@ -71,7 +71,8 @@ int go_read_goroutines(GoProcess *p, unsigned max_gs, unsigned max_frames, GoRaw
  * Nothing beyond it is a frame of the same stack. */
 bool go_stack_top_function(const char *function);
 
-/* Symbolize FRAMES[0..N) of the process into T's frames (appended): the capture's symbolizer. */
+/* Symbolize FRAMES[0..N) of the process into T's frames (appended): the capture's symbolizer. -ETIME when the
+ * capture's time is up (the goroutines left are listed without frames), -ENOMEM. */
 typedef int (*GoSymbolizeFn)(void *userdata, const UnwindFrame *frames, size_t n, ThreadSnapshot *t);
 
 /* Decode RAW into S->go (allocated here): goroutines by goid, each parked one's frames symbolized once per distinct

@@ -21,7 +21,9 @@ static const char *reason_of(const Goroutine *g) {
 }
 
 static bool same_group(const Goroutine *a, const Goroutine *b) {
-        return a->stack >= 0 && a->stack == b->stack && a->status == b->status && a->locked == b->locked &&
+        /* Those without frames go by why they have none. */
+        return a->stack == b->stack && (a->stack >= 0 || streq_ptr(a->error, b->error)) && a->status == b->status &&
+               a->locked == b->locked &&
                streq_ptr(a->wait_reason, b->wait_reason) && streq_ptr(a->created_by.function, b->created_by.function);
 }
 
@@ -38,7 +40,7 @@ static int cmp_group_member(const void *a, const void *b) {
         const Goroutine *y = &sort_snapshot->go->goroutines[*(const size_t *) b];
         int c;
 
-        /* Members of a group next to each other: by stack, state, reason, creator; then by goid. */
+        /* Members of a group next to each other: by stack, state, reason, creator, error; then by goid. */
         if (x->stack != y->stack)
                 return x->stack < y->stack ? -1 : 1;
         if (x->status != y->status)
@@ -48,6 +50,8 @@ static int cmp_group_member(const void *a, const void *b) {
         c = strcmp(x->wait_reason ?: "", y->wait_reason ?: "");
         if (c == 0)
                 c = strcmp(x->created_by.function ?: "", y->created_by.function ?: "");
+        if (c == 0)
+                c = strcmp(x->error ?: "", y->error ?: "");
         if (c == 0)
                 c = x->goid < y->goid ? -1 : x->goid > y->goid;
         return c;

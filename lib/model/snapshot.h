@@ -272,7 +272,8 @@ typedef struct GoRuntime {
         char *layout;           /* where runtime.g's layout came from: "dwarf" (the binary's) or "table" */
         char *error;            /* why the goroutines were not read; NULL when they were */
         uint64_t total;         /* goroutines the runtime had (allglen), dead ones included */
-        bool truncated;         /* the budget cut the list */
+        bool truncated;         /* the goroutine budget cut the list */
+        size_t unresolved;      /* goroutines left without frames by the time budget (not stored) */
         uint64_t read_usec;     /* time spent reading and decoding them */
         Goroutine *goroutines;  /* by goid */
         size_t n_goroutines;
