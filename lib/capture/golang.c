@@ -14,6 +14,7 @@
 #include "base/alloc-util.h"
 #include "base/macro.h"
 #include "capture/go-offsets.h"
+#include "capture/go-pclntab.h"
 #include "capture/golang.h"
 #include "proc/proc-read.h"
 
@@ -41,6 +42,8 @@ struct GoProcess {
         uint64_t semtable, semtable_size;
         char *reasons[GO_WAIT_REASONS_MAX];
         size_t n_reasons;
+        GoPclntab *pcln;        /* the binary's own table of functions and lines (1.18, 1.19), NULL when not read */
+        uint64_t pcln_bias;     /* its load bias: pc - bias is the ELF address */
         uint64_t *trampolines;  /* the entries of the compiler's wrappers, sorted (from DWARF) */
         size_t n_trampolines, n_trampolines_allocated;
 };
@@ -326,6 +329,8 @@ int go_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, GoProcess **r
         _cleanup_free_ char *exe = NULL;
         Dwfl_Module *mod = NULL;
         unsigned major, minor;
+        GElf_Addr bias;
+        Elf *elf;
         int r;
 
         *ret = NULL;
@@ -383,6 +388,15 @@ int go_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, GoProcess **r
                 }
                 p->off = *t;
         }
+        /* The binary's own table of functions (Go 1.18, 1.19): frame sizes for a goroutine in a syscall, and
+         * without DWARF its lines and inlined calls, as Go's traceback has them. */
+        elf = dwfl_module_getelf(mod, &bias);
+        if (elf) {
+                r = go_pclntab_open(elf, &p->pcln);
+                if (r == -ENOMEM)
+                        return r;
+                p->pcln_bias = bias;
+        }
         /* The runtime's own words for its wait reasons: an array of strings, one per waitReason. */
         if (addrs[R_REASONS] && sizes[R_REASONS] >= 16) {
                 size_t n = MIN(sizes[R_REASONS] / 16, (uint64_t) GO_WAIT_REASONS_MAX);
@@ -408,6 +422,7 @@ GoProcess *go_process_free(GoProcess *p) {
         for (size_t i = 0; i < p->n_reasons; i++)
                 free(p->reasons[i]);
         free(p->trampolines);
+        go_pclntab_free(p->pcln);
         free(p);
         return NULL;
 }
@@ -473,6 +488,8 @@ static bool g_decode(const GoOffsets *o, const uint8_t *b, uint64_t addr, GoRawG
                 .bp = get_u64(b, o->g_sched_bp),
                 .lo = get_u64(b, o->g_stack_lo),
                 .hi = get_u64(b, o->g_stack_hi),
+                .syscallsp = get_u64(b, o->g_syscallsp),
+                .syscallpc = get_u64(b, o->g_syscallpc),
         };
         if (g->status >= _GO_STATUS_MAX || g->status == GO_STATUS_DEAD || g->status == GO_STATUS_MORIBUND ||
             g->status == GO_STATUS_ENQUEUE || g->status == GO_STATUS_IDLE)
@@ -519,6 +536,40 @@ static int g_walk(const GoProcess *p, GoRawG *g, const uint8_t *copy, size_t len
                         break;
                 pc = frame[1];
                 bp = frame[0];
+        }
+        return 0;
+}
+
+/* A goroutine in a syscall, walked from where it entered it by each function's frame size at its pc (pclntab's
+ * pcsp, as the runtime's own traceback does: x86-64, whose calls push the return address), in COPY (its stack from
+ * syscallsp, LEN bytes) and past it in the process. Its thread's stack is the other way, but a passive capture has
+ * no frame pointer to start from, and a binary without DWARF no CFI. */
+static int g_walk_spdelta(const GoProcess *p, GoRawG *g, const uint8_t *copy, size_t len, unsigned max_frames) {
+        uint64_t pc = g->syscallpc, sp = g->syscallsp;
+
+        g->pcs = calloc(max_frames ?: 1, sizeof(uint64_t));
+        if (!g->pcs)
+                return -ENOMEM;
+        while (pc != 0) {
+                uint64_t ra;
+                int32_t delta;
+                bool top;
+
+                if (g->n_pcs >= max_frames) {
+                        g->truncated = true;
+                        break;
+                }
+                g->pcs[g->n_pcs++] = pc;
+                if (go_pclntab_spdelta(p->pcln, pc - p->pcln_bias, &delta, &top) < 0 || top)
+                        break;
+                ra = sp + (uint64_t) delta;
+                if (ra < sp || ra + 8 > g->hi)
+                        break;
+                if (ra + 8 <= g->syscallsp + len)
+                        memcpy(&pc, copy + (ra - g->syscallsp), sizeof pc);
+                else if (go_read_u64(p, ra, &pc) < 0)
+                        break;
+                sp = ra + 8;
         }
         return 0;
 }
@@ -699,6 +750,16 @@ int go_read_goroutines(GoProcess *p, unsigned max_gs, unsigned max_frames, GoRaw
                 GoRawG *g = &ret->gs[i];
 
                 sizes[i] = 0;
+#if defined(__x86_64__)
+                if (g->status == GO_STATUS_SYSCALL && p->pcln && g->syscallsp >= g->lo && g->syscallsp < g->hi &&
+                    g->syscallpc != 0) {
+                        g->by_spdelta = true;
+                        addrs[i] = g->syscallsp;
+                        sizes[i] = MIN(g->hi - g->syscallsp, (uint64_t) GO_STACK_COPY_BYTES);
+                        sbytes += sizes[i];
+                        continue;
+                }
+#endif
                 if (g->status == GO_STATUS_RUNNING || g->status == GO_STATUS_SYSCALL)
                         continue;       /* its frames are its thread's */
                 if (g->sp < g->lo || g->sp >= g->hi || g->pc == 0) {
@@ -738,7 +799,8 @@ int go_read_goroutines(GoProcess *p, unsigned max_gs, unsigned max_frames, GoRaw
                                 g->error = "its stack cannot be read";
                                 continue;
                         }
-                        r = g_walk(p, g, bufs[j], sizes[j], max_frames);
+                        r = g->by_spdelta ? g_walk_spdelta(p, g, bufs[j], sizes[j], max_frames)
+                                          : g_walk(p, g, bufs[j], sizes[j], max_frames);
                         if (r < 0)
                                 return r;
                 }
@@ -756,7 +818,8 @@ int go_read_goroutines(GoProcess *p, unsigned max_gs, unsigned max_frames, GoRaw
                 if (!g->pcs)
                         continue;
                 if (!ok[i] || !g_decode(o, bufs[i], g->addr, &again) || again.goid != g->goid ||
-                    again.sp != g->sp || again.pc != g->pc || again.bp != g->bp) {
+                    again.sp != g->sp || again.pc != g->pc || again.bp != g->bp ||
+                    (g->by_spdelta && (again.status != g->status || again.syscallsp != g->syscallsp))) {
                         g->pcs = mfree(g->pcs);
                         g->n_pcs = 0;
                         g->error = "it ran while its stack was read";
@@ -808,7 +871,10 @@ static int stack_from_frames(const GoProcess *p, GoRuntime *gr, ThreadSnapshot *
 
         if (!st)
                 return -ENOMEM;
-        while (n < t->n_frames && !go_stack_top_function(t->frames[n].function))
+        /* A thread's frames found by stack scan are guesses: a goroutine's stack ends where the unwind stopped knowing
+         * (without DWARF its frame pointers end at the goroutine's first function, whose saved one is 0). */
+        while (n < t->n_frames && !go_stack_top_function(t->frames[n].function) &&
+               !(copy && t->frames[n].method == FRAME_METHOD_SCAN))
                 n++;
         /* A thread's frames end at runtime.mstart or runtime.mcall (its own stack's top) when they are not a
          * goroutine's: those are kept, they are where it is. */
@@ -835,6 +901,58 @@ static int stack_from_frames(const GoProcess *p, GoRuntime *gr, ThreadSnapshot *
         st->truncated = truncated;
         *ret = (ssize_t) (gr->n_stacks - 1);
         return 0;
+}
+
+/* Without DWARF: T's frames, one per pc of PCS[0..N) as the symbol table named them, expanded from the binary's
+ * own table (pclntab) into Go's view: each pc's inlined calls, file and line, its compiler wrappers left out. A pc
+ * the table does not know keeps its frame. -ENOMEM. */
+static int pcln_expand(const GoProcess *p, const uint64_t *pcs, size_t n, bool entry, ThreadSnapshot *t) {
+        _cleanup_free_ UserFrame *old = NULL;
+        size_t n_old = t->n_frames;
+        GoPcFrame pf[32];
+        int r = 0;
+
+        if (!p->pcln || p->from_dwarf || n_old != n)
+                return 0;
+        old = TAKE_PTR(t->frames);
+        t->n_frames = 0;
+        for (size_t k = 0; k < n_old; k++) {
+                bool activation = k == 0 && entry;
+                uint64_t lookup = pcs[k] - (activation ? 0 : 1) - p->pcln_bias;
+                size_t m = go_pclntab_frames(p->pcln, lookup, pf, ELEMENTSOF(pf));
+
+                if (m == 0) {
+                        UserFrame *u = thread_add_frame(t);
+
+                        if (!u)
+                                goto oom;
+                        *u = old[k];
+                        old[k] = (UserFrame) {};
+                        continue;
+                }
+                for (size_t i = 0; i < m; i++) {
+                        UserFrame *u;
+
+                        if (pf[i].wrapper)
+                                continue;
+                        u = thread_add_frame(t);
+                        if (!u)
+                                goto oom;
+                        *u = (UserFrame) { .kind = old[k].kind, .pc = old[k].pc, .activation = old[k].activation,
+                                           .method = old[k].method, .module = old[k].module,
+                                           .inlined = pf[i].inlined, .line = pf[i].line,
+                                           .function_offset = pf[i].inlined ? 0 : pcs[k] - p->pcln_bias - pf[i].entry };
+                        if (!(u->function = strdup(pf[i].function)) || (pf[i].file && !(u->file = strdup(pf[i].file))))
+                                goto oom;
+                }
+        }
+        goto out;
+oom:
+        r = -ENOMEM;
+out:
+        for (size_t k = 0; k < n_old; k++)
+                user_frame_done(&old[k]);
+        return r;
 }
 
 static void scratch_reset(ThreadSnapshot *t) {
@@ -885,7 +1003,8 @@ static void creators_done(Creators *c) {
 
 /* FN's answer for the go statement at PC: the function that holds it, at the line of the (maybe inlined)
  * statement; its function NULL when not known. */
-static int creator_resolve(uint64_t pc, GoSymbolizeFn fn, void *userdata, ThreadSnapshot *scratch, UserFrame *ret) {
+static int creator_resolve(const GoProcess *p, uint64_t pc, GoSymbolizeFn fn, void *userdata, ThreadSnapshot *scratch,
+                           UserFrame *ret) {
         UnwindFrame uf = { .pc = pc, .method = FRAME_METHOD_FP };
         UserFrame *outer, *inner;
         int r;
@@ -895,6 +1014,8 @@ static int creator_resolve(uint64_t pc, GoSymbolizeFn fn, void *userdata, Thread
         r = fn(userdata, &uf, 1, scratch);
         if (r == -ETIME)
                 r = 0;
+        if (r >= 0)
+                r = pcln_expand(p, &pc, 1, false, scratch);
         if (r < 0 || scratch->n_frames == 0 || !scratch->frames[scratch->n_frames - 1].function)
                 return MIN(r, 0);
         outer = &scratch->frames[scratch->n_frames - 1];
@@ -912,7 +1033,7 @@ static int creator_resolve(uint64_t pc, GoSymbolizeFn fn, void *userdata, Thread
         return 0;
 }
 
-static int creator_of(Creators *c, uint64_t pc, GoSymbolizeFn fn, void *userdata, ThreadSnapshot *scratch,
+static int creator_of(const GoProcess *p, Creators *c, uint64_t pc, GoSymbolizeFn fn, void *userdata, ThreadSnapshot *scratch,
                       UserFrame *ret) {
         size_t h = hash_u64(pc) & (c->n_slots - 1);
         int r;
@@ -920,7 +1041,7 @@ static int creator_of(Creators *c, uint64_t pc, GoSymbolizeFn fn, void *userdata
         while (c->pcs[h] != 0 && c->pcs[h] != pc)
                 h = (h + 1) & (c->n_slots - 1);
         if (c->pcs[h] == 0) {
-                r = creator_resolve(pc, fn, userdata, scratch, &c->frames[h]);
+                r = creator_resolve(p, pc, fn, userdata, scratch, &c->frames[h]);
                 if (r < 0)
                         return r;
                 c->pcs[h] = pc;
@@ -970,7 +1091,7 @@ static int goroutine_fill(GoProcess *p, const GoRawSet *raw, const GoRawG *rg, G
         /* The go statement that created it: a return address in its creator (goroutine 1's is the runtime's start,
          * which Go does not show either). */
         if (rg->gopc && rg->goid != 1)
-                return creator_of(creators, rg->gopc, fn, userdata, scratch, &g->created_by);
+                return creator_of(p, creators, rg->gopc, fn, userdata, scratch, &g->created_by);
         return 0;
 }
 
@@ -1040,6 +1161,8 @@ int go_build(GoProcess *p, GoRawSet *raw, Snapshot *s, GoSymbolizeFn fn, void *u
                                         r = 0;
                                         goto wait;
                                 }
+                                if (r >= 0)
+                                        r = pcln_expand(p, rg->pcs, rg->n_pcs, rg->entry, &scratch);
                                 if (r < 0)
                                         goto out;
                                 r = stack_from_frames(p, gr, &scratch, rg->truncated, false, &slots[h]);

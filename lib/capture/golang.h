@@ -30,6 +30,8 @@ typedef struct GoRawG {
         uint64_t parent_goid;   /* 1.21+ */
         uint64_t m, lockedm, waiting;
         uint64_t sp, pc, bp, lo, hi;
+        uint64_t syscallsp, syscallpc;  /* in a syscall: where it entered it */
+        bool by_spdelta;        /* walked from syscallsp/pc by the binary's frame sizes (pclntab), not its thread */
         pid_t tid;              /* the thread of its M (running, in a syscall) or of the M it is locked to */
         uint64_t *pcs;          /* its frames' pcs, innermost first (parked: walked from sched.bp) */
         size_t n_pcs;
