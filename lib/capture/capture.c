@@ -572,6 +572,10 @@ static int go_trim_thread(ThreadSnapshot *t, bool *ret_clean) {
         for (size_t i = 0; i < t->n_frames; i++) {
                 if (!go_stack_top_function(t->frames[i].function))
                         continue;
+                /* Whole: a stack copy cut short (a goroutine's stack is in the heap, whose mapping runs on past it)
+                 * lost nothing. */
+                t->truncated = false;
+                *ret_clean = true;
                 if (i + 1 == t->n_frames)
                         break;
                 for (size_t k = i + 1; k < t->n_frames; k++)
