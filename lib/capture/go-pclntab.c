@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/macro.h"
+#include "base/unaligned.h"
 #include "capture/go-pclntab.h"
 
 #define PCLNTAB_MAGIC_118 0xfffffff0U
@@ -46,20 +47,6 @@ struct GoPclntab {
         Section gofunc;                 /* the section holding go.func.* (funcdata offsets are from it) */
         uint64_t gofunc_addr;
 };
-
-static uint32_t u32_at(const uint8_t *p) {
-        uint32_t v;
-
-        memcpy(&v, p, sizeof v);
-        return v;
-}
-
-static uint64_t u64_at(const uint8_t *p) {
-        uint64_t v;
-
-        memcpy(&v, p, sizeof v);
-        return v;
-}
 
 /* N bytes at OFF of the table, NULL when they are not all in it. */
 static const uint8_t *at(const GoPclntab *t, uint64_t off, size_t n) {
@@ -151,7 +138,7 @@ int go_pclntab_open(Elf *elf, GoPclntab **ret) {
         if (s.size < 8 + 8 * 8)
                 return -EBADMSG;
         h = s.data;
-        if (u32_at(h) != PCLNTAB_MAGIC_118)
+        if (unaligned_read_u32(h) != PCLNTAB_MAGIC_118)
                 return -EPROTONOSUPPORT;
         /* pad1, pad2 0; minLC 1 (x86) or 4 (arm64); pointers of 8 bytes. */
         if (h[4] != 0 || h[5] != 0 || (h[6] != 1 && h[6] != 4) || h[7] != 8)
@@ -162,13 +149,13 @@ int go_pclntab_open(Elf *elf, GoPclntab **ret) {
         *t = (GoPclntab) {
                 .base = h,
                 .size = s.size,
-                .nfunc = u64_at(h + 8),
-                .text = u64_at(h + 24),
-                .funcnames = (size_t) u64_at(h + 32),
-                .cutab = (size_t) u64_at(h + 40),
-                .filetab = (size_t) u64_at(h + 48),
-                .pctab = (size_t) u64_at(h + 56),
-                .pcln = (size_t) u64_at(h + 64),
+                .nfunc = unaligned_read_u64(h + 8),
+                .text = unaligned_read_u64(h + 24),
+                .funcnames = (size_t) unaligned_read_u64(h + 32),
+                .cutab = (size_t) unaligned_read_u64(h + 40),
+                .filetab = (size_t) unaligned_read_u64(h + 48),
+                .pctab = (size_t) unaligned_read_u64(h + 56),
+                .pcln = (size_t) unaligned_read_u64(h + 64),
         };
         if (t->nfunc == 0 || t->nfunc > t->size / 8 || !at(t, t->pcln, (t->nfunc + 1) * 8) || !at(t, t->funcnames, 1) ||
             !at(t, t->cutab, 4) || !at(t, t->filetab, 1) || !at(t, t->pctab, 1)) {
@@ -236,7 +223,7 @@ static const char *file_of(const GoPclntab *t, uint32_t cu, int32_t fileno) {
 
         if (fileno < 0 || !(c = at(t, t->cutab + ((uint64_t) cu + (uint32_t) fileno) * 4, 4)))
                 return NULL;
-        off = u32_at(c);
+        off = unaligned_read_u32(c);
         return off == UINT32_MAX ? NULL : str_at(t, t->filetab + off);
 }
 
@@ -251,21 +238,21 @@ static const uint8_t *find_func(const GoPclntab *t, uint64_t pc, uint64_t *ret_e
                 return NULL;
         /* The last function whose entry is at or before PC (functab is sorted; its last entry is the end). */
         ft = t->base + t->pcln;
-        if (pc - t->text >= u32_at(ft + t->nfunc * 8) || pc - t->text < u32_at(ft))
+        if (pc - t->text >= unaligned_read_u32(ft + t->nfunc * 8) || pc - t->text < unaligned_read_u32(ft))
                 return NULL;
         while (hi - lo > 1) {
                 uint64_t mid = lo + (hi - lo) / 2;
 
-                if (u32_at(ft + mid * 8) <= pc - t->text)
+                if (unaligned_read_u32(ft + mid * 8) <= pc - t->text)
                         lo = mid;
                 else
                         hi = mid;
         }
-        entry = t->text + u32_at(ft + lo * 8);
-        funcoff = u32_at(ft + lo * 8 + 4);
+        entry = t->text + unaligned_read_u32(ft + lo * 8);
+        funcoff = unaligned_read_u32(ft + lo * 8 + 4);
         f = at(t, t->pcln + (uint64_t) funcoff, FUNC_BYTES);
-        if (!f || t->text + u32_at(f) != entry ||
-            !at(t, t->pcln + (uint64_t) funcoff + FUNC_BYTES, ((size_t) u32_at(f + FUNC_NPCDATA) + f[FUNC_NFUNCDATA]) * 4))
+        if (!f || t->text + unaligned_read_u32(f) != entry ||
+            !at(t, t->pcln + (uint64_t) funcoff + FUNC_BYTES, ((size_t) unaligned_read_u32(f + FUNC_NPCDATA) + f[FUNC_NFUNCDATA]) * 4))
                 return NULL;
         *ret_entry = entry;
         return f;
@@ -279,7 +266,7 @@ int go_pclntab_spdelta(const GoPclntab *t, uint64_t pc, int32_t *ret_delta, bool
         if (!f)
                 return -ENOENT;
         *ret_top = f[FUNC_FLAG] & FUNCFLAG_TOPFRAME;
-        d = pcvalue(t, u32_at(f + FUNC_PCSP), entry, pc, t->base[6]);
+        d = pcvalue(t, unaligned_read_u32(f + FUNC_PCSP), entry, pc, t->base[6]);
         if (d < 0 || d % 8 != 0)
                 return -EBADMSG;
         *ret_delta = d;
@@ -297,24 +284,24 @@ size_t go_pclntab_frames(const GoPclntab *t, uint64_t pc, GoPcFrame *out, size_t
 
         if (max == 0 || !(f = find_func(t, pc, &entry)))
                 return 0;
-        npcdata = u32_at(f + FUNC_NPCDATA);
+        npcdata = unaligned_read_u32(f + FUNC_NPCDATA);
         nfuncdata = f[FUNC_NFUNCDATA];
-        cu = u32_at(f + FUNC_CUOFFSET);
-        pcfile = u32_at(f + FUNC_PCFILE);
-        pcln = u32_at(f + FUNC_PCLN);
-        name = str_at(t, t->funcnames + u32_at(f + FUNC_NAMEOFF));
+        cu = unaligned_read_u32(f + FUNC_CUOFFSET);
+        pcfile = unaligned_read_u32(f + FUNC_PCFILE);
+        pcln = unaligned_read_u32(f + FUNC_PCLN);
+        name = str_at(t, t->funcnames + unaligned_read_u32(f + FUNC_NAMEOFF));
         if (!name)
                 return 0;
         /* The inline tree (funcdata, from go.func.*) and the pc's index in it (pcdata). */
         if (FUNCDATA_INLTREE < nfuncdata && PCDATA_INLTREEINDEX < npcdata && t->gofunc_addr) {
-                uint32_t off = u32_at(f + FUNC_BYTES + npcdata * 4 + FUNCDATA_INLTREE * 4);
+                uint32_t off = unaligned_read_u32(f + FUNC_BYTES + npcdata * 4 + FUNCDATA_INLTREE * 4);
                 uint64_t a = t->gofunc_addr + off;
 
                 if (off != UINT32_MAX && a >= t->gofunc.addr && a < t->gofunc.addr + t->gofunc.size)
                         inltree = a - t->gofunc.addr;
         }
         for (unsigned depth = 0; inltree != UINT64_MAX && depth < INLINE_DEPTH_MAX && n + 1 < max; depth++) {
-                int32_t ix = pcvalue(t, u32_at(f + FUNC_BYTES + PCDATA_INLTREEINDEX * 4), entry, tracepc, quantum);
+                int32_t ix = pcvalue(t, unaligned_read_u32(f + FUNC_BYTES + PCDATA_INLTREEINDEX * 4), entry, tracepc, quantum);
                 const uint8_t *call;
                 const char *iname;
                 int32_t line;
@@ -324,14 +311,14 @@ size_t go_pclntab_frames(const GoPclntab *t, uint64_t pc, GoPcFrame *out, size_t
                 if (inltree + ((uint64_t) ix + 1) * INLINED_CALL_BYTES > t->gofunc.size)
                         break;
                 call = t->gofunc.data + inltree + (uint64_t) ix * INLINED_CALL_BYTES;
-                iname = str_at(t, t->funcnames + u32_at(call + INLINED_NAMEOFF));
+                iname = str_at(t, t->funcnames + unaligned_read_u32(call + INLINED_NAMEOFF));
                 line = pcvalue(t, pcln, entry, tracepc, quantum);
                 out[n++] = (GoPcFrame) { .function = iname ?: "?",
                                          .file = file_of(t, cu, pcvalue(t, pcfile, entry, tracepc, quantum)),
                                          .line = line > 0 ? (unsigned) line : 0, .inlined = true,
                                          .wrapper = call[INLINED_FUNCID] == FUNCID_WRAPPER, .entry = entry };
                 /* Back to an instruction of the caller, whose position is the call site. */
-                tracepc = entry + u32_at(call + INLINED_PARENTPC);
+                tracepc = entry + unaligned_read_u32(call + INLINED_PARENTPC);
         }
         {
                 int32_t line = pcvalue(t, pcln, entry, tracepc, quantum);

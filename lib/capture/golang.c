@@ -13,6 +13,7 @@
 
 #include "base/alloc-util.h"
 #include "base/macro.h"
+#include "base/unaligned.h"
 #include "capture/go-offsets.h"
 #include "capture/go-pclntab.h"
 #include "capture/golang.h"
@@ -51,34 +52,11 @@ struct GoProcess {
 /* ---- memory ---- */
 
 static int go_read(const GoProcess *p, uint64_t addr, void *buf, size_t n) {
-        struct iovec local = { .iov_base = buf, .iov_len = n };
-        struct iovec remote = { .iov_base = (void *) (uintptr_t) addr, .iov_len = n };
-        ssize_t k;
-
-        if (addr == 0 || addr + n < addr)
-                return -EFAULT;
-        k = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
-        if (k < 0)
-                return -errno;
-        return (size_t) k == n ? 0 : -EFAULT;
+        return proc_mem_read(p->pid, addr, buf, n);
 }
 
 static int go_read_u64(const GoProcess *p, uint64_t addr, uint64_t *ret) {
         return go_read(p, addr, ret, sizeof *ret);
-}
-
-static uint64_t get_u64(const uint8_t *b, uint32_t off) {
-        uint64_t v;
-
-        memcpy(&v, b + off, sizeof v);
-        return v;
-}
-
-static uint32_t get_u32(const uint8_t *b, uint32_t off) {
-        uint32_t v;
-
-        memcpy(&v, b + off, sizeof v);
-        return v;
 }
 
 /* Read N blocks, block K of SIZES[K] bytes at ADDRS[K] into BUFS[K], in batches; OK[K] says which were read whole
@@ -469,27 +447,27 @@ void go_raw_set_done(GoRawSet *rs) {
 
 /* A g's fields from the bytes read of it; false when they do not hold together as a goroutine that is not dead. */
 static bool g_decode(const GoOffsets *o, const uint8_t *b, uint64_t addr, GoRawG *g) {
-        uint32_t status = get_u32(b, o->g_atomicstatus);
+        uint32_t status = unaligned_read_u32(b + o->g_atomicstatus);
 
         *g = (GoRawG) {
                 .addr = addr,
-                .goid = get_u64(b, o->g_goid),
+                .goid = unaligned_read_u64(b + o->g_goid),
                 .status = status & ~GO_STATUS_SCAN,
                 .waitreason = b[o->g_waitreason],
-                .waitsince = (int64_t) get_u64(b, o->g_waitsince),
-                .gopc = get_u64(b, o->g_gopc),
-                .startpc = get_u64(b, o->g_startpc),
-                .parent_goid = o->g_parentgoid == GO_OFF_NONE ? 0 : get_u64(b, o->g_parentgoid),
-                .m = get_u64(b, o->g_m),
-                .lockedm = get_u64(b, o->g_lockedm),
-                .waiting = get_u64(b, o->g_waiting),
-                .sp = get_u64(b, o->g_sched_sp),
-                .pc = get_u64(b, o->g_sched_pc),
-                .bp = get_u64(b, o->g_sched_bp),
-                .lo = get_u64(b, o->g_stack_lo),
-                .hi = get_u64(b, o->g_stack_hi),
-                .syscallsp = get_u64(b, o->g_syscallsp),
-                .syscallpc = get_u64(b, o->g_syscallpc),
+                .waitsince = (int64_t) unaligned_read_u64(b + o->g_waitsince),
+                .gopc = unaligned_read_u64(b + o->g_gopc),
+                .startpc = unaligned_read_u64(b + o->g_startpc),
+                .parent_goid = o->g_parentgoid == GO_OFF_NONE ? 0 : unaligned_read_u64(b + o->g_parentgoid),
+                .m = unaligned_read_u64(b + o->g_m),
+                .lockedm = unaligned_read_u64(b + o->g_lockedm),
+                .waiting = unaligned_read_u64(b + o->g_waiting),
+                .sp = unaligned_read_u64(b + o->g_sched_sp),
+                .pc = unaligned_read_u64(b + o->g_sched_pc),
+                .bp = unaligned_read_u64(b + o->g_sched_bp),
+                .lo = unaligned_read_u64(b + o->g_stack_lo),
+                .hi = unaligned_read_u64(b + o->g_stack_hi),
+                .syscallsp = unaligned_read_u64(b + o->g_syscallsp),
+                .syscallpc = unaligned_read_u64(b + o->g_syscallpc),
         };
         if (g->status >= _GO_STATUS_MAX || g->status == GO_STATUS_DEAD || g->status == GO_STATUS_MORIBUND ||
             g->status == GO_STATUS_ENQUEUE || g->status == GO_STATUS_IDLE)
@@ -622,8 +600,8 @@ static int g_waits(const GoProcess *p, GoRawG *gs, size_t n) {
                 if (g->status != GO_STATUS_WAITING || !why)
                         continue;
                 if ((streq(why, "chan receive") || streq(why, "chan send")) && g->waiting &&
-                    go_read(p, g->waiting, sg, o->sudog_size) == 0 && get_u64(sg, o->sudog_g) == g->addr &&
-                    (c = get_u64(sg, o->sudog_c)) != 0) {
+                    go_read(p, g->waiting, sg, o->sudog_size) == 0 && unaligned_read_u64(sg + o->sudog_g) == g->addr &&
+                    (c = unaligned_read_u64(sg + o->sudog_c)) != 0) {
                         g->wait_kind = "channel";
                         g->wait_addr = c;
                 }
@@ -653,7 +631,7 @@ static int g_waits(const GoProcess *p, GoRawG *gs, size_t n) {
                         visited++;
                         if (go_read(p, s, sg, o->sudog_size) < 0)
                                 continue;
-                        elem = get_u64(sg, o->sudog_elem);
+                        elem = unaligned_read_u64(sg + o->sudog_elem);
                         /* The treap's children, then the waiters on this address. */
                         for (uint64_t w = s; w && visited < GO_SUDOGS_MAX; visited++) {
                                 uint8_t wb[GO_G_BYTES_MAX];
@@ -661,15 +639,15 @@ static int g_waits(const GoProcess *p, GoRawG *gs, size_t n) {
 
                                 if (w != s && go_read(p, w, wb, o->sudog_size) < 0)
                                         break;
-                                g = g_by_addr(gs, ix, n, get_u64(w == s ? sg : wb, o->sudog_g));
+                                g = g_by_addr(gs, ix, n, unaligned_read_u64((w == s ? sg : wb) + o->sudog_g));
                                 if (g && g->status == GO_STATUS_WAITING && !g->wait_kind) {
                                         g->wait_kind = "semaphore";
                                         g->wait_addr = elem;
                                 }
-                                w = get_u64(w == s ? sg : wb, o->sudog_waitlink);
+                                w = unaligned_read_u64((w == s ? sg : wb) + o->sudog_waitlink);
                         }
                         for (uint32_t child = 0; child < 2; child++) {
-                                uint64_t c = get_u64(sg, child ? o->sudog_next : o->sudog_prev);
+                                uint64_t c = unaligned_read_u64(sg + (child ? o->sudog_next : o->sudog_prev));
 
                                 if (c && n_queue < GO_TREAP_QUEUE)
                                         queue[n_queue++] = c;

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include "base/macro.h"
+#include "base/unaligned.h"
 #include "capture/python-scan.h"
 
 /* The bytes of one read of the data. */
@@ -93,13 +94,6 @@ static int scan_copy(Scan *s) {
         return 0;
 }
 
-static uint64_t word(const uint8_t *p) {
-        uint64_t v;
-
-        memcpy(&v, p, sizeof v);
-        return v;
-}
-
 /* Whether [ADDR, ADDR + N) lies in one writable mapping: where interpreters and thread states live. */
 static bool writable(const Scan *s, uint64_t addr, uint64_t n) {
         size_t lo = 0, hi = s->n_maps;
@@ -162,7 +156,7 @@ static int scan_cookie(const Scan *s, uint64_t *ret) {
 
                         if (a + 16 > r->end || memcmp(p, "xdebugpy", 8) != 0)
                                 continue;
-                        version = word(p + 8);
+                        version = unaligned_read_u64(p + 8);
                         if (version > UINT32_MAX || version >> 24 != 3 || ((version >> 16) & 0xff) < 13 ||
                             py_offsets_from_debug(p, (size_t) MIN((uint64_t) PY_DEBUG_OFFSETS_BYTES, r->end - a),
                                                   &o) == -EBADMSG)
@@ -210,8 +204,8 @@ static int scan_pointers(const Scan *s, const PyOffsets *o, uint64_t *ret) {
 
                 for (uint64_t a = sr->start; a + h + 24 <= sr->end; a += 8) {
                         const uint8_t *p = sr->data + (a - sr->start) + h;
-                        uint64_t head = word(p), main = word(p + 8);
-                        int64_t next_id = (int64_t) word(p + 16);
+                        uint64_t head = unaligned_read_u64(p), main = unaligned_read_u64(p + 8);
+                        int64_t next_id = (int64_t) unaligned_read_u64(p + 16);
 
                         if (next_id < 1 || next_id >= PY_SCAN_INTERPRETERS_MAX ||
                             !writable(s, head, o->interp_threads_head + 8) ||
@@ -259,8 +253,8 @@ static int scan_pointers(const Scan *s, const PyOffsets *o, uint64_t *ret) {
 
                 for (uint64_t a = sr->start; a + h + 24 <= sr->end; a += 8) {
                         const uint8_t *p = sr->data + (a - sr->start) + h;
-                        uint64_t head = word(p), main = word(p + 8);
-                        int64_t next_id = (int64_t) word(p + 16);
+                        uint64_t head = unaligned_read_u64(p), main = unaligned_read_u64(p + 8);
+                        int64_t next_id = (int64_t) unaligned_read_u64(p + 16);
 
                         if (next_id < 1 || next_id >= PY_SCAN_INTERPRETERS_MAX ||
                             !interp_valid(set, valid, n_set, head) || !interp_valid(set, valid, n_set, main))

@@ -12,6 +12,7 @@
 #include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/unaligned.h"
 #include "capture/python-lines.h"
 #include "capture/python-offsets.h"
 #include "capture/python-scan.h"
@@ -72,35 +73,11 @@ struct PyProcess {
 /* ---- memory ---- */
 
 static int py_read(const PyProcess *p, uint64_t addr, void *buf, size_t n) {
-        struct iovec local = { .iov_base = buf, .iov_len = n };
-        struct iovec remote = { .iov_base = (void *) (uintptr_t) addr, .iov_len = n };
-        ssize_t k;
-
-        if (addr == 0 || addr + n < addr)
-                return -EFAULT;
-        k = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
-        if (k < 0)
-                return -errno;
-        return (size_t) k == n ? 0 : -EFAULT;
+        return proc_mem_read(p->pid, addr, buf, n);
 }
 
 static int py_read_ptr(const PyProcess *p, uint64_t addr, uint64_t *ret) {
         return py_read(p, addr, ret, sizeof *ret);
-}
-
-/* Little-endian fields of a block read at once. */
-static uint64_t get_u64(const uint8_t *b, uint32_t off) {
-        uint64_t v;
-
-        memcpy(&v, b + off, sizeof v);
-        return v;
-}
-
-static int32_t get_i32(const uint8_t *b, uint32_t off) {
-        int32_t v;
-
-        memcpy(&v, b + off, sizeof v);
-        return v;
 }
 
 /* The bytes to read of a structure so that every field at OFFS[0..N) (each SIZE bytes at most) is covered. */
@@ -378,14 +355,14 @@ static int pthread_tids(PyProcess *p, const uint64_t *idents, const int *given, 
                 size_t n = 0;
 
                 for (size_t i = 0; i < p->n_threads; i++)
-                        n += tid_in(tids, n_tids, get_i32(buf + i * PTHREAD_SCAN_BYTES, o));
+                        n += tid_in(tids, n_tids, unaligned_read_i32(buf + i * PTHREAD_SCAN_BYTES + o));
                 if (n > best_n) {
                         best = o;
                         best_n = n;
                 }
         }
         for (size_t i = 0; i < p->n_threads; i++) {
-                int32_t tid = best == PY_OFF_NONE ? 0 : get_i32(buf + i * PTHREAD_SCAN_BYTES, best);
+                int32_t tid = best == PY_OFF_NONE ? 0 : unaligned_read_i32(buf + i * PTHREAD_SCAN_BYTES + best);
 
                 p->threads[i].tid = tid_in(tids, n_tids, tid) ? tid : 0;
         }
@@ -430,7 +407,7 @@ static int py_walk_threads(PyProcess *p, const int *tids, size_t n_tids) {
                 while (tstate && p->n_threads < PY_THREADS_MAX) {
                         PyThreadRef *t;
 
-                        if (py_read(p, tstate, tbuf, tspan) < 0 || get_u64(tbuf, o->tstate_interp) != interp)
+                        if (py_read(p, tstate, tbuf, tspan) < 0 || unaligned_read_u64(tbuf + o->tstate_interp) != interp)
                                 break;  /* not a thread state of this interpreter: the list changed under us */
                         if (!GREEDY_REALLOC(p->threads, p->n_threads_allocated, p->n_threads + 1) ||
                             !GREEDY_REALLOC(idents, n_idents_allocated, p->n_threads + 1))
@@ -438,9 +415,9 @@ static int py_walk_threads(PyProcess *p, const int *tids, size_t n_tids) {
                         t = &p->threads[p->n_threads];
                         *t = (PyThreadRef) { .tstate = tstate };
                         if (o->tstate_native_thread_id != PY_OFF_NONE)
-                                t->tid = (pid_t) get_u64(tbuf, o->tstate_native_thread_id);
-                        t->ident = idents[p->n_threads++] = get_u64(tbuf, o->tstate_thread_id);
-                        tstate = get_u64(tbuf, o->tstate_next);
+                                t->tid = (pid_t) unaligned_read_u64(tbuf + o->tstate_native_thread_id);
+                        t->ident = idents[p->n_threads++] = unaligned_read_u64(tbuf + o->tstate_thread_id);
+                        tstate = unaligned_read_u64(tbuf + o->tstate_next);
                 }
                 interp = next_interp;
         }
@@ -668,25 +645,25 @@ int py_read_stack(PyProcess *p, pid_t tid, unsigned max_frames, PyRawStack *ret)
                         return -ENOMEM;
                 if (o->frames == PY_FRAMES_OBJECT) {
                         rf = &ret->frames[ret->n++];
-                        *rf = (PyRawFrame) { .code = get_u64(buf, o->frame_code),
-                                             .instr = (uint64_t) (int64_t) get_i32(buf, o->frame_lasti),
+                        *rf = (PyRawFrame) { .code = unaligned_read_u64(buf + o->frame_code),
+                                             .instr = (uint64_t) (int64_t) unaligned_read_i32(buf + o->frame_lasti),
                                              .entry = true };
                         prev = frame;
-                        frame = get_u64(buf, o->frame_back);
+                        frame = unaligned_read_u64(buf + o->frame_back);
                         continue;
                 }
                 if (buf[o->iframe_owner] == PY_FRAME_OWNED_BY_CSTACK && o->iframe_is_entry == PY_OFF_NONE) {
                         /* 3.12+: the shim below an eval call's frames: the frame before it was its first. */
                         if (ret->n > 0)
                                 ret->frames[ret->n - 1].entry = true;
-                        frame = get_u64(buf, o->iframe_previous);
+                        frame = unaligned_read_u64(buf + o->iframe_previous);
                         continue;
                 }
                 rf = &ret->frames[ret->n++];
-                *rf = (PyRawFrame) { .code = get_u64(buf, o->iframe_code), .instr = get_u64(buf, o->iframe_instr) };
+                *rf = (PyRawFrame) { .code = unaligned_read_u64(buf + o->iframe_code), .instr = unaligned_read_u64(buf + o->iframe_instr) };
                 if (o->iframe_is_entry != PY_OFF_NONE)
                         rf->entry = buf[o->iframe_is_entry] != 0;
-                frame = get_u64(buf, o->iframe_previous);
+                frame = unaligned_read_u64(buf + o->iframe_previous);
         }
         /* The outermost frame ends its eval call, whatever the flags said. */
         if (ret->n > 0 && !frame)
@@ -736,7 +713,7 @@ static int read_str(const PyProcess *p, uint64_t addr, char **ret) {
 
         if (py_read(p, addr, head, o->unicode_compact_data + 8) < 0)
                 return -EBADMSG;
-        length = get_u64(head, o->unicode_length);
+        length = unaligned_read_u64(head + o->unicode_length);
         memcpy(&state, head + o->unicode_state, sizeof state);
         kind = (state >> o->unicode_state_kind_shift) & 7;
         compact = (state >> (o->unicode_state_kind_shift + 3)) & 1;
@@ -746,7 +723,7 @@ static int read_str(const PyProcess *p, uint64_t addr, char **ret) {
         n = MIN(length, (uint64_t) PY_STRING_CHARS_MAX);
         data_addr = ascii ? addr + o->unicode_ascii_data : addr + o->unicode_compact_data;
         if (!compact)
-                data_addr = get_u64(head, o->unicode_compact_data);
+                data_addr = unaligned_read_u64(head + o->unicode_compact_data);
         data = malloc(n * kind + 1);
         out = malloc(n * 4 + sizeof "…");
         if (!data || !out)
@@ -812,16 +789,16 @@ static int decode_code(PyProcess *p, PyCode *c) {
 
         if (span > sizeof buf || !is_code(p, c->addr) || py_read(p, c->addr, buf, span) < 0)
                 return 0;
-        r = read_str(p, get_u64(buf, o->code_qualname != PY_OFF_NONE ? o->code_qualname : o->code_name),
+        r = read_str(p, unaligned_read_u64(buf + (o->code_qualname != PY_OFF_NONE ? o->code_qualname : o->code_name)),
                      &c->qualname);
         if (r == 0)
-                r = read_str(p, get_u64(buf, o->code_filename), &c->filename);
+                r = read_str(p, unaligned_read_u64(buf + o->code_filename), &c->filename);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
                 return 0;
-        c->firstlineno = get_i32(buf, o->code_firstlineno);
-        r = read_bytes(p, get_u64(buf, o->code_linetable), &c->linetable, &c->linetable_len);
+        c->firstlineno = unaligned_read_i32(buf + o->code_firstlineno);
+        r = read_bytes(p, unaligned_read_u64(buf + o->code_linetable), &c->linetable, &c->linetable_len);
         if (r == -ENOMEM)
                 return r;
         c->valid = true;
@@ -1081,10 +1058,10 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
                 if (py_read(p, frame, buf, o->iframe_size) < 0)
                         return 0;
                 if (buf[o->iframe_owner] != PY_FRAME_OWNED_BY_CSTACK || o->iframe_is_entry != PY_OFF_NONE) {
-                        code = get_u64(buf, o->iframe_code);
+                        code = unaligned_read_u64(buf + o->iframe_code);
                         break;
                 }
-                frame = get_u64(buf, o->iframe_previous);
+                frame = unaligned_read_u64(buf + o->iframe_previous);
         }
         if (!code)
                 return 0;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/alloc-util.h"
@@ -165,4 +166,17 @@ void proc_fds_free(ProcFd *fds, size_t n) {
         for (size_t i = 0; fds && i < n; i++)
                 free(fds[i].target);
         free(fds);
+}
+
+int proc_mem_read(pid_t pid, uint64_t addr, void *buf, size_t n) {
+        struct iovec local = { .iov_base = buf, .iov_len = n };
+        struct iovec remote = { .iov_base = (void *) (uintptr_t) addr, .iov_len = n };
+        ssize_t k;
+
+        if (addr == 0 || addr + n < addr)
+                return -EFAULT;
+        k = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (k < 0)
+                return -errno;
+        return (size_t) k == n ? 0 : -EFAULT;
 }

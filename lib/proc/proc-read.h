@@ -30,6 +30,10 @@ typedef struct ProcFd {
         char *target;
 } ProcFd;
 
+/* N bytes at ADDR of process PID's memory (process_vm_readv: the process is not stopped). -EFAULT when not all of
+ * them could be read (or ADDR is 0, or the range wraps), else -errno (-ESRCH, -EPERM). */
+int proc_mem_read(pid_t pid, uint64_t addr, void *buf, size_t n);
+
 /* Read every /proc/PID/fd link below an open /proc/PID directory. Descriptors closed while we read are skipped. */
 int proc_read_fds(int pid_dirfd, ProcFd **ret, size_t *ret_n);
 void proc_fds_free(ProcFd *fds, size_t n);
