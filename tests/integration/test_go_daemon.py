@@ -65,3 +65,4 @@ def test_a_go_firing_names_its_largest_group_of_goroutines(journald_daemon, fixt
     # Its text shows the group as Go users read it.
     r = stackctl("--archive", d.archive, "show", snap)
     assert f"\n{IDLE} goroutines [chan receive]: " in r.stdout.decode(), r.stdout.decode()[-3000:]
+
