@@ -1157,6 +1157,7 @@ static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, bool demangle, S
         GElf_Off offset = 0;
         GElf_Sym sym;
         Dwarf_Die *scopes = NULL, *cudie, cu_buf;
+        bool by_ranges = false;
         Dwarf_Addr dwbias;
         Dwfl_Line *l;
         size_t k = 0;
@@ -1167,7 +1168,9 @@ static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, bool demangle, S
                 if (l)
                         file = dwfl_lineinfo(l, NULL, &line, &column, NULL, NULL);
                 cudie = dwfl_module_addrdie(m, addr, &dwbias);
-                if (!cudie && (cudie = cu_by_ranges(m, addr, &cu_buf, &dwbias)) && !file) {
+                if (!cudie && (cudie = cu_by_ranges(m, addr, &cu_buf, &dwbias)))
+                        by_ranges = true;
+                if (by_ranges && !file) {
                         Dwarf_Line *dl = dwarf_getsrc_die(cudie, addr - dwbias);
 
                         file = dl ? dwarf_linesrc(dl, NULL, NULL) : NULL;
@@ -1178,7 +1181,11 @@ static int resolve(Dwfl_Module *m, GElf_Addr addr, bool source, bool demangle, S
                 }
                 /* dwarf_getscopes() continues with an inline's abstract origin after the first inlined instance;
                  * the concrete nesting (b inlined in a inlined in f) is the DIE path to the innermost scope. */
-                if (cudie && (nscopes = dwarf_getscopes(cudie, addr - dwbias, &scopes)) > 0) {
+                if (by_ranges)
+                        /* Go's: an inline's abstract origin is often in another unit, where dwarf_getscopes() (0.188)
+                         * does not find it, and leaks its answer. */
+                        nscopes = nested_scopes(cudie, addr - dwbias, &scopes);
+                else if (cudie && (nscopes = dwarf_getscopes(cudie, addr - dwbias, &scopes)) > 0) {
                         Dwarf_Die innermost = scopes[0];
 
                         /* Without inlines, or one level of them, its answer is the nesting already; the walk from the
