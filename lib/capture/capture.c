@@ -576,8 +576,6 @@ static int go_trim_thread(ThreadSnapshot *t, bool *ret_clean) {
                  * lost nothing. */
                 t->truncated = false;
                 *ret_clean = true;
-                if (i + 1 == t->n_frames)
-                        break;
                 for (size_t k = i + 1; k < t->n_frames; k++)
                         user_frame_done(&t->frames[k]);
                 t->n_frames = i + 1;

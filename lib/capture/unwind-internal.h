@@ -2,7 +2,10 @@
 #pragma once
 
 #include "capture/fuse-conn.h"
+#include "capture/go-pclntab.h"
 #include "capture/unwind.h"
+
+#define UNWIND_GO_TABLES_MAX 8
 
 struct UnwindProcess {
         pid_t pid;
@@ -34,6 +37,15 @@ struct UnwindProcess {
         const UnwindStack *stack;
         pid_t cur_tid;
         const UnwindRegs *cur_regs;
+
+        /* Go modules' own function tables (pclntab), for their frame sizes where they have no CFI: looked up once
+         * per module, NULL when it has none we read. */
+        struct {
+                Dwfl_Module *mod;
+                GoPclntab *table;
+                uint64_t bias;
+        } go_tables[UNWIND_GO_TABLES_MAX];
+        size_t n_go_tables;
 
         /* Each backend's own per-process state, created on its first use (libunwind: its address space). */
         void *backend_state[_UNWINDER_MAX];

@@ -311,6 +311,8 @@ UnwindProcess *unwind_process_free(UnwindProcess *p) {
         for (UnwinderKind k = 0; k < _UNWINDER_MAX; k++)
                 if (unwind_backends[k] && unwind_backends[k]->process_done)
                         unwind_backends[k]->process_done(p);
+        for (size_t i = 0; i < p->n_go_tables; i++)
+                go_pclntab_free(p->go_tables[i].table);
         if (p->dwfl)
                 dwfl_end(p->dwfl);
         if (p->arch_elf)
@@ -486,6 +488,65 @@ static void unwind_fp(UnwindProcess *p, uint64_t rbp, UnwindFrame *frames, size_
         }
 }
 
+/* The Go function table of the module at PC, and its bias; NULL when it has none we read. */
+static const GoPclntab *go_table_at(UnwindProcess *p, uint64_t pc, uint64_t *ret_bias) {
+        Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
+        GElf_Addr bias;
+        Elf *elf;
+
+        if (!mod)
+                return NULL;
+        for (size_t i = 0; i < p->n_go_tables; i++)
+                if (p->go_tables[i].mod == mod) {
+                        *ret_bias = p->go_tables[i].bias;
+                        return p->go_tables[i].table;
+                }
+        if (p->n_go_tables >= UNWIND_GO_TABLES_MAX)
+                return NULL;
+        p->go_tables[p->n_go_tables] = (typeof(p->go_tables[0])) { .mod = mod };
+        elf = dwfl_module_getelf(mod, &bias);
+        if (elf && go_pclntab_open(elf, &p->go_tables[p->n_go_tables].table) >= 0)
+                p->go_tables[p->n_go_tables].bias = bias;
+        *ret_bias = p->go_tables[p->n_go_tables].bias;
+        return p->go_tables[p->n_go_tables++].table;
+}
+
+/* Go code without CFI (a binary built with -ldflags=-w; Go's assembly): each function's frame size at a pc from the
+ * binary's own table (pclntab's pcsp), as the runtime's traceback unwinds (x86-64: the return address just above
+ * the frame), from the last frame's PC and SP. Needs no frame pointer, which a passive capture does not have. Ends
+ * clean at a function the table marks as a stack's top (runtime.goexit, mstart, …). */
+static void unwind_go(UnwindProcess *p, uint64_t pc, uint64_t sp, UnwindFrame *frames, size_t max, size_t *n,
+                      UnwindResult *res) {
+#if defined(__x86_64__)
+        for (unsigned k = 0; k < FP_FRAMES_MAX; k++) {
+                const GoPclntab *t;
+                uint64_t bias = 0, ret;
+                int32_t delta;
+                bool top;
+
+                if (!(t = go_table_at(p, pc, &bias)) || go_pclntab_spdelta(t, pc - bias, &delta, &top) < 0)
+                        return;
+                if (top) {
+                        res->clean = true;
+                        snprintf(res->end, sizeof res->end, "the outermost frame of a Go stack");
+                        return;
+                }
+                if (*n >= max) {
+                        res->truncated = true;
+                        snprintf(res->end, sizeof res->end, "max frames");
+                        return;
+                }
+                if (!in_stack(p->stack, sp + (uint64_t) delta) ||
+                    !unwind_process_read_word(p, sp + (uint64_t) delta, &ret) || ret == 0 ||
+                    !unwind_process_is_text(p, ret))
+                        return;
+                frames[(*n)++] = (UnwindFrame) { .pc = ret, .method = FRAME_METHOD_PCLNTAB };
+                sp += (uint64_t) delta + 8;
+                pc = ret;
+        }
+#endif
+}
+
 /* Is RET the address just after a call instruction? Checks the encodings compilers emit: call rel32 (E8) and
  * call r/m64 (FF /2) of 2, 3, 6 and 7 bytes. */
 static bool after_call(UnwindProcess *p, uint64_t ret) {
@@ -571,14 +632,18 @@ int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRe
         if (!res.clean && !res.truncated && n < max) {
                 size_t before = n;
 
-                if (unwind_regs_has(&last, UNWIND_REG_RBP))
+                if (n > 0 && unwind_regs_has(&last, UNWIND_REG_RSP))
+                        unwind_go(p, frames[n - 1].pc, last.r[UNWIND_REG_RSP], frames, max, &n, &res);
+                if (n == before && unwind_regs_has(&last, UNWIND_REG_RBP))
                         unwind_fp(p, last.r[UNWIND_REG_RBP], frames, max, &n, &res);
                 if (!res.clean && !res.truncated && n == before && unwind_regs_has(&last, UNWIND_REG_RSP))
                         unwind_scan(p, last.r[UNWIND_REG_RSP], frames, max, &n, &res);
                 if (n > before && !res.clean && !res.truncated) {
                         size_t l = strlen(res.end);
                         snprintf(res.end + l, sizeof res.end - l, "%s%s", l ? "; then " : "",
-                                 frames[n - 1].method == FRAME_METHOD_SCAN ? "stack scan" : "frame pointers");
+                                 frames[n - 1].method == FRAME_METHOD_SCAN      ? "stack scan"
+                                 : frames[n - 1].method == FRAME_METHOD_PCLNTAB ? "Go's function table"
+                                                                                : "frame pointers");
                 }
         }
         if (n >= max && !res.clean) {

@@ -23,6 +23,7 @@ static const char *const frame_method_table[_FRAME_METHOD_MAX] = {
         [FRAME_METHOD_CFI] = "cfi",
         [FRAME_METHOD_FP] = "fp",
         [FRAME_METHOD_SCAN] = "scan",
+        [FRAME_METHOD_PCLNTAB] = "pclntab",
 };
 DEFINE_STRING_TABLE_LOOKUP(frame_method, FrameMethod);
 

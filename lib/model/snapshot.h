@@ -28,6 +28,7 @@ typedef enum FrameMethod {
         FRAME_METHOD_CFI,       /* DWARF call frame information */
         FRAME_METHOD_FP,        /* frame-pointer chain */
         FRAME_METHOD_SCAN,      /* stack scan for return addresses: a guess */
+        FRAME_METHOD_PCLNTAB,   /* a Go binary's own frame sizes (.gopclntab), as Go's traceback unwinds */
         _FRAME_METHOD_MAX,
         _FRAME_METHOD_INVALID = -EINVAL,
 } FrameMethod;
