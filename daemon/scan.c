@@ -416,7 +416,8 @@ static bool thread_lock_retry(Scanner *s, ThreadEntry *t, const ThreadSample *cu
 }
 
 /* Whether T waits for the GIL: a futex wait inside the GIL state of its process's CPython (on its condition
- * variable, asking again every switch interval, or on its mutex), which is looked for once per process, and only in one whose maps hold one. */
+ * variable, asking again every switch interval, or on its mutex), which is looked for once per process (again
+ * after a while when it was not found), and only in one whose maps hold one. */
 static bool thread_gil_wait(Scanner *s, ThreadEntry *t, const ThreadSample *cur) {
         ProcessEntry *p = t->process;
         const ProcSyscall *sc = &cur->syscall;
@@ -424,10 +425,11 @@ static bool thread_gil_wait(Scanner *s, ThreadEntry *t, const ThreadSample *cur)
         if (!cur->have_syscall || sc->kind != PROC_SYSCALL_BLOCKED || sc->nr != __NR_futex ||
             !scanner_process_python(s, p))
                 return false;
-        if (!p->gil_looked) {
+        if (p->gil_looked_usec == 0 ||
+            (p->gil_size == 0 && cur->when_usec - p->gil_looked_usec >= SCAN_GIL_RETRY_USEC)) {
                 Symbolizer *sym = scanner_runtime_symbolizer(s);
 
-                p->gil_looked = true;
+                p->gil_looked_usec = MAX(cur->when_usec, (uint64_t) 1);
                 s->stats.deep_reads++;
                 if (!sym || python_gil_range(p->pid, sym, &p->gil_start, &p->gil_size) < 0)
                         p->gil_size = 0;

@@ -17,6 +17,8 @@
  * process's fds only when another process holds a lock at all). */
 #define SCAN_LOCK_RETRY_WAKE_USEC (3 * USEC_PER_SEC)
 #define SCAN_LOCK_RECHECK_USEC USEC_PER_SEC
+/* A Python process whose GIL could not be found (read mid-change, a reader that failed): looked for again after. */
+#define SCAN_GIL_RETRY_USEC (10 * USEC_PER_SEC)
 /* Such a thread is only classed lock-retry once a probe (lock-probe.h) saw a lock call of it fail; seen, the verdict
  * holds for RECONFIRM_USEC, then a new probe is asked for; not seen, no probe of it for NOT_SEEN_USEC. Threads asked
  * for in one scan: WANTED_MAX. */
@@ -57,7 +59,8 @@ typedef struct ProcessEntry {
         uint64_t lock_checked_usec;     /* when its fds were last matched against /proc/locks; 0: never */
         int8_t python;                  /* 0: not looked yet; 1: no CPython in it; 2: its maps hold one (a python3
                                          * executable or a libpython3): its lock waits are read from the interpreter */
-        bool gil_looked;                /* its GIL was looked for (once: it stays where it is) */
+        uint64_t gil_looked_usec;       /* when its GIL was looked for (found once, it stays where it is; not
+                                         * found, it is looked for again after SCAN_GIL_RETRY_USEC); 0: never */
         uint64_t gil_start, gil_size;   /* where its GIL's state lies; size 0: not known */
         bool lock_suspect;              /* then: it has a file open that another owner holds a lock on */
 } ProcessEntry;
