@@ -425,3 +425,22 @@ def test_stripped_binary(fixture, go_builds, tmp_path):
     assert {t["tid"] for t in doc["threads"]} == tids
     for t in doc["threads"]:
         assert t["frames"], t
+
+
+@pytest.mark.parametrize("variant", ["dwarf", "nodwarf"])
+def test_go_threads_unwind_to_their_stack_top(fixture, go_builds, tmp_path, variant):
+    """The OS threads of a Go program, captured passively: each unwind reaches its Go stack's top (runtime.mstart,
+    mcall, goexit) and ends there, with no frame found by stack scan: by the binary's CFI (DWARF build) or, without
+    it (-w), by Go's own frame sizes (pclntab, method "pclntab"). The dump is whole (exit 0)."""
+    hung = Hung(fixture, go_builds, variant, tmp_path, idle=20)
+    rc, doc = go_dump(hung.pid, "--method", "passive")
+    assert rc == 0, doc["capture"]["errors"]
+    methods = set()
+    for t in doc["threads"]:
+        fns = [f.get("function") or "" for f in t["frames"]]
+        assert t["capture"]["unwind_end"] == "the outermost frame of a Go stack", (t["tid"], fns)
+        assert fns[-1].split(".abi0")[0] in ("runtime.mstart", "runtime.mcall", "runtime.goexit"), fns
+        assert not t["capture"]["truncated"], t["tid"]
+        methods |= {f["method"] for f in t["frames"]}
+    assert "scan" not in methods and "fp" not in methods, methods
+    assert ("pclntab" in methods) == (variant == "nodwarf"), methods
