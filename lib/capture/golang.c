@@ -666,7 +666,7 @@ int go_read_goroutines(GoProcess *p, unsigned max_gs, unsigned max_frames, GoRaw
         _cleanup_free_ bool *ok = NULL;
         uint64_t len, arr, sbytes = 0;
         struct timespec ts;
-        size_t n, k = 0;
+        size_t n, k;
         int r;
 
         *ret = (GoRawSet) {};
@@ -696,30 +696,34 @@ int go_read_goroutines(GoProcess *p, unsigned max_gs, unsigned max_frames, GoRaw
                 *ret_why = "the runtime's table of goroutines (runtime.allgs) cannot be read";
                 return -EFAULT;
         }
-        /* Every g in one pass of batched reads. */
+        /* Every g in batches of reads into one batch's buffer (a million goroutines are not read into memory at
+         * once), until the budget is full. */
         n = len;
-        gbuf = malloc(n * o->g_size);
+        gbuf = malloc((size_t) GO_BATCH * o->g_size);
         bufs = calloc(n, sizeof(uint8_t *));
         sizes = calloc(n, sizeof(size_t));
         ok = calloc(n, sizeof(bool));
         ret->gs = calloc(MIN(n, (size_t) max_gs), sizeof(GoRawG));
         if (!gbuf || !bufs || !sizes || !ok || !ret->gs)
                 return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                bufs[i] = gbuf + i * o->g_size;
-                sizes[i] = o->g_size;
-        }
-        go_read_many(p, ptrs, sizes, bufs, ok, n);
-        for (size_t i = 0; i < n; i++) {
-                GoRawG g;
-
-                if (!ok[i] || ptrs[i] == 0 || !g_decode(o, bufs[i], ptrs[i], &g))
-                        continue;
-                if (ret->n >= max_gs) {
-                        ret->truncated = true;
-                        continue;
+        for (size_t done = 0; done < n && !ret->truncated; done += k) {
+                k = MIN(n - done, (size_t) GO_BATCH);
+                for (size_t i = 0; i < k; i++) {
+                        bufs[i] = gbuf + i * o->g_size;
+                        sizes[i] = o->g_size;
                 }
-                ret->gs[ret->n++] = g;
+                go_read_many(p, ptrs + done, sizes, bufs, ok, k);
+                for (size_t i = 0; i < k; i++) {
+                        GoRawG g;
+
+                        if (!ok[i] || ptrs[done + i] == 0 || !g_decode(o, bufs[i], ptrs[done + i], &g))
+                                continue;
+                        if (ret->n >= max_gs) {
+                                ret->truncated = true;
+                                break;
+                        }
+                        ret->gs[ret->n++] = g;
+                }
         }
         /* The parked ones' stacks, from the saved sp: one batch of reads, then each walked in its copy. */
         addrs = calloc(ret->n ?: 1, sizeof(uint64_t));
@@ -753,9 +757,9 @@ int go_read_goroutines(GoProcess *p, unsigned max_gs, unsigned max_frames, GoRaw
         sbuf = malloc(sbytes ?: 1);
         if (!sbuf)
                 return -ENOMEM;
-        for (size_t i = 0; i < ret->n; i++) {
-                bufs[i] = sbuf + k;
-                k += sizes[i];
+        for (size_t i = 0, off = 0; i < ret->n; i++) {
+                bufs[i] = sbuf + off;
+                off += sizes[i];
         }
         {
                 /* Only those with a stack to read. */
@@ -785,17 +789,21 @@ int go_read_goroutines(GoProcess *p, unsigned max_gs, unsigned max_frames, GoRaw
         }
         /* Read again what a walk relied on: a goroutine that ran in between is not shown with a stack it left. */
         for (size_t i = 0; i < ret->n; i++) {
-                bufs[i] = gbuf + i * o->g_size;
-                addrs[i] = ret->gs[i].addr;
-                sizes[i] = o->g_size;
-        }
-        go_read_many(p, addrs, sizes, bufs, ok, ret->n);
-        for (size_t i = 0; i < ret->n; i++) {
+                size_t b = i % GO_BATCH;
                 GoRawG *g = &ret->gs[i], again;
 
+                if (b == 0) {
+                        k = MIN(ret->n - i, (size_t) GO_BATCH);
+                        for (size_t j = 0; j < k; j++) {
+                                bufs[j] = gbuf + j * o->g_size;
+                                addrs[j] = ret->gs[i + j].addr;
+                                sizes[j] = o->g_size;
+                        }
+                        go_read_many(p, addrs, sizes, bufs, ok, k);
+                }
                 if (!g->pcs)
                         continue;
-                if (!ok[i] || !g_decode(o, bufs[i], g->addr, &again) || again.goid != g->goid ||
+                if (!ok[b] || !g_decode(o, bufs[b], g->addr, &again) || again.goid != g->goid ||
                     again.sp != g->sp || again.pc != g->pc || again.bp != g->bp ||
                     (g->by_spdelta && (again.status != g->status || again.syscallsp != g->syscallsp))) {
                         g->pcs = mfree(g->pcs);
