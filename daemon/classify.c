@@ -20,7 +20,7 @@ static bool asleep(char state) {
         return state == 'S' || state == 'I' || state == 'P';
 }
 
-unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long hz) {
+unsigned classify_wants(const ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz) {
         double cpu = classify_cpu_percent(prev, cur, hz);
         unsigned w = 0;
 
@@ -31,6 +31,11 @@ unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long 
         /* Only a sleeper that used no CPU since the last look can be parked; every one is looked at, whatever the
          * rules, so that a thread's class is the same on every daemon. */
         if (asleep(cur->state) && prev && cpu == 0 && !cur->kthread)
+                w |= CLASSIFY_READ_SYSCALL;
+        /* Parked on the GIL, it wakes to ask for it every switch interval: a tick lands on it now and then, or a look
+         * catches it runnable. Only its syscall tells whether it still waits there (classify_update). */
+        if (st && st->parked && st->parked_gil && prev && cpu < CLASSIFY_GIL_WAIT_CPU_PERCENT && !cur->kthread &&
+            (asleep(cur->state) || cur->state == 'R'))
                 w |= CLASSIFY_READ_SYSCALL;
         /* Parked needs the run count, on a CPU the time spent waiting for one. */
         if (w & (CLASSIFY_READ_IO | CLASSIFY_READ_SYSCALL))

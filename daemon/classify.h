@@ -85,9 +85,10 @@ enum {
 
 /* Percent of one core used between two samples. */
 double classify_cpu_percent(const ThreadSample *prev, const ThreadSample *cur, long hz);
-/* Which deep files to read for a thread whose cheap sample is CUR (PREV may be NULL): quiet sleepers get their
- * syscall and run count read, to tell a parked wait from one that moves. */
-unsigned classify_wants(const ThreadSample *prev, const ThreadSample *cur, long hz);
+/* Which deep files to read for a thread in state ST (NULL for a new one) whose cheap sample is CUR (PREV may be
+ * NULL): quiet sleepers, and threads parked on the GIL, get their syscall and run count read, to tell a parked wait
+ * from one that moves. */
+unsigned classify_wants(const ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz);
 /* Update ST from PREV (NULL for a new thread) to CUR. */
 void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz);
 /* A parked thread's wait turned out to be owed (WHY, static) or not: blocked from when it parked, or waiting. */

@@ -479,7 +479,7 @@ static int thread_scan(Scanner *s, ThreadEntry *t, ProcStat *st, uint64_t now) {
                 s->stats.ours++;
                 return 0;
         }
-        wants = classify_wants(t->have_sample ? &t->sample : NULL, &cur, s->hz);
+        wants = classify_wants(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);
         if (wants)
                 sample_deep(s, t, &cur, wants);
         cur.lock_retry = thread_lock_retry(s, t, &cur);

@@ -257,6 +257,54 @@ START_TEST(test_gil_wait_stays_parked) {
 }
 END_TEST
 
+/* As the scan looks: the deep files only when the classifier asks for them (classify_wants). */
+static void look(ClassState *st, const ThreadSample *prev, const ThreadSample *raw) {
+        ThreadSample cur = *raw;
+        unsigned w = classify_wants(prev ? st : NULL, prev, &cur, HZ);
+
+        if (!(w & CLASSIFY_READ_SYSCALL)) {
+                cur.have_syscall = false;
+                cur.gil_wait = false;
+        }
+        if (!(w & (CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED)))
+                cur.have_sched = false;
+        classify_update(st, prev, &cur, HZ);
+}
+
+/* The GIL waiter of a hung process on a busy machine: now and then a clock tick lands on one of its wake-ups, or a
+ * look catches it runnable. The scan must still read its syscall, or it leaves the GIL at every such look and the
+ * hang is never called blocked (seen in CI: "waiting" for 40 s). */
+START_TEST(test_gil_wait_with_ticks_is_looked_at) {
+        static const struct { char state; uint64_t utime; } looks[] = {
+                { 'S', 5 }, { 'S', 5 }, { 'S', 6 }, { 'R', 6 }, { 'S', 7 }, { 'R', 8 }, { 'S', 8 }, { 'S', 9 },
+        };
+        ClassState st = {};
+        ThreadSample s[ELEMENTSOF(looks)];
+
+        for (unsigned i = 0; i < ELEMENTSOF(looks); i++) {
+                s[i] = with_syscall(sample(i * SEC, looks[i].state, looks[i].utime, 5), "futex", 0x89, 7 + 200 * i);
+                s[i].syscall.args[0] = 0xa5b8f0;
+                s[i].gil_wait = looks[i].state == 'S';
+                if (looks[i].state == 'R')
+                        s[i].syscall.kind = PROC_SYSCALL_RUNNING;
+                look(&st, i ? &s[i - 1] : NULL, &s[i]);
+                if (i == 0)
+                        continue;
+                ck_assert_msg(st.parked, "look %u", i);
+                ck_assert_uint_eq(st.since_usec, SEC);
+                classify_set_owed(&st, true, "the GIL, which another thread keeps");
+                ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
+        }
+        /* A thread on some other futex with the same ticks is not looked at: it leaves its place. */
+        st = (ClassState) {};
+        for (unsigned i = 0; i < 3; i++) {
+                s[i].gil_wait = false;
+                look(&st, i ? &s[i - 1] : NULL, &s[i]);
+        }
+        ck_assert(!st.parked);
+}
+END_TEST
+
 START_TEST(test_parked_sleepers) {
         ClassState st = {};
         ThreadSample a = with_syscall(sample(0, 'S', 5, 5), "read", 0, 7);
@@ -318,12 +366,12 @@ START_TEST(test_idle_waits_and_wants) {
         ck_assert(classify_syscall_is_idle_wait(&cond.syscall));
         ck_assert(classify_syscall_is_idle_wait(&sleep.syscall));
         /* Deep reads only for suspects: a quiet sleeper (whatever the rules) and threads on a CPU. */
-        ck_assert_uint_eq(classify_wants(&p, &q, HZ), CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
-        ck_assert_uint_eq(classify_wants(NULL, &q, HZ), 0);
+        ck_assert_uint_eq(classify_wants(NULL, &p, &q, HZ), CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
+        ck_assert_uint_eq(classify_wants(NULL, NULL, &q, HZ), 0);
         /* On a CPU: the counters, and how long it waited for a CPU. */
-        ck_assert_uint_eq(classify_wants(&p, &r, HZ), CLASSIFY_READ_IO | CLASSIFY_READ_SCHED);
+        ck_assert_uint_eq(classify_wants(NULL, &p, &r, HZ), CLASSIFY_READ_IO | CLASSIFY_READ_SCHED);
         q.state = 'D';
-        ck_assert_uint_eq(classify_wants(&p, &q, HZ),
+        ck_assert_uint_eq(classify_wants(NULL, &p, &q, HZ),
                           CLASSIFY_READ_WCHAN | CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
 }
 END_TEST
@@ -369,7 +417,7 @@ START_TEST(test_kernel_threads_wait) {
         ClassState st = {};
 
         prev.kthread = cur.kthread = true;
-        ck_assert_uint_eq(classify_wants(&prev, &cur, HZ), 0);
+        ck_assert_uint_eq(classify_wants(NULL, &prev, &cur, HZ), 0);
         classify_update(&st, NULL, &prev, HZ);
         classify_update(&st, &prev, &cur, HZ);
         ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
@@ -389,4 +437,4 @@ END_TEST
 
 UNIT_TEST_MAIN("classify", test_on_cpu_classes, test_quiet_spin, test_class_duration_accumulates,
                test_dstate_and_stopped, test_lock_retry_holds_across_wakes,
-               test_parked_sleepers, test_gil_wait_stays_parked, test_idle_waits_and_wants, test_kernel_threads_wait, test_intmap_against_reference)
+               test_parked_sleepers, test_gil_wait_stays_parked, test_gil_wait_with_ticks_is_looked_at, test_idle_waits_and_wants, test_kernel_threads_wait, test_intmap_against_reference)
