@@ -49,8 +49,10 @@ typedef struct Capture {
         UnwindProcess *up;      /* NULL when the address space cannot be read */
         uint64_t start_usec;
         uint64_t deadline_usec;         /* the budget's end (CLOCK_MONOTONIC) */
-        uint64_t raw_deadline_usec;     /* the raw pass's share of it */
-        bool budget_noted;
+        uint64_t raw_deadline_usec;     /* the current round's raw pass's share of it */
+        uint64_t source_deadline_usec;  /* file:line only before it: three quarters of the budget */
+        unsigned source_skipped, dbgd_failed; /* the symbolizer's counts before the capture */
+        unsigned budget_noted;  /* 1 << BudgetStep of the steps whose cut is noted */
         bool kernel_stack_missing_noted;
         SymModule **symmods;    /* per snapshot module, looked up lazily */
         bool *symmod_done;
@@ -87,9 +89,15 @@ void capture_options_init(CaptureOptions *o) {
         };
 }
 
-/* The budget is a wall-clock bound for the whole capture, checked between threads and before every wait: the raw
- * pass may take three quarters of it, so that what it copied is also unwound, and the rest runs to the deadline. A
- * capture cut short says so in the snapshot (truncated, with the count of threads it reached). */
+/* The budget is a wall-clock bound for the whole capture, checked between threads and before every wait. A process
+ * too big for it is captured in rounds of a raw pass and the unwinding of what it copied: the first raw pass may take
+ * half of the budget (unwinding, at the caller's priority behind a busy machine, can cost as much a thread as the
+ * copy ahead of it), each later one the share of what is left that the costs measured so far give it, so that what
+ * is copied is also unwound. A capture cut short says so in the snapshot (truncated, with the count of threads it
+ * reached). */
+#define CAPTURE_ROUNDS_MAX 4
+#define CAPTURE_ROUND_MARGIN 0.75
+
 static uint64_t usec_left(uint64_t deadline) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
 
@@ -106,13 +114,28 @@ static uint64_t stop_timeout(const Capture *c) {
         return MAX(MIN(c->o->stop_timeout_usec, usec_left(c->deadline_usec)), USEC_PER_MSEC);
 }
 
-static void note_budget_spent(Capture *c, const char *what, size_t done, size_t total) {
-        if (c->budget_noted)
+/* Where the budget ran out: the error says which step it cut and how far that step got. */
+typedef enum BudgetStep {
+        BUDGET_STOPPED,
+        BUDGET_COPIED,
+        BUDGET_UNWOUND,
+        _BUDGET_STEP_MAX,
+} BudgetStep;
+
+static const char *const budget_step_table[_BUDGET_STEP_MAX] = {
+        [BUDGET_STOPPED] = "stopped",
+        [BUDGET_COPIED] = "copied",
+        [BUDGET_UNWOUND] = "unwound",
+};
+
+static void note_budget_spent(Capture *c, BudgetStep step, size_t done, size_t total) {
+        if (c->budget_noted & (1U << step))
                 return;
-        c->budget_noted = true;
+        c->budget_noted |= 1U << step;
         c->s->truncated = true;
         (void) snapshot_add_error(c->s, "time budget (%llu ms) spent: %s %zu of %zu threads",
-                                  (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC), what, done, total);
+                                  (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC),
+                                  budget_step_table[step], done, total);
 }
 
 static int read_process_identity(Capture *c) {
@@ -461,7 +484,7 @@ static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferre
                 size_t k = MIN(n - done, capture_ptrace_batch_max(c->o->stack_bytes));
 
                 if (usec_left(c->raw_deadline_usec) == 0) {
-                        note_budget_spent(c, "stopped", done, n);
+                        note_budget_spent(c, BUDGET_STOPPED, done, n);
                         for (size_t i = done; i < n; i++) {
                                 ThreadSnapshot *t = &c->s->threads[rs->raw[deferred[i]].index];
                                 c->s->truncated = t->truncated = true;
@@ -842,33 +865,26 @@ static int capture_go_build(Capture *c, Symbolizer *sym) {
 /* Pass 1, the raw capture: per thread its facts, registers and a copy of its stack, as short as possible per
  * thread and nothing slow while one is held; the threads on a CPU are stopped after the others, in batches whose
  * waits for the stops overlap (capture_ptrace_deferred()). */
-static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, bool kthread, RawSet *rs) {
+static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, size_t *next, bool kthread, RawSet *rs) {
         _cleanup_free_ size_t *deferred = NULL;
         size_t n_deferred = 0;
         Snapshot *s = c->s;
         int r;
 
-        rs->raw = calloc(n_tids ?: 1, sizeof *rs->raw);
+        if (!rs->raw)
+                rs->raw = calloc(n_tids ?: 1, sizeof *rs->raw);
         deferred = calloc(n_tids ?: 1, sizeof *deferred);
         if (!rs->raw || !deferred)
                 return -ENOMEM;
-        for (size_t i = 0; i < n_tids; i++) {
+        for (; *next < n_tids && usec_left(c->raw_deadline_usec) > 0; (*next)++) {
                 _cleanup_close_ int taskfd = -EBADF;
                 ThreadSnapshot *t;
 
                 t = snapshot_add_thread(s);
                 if (!t)
                         return -ENOMEM;
-                t->tid = tids[i];
+                t->tid = tids[*next];
                 rs->raw[rs->n++].index = s->n_threads - 1;
-                if (usec_left(c->raw_deadline_usec) == 0) {
-                        note_budget_spent(c, "copied", i, n_tids);
-                        s->truncated = t->truncated = true;
-                        t->method = CAPTURE_METHOD_NONE;
-                        thread_set_error(s, t, "skipped: capture time budget (%llu ms) exhausted",
-                                         (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC));
-                        continue;
-                }
                 r = proc_open_task(c->dirfd, t->tid, &taskfd);
                 if (r == 0)
                         r = read_thread_facts(c, taskfd, t);
@@ -893,13 +909,31 @@ static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, bool kth
         return capture_ptrace_deferred(c, rs, deferred, n_deferred);
 }
 
-/* Pass 2, with every thread running again: unwind and symbolize from the copies. A sleeping thread whose passive
- * unwind fell short gets one brief ptrace capture in auto mode. */
-static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
+/* The threads from NEXT on that no round reached: listed, with why they have no stack. */
+static int capture_skip_rest(Capture *c, const int *tids, size_t n_tids, size_t next) {
+        Snapshot *s = c->s;
+
+        if (next < n_tids)
+                note_budget_spent(c, BUDGET_COPIED, next, n_tids);
+        for (size_t i = next; i < n_tids; i++) {
+                ThreadSnapshot *t = snapshot_add_thread(s);
+
+                if (!t)
+                        return -ENOMEM;
+                t->tid = tids[i];
+                s->truncated = t->truncated = true;
+                t->method = CAPTURE_METHOD_NONE;
+                thread_set_error(s, t, "skipped: capture time budget (%llu ms) exhausted",
+                                 (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC));
+        }
+        return 0;
+}
+
+/* Pass 2, with every thread running again: unwind and symbolize from the copies FROM on. A sleeping thread whose
+ * passive unwind fell short gets one brief ptrace capture in auto mode. */
+static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs, size_t from) {
         _cleanup_free_ UnwindFrame *frames = NULL;
         Snapshot *s = c->s;
-        SymbolizerStats stats;
-        unsigned skipped, dbgd_failed;
         char root[64];
         int r;
 
@@ -909,19 +943,23 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
         frames = calloc(c->o->max_frames ?: 1, sizeof *frames);
         if (!frames)
                 return -ENOMEM;
-        /* File:line only within the raw pass's share of the budget: the rest is kept for what is bounded
-         * (unwinding, symbols), so that one module's DWARF, loaded late on a starved CPU, cannot overrun it. */
-        symbolizer_get_stats(sym, &stats);
-        skipped = stats.source_skipped;
-        dbgd_failed = stats.debuginfod_failed + stats.debuginfod_skipped;
-        symbolizer_set_source_deadline(sym, c->raw_deadline_usec);
-        dwfl_getmodules(unwind_process_dwfl(c->up), module_index_cb, c, 0);
-        c->n_symmods = s->n_modules;
-        c->symmods = calloc(s->n_modules ?: 1, sizeof *c->symmods);
-        c->symmod_done = calloc(s->n_modules ?: 1, sizeof *c->symmod_done);
-        if (!c->symmods || !c->symmod_done)
-                return -ENOMEM;
-        for (size_t i = 0; i < rs->n; i++) {
+        if (!c->symmods) {
+                SymbolizerStats stats;
+
+                /* File:line only within three quarters of the budget: the rest is kept for what is bounded
+                 * (unwinding, symbols), so that one module's DWARF, loaded late on a starved CPU, cannot overrun it. */
+                symbolizer_get_stats(sym, &stats);
+                c->source_skipped = stats.source_skipped;
+                c->dbgd_failed = stats.debuginfod_failed + stats.debuginfod_skipped;
+                symbolizer_set_source_deadline(sym, c->source_deadline_usec);
+                dwfl_getmodules(unwind_process_dwfl(c->up), module_index_cb, c, 0);
+                c->n_symmods = s->n_modules;
+                c->symmods = calloc(s->n_modules ?: 1, sizeof *c->symmods);
+                c->symmod_done = calloc(s->n_modules ?: 1, sizeof *c->symmod_done);
+                if (!c->symmods || !c->symmod_done)
+                        return -ENOMEM;
+        }
+        for (size_t i = from; i < rs->n; i++) {
                 RawThread *raw = &rs->raw[i];
                 ThreadSnapshot *t = &s->threads[raw->index];
                 bool clean = false;
@@ -931,7 +969,7 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
                 if (!raw->have_regs)
                         continue;
                 if (over_budget(c)) {
-                        note_budget_spent(c, "unwound", i, rs->n);
+                        note_budget_spent(c, BUDGET_UNWOUND, i, rs->n);
                         s->truncated = t->truncated = true;
                         thread_set_error(s, t, "not unwound: capture time budget exhausted");
                         continue;
@@ -972,19 +1010,72 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs) {
                 if (t->truncated)
                         s->truncated = true;
         }
+        return 0;
+}
+
+/* After the last unwind pass: what the symbolizer could not do within the budget, and which modules had DWARF. */
+static void capture_unwind_finish(Capture *c, Symbolizer *sym) {
+        Snapshot *s = c->s;
+        SymbolizerStats stats;
+
+        if (!c->symmods)
+                return;
         symbolizer_set_source_deadline(sym, 0);
         symbolizer_get_stats(sym, &stats);
-        if (stats.debuginfod_failed + stats.debuginfod_skipped > dbgd_failed)
+        if (stats.debuginfod_failed + stats.debuginfod_skipped > c->dbgd_failed)
                 (void) snapshot_add_error(s, "debuginfod gave no answer within the time budget: the modules without "
                                           "local debuginfo are left unresolved (stackctl show --resymbolize later)");
-        if (stats.source_skipped > skipped)
+        if (stats.source_skipped > c->source_skipped)
                 (void) snapshot_add_error(s, "time budget (%llu ms): %u frames resolved without file:line, which "
                                           "is resolved within the first three quarters of the budget",
                                           (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC),
-                                          stats.source_skipped - skipped);
+                                          stats.source_skipped - c->source_skipped);
         for (size_t i = 0; i < c->n_symmods; i++)
                 s->modules[i].debuginfo = sym_module_has_debuginfo(c->symmods[i]);
-        return 0;
+}
+
+/* The raw passes and unwind passes, in rounds while threads are left and the budget lasts (see usec_left()). */
+static int capture_rounds(Capture *c, Symbolizer *sym, const int *tids, size_t n_tids, bool kthread, RawSet *rs) {
+        size_t next = 0;
+        int r;
+
+        c->raw_deadline_usec = now_usec(CLOCK_MONOTONIC) + usec_left(c->deadline_usec) / 2;
+        for (unsigned round = 1;; round++) {
+                size_t from = rs->n;
+                uint64_t t0, t1, t2;
+                double copy, unwind;
+
+                if (round > 1)
+                        (void) capture_sched_begin(&c->sched);
+                t0 = now_usec(CLOCK_MONOTONIC);
+                r = capture_raw_pass(c, tids, n_tids, &next, kthread, rs);
+                if (r < 0)
+                        return r;
+                /* Unwinding and symbols at the caller's priority: ahead of the load, they would keep the CPU from
+                 * the very threads just released (a busy python3 under load then saw 66 ms gaps instead of 12-24
+                 * ms). But only once no thread is held (capture_lower()). */
+                capture_lower(c);
+                if (round == 1 && c->go) {
+                        r = capture_go_read(c);
+                        if (r < 0)
+                                return r;
+                }
+                t1 = now_usec(CLOCK_MONOTONIC);
+                r = capture_unwind_pass(c, sym, rs, from);
+                if (r < 0)
+                        return r;
+                t2 = now_usec(CLOCK_MONOTONIC);
+                if (next >= n_tids || rs->n == from || over_budget(c) || round == CAPTURE_ROUNDS_MAX)
+                        break;
+                /* Threads left, and time: the next raw pass gets the share of what is left that this round's costs
+                 * a thread give it, less a margin for a thread that costs more (CAPTURE_ROUND_MARGIN). */
+                copy = (double) (t1 - t0) / (double) (rs->n - from);
+                unwind = (double) (t2 - t1) / (double) (rs->n - from);
+                c->raw_deadline_usec = t2 + (uint64_t) ((double) usec_left(c->deadline_usec) * CAPTURE_ROUND_MARGIN *
+                                                        copy / (copy + unwind));
+        }
+        capture_unwind_finish(c, sym);
+        return capture_skip_rest(c, tids, n_tids, next);
 }
 
 int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapshot **ret) {
@@ -1002,7 +1093,7 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
                 return -ENOMEM;
         c = (Capture) { .pid = pid, .o = o, .s = s, .dirfd = -EBADF, .start_usec = now_usec(CLOCK_MONOTONIC) };
         c.deadline_usec = o->deadline_usec ?: c.start_usec + o->time_budget_usec;
-        c.raw_deadline_usec = c.start_usec + usec_left(c.deadline_usec) / 4 * 3;
+        c.source_deadline_usec = c.start_usec + usec_left(c.deadline_usec) / 4 * 3;
         /* The raw pass ahead of the load, often the target's own busy threads: its copies are then of one moment,
          * and a stopped thread is released at once. */
         (void) capture_sched_begin(&c.sched);
@@ -1023,19 +1114,7 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
                 if (r < 0)
                         return r;
         }
-        r = capture_raw_pass(&c, tids, n_tids, kthread > 0, &raw);
-        if (r < 0)
-                return r;
-        /* Unwinding and symbols at the caller's priority: ahead of the load, they would keep the CPU from the
-         * very threads just released (a busy python3 under load then saw 66 ms gaps instead of 12-24 ms). But only
-         * once no thread is held (capture_lower()). */
-        capture_lower(&c);
-        if (c.go) {
-                r = capture_go_read(&c);
-                if (r < 0)
-                        return r;
-        }
-        r = capture_unwind_pass(&c, sym, &raw);
+        r = capture_rounds(&c, sym, tids, n_tids, kthread > 0, &raw);
         if (r < 0)
                 return r;
         if (c.go) {
