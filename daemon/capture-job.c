@@ -214,12 +214,12 @@ static int report_python_thread(PythonReport *rep, const Snapshot *root, pid_t p
         _cleanup_free_ char *frame = NULL;
         int r;
 
-        if (rep->n >= CAPTURE_JOB_PYTHON_MAX || !p || !p->python)
+        if (rep->n >= CAPTURE_JOB_PYTHON_MAX || !p || (!p->python && !p->java))
                 return 0;
         for (size_t i = 0; i < rep->n; i++)
                 if (rep->tids[i] == tid)
                         return 0;
-        r = snapshot_top_python_frame(p, tid, &frame);
+        r = snapshot_top_runtime_frame(p, tid, &frame);
         if (r < 0)
                 return r;
         if (!frame)

@@ -31,7 +31,7 @@ CaptureJobFormat capture_job_format_from_string(const char *s);
 /* A thread's innermost Python frame, as an archived capture reports it. */
 typedef struct CaptureJobPython {
         pid_t pid, tid;
-        char *frame;                    /* "inner (app.py:12)", escaped (snapshot_top_python_frame()) */
+        char *frame;                    /* "inner (app.py:12)", escaped (snapshot_top_runtime_frame()) */
         bool cycle;                     /* the thread is one of the deadlock the snapshot's wait chain found */
 } CaptureJobPython;
 

@@ -63,6 +63,34 @@ static void print_python_frame(FILE *f, const UserFrame *u, size_t n) {
         fputc('\n', f);
 }
 
+/* A Java frame as the JVM's own thread dump shows it: #5  at Hung.takeAthenB(Hung.java:25) */
+static void print_java_frame(FILE *f, const UserFrame *u, size_t n) {
+        fprintf(f, "#%-2zu at ", n);
+        fputs_escaped(u->function ?: "?", f);
+        fputc('(', f);
+        fputs_escaped(u->file ?: "Unknown Source", f);
+        if (u->line)
+                fprintf(f, ":%u", u->line);
+        fputs(")\n", f);
+}
+
+/* What a Java thread holds and waits for, one line each, with the owner the dump names. */
+static void print_java_locks(FILE *f, const ThreadSnapshot *t) {
+        for (size_t i = 0; i < t->n_java_locks; i++) {
+                const JavaLock *l = &t->java_locks[i];
+
+                fprintf(f, "  (java: %s <0x%" PRIx64 ">", java_lock_to_string(l->kind) ?: "?", l->address);
+                if (l->klass) {
+                        fputs(" (a ", f);
+                        fputs_escaped(l->klass, f);
+                        fputc(')', f);
+                }
+                if (l->owner > 0)
+                        fprintf(f, " held by TID %d", (int) l->owner);
+                fputs(")\n", f);
+        }
+}
+
 static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextOptions *o, FILE *f) {
         fprintf(f, "TID %d:", (int) t->tid);
         if (t->comm) {
@@ -91,6 +119,15 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
         fputs("]", f);
         if (t->holds_gil)
                 fputs(" holds the GIL", f);
+        if (t->java_name) {
+                fputs(" java \"", f);
+                fputs_escaped(t->java_name, f);
+                fputc('"', f);
+                if (t->java_state) {
+                        fputc(' ', f);
+                        fputs_escaped(t->java_state, f);
+                }
+        }
         fputc('\n', f);
         if (t->error) {
                 fputs("  ! ", f);
@@ -115,6 +152,7 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 fputs_escaped(t->python_note, f);
                 fputs(")\n", f);
         }
+        print_java_locks(f, t);
         for (size_t i = 0, shown = 0; i < t->n_frames; i++) {
                 const UserFrame *u = &t->frames[i];
                 const char *mod = module_path(s, u->module);
@@ -124,6 +162,10 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                         continue;
                 if (u->kind == FRAME_KIND_PYTHON) {
                         print_python_frame(f, u, shown++);
+                        continue;
+                }
+                if (u->kind == FRAME_KIND_JAVA) {
+                        print_java_frame(f, u, shown++);
                         continue;
                 }
                 fprintf(f, "#%-2zu 0x%016" PRIx64 " ", shown++, u->pc);
@@ -203,7 +245,7 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i, si
                 const char *mod = module_path(s, u->module), *base = mod ? strrchr(mod, '/') : NULL;
 
                 fprintf(f, "#%-2zu ", shown);
-                if (u->kind == FRAME_KIND_PYTHON) {
+                if (frame_kind_is_runtime(u->kind)) {
                         /* Its file and line are in its place already. */
                         put_python_place(f, u);
                 } else if (u->function) {
@@ -217,7 +259,7 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i, si
                         fputs_escaped(base ? base + 1 : mod, f);
                         fputc(')', f);
                 }
-                if (u->file && u->kind != FRAME_KIND_PYTHON) {
+                if (u->file && !frame_kind_is_runtime(u->kind)) {
                         const char *fb = strrchr(u->file, '/');
 
                         fputs(" at ", f);
@@ -281,7 +323,7 @@ int snapshot_top_frames(const Snapshot *s, pid_t tid, size_t max, char ***ret) {
         return 0;
 }
 
-int snapshot_top_python_frame(const Snapshot *s, pid_t tid, char **ret) {
+int snapshot_top_runtime_frame(const Snapshot *s, pid_t tid, char **ret) {
         _cleanup_free_ char *buf = NULL;
         size_t size = 0;
         FILE *f;
@@ -293,7 +335,7 @@ int snapshot_top_python_frame(const Snapshot *s, pid_t tid, char **ret) {
                 if (t->tid != tid)
                         continue;
                 for (size_t k = 0; k < t->n_frames; k++) {
-                        if (t->frames[k].kind != FRAME_KIND_PYTHON)
+                        if (!frame_kind_is_runtime(t->frames[k].kind))
                                 continue;
                         f = open_memstream(&buf, &size);
                         if (!f)
@@ -424,8 +466,17 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                                 fputc(')', f);
                         }
                 }
-                fputs(c->n_lock_cycle == 1 ? " waits for a mutex it holds itself\n"
-                                           : ": each waits for a mutex the next one holds\n", f);
+                {
+                        const char *what = "mutex";
+
+                        for (size_t i = 0; i < c->n_edges; i++)
+                                if (c->edges[i].pid == c->lock_pid && c->edges[i].tid == c->lock_cycle[0] &&
+                                    c->edges[i].kind == WAIT_KIND_MONITOR)
+                                        what = "Java lock";
+
+                        fprintf(f, c->n_lock_cycle == 1 ? " waits for a %s it holds itself\n"
+                                                        : ": each waits for a %s the next one holds\n", what);
+                }
         }
         if (c->deadlock && c->n_cycle > 0) {
                 fputs("    DEADLOCK: ", f);
@@ -471,6 +522,22 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                         fprintf(f, ", the GIL held by TID %d", (int) s->gil_holder);
                 else
                         fputs(", the GIL free", f);
+                fputc('\n', f);
+        }
+        if (s->java) {
+                fputs("  java ", f);
+                if (s->java->vm) {
+                        fputs_escaped(s->java->vm, f);
+                        fprintf(f, ", answered in %.1f ms", (double) s->java->pause_usec / 1000.0);
+                        if (s->java->deadlocks > 0)
+                                fprintf(f, "; DEADLOCK: the JVM reports %u Java-level deadlock%s", s->java->deadlocks,
+                                        s->java->deadlocks == 1 ? "" : "s");
+                } else
+                        fputs("(no thread dump)", f);
+                if (s->java->error) {
+                        fputs(": no Java frames: ", f);
+                        fputs_escaped(s->java->error, f);
+                }
                 fputc('\n', f);
         }
         if (s->trigger) {
@@ -548,7 +615,7 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
                         if (u->interpreter)
                                 continue;
                         fputc(';', f);
-                        if (u->kind == FRAME_KIND_PYTHON) {
+                        if (frame_kind_is_runtime(u->kind)) {
                                 /* By function and file, not line: a flame graph adds up a function's samples. */
                                 fputs_folded(u->function, f);
                                 fputs("_(", f);

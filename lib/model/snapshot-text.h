@@ -24,8 +24,9 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f);
  * alert or a journal record shows of a stack. *RET is NULL-terminated and NULL when TID has no frames. */
 int snapshot_top_frames(const Snapshot *s, pid_t tid, size_t max, char ***ret);
 
-/* The innermost Python frame of thread TID of S as "inner (app.py:12)" (escaped), *RET NULL when it has none. */
-int snapshot_top_python_frame(const Snapshot *s, pid_t tid, char **ret);
+/* The innermost runtime frame (Python, Java) of thread TID of S as "inner (app.py:12)" (escaped), *RET NULL when
+ * it has none. */
+int snapshot_top_runtime_frame(const Snapshot *s, pid_t tid, char **ret);
 
 /* Thread TID of S as snapshot_print_text() prints it (its kernel and user stack), at most MAX bytes (cut with "…");
  * *RET is NULL when S has no thread TID. -ENOMEM. */

@@ -31,8 +31,29 @@ static const char *const frame_kind_table[_FRAME_KIND_MAX] = {
         [FRAME_KIND_NATIVE] = "native",
         [FRAME_KIND_PYTHON] = "python",
         [FRAME_KIND_GO] = "go",
+        [FRAME_KIND_JAVA] = "java",
 };
 DEFINE_STRING_TABLE_LOOKUP(frame_kind, FrameKind);
+
+/* The thread dump's own words (HotSpot's javaVFrame::print_lock_info_on()), "owns" for an ownable synchronizer. */
+static const char *const java_lock_table[_JAVA_LOCK_MAX] = {
+        [JAVA_LOCK_LOCKED] = "locked",
+        [JAVA_LOCK_WAITING_TO_LOCK] = "waiting to lock",
+        [JAVA_LOCK_WAITING_ON] = "waiting on",
+        [JAVA_LOCK_WAITING_TO_RELOCK] = "waiting to re-lock",
+        [JAVA_LOCK_PARKING] = "parking to wait for",
+        [JAVA_LOCK_OWNS] = "owns",
+};
+DEFINE_STRING_TABLE_LOOKUP(java_lock, JavaLockKind);
+
+JavaVm *java_vm_free(JavaVm *j) {
+        if (j) {
+                free(j->vm);
+                free(j->error);
+                free(j);
+        }
+        return NULL;
+}
 
 /* Go's own names (runtime/traceback.go, gStatusStrings). */
 static const char *const go_status_table[_GO_STATUS_MAX] = {
@@ -75,6 +96,7 @@ static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_MUTEX] = "mutex",
         [WAIT_KIND_CONDVAR] = "condvar",
         [WAIT_KIND_GIL] = "gil",
+        [WAIT_KIND_MONITOR] = "monitor",
 };
 DEFINE_STRING_TABLE_LOOKUP(wait_kind, WaitKind);
 
@@ -88,6 +110,11 @@ static void thread_done(ThreadSnapshot *t) {
         free(t->unwind_end);
         free(t->error);
         free(t->python_note);
+        free(t->java_name);
+        free(t->java_state);
+        for (size_t i = 0; i < t->n_java_locks; i++)
+                free(t->java_locks[i].klass);
+        free(t->java_locks);
         for (size_t i = 0; i < t->n_kframes; i++) {
                 free(t->kframes[i].function);
                 free(t->kframes[i].module);
@@ -119,6 +146,7 @@ Snapshot *snapshot_free(Snapshot *s) {
         free(s->unwinder);
         free(s->python);
         go_runtime_free(s->go);
+        java_vm_free(s->java);
         strv_free(s->errors);
         if (s->trigger) {
                 free(s->trigger->rule);
@@ -243,6 +271,10 @@ UserFrame *thread_add_frame(ThreadSnapshot *t) {
         if (f)
                 f->module = -1;
         return f;
+}
+
+JavaLock *thread_add_java_lock(ThreadSnapshot *t) {
+        return grow_one((void **) &t->java_locks, &t->n_java_locks, sizeof(JavaLock));
 }
 
 KernelFrame *thread_add_kframe(ThreadSnapshot *t) {

@@ -41,12 +41,49 @@ typedef enum FrameKind {
         FRAME_KIND_NATIVE,
         FRAME_KIND_PYTHON,      /* CPython: function (the qualified name), file and line; no pc, no module */
         FRAME_KIND_GO,          /* a goroutine's frame: a Go function's pc in the binary, as native frames are */
+        FRAME_KIND_JAVA,        /* a JVM's: class.method, file and line as its thread dump names them; no pc */
         _FRAME_KIND_MAX,
         _FRAME_KIND_INVALID = -EINVAL,
 } FrameKind;
 
 const char *frame_kind_to_string(FrameKind k);
 FrameKind frame_kind_from_string(const char *s);
+/* A runtime's own frame (Python, Java): a function, file and line, no pc or module. */
+static inline bool frame_kind_is_runtime(FrameKind k) {
+        return k == FRAME_KIND_PYTHON || k == FRAME_KIND_JAVA;
+}
+
+/* What a Java thread's frame does with a lock, in the words of the JVM's thread dump (java.h). */
+typedef enum JavaLockKind {
+        JAVA_LOCK_LOCKED,               /* "- locked <0x…>": a monitor it holds (synchronized) */
+        JAVA_LOCK_WAITING_TO_LOCK,      /* "- waiting to lock <0x…>": a monitor another thread holds */
+        JAVA_LOCK_WAITING_ON,           /* "- waiting on <0x…>": Object.wait(), the monitor released */
+        JAVA_LOCK_WAITING_TO_RELOCK,    /* "- waiting to re-lock in wait() <0x…>": notified, wants it back */
+        JAVA_LOCK_PARKING,              /* "- parking to wait for <0x…>": a java.util.concurrent lock or condition */
+        JAVA_LOCK_OWNS,                 /* "Locked ownable synchronizers: - <0x…>": a ReentrantLock … it holds */
+        _JAVA_LOCK_MAX,
+        _JAVA_LOCK_INVALID = -EINVAL,
+} JavaLockKind;
+
+const char *java_lock_to_string(JavaLockKind k);
+JavaLockKind java_lock_from_string(const char *s);
+
+typedef struct JavaLock {
+        JavaLockKind kind;
+        uint64_t address;       /* the object's */
+        char *klass;            /* its class ("java.lang.Object"), NULL when the dump names none */
+        pid_t owner;            /* for a wait: the thread holding it, 0 when none is known */
+} JavaLock;
+
+/* A JVM's answer to a thread dump request (java.h), for the process as a whole. */
+typedef struct JavaVm {
+        char *vm;               /* the dump's banner: "OpenJDK 64-Bit Server VM (17.0.8+7-Debian-1deb12u1 …)" */
+        char *error;            /* why there are no Java frames (attach disabled, no answer in time); NULL */
+        uint64_t pause_usec;    /* from the request to the end of the answer: bounds the JVM's safepoint */
+        unsigned deadlocks;     /* Java-level deadlocks the JVM itself reported */
+} JavaVm;
+
+JavaVm *java_vm_free(JavaVm *j);
 
 /* What a Python thread parked in a futex waits for, read from the interpreter (python.h). */
 typedef enum PythonWaitKind {
@@ -122,7 +159,16 @@ typedef struct ThreadSnapshot {
         PythonWaitKind py_wait;
         pid_t py_wait_owner;    /* the GIL's holder or the RLock's owner (TID), 0 when none or not known */
         uint64_t py_wait_object; /* the lock object's address (PYTHON_WAIT_RLOCK, _LOCK) */
+
+        /* In a JVM that answered (Snapshot.java set): */
+        char *java_name;        /* the Java thread's name; NULL for a thread the dump does not list */
+        char *java_state;       /* "BLOCKED (on object monitor)", NULL when the dump gives none */
+        JavaLock *java_locks;
+        size_t n_java_locks;
 } ThreadSnapshot;
+
+/* Append a zeroed Java lock to T; NULL on OOM. */
+JavaLock *thread_add_java_lock(ThreadSnapshot *t);
 
 typedef struct ModuleInfo {
         char *path;
@@ -174,6 +220,7 @@ typedef enum WaitKind {
         WAIT_KIND_CONDVAR,      /* a condition variable: no owner, any thread may signal it (from the frames) */
         WAIT_KIND_FUSE,         /* a request to a FUSE file system: the daemon serving its connection */
         WAIT_KIND_GIL,          /* CPython's GIL: the thread holding it (python.h) */
+        WAIT_KIND_MONITOR,      /* a Java monitor or java.util.concurrent lock: its owner, as the JVM names it */
         _WAIT_KIND_MAX,
         _WAIT_KIND_INVALID = -EINVAL,
 } WaitKind;
@@ -320,6 +367,7 @@ typedef struct Snapshot {
         char *python;           /* the CPython version running in it ("3.11.2"), NULL when none was found */
         pid_t gil_holder;       /* the thread holding the GIL, 0 when none does or it is not known */
         GoRuntime *go;          /* a Go program's goroutines; NULL when it runs no Go runtime */
+        JavaVm *java;           /* a HotSpot JVM's thread dump; NULL when it is not one (or was not asked) */
 
         SnapshotTrigger *trigger; /* NULL for on-demand dumps */
 

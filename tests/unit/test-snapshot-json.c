@@ -294,7 +294,7 @@ START_TEST(test_top_frames_of_a_python_thread) {
                 f->line = frames[i].line;
                 f->function_offset = f->kind == FRAME_KIND_NATIVE ? 0x10 : 0;
         }
-        ck_assert_int_eq(snapshot_top_python_frame(s, 4250, &py), 0);
+        ck_assert_int_eq(snapshot_top_runtime_frame(s, 4250, &py), 0);
         ck_assert_str_eq(py, "Worker.spin\\e (app.py:3)");
         ck_assert_int_eq(snapshot_top_frames(s, 4250, 8, &top), 0);
         ck_assert_uint_eq(strv_length(top), 3);
@@ -303,7 +303,7 @@ START_TEST(test_top_frames_of_a_python_thread) {
         ck_assert_str_eq(top[2], "#2  main+0x10 at main.c:5");
         /* A thread without Python frames has none to name. */
         py = mfree(py);
-        ck_assert_int_eq(snapshot_top_python_frame(s, 4243, &py), 0);
+        ck_assert_int_eq(snapshot_top_runtime_frame(s, 4243, &py), 0);
         ck_assert_ptr_null(py);
 }
 END_TEST
