@@ -79,6 +79,7 @@ static const struct {
         { "   --no-kernel", "dump, show: leave out kernel stacks" },
         { "   --no-python", "dump: native frames only, no Python frames merged in (a CPython's are by default)" },
         { "   --no-goroutines", "dump: a Go program's threads only, not its goroutines (read by default)" },
+        { "   --no-java", "dump: a JVM's native frames only, not asked for its thread dump (asked by default)" },
         { "   --max-frames N", "dump: at most N user frames per thread (default 256)" },
         { "   --max-threads N", "dump: at most N threads per process (default 4096)" },
         { "   --stack-bytes N", "dump: copy at most N bytes of each thread's stack (default 262144)" },
@@ -187,6 +188,7 @@ enum {
         ARG_NO_KERNEL,
         ARG_NO_PYTHON,
         ARG_NO_GOROUTINES,
+        ARG_NO_JAVA,
         ARG_MAX_FRAMES,
         ARG_MAX_THREADS,
         ARG_STACK_BYTES,
@@ -253,6 +255,7 @@ static const struct {
         { ARG_NO_KERNEL, "--no-kernel", V_DUMP | V_SHOW },
         { ARG_NO_PYTHON, "--no-python", V_DUMP },
         { ARG_NO_GOROUTINES, "--no-goroutines", V_DUMP },
+        { ARG_NO_JAVA, "--no-java", V_DUMP },
         { ARG_MAX_FRAMES, "--max-frames", V_DUMP },
         { ARG_MAX_THREADS, "--max-threads", V_DUMP },
         { ARG_STACK_BYTES, "--stack-bytes", V_DUMP },
@@ -357,6 +360,7 @@ static const struct {
         { ARG_NO_KERNEL, "--no-kernel" },
         { ARG_NO_PYTHON, "--no-python" },
         { ARG_NO_GOROUTINES, "--no-goroutines" },
+        { ARG_NO_JAVA, "--no-java" },
         { ARG_MAX_FRAMES, "--max-frames" },
         { ARG_MAX_THREADS, "--max-threads" },
         { ARG_STACK_BYTES, "--stack-bytes" },
@@ -384,6 +388,7 @@ static int parse_argv(int argc, char **argv) {
                 { "no-kernel", no_argument, NULL, ARG_NO_KERNEL },
                 { "no-python", no_argument, NULL, ARG_NO_PYTHON },
                 { "no-goroutines", no_argument, NULL, ARG_NO_GOROUTINES },
+                { "no-java", no_argument, NULL, ARG_NO_JAVA },
                 { "max-frames", required_argument, NULL, ARG_MAX_FRAMES },
                 { "max-threads", required_argument, NULL, ARG_MAX_THREADS },
                 { "stack-bytes", required_argument, NULL, ARG_STACK_BYTES },
@@ -503,6 +508,9 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_NO_GOROUTINES:
                         arg.capture.goroutines = false;
+                        break;
+                case ARG_NO_JAVA:
+                        arg.capture.java = false;
                         break;
                 case ARG_PEERS:
                         if (parse_uint_arg("--peers", optarg, 0, WAIT_CHAIN_DEPTH_MAX, &v) < 0)

@@ -17,6 +17,7 @@
 #include "capture/capture-sched.h"
 #include "capture/capture.h"
 #include "capture/golang.h"
+#include "capture/java.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
 
@@ -86,6 +87,8 @@ void capture_options_init(CaptureOptions *o) {
                 .stop_timeout_usec = CAPTURE_STOP_TIMEOUT_USEC_DEFAULT,
                 .python = true,
                 .goroutines = true,
+                .java = true,
+                .java_answer_usec = JAVA_ANSWER_USEC_DEFAULT,
         };
 }
 
@@ -1034,6 +1037,19 @@ static void capture_unwind_finish(Capture *c, Symbolizer *sym) {
                 s->modules[i].debuginfo = sym_module_has_debuginfo(c->symmods[i]);
 }
 
+/* The JVM's thread dump, within what is left of the budget (and never past the answer deadline). */
+static int capture_java(Capture *c) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+        if (now >= c->deadline_usec) {
+                c->s->java = calloc(1, sizeof *c->s->java);
+                if (!c->s->java || !(c->s->java->error = strdup("the time budget was spent before the JVM was asked")))
+                        return -ENOMEM;
+                return 0;
+        }
+        return java_capture(c->s, MIN(c->deadline_usec, now + c->o->java_answer_usec));
+}
+
 /* The raw passes and unwind passes, in rounds while threads are left and the budget lasts (see usec_left()). */
 static int capture_rounds(Capture *c, Symbolizer *sym, const int *tids, size_t n_tids, bool kthread, RawSet *rs) {
         size_t next = 0;
@@ -1117,6 +1133,12 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
         r = capture_rounds(&c, sym, tids, n_tids, kthread > 0, &raw);
         if (r < 0)
                 return r;
+        /* A JVM's own dump, after the stacks it is merged into: it costs the JVM a safepoint, our copies none. */
+        if (o->java && up && java_is_jvm(s)) {
+                r = capture_java(&c);
+                if (r < 0)
+                        return r;
+        }
         if (c.go) {
                 r = capture_go_build(&c, sym);
                 if (r < 0)

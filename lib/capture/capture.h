@@ -37,6 +37,8 @@ typedef struct CaptureOptions {
         const char *debuginfo_path;     /* libdwfl syntax; NULL for the default */
         bool python;                    /* a CPython's own frames, merged into the native ones (python.h) */
         bool goroutines;                /* a Go program's goroutines (golang.h) */
+        bool java;                      /* a JVM's own thread dump, asked of it (java.h): costs it a safepoint */
+        uint64_t java_answer_usec;      /* how long to wait for the JVM's answer, within the budget */
 } CaptureOptions;
 
 void capture_options_init(CaptureOptions *o);

@@ -1,0 +1,32 @@
+/* java.h: a HotSpot JVM's own thread dump, asked for through its attach mechanism (the protocol jcmd and jstack
+ * speak: a .attach_pid file and SIGQUIT start its listener, a unix socket in its /tmp answers), parsed and merged
+ * into a snapshot: each thread's Java frames, its Java state, the monitors and locks it holds and waits for.
+ *
+ * It costs the JVM one safepoint (every Java thread paused while the dump is written: a few ms), which is measured.
+ * Never asked of a JVM that does not catch SIGQUIT (-Xrs: the signal would kill it) or that was started with
+ * -XX:+DisableAttachMechanism (SIGQUIT would print a thread dump on its stdout). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model/snapshot.h"
+
+#define JAVA_ANSWER_USEC_DEFAULT (2 * 1000 * 1000ULL)
+
+/* Whether S is a HotSpot JVM: its libjvm.so is mapped. */
+bool java_is_jvm(const Snapshot *s);
+
+/* Ask JVM PID for its thread dump within DEADLINE_USEC (CLOCK_MONOTONIC). 0 with the answer's text in *RET and the
+ * time from the request to the end of the answer in *RET_USEC; -ENOMEM; or another negative errno with why in
+ * *RET_WHY (a message to free). */
+int java_request_threaddump(pid_t pid, uint64_t deadline_usec, char **ret, uint64_t *ret_usec, char **ret_why);
+
+/* Merge the thread dump TEXT into S (threads by their nid, the TID): Java frames where the native stack enters
+ * Java code, states, locks with their owners, and the VM's banner and own deadlock count into S->java (which must
+ * be set). -ENOMEM, or 0. */
+int java_merge_threaddump(Snapshot *s, const char *text);
+
+/* Both, for S of process PID, within DEADLINE_USEC: S->java says what was had, or why not. -ENOMEM, or 0. */
+int java_capture(Snapshot *s, uint64_t deadline_usec);

@@ -1,0 +1,168 @@
+/* test-java.c: a real HotSpot 17 thread dump (jstack -l's text, as the attach protocol answers it) merged into a
+ * snapshot: threads by nid, Java frames where the native stack enters the code cache, states, locks and their
+ * owners, the JVM's own deadlock count; its deadlock report not taken for threads; the JSON form read back. */
+#include "unit.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/macro.h"
+#include "capture/java.h"
+#include "model/snapshot-json.h"
+
+#define SYNC_A 0xb88
+#define SYNC_B 0xb89
+#define HOLDER 0xb8a
+#define WAITER 0xb8b
+
+static char *read_data(void) {
+        const char *dir = getenv("srcdir") ?: ".";
+        char path[4096], *buf;
+        FILE *f;
+        long n;
+
+        snprintf(path, sizeof path, "%s/tests/unit/data/java-threaddump.txt", dir);
+        f = fopen(path, "re");
+        ck_assert_msg(f, "%s", path);
+        ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+        n = ftell(f);
+        rewind(f);
+        buf = calloc(1, (size_t) n + 1);
+        ck_assert_uint_eq(fread(buf, 1, (size_t) n, f), (size_t) n);
+        fclose(f);
+        return buf;
+}
+
+static void add_native(ThreadSnapshot *t, uint64_t pc, int module, const char *function) {
+        UserFrame *f = thread_add_frame(t);
+
+        ck_assert_ptr_nonnull(f);
+        f->pc = pc;
+        f->module = module;
+        f->function = function ? strdup(function) : NULL;
+}
+
+/* A JVM thread as the unwinder leaves it: libc and libjvm frames, then nameless code cache frames, then libjvm's
+ * JavaCalls and the thread's start. */
+static Snapshot *jvm_snapshot(void) {
+        static const pid_t tids[] = { 0xb76, SYNC_A, SYNC_B, HOLDER, WAITER, 0x4242 };
+        Snapshot *s = snapshot_new();
+        ModuleInfo *m;
+
+        ck_assert_ptr_nonnull(s);
+        s->pid = 0xb75;
+        m = snapshot_add_module(s);
+        m->path = strdup("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so");
+        for (size_t i = 0; i < ELEMENTSOF(tids); i++) {
+                ThreadSnapshot *t = snapshot_add_thread(s);
+
+                t->tid = tids[i];
+                add_native(t, 0x7f0000001000, 0, "ObjectMonitor::enter(JavaThread*)");
+                add_native(t, 0x7f00449537ba, -1, NULL);
+                add_native(t, 0x7f0044941260, -1, NULL);
+                add_native(t, 0x7f0000002000, 0, "JavaCalls::call_helper");
+        }
+        s->java = calloc(1, sizeof *s->java);
+        return s;
+}
+
+static const ThreadSnapshot *thread(Snapshot *s, pid_t tid) {
+        const ThreadSnapshot *t = snapshot_find_thread(s, tid);
+
+        ck_assert_ptr_nonnull(t);
+        return t;
+}
+
+static const JavaLock *lock_of(const ThreadSnapshot *t, JavaLockKind kind) {
+        for (size_t i = 0; i < t->n_java_locks; i++)
+                if (t->java_locks[i].kind == kind)
+                        return &t->java_locks[i];
+        return NULL;
+}
+
+static void check_merged(Snapshot *s) {
+        const ThreadSnapshot *a = thread(s, SYNC_A), *w = thread(s, WAITER), *h = thread(s, HOLDER);
+        const JavaLock *l;
+
+        ck_assert_str_eq(s->java->vm, "OpenJDK 64-Bit Server VM (17.0.15+6-Debian-1deb12u1 mixed mode, sharing)");
+        ck_assert_uint_eq(s->java->deadlocks, 1);
+        ck_assert_str_eq(a->java_name, "sync-a");
+        ck_assert_str_eq(a->java_state, "BLOCKED (on object monitor)");
+        /* The two code cache frames became the four Java ones, between libjvm's. */
+        ck_assert_uint_eq(a->n_frames, 6);
+        ck_assert_str_eq(a->frames[0].function, "ObjectMonitor::enter(JavaThread*)");
+        ck_assert_int_eq(a->frames[1].kind, FRAME_KIND_JAVA);
+        ck_assert_str_eq(a->frames[1].function, "Hung.ab");
+        ck_assert_str_eq(a->frames[1].file, "Hung.java");
+        ck_assert_uint_eq(a->frames[1].line, 5);
+        ck_assert_str_eq(a->frames[3].function, "Hung$$Lambda$1/0x00007f56d8000a08.run");
+        ck_assert_ptr_null(a->frames[3].file);
+        /* A frame of a named module: its file without "java.base@17.0.15/". */
+        ck_assert_str_eq(a->frames[4].function, "java.lang.Thread.run");
+        ck_assert_str_eq(a->frames[4].file, "Thread.java");
+        ck_assert_uint_eq(a->frames[4].line, 840);
+        ck_assert_str_eq(a->frames[5].function, "JavaCalls::call_helper");
+        /* sync-a waits for the monitor sync-b locked, and the other way round. */
+        l = lock_of(a, JAVA_LOCK_WAITING_TO_LOCK);
+        ck_assert_ptr_nonnull(l);
+        ck_assert_uint_eq(l->address, 0x69ec193e0);
+        ck_assert_str_eq(l->klass, "java.lang.Object");
+        ck_assert_int_eq(l->owner, SYNC_B);
+        ck_assert_int_eq(lock_of(thread(s, SYNC_B), JAVA_LOCK_WAITING_TO_LOCK)->owner, SYNC_A);
+        ck_assert_int_eq(lock_of(a, JAVA_LOCK_LOCKED)->owner, 0);
+        /* The ReentrantLock: parked for it, its owner named by the holder's ownable synchronizers. */
+        l = lock_of(w, JAVA_LOCK_PARKING);
+        ck_assert_ptr_nonnull(l);
+        ck_assert_str_eq(l->klass, "java.util.concurrent.locks.ReentrantLock$NonfairSync");
+        ck_assert_int_eq(l->owner, HOLDER);
+        ck_assert_uint_eq(lock_of(h, JAVA_LOCK_OWNS)->address, l->address);
+        ck_assert_str_eq(w->frames[1].function, "jdk.internal.misc.Unsafe.park");
+        ck_assert_ptr_null(w->frames[1].file);
+        /* A thread the dump does not list keeps its native frames. */
+        ck_assert_ptr_null(thread(s, 0x4242)->java_name);
+        ck_assert_uint_eq(thread(s, 0x4242)->n_frames, 4);
+}
+
+START_TEST(test_merge_real_dump) {
+        _cleanup_free_ char *text = read_data();
+        Snapshot *s = jvm_snapshot();
+
+        ck_assert(java_is_jvm(s));
+        ck_assert_int_eq(java_merge_threaddump(s, text), 0);
+        check_merged(s);
+        /* The deadlock report after the threads names sync-a again, with frames: not a second thread. */
+        ck_assert_uint_eq(thread(s, SYNC_A)->n_java_locks, 2);
+        snapshot_free(s);
+}
+END_TEST
+
+START_TEST(test_json_round_trip) {
+        _cleanup_free_ char *text = read_data();
+        Snapshot *s = jvm_snapshot(), *back = NULL;
+        json_object *j;
+
+        ck_assert_int_eq(java_merge_threaddump(s, text), 0);
+        s->java->pause_usec = 1234;
+        j = snapshot_to_json(s);
+        ck_assert_int_eq(snapshot_from_json(j, &back, NULL), 0);
+        ck_assert_uint_eq(back->java->pause_usec, 1234);
+        check_merged(back);
+        json_object_put(j);
+        snapshot_free(back);
+        snapshot_free(s);
+}
+END_TEST
+
+/* The JVM refusing the command (an error code and its message): no frames, the reason kept. */
+START_TEST(test_refused) {
+        Snapshot *s = jvm_snapshot();
+
+        ck_assert_int_eq(java_merge_threaddump(s, "101\nProtocol mismatch\n"), 0);
+        ck_assert_ptr_null(s->java->vm);
+        ck_assert_str_eq(s->java->error, "the JVM refused the request: 101");
+        ck_assert_ptr_null(thread(s, SYNC_A)->java_name);
+        snapshot_free(s);
+}
+END_TEST
+
+UNIT_TEST_MAIN("java", test_merge_real_dump, test_json_round_trip, test_refused)
