@@ -458,6 +458,89 @@ static bool in_function(const ThreadSnapshot *t, const char *prefix) {
         return false;
 }
 
+/* The Java locks the threads of JVM P wait for, as its own thread dump names their owners: an edge each to the
+ * owner (from the thread the chain starts at, and on through the owners; from every thread when it starts at
+ * none). The dump is of one moment, a safepoint, so a cycle among them is a deadlock: counted when the JVM reported
+ * one too, as it must have. */
+static int java_waits(pid_t root_pid, const Snapshot *p, WaitChain *c) {
+        pid_t order[WAIT_CHAIN_EDGES_MAX + 1];
+        size_t n = 0;
+
+        if (!p->java)
+                return 0;
+        for (size_t i = 0; i < p->n_threads; i++) {
+                const ThreadSnapshot *t = &p->threads[i];
+
+                for (size_t k = 0; k < t->n_java_locks; k++) {
+                        const JavaLock *l = &t->java_locks[k];
+                        char object[256];
+                        WaitEdge *e;
+
+                        if (l->owner <= 0 || l->kind == JAVA_LOCK_LOCKED || l->kind == JAVA_LOCK_OWNS ||
+                            l->kind == JAVA_LOCK_WAITING_ON)
+                                continue;
+                        if (c->tid > 0 && p->pid == root_pid) {
+                                bool reached = t->tid == c->tid;
+
+                                for (size_t m = 0; m < c->n_edges && !reached; m++)
+                                        reached = c->edges[m].kind == WAIT_KIND_MONITOR && c->edges[m].pid == p->pid &&
+                                                  c->edges[m].peer_tid == t->tid;
+                                if (!reached)
+                                        continue;
+                        }
+                        if (c->n_edges >= WAIT_CHAIN_EDGES_MAX)
+                                return 0;
+                        e = wait_chain_add_edge(c);
+                        if (!e)
+                                return -ENOMEM;
+                        snprintf(object, sizeof object, "%s <0x%" PRIx64 ">",
+                                 l->klass ?: "java.lang.Object", l->address);
+                        *e = (WaitEdge) { .pid = p->pid, .tid = t->tid, .kind = WAIT_KIND_MONITOR, .fd = -1,
+                                          .peer_fd = -1, .peer_pid = p->pid, .peer_tid = l->owner,
+                                          .address = l->address, .syscall = strdup("futex"),
+                                          .object = strdup(object) };
+                        if (!e->syscall || !e->object)
+                                return -ENOMEM;
+                        /* Its owner's waits are next, when the chain starts at one thread. */
+                        if (c->tid > 0 && p->pid == root_pid)
+                                i = (size_t) -1;
+                        break;
+                }
+        }
+        if (c->n_lock_cycle > 0 || p->java->deadlocks == 0)
+                return 0;
+        for (size_t i = 0; i < c->n_edges; i++) {
+                const WaitEdge *e = &c->edges[i];
+
+                if (e->kind != WAIT_KIND_MONITOR || e->pid != p->pid)
+                        continue;
+                n = 0;
+                for (pid_t t = e->tid; n < ELEMENTSOF(order);) {
+                        const WaitEdge *next = NULL;
+
+                        for (size_t k = 0; k < n; k++)
+                                if (order[k] == t) {
+                                        c->n_lock_cycle = n - k;
+                                        c->lock_cycle = malloc(c->n_lock_cycle * sizeof *c->lock_cycle);
+                                        if (!c->lock_cycle)
+                                                return -ENOMEM;
+                                        memcpy(c->lock_cycle, order + k, c->n_lock_cycle * sizeof *c->lock_cycle);
+                                        c->lock_pid = p->pid;
+                                        return 0;
+                                }
+                        for (size_t k = 0; k < c->n_edges && !next; k++)
+                                if (c->edges[k].kind == WAIT_KIND_MONITOR && c->edges[k].pid == p->pid &&
+                                    c->edges[k].tid == t)
+                                        next = &c->edges[k];
+                        if (!next)
+                                break;
+                        order[n++] = t;
+                        t = next->peer_tid;
+                }
+        }
+        return 0;
+}
+
 /* A thread of ROOT in futex() that the chain has no edge for (no lock layout named a holder): say what it waits on
  * rather than nothing, without making an owner up. Its stack tells a condition variable (no owner: any thread may
  * signal it) and a join; anything else is "owner unknown". A thread in a mutex or rwlock function whose holder was
@@ -594,7 +677,11 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
                 }
                 root->peers[root->n_peers++] = s;
         }
-        k = note_futex_waits(root, c);
+        k = java_waits(root->pid, root, c);
+        for (size_t i = 0; k >= 0 && i < root->n_peers; i++)
+                k = java_waits(root->pid, root->peers[i], c);
+        if (k >= 0)
+                k = note_futex_waits(root, c);
         if (k >= 0)
                 k = name_mutexes(root, c, sym);
         if (k < 0)
