@@ -910,6 +910,7 @@ static const ConfigKey capture_keys[] = {
         KEY("time_budget", CONFIG_NODE_SCALAR, parse_duration, Config, time_budget_usec,
             .min = CONFIG_TIME_BUDGET_MIN_USEC, .max = CONFIG_TIME_BUDGET_MAX_USEC),
         KEY("kernel", CONFIG_NODE_SCALAR, parse_bool, Config, kernel),
+        KEY("java", CONFIG_NODE_SCALAR, parse_bool, Config, java),
 };
 static const ConfigTable capture_table = { "in \"capture\"", capture_keys, ELEMENTSOF(capture_keys) };
 
