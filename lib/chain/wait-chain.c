@@ -458,84 +458,87 @@ static bool in_function(const ThreadSnapshot *t, const char *prefix) {
         return false;
 }
 
+/* The Java lock thread T waits for whose owner the JVM's dump names; NULL when none. */
+static const JavaLock *java_wait_of(const ThreadSnapshot *t) {
+        for (size_t k = 0; k < t->n_java_locks; k++) {
+                const JavaLock *l = &t->java_locks[k];
+
+                if (l->owner > 0 && (l->kind == JAVA_LOCK_WAITING_TO_LOCK || l->kind == JAVA_LOCK_WAITING_TO_RELOCK ||
+                                     l->kind == JAVA_LOCK_PARKING))
+                        return l;
+        }
+        return NULL;
+}
+
+/* An edge from thread TID of P to the owner of the Java lock L it waits for, unless there is one. */
+static int java_edge(const Snapshot *p, pid_t tid, const JavaLock *l, WaitChain *c) {
+        char object[256];
+        WaitEdge *e;
+
+        for (size_t k = 0; k < c->n_edges; k++)
+                if (c->edges[k].kind == WAIT_KIND_MONITOR && c->edges[k].pid == p->pid && c->edges[k].tid == tid)
+                        return 0;
+        if (c->n_edges >= WAIT_CHAIN_EDGES_MAX)
+                return 0;
+        e = wait_chain_add_edge(c);
+        if (!e)
+                return -ENOMEM;
+        snprintf(object, sizeof object, "%s <0x%" PRIx64 ">", l->klass ?: "java.lang.Object", l->address);
+        *e = (WaitEdge) { .pid = p->pid, .tid = tid, .kind = WAIT_KIND_MONITOR, .fd = -1, .peer_fd = -1,
+                          .peer_pid = p->pid, .peer_tid = l->owner, .address = l->address,
+                          .syscall = strdup("futex"), .object = strdup(object) };
+        return e->syscall && e->object ? 0 : -ENOMEM;
+}
+
 /* The Java locks the threads of JVM P wait for, as its own thread dump names their owners: an edge each to the
- * owner (from the thread the chain starts at, and on through the owners; from every thread when it starts at
- * none). The dump is of one moment, a safepoint, so a cycle among them is a deadlock: counted when the JVM reported
- * one too, as it must have. */
+ * owner, from every thread, or for a chain started at one thread of the root, from it on through the owners. The
+ * dump is of one moment, a safepoint, so a cycle of owners is a deadlock with no second look: when the JVM
+ * reported one too (as it must have), it is the chain's lock cycle, with its edges, wherever the chain started. */
 static int java_waits(pid_t root_pid, const Snapshot *p, WaitChain *c) {
         pid_t order[WAIT_CHAIN_EDGES_MAX + 1];
-        size_t n = 0;
+        const JavaLock *l;
+        int r;
 
         if (!p->java)
                 return 0;
-        for (size_t i = 0; i < p->n_threads; i++) {
-                const ThreadSnapshot *t = &p->threads[i];
+        if (c->tid > 0 && p->pid == root_pid) {
+                const ThreadSnapshot *t = snapshot_find_thread((Snapshot *) p, c->tid);
 
-                for (size_t k = 0; k < t->n_java_locks; k++) {
-                        const JavaLock *l = &t->java_locks[k];
-                        char object[256];
-                        WaitEdge *e;
-
-                        if (l->owner <= 0 || l->kind == JAVA_LOCK_LOCKED || l->kind == JAVA_LOCK_OWNS ||
-                            l->kind == JAVA_LOCK_WAITING_ON)
-                                continue;
-                        if (c->tid > 0 && p->pid == root_pid) {
-                                bool reached = t->tid == c->tid;
-
-                                for (size_t m = 0; m < c->n_edges && !reached; m++)
-                                        reached = c->edges[m].kind == WAIT_KIND_MONITOR && c->edges[m].pid == p->pid &&
-                                                  c->edges[m].peer_tid == t->tid;
-                                if (!reached)
-                                        continue;
-                        }
-                        if (c->n_edges >= WAIT_CHAIN_EDGES_MAX)
-                                return 0;
-                        e = wait_chain_add_edge(c);
-                        if (!e)
-                                return -ENOMEM;
-                        snprintf(object, sizeof object, "%s <0x%" PRIx64 ">",
-                                 l->klass ?: "java.lang.Object", l->address);
-                        *e = (WaitEdge) { .pid = p->pid, .tid = t->tid, .kind = WAIT_KIND_MONITOR, .fd = -1,
-                                          .peer_fd = -1, .peer_pid = p->pid, .peer_tid = l->owner,
-                                          .address = l->address, .syscall = strdup("futex"),
-                                          .object = strdup(object) };
-                        if (!e->syscall || !e->object)
-                                return -ENOMEM;
-                        /* Its owner's waits are next, when the chain starts at one thread. */
-                        if (c->tid > 0 && p->pid == root_pid)
-                                i = (size_t) -1;
-                        break;
+                for (size_t n = 0; t && (l = java_wait_of(t)) && n < WAIT_CHAIN_EDGES_MAX; n++) {
+                        if ((r = java_edge(p, t->tid, l, c)) < 0)
+                                return r;
+                        t = snapshot_find_thread((Snapshot *) p, l->owner);
                 }
-        }
+        } else
+                for (size_t i = 0; i < p->n_threads; i++)
+                        if ((l = java_wait_of(&p->threads[i])) && (r = java_edge(p, p->threads[i].tid, l, c)) < 0)
+                                return r;
         if (c->n_lock_cycle > 0 || p->java->deadlocks == 0)
                 return 0;
-        for (size_t i = 0; i < c->n_edges; i++) {
-                const WaitEdge *e = &c->edges[i];
+        for (size_t i = 0; i < p->n_threads; i++) {
+                const ThreadSnapshot *t = &p->threads[i];
+                size_t n = 0;
 
-                if (e->kind != WAIT_KIND_MONITOR || e->pid != p->pid)
-                        continue;
-                n = 0;
-                for (pid_t t = e->tid; n < ELEMENTSOF(order);) {
-                        const WaitEdge *next = NULL;
+                while (t && (l = java_wait_of(t)) && n < ELEMENTSOF(order)) {
+                        for (size_t k = 0; k < n; k++) {
+                                if (order[k] != t->tid)
+                                        continue;
+                                c->n_lock_cycle = n - k;
+                                c->lock_cycle = malloc(c->n_lock_cycle * sizeof *c->lock_cycle);
+                                if (!c->lock_cycle)
+                                        return -ENOMEM;
+                                memcpy(c->lock_cycle, order + k, c->n_lock_cycle * sizeof *c->lock_cycle);
+                                c->lock_pid = p->pid;
+                                for (size_t m = k; m < n; m++) {
+                                        const ThreadSnapshot *w = snapshot_find_thread((Snapshot *) p, order[m]);
 
-                        for (size_t k = 0; k < n; k++)
-                                if (order[k] == t) {
-                                        c->n_lock_cycle = n - k;
-                                        c->lock_cycle = malloc(c->n_lock_cycle * sizeof *c->lock_cycle);
-                                        if (!c->lock_cycle)
-                                                return -ENOMEM;
-                                        memcpy(c->lock_cycle, order + k, c->n_lock_cycle * sizeof *c->lock_cycle);
-                                        c->lock_pid = p->pid;
-                                        return 0;
+                                        if ((r = java_edge(p, order[m], java_wait_of(w), c)) < 0)
+                                                return r;
                                 }
-                        for (size_t k = 0; k < c->n_edges && !next; k++)
-                                if (c->edges[k].kind == WAIT_KIND_MONITOR && c->edges[k].pid == p->pid &&
-                                    c->edges[k].tid == t)
-                                        next = &c->edges[k];
-                        if (!next)
-                                break;
-                        order[n++] = t;
-                        t = next->peer_tid;
+                                return 0;
+                        }
+                        order[n++] = t->tid;
+                        t = snapshot_find_thread((Snapshot *) p, l->owner);
                 }
         }
         return 0;
