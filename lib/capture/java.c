@@ -107,6 +107,80 @@ static bool scan_disable_attach(const char *buf, size_t n, char sep, int *state)
         return seen;
 }
 
+/* The JVM's own word on whether it may be attached to: "sun.rt.jvmCapabilities" in its performance data (the file
+ * /tmp/hsperfdata_USER/NSPID it maps, read through its root), whose first character is '1' when the attach
+ * mechanism is on, '0' when -XX:+DisableAttachMechanism (set anywhere: a flags file too) turned it off. The format
+ * is HotSpot's (src/hotspot/share/runtime/perfMemory.hpp, perfData.hpp): a 32-byte prologue (magic 0xcafec0c0,
+ * byte order, entry offset and count) and entries of 20-byte headers, each with its name and data offsets. 1
+ * attachable, 0 not, -errno when there is no such data (-XX:-UsePerfData) or it cannot be read. */
+#define HSPERF_MAGIC 0xcafec0c0U
+#define HSPERF_MAX (4U * 1024 * 1024)
+
+static uint32_t hsperf_u32(const uint8_t *p, bool little) {
+        return little ? (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24
+                      : (uint32_t) p[3] | (uint32_t) p[2] << 8 | (uint32_t) p[1] << 16 | (uint32_t) p[0] << 24;
+}
+
+int java_perfdata_attachable(const uint8_t *d, size_t n) {
+        static const char key[] = "sun.rt.jvmCapabilities";
+        uint32_t off, count;
+        bool little;
+
+        if (n < 32 || hsperf_u32(d, false) != HSPERF_MAGIC || d[4] > 1)
+                return -EBADMSG;
+        little = d[4] == 1;
+        off = hsperf_u32(d + 24, little);
+        count = hsperf_u32(d + 28, little);
+        for (uint32_t i = 0; i < count && off >= 32 && (size_t) off + 20 <= n; i++) {
+                uint32_t len = hsperf_u32(d + off, little), name = hsperf_u32(d + off + 4, little),
+                         vlen = hsperf_u32(d + off + 8, little), data = hsperf_u32(d + off + 16, little);
+
+                if (len < 20 || len > n - off)
+                        return -EBADMSG;
+                if (name < 20 || name >= len)
+                        return -EBADMSG;
+                if (name + sizeof key <= len && memcmp(d + off + name, key, sizeof key) == 0) {
+                        if (d[off + 12] != 'B' || vlen == 0 || data >= len || vlen > len - data)
+                                return -EBADMSG;
+                        return d[off + data] == '1' ? 1 : d[off + data] == '0' ? 0 : -EBADMSG;
+                }
+                off += len;
+        }
+        return -ENOENT;
+}
+
+static int perfdata_attachable(pid_t pid, int dirfd, pid_t nspid) {
+        _cleanup_free_ char *maps = NULL, *data = NULL;
+        _cleanup_close_ int rootfd = -EBADF;
+        char suffix[32], root[64];
+        size_t n = 0;
+        int r;
+
+        r = proc_read_full(dirfd, "maps", 16 * 1024 * 1024, &maps, &n);
+        if (r < 0)
+                return r;
+        snprintf(suffix, sizeof suffix, "/%d", (int) nspid);
+        for (char *l = maps, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+                char *path;
+
+                nl = strchr(l, '\n');
+                if (nl)
+                        *nl = '\0';
+                path = strchr(l, '/');
+                if (!path || !strstr(path, "/hsperfdata_") || !endswith(path, suffix) || endswith(path, "(deleted)"))
+                        continue;
+                snprintf(root, sizeof root, "/proc/%d/root", (int) pid);
+                rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (rootfd < 0)
+                        return -errno;
+                r = proc_read_full(rootfd, path + 1, HSPERF_MAX, &data, &n);
+                if (r < 0)
+                        return r;
+                return java_perfdata_attachable((const uint8_t *) data, n);
+        }
+        return -ENOENT;
+}
+
 static bool attach_disabled(int dirfd) {
         static const char *const vars[] = { "JAVA_TOOL_OPTIONS=", "JDK_JAVA_OPTIONS=", "_JAVA_OPTIONS=" };
         _cleanup_free_ char *cmdline = NULL, *env = NULL;
@@ -242,7 +316,9 @@ int java_request_threaddump(pid_t pid, uint64_t deadline_usec, char **ret, uint6
         if (!ids.catches_sigquit)
                 return (*ret_why = strdup("the JVM does not catch SIGQUIT (-Xrs?), which starts its attach "
                                           "listener")) ? -EPERM : -ENOMEM;
-        if (attach_disabled(dirfd))
+        /* Its performance data says; without any, its command line and option variables. */
+        r = perfdata_attachable(pid, dirfd, ids.nspid);
+        if (r == 0 || (r < 0 && attach_disabled(dirfd)))
                 return (*ret_why = strdup("the JVM was started with -XX:+DisableAttachMechanism")) ? -EPERM : -ENOMEM;
         snprintf(tmp, sizeof tmp, "/proc/%d/root/tmp", (int) pid);
         snprintf(sock_name, sizeof sock_name, ".java_pid%d", (int) ids.nspid);

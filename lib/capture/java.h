@@ -15,6 +15,10 @@
 
 #define JAVA_ANSWER_USEC_DEFAULT (2 * 1000 * 1000ULL)
 
+/* Whether the JVM's performance data D (N bytes of its hsperfdata file) says it may be attached to: 1, 0 (started
+ * with -XX:+DisableAttachMechanism), -ENOENT (no such entry), -EBADMSG (not HotSpot's format). */
+int java_perfdata_attachable(const uint8_t *d, size_t n);
+
 /* Whether S is a HotSpot JVM: its libjvm.so is mapped. */
 bool java_is_jvm(const Snapshot *s);
 

@@ -2,6 +2,7 @@
  * snapshot: threads by nid, Java frames where the native stack enters the code cache, states, locks and their
  * owners, the JVM's own deadlock count; its deadlock report not taken for threads; the JSON form read back. */
 #include "unit.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +16,13 @@
 #define HOLDER 0xb8a
 #define WAITER 0xb8b
 
-static char *read_data(void) {
+static char *read_file(const char *name, size_t *ret_n) {
         const char *dir = getenv("srcdir") ?: ".";
         char path[4096], *buf;
         FILE *f;
         long n;
 
-        snprintf(path, sizeof path, "%s/tests/unit/data/java-threaddump.txt", dir);
+        snprintf(path, sizeof path, "%s/%s", dir, name);
         f = fopen(path, "re");
         ck_assert_msg(f, "%s", path);
         ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
@@ -30,7 +31,13 @@ static char *read_data(void) {
         buf = calloc(1, (size_t) n + 1);
         ck_assert_uint_eq(fread(buf, 1, (size_t) n, f), (size_t) n);
         fclose(f);
+        if (ret_n)
+                *ret_n = (size_t) n;
         return buf;
+}
+
+static char *read_data(void) {
+        return read_file("tests/unit/data/java-threaddump.txt", NULL);
 }
 
 static void add_native(ThreadSnapshot *t, uint64_t pc, int module, const char *function) {
@@ -165,4 +172,19 @@ START_TEST(test_refused) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("java", test_merge_real_dump, test_json_round_trip, test_refused)
+/* A JVM's performance data says whether it may be attached to, whatever set the flag (a flags file too); the seeds
+ * of fuzz-java are real files (after their tag byte). */
+START_TEST(test_perfdata) {
+        size_t n_on, n_off;
+        _cleanup_free_ char *on = read_file("fuzz/corpus/java/hsperfdata-attachable", &n_on);
+        _cleanup_free_ char *off = read_file("fuzz/corpus/java/hsperfdata-disabled", &n_off);
+
+        ck_assert_int_eq(java_perfdata_attachable((const uint8_t *) on + 1, n_on - 1), 1);
+        ck_assert_int_eq(java_perfdata_attachable((const uint8_t *) off + 1, n_off - 1), 0);
+        /* Cut short, or not HotSpot's: never a verdict. */
+        ck_assert_int_lt(java_perfdata_attachable((const uint8_t *) on + 1, 200), 0);
+        ck_assert_int_eq(java_perfdata_attachable((const uint8_t *) on + 2, n_on - 2), -EBADMSG);
+}
+END_TEST
+
+UNIT_TEST_MAIN("java", test_merge_real_dump, test_json_round_trip, test_refused, test_perfdata)
