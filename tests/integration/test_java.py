@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from conftest import SRCDIR, dump_json, stackctl, thread_names, thread_states, tracer_of
+from conftest import SRCDIR, dump_json, stackctl, thread_names, thread_states, tracer_of, wait_until
+from test_journal import journald_daemon  # noqa: F401  (a fixture)
 
 JAVA_SRC = os.path.join(SRCDIR, "tests", "fixtures", "java", "Hung.java")
 JAVA = shutil.which("java")
@@ -431,10 +432,17 @@ def test_no_java_leaves_the_jvm_alone(jvm):
     j.assert_untouched()
 
 
-def test_attach_disabled_is_said_and_no_sigquit_sent(jvm):
-    """-XX:+DisableAttachMechanism: the dump says why it has no Java frames, keeps the native ones, and the JVM
-    neither printed a thread dump (what a SIGQUIT would make it do) nor died; no .attach_pid file is left."""
-    j = jvm("plain", "-XX:+DisableAttachMechanism")
+@pytest.mark.parametrize("where", ["command line", "flags file"])
+def test_attach_disabled_is_said_and_no_sigquit_sent(jvm, tmp_path, where):
+    """-XX:+DisableAttachMechanism, on the command line or in a flags file (which only the JVM's performance data
+    tells): the dump says why it has no Java frames, keeps the native ones, and the JVM neither printed a thread
+    dump (what a SIGQUIT would make it do) nor died; no .attach_pid file is left."""
+    if where == "flags file":
+        flags = tmp_path / "jvm.flags"
+        flags.write_text("+DisableAttachMechanism\n")
+        j = jvm("plain", f"-XX:Flags={flags}")
+    else:
+        j = jvm("plain", "-XX:+DisableAttachMechanism")
     r = stackctl("dump", "--json", j.pid, timeout=120)
     # Whether a JVM that refuses to be attached to makes the dump a partial one (5) is the feature's choice.
     assert r.returncode in (0, 5), f"rc {r.returncode}: {r.stderr.decode(errors='replace')}"
@@ -464,3 +472,42 @@ def test_jvm_is_never_left_stopped_and_pauses_briefly(jvm):
         assert not os.path.exists(j.cwd / f".attach_pid{j.pid}") and not os.path.exists(f"/tmp/.attach_pid{j.pid}")
         by_name(doc, j.pid)
     assert j.output() == "", j.output()
+
+
+def test_daemon_snapshot_names_the_java_deadlock_in_the_journal(jvm, journald_daemon):  # noqa: F811
+    """The daemon's snapshot of the deadlocked JVM, fired by a rule on the process (whichever of its threads
+    fires it): the journal record names the deadlock's threads and the Java methods they are stuck in, with file
+    and line, as the JVM's own dump has them; the archived snapshot holds the Java frames and the lock cycle."""
+    from test_journal import FIRED, journal
+    j = jvm("deadlock")
+    d, jdir = journald_daemon("""
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+rules:
+  - name: java-stuck
+    class: [waiting, blocked]
+    comm: java
+    for: 1s
+    peers: 1
+    cooldown: 1h
+    actions: [snapshot, log]
+""")
+    recs = wait_until(lambda: journal(jdir, f"MESSAGE_ID={FIRED}", f"STACKWATCH_PID={j.pid}"), timeout=60,
+                      interval=0.2, what="the firing's record in the journal")
+    tids = {name: tid for tid, name in thread_names(j.pid).items()}
+    first = recs[0]["MESSAGE"].splitlines()[0]
+    for name, method, marker in (("sync-a", "takeAthenB", "takeAthenB-inner"),
+                                 ("sync-b", "takeBthenA", "takeBthenA-inner")):
+        place = f"thread {tids[name]} in Hung.{method} (Hung.java:{marker_line(marker)})"
+        assert place in first or (recs[0]["STACKWATCH_TID"] == str(tids[name]) and
+                                  f"in Hung.{method} (Hung.java:{marker_line(marker)})" in first), first
+    assert "deadlock with" in first, first
+    snaps = wait_until(lambda: [s for s in d.snapshots() if s["pid"] == j.pid], timeout=30, interval=0.2,
+                       what="the snapshot in the archive")
+    doc = json.loads(stackctl("--archive", d.archive, "show", "--json", snaps[0]["id"]).stdout)
+    doc = doc[0] if isinstance(doc, list) else doc
+    assert lock_cycle_tids(doc["wait_chain"]) == (j.pid, {tids["sync-a"], tids["sync-b"]}), doc["wait_chain"]
+    a = by_name(doc, j.pid)["sync-a"]
+    assert ("Hung.takeAthenB", "Hung.java", marker_line("takeAthenB-inner")) in java_frames(a), a
+    j.assert_untouched()
