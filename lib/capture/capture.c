@@ -1040,6 +1040,7 @@ static void capture_unwind_finish(Capture *c, Symbolizer *sym) {
 /* The JVM's thread dump, within what is left of the budget (and never past the answer deadline). */
 static int capture_java(Capture *c) {
         uint64_t now = now_usec(CLOCK_MONOTONIC);
+        int r;
 
         if (now >= c->deadline_usec) {
                 c->s->java = calloc(1, sizeof *c->s->java);
@@ -1047,7 +1048,11 @@ static int capture_java(Capture *c) {
                         return -ENOMEM;
                 return 0;
         }
-        return java_capture(c->s, MIN(c->deadline_usec, now + c->o->java_answer_usec));
+        r = java_capture(c->s, MIN(c->deadline_usec, now + c->o->java_answer_usec));
+        /* The answer's time bounds the safepoint its Java threads were paused for: a pause like a ptrace stop's. */
+        if (r >= 0 && c->s->java->vm)
+                c->s->max_pause_us = MAX(c->s->max_pause_us, (double) c->s->java->pause_usec);
+        return r;
 }
 
 /* The raw passes and unwind passes, in rounds while threads are left and the budget lasts (see usec_left()). */
