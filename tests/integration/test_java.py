@@ -11,6 +11,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import time
 
@@ -396,6 +397,9 @@ def test_text_names_java_methods_lines_and_the_deadlock(jvm):
         where = f"Hung.java:{marker_line(marker)}"
         assert any(function in ln and where in ln for ln in lines), f"no line with {function} and {where}:\n{text}"
     assert any("DEADLOCK" in ln for ln in lines), f"no DEADLOCK line:\n{text}"
+    # Folded, for a flame graph: the Java methods by function and file, under their threads.
+    folded = stackctl("dump", "--folded", j.pid, check_rc=0, timeout=120).stdout.decode(errors="replace")
+    assert any(ln.startswith("sync-a;") and ";Hung.takeAthenB_(Hung.java);" in ln for ln in folded.splitlines()), folded
 
 
 def test_healthy_jvm_has_java_frames_and_no_deadlock(jvm):
@@ -469,6 +473,8 @@ def test_jvm_is_never_left_stopped_and_pauses_briefly(jvm):
             assert state not in ("t", "T"), f"{attempt}: thread {tid} left in state {state}"
         pause = doc["java"]["pause_us"]
         assert isinstance(pause, int) and 0 < pause < 2_000_000, f"{attempt}: pause_us {pause}"
+        # Counted with the capture's pauses (what the daemon's metrics and firings report).
+        assert doc["capture"]["max_pause_us"] >= pause, (doc["capture"]["max_pause_us"], pause)
         assert not os.path.exists(j.cwd / f".attach_pid{j.pid}") and not os.path.exists(f"/tmp/.attach_pid{j.pid}")
         by_name(doc, j.pid)
     assert j.output() == "", j.output()
@@ -511,3 +517,25 @@ rules:
     a = by_name(doc, j.pid)["sync-a"]
     assert ("Hung.takeAthenB", "Hung.java", marker_line("takeAthenB-inner")) in java_frames(a), a
     j.assert_untouched()
+
+
+def test_a_jvm_that_does_not_answer_keeps_its_native_stacks(jvm):
+    """A JVM that cannot answer (stopped here; in life, one that never reaches its safepoint): the dump waits for
+    it no longer than its budget, says the JVM did not answer, and keeps the native stacks."""
+    j = jvm("deadlock")
+    dump(j)                             # its attach listener is up: the request gets through, the answer never
+    os.kill(j.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        [doc] = dump_json("--time-budget", "1500", j.pid, check_rc=None, timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        os.kill(j.pid, signal.SIGCONT)
+    assert "did not answer" in doc["java"].get("error", ""), doc["java"]
+    assert took < 1.5 + 3, took
+    assert not any(f.get("kind") == "java" for t in doc["threads"] for f in t["frames"])
+    assert sum(len(native_frames(t)) for t in doc["threads"]) > 0
+    # Running again, it answers the next dump.
+    wait_until(lambda: all(st not in ("t", "T") for st in thread_states(j.pid).values()), timeout=10,
+               what="the JVM running again")
+    assert "error" not in dump(j)["java"]
