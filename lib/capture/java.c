@@ -33,6 +33,7 @@
 
 #define JAVA_ANSWER_MAX (64U * 1024 * 1024)
 #define JAVA_LISTENER_POLL_USEC (5 * USEC_PER_MSEC)
+#define JAVA_CHILD_MARGIN_USEC (20 * USEC_PER_MSEC)
 
 bool java_is_jvm(const Snapshot *s) {
         for (size_t i = 0; i < s->n_modules; i++) {
@@ -262,8 +263,9 @@ static _Noreturn void child_request(pid_t pid, const JvmIds *ids, const char *tm
                         (void) unlinkat(dirfd, trigger_name, 0);
                         _exit(CHILD_NO_LISTENER);
                 }
+                /* Given up a little before the parent kills it, so that the trigger file goes with it. */
                 while (faccessat(dirfd, sock_name, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
-                        if (now_usec(CLOCK_MONOTONIC) >= deadline_usec) {
+                        if (now_usec(CLOCK_MONOTONIC) + JAVA_CHILD_MARGIN_USEC >= deadline_usec) {
                                 (void) unlinkat(dirfd, trigger_name, 0);
                                 _exit(CHILD_NO_LISTENER);
                         }
