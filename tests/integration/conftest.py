@@ -66,6 +66,16 @@ def tracer_of(pid, tid):
     return 0
 
 
+def assert_threads_untouched(pid, name):
+    """No thread of process PID (called NAME in messages) left stopped or traced."""
+    states = thread_states(pid)
+    assert states, f"no threads in /proc/{pid}/task"
+    for tid, state in states.items():
+        assert state not in ("t", "T"), f"{name} thread {tid} left stopped ({state})"
+        tr = tracer_of(pid, tid)
+        assert tr in (0, None), f"{name} thread {tid} left traced by {tr}"
+
+
 def thread_names(pid):
     out = {}
     try:
@@ -134,10 +144,7 @@ class Fixture:
         """The target comes first: after any test it is running on, neither stopped nor traced."""
         if self.proc.poll() is not None:
             return
-        for tid, state in thread_states(self.pid).items():
-            assert state not in ("t", "T"), f"{self.name} thread {tid} left stopped ({state})"
-            tr = tracer_of(self.pid, tid)
-            assert tr in (0, None), f"{self.name} thread {tid} left traced by {tr}"
+        assert_threads_untouched(self.pid, self.name)
 
     def kill(self):
         if self.proc.poll() is None:

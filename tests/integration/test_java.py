@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import SRCDIR, dump_json, stackctl, thread_names, thread_states, tracer_of, wait_until
+from conftest import SRCDIR, assert_threads_untouched, dump_json, stackctl, thread_names, thread_states, wait_until
 from test_journal import journald_daemon  # noqa: F401  (a fixture)
 
 JAVA_SRC = os.path.join(SRCDIR, "tests", "fixtures", "java", "Hung.java")
@@ -105,12 +105,7 @@ class Jvm:
     def assert_untouched(self):
         """Running, and no thread of the JVM left stopped or traced."""
         assert self.proc.poll() is None, f"the JVM exited ({self.proc.returncode}): {self.stderr()}"
-        states = thread_states(self.pid)
-        assert states, f"no threads in /proc/{self.pid}/task"
-        for tid, state in states.items():
-            assert state not in ("t", "T"), f"JVM thread {tid} left stopped ({state})"
-            tracer = tracer_of(self.pid, tid)
-            assert tracer in (0, None), f"JVM thread {tid} left traced by {tracer}"
+        assert_threads_untouched(self.pid, "JVM")
 
     def kill(self):
         if self.proc.poll() is None:
