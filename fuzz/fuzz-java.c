@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         s->java = calloc(1, sizeof *s->java);
         text = fuzz_strndup(data + 1, size - 1);
-        if (!s->java || java_merge_threaddump(s, text) == -ENOMEM)
+        if (!s->java || java_merge_threaddump(s, text, NULL) == -ENOMEM)
                 abort();
         for (size_t i = 0; i < s->n_threads; i++) {
                 const ThreadSnapshot *t = &s->threads[i];

@@ -749,7 +749,7 @@ static int merge_thread(ThreadSnapshot *t, const Dump *d, const DumpThread *dt) 
         return 0;
 }
 
-int java_merge_threaddump(Snapshot *s, const char *text) {
+int java_merge_threaddump(Snapshot *s, const char *text, const pid_t *ns_tids) {
         _cleanup_(dump_done) Dump d = {};
         const char *nl = strchr(text, '\n');
         int r;
@@ -764,10 +764,19 @@ int java_merge_threaddump(Snapshot *s, const char *text) {
         r = dump_parse(nl + 1, &d);
         if (r < 0)
                 return r;
+        /* A JVM in a pid namespace of its own names its threads by their TIDs there. */
+        for (size_t i = 0; ns_tids && i < d.n_threads; i++) {
+                pid_t host = 0;
+
+                for (size_t k = 0; k < s->n_threads && !host; k++)
+                        if (ns_tids[k] == d.threads[i].tid)
+                                host = s->threads[k].tid;
+                d.threads[i].tid = host;
+        }
         s->java->vm = TAKE_PTR(d.vm);
         s->java->deadlocks = d.deadlocks;
         for (size_t i = 0; i < d.n_threads; i++) {
-                ThreadSnapshot *t = snapshot_find_thread(s, d.threads[i].tid);
+                ThreadSnapshot *t = d.threads[i].tid > 0 ? snapshot_find_thread(s, d.threads[i].tid) : NULL;
 
                 if (t && !t->java_name && (r = merge_thread(t, &d, &d.threads[i])) < 0)
                         return r;
@@ -777,8 +786,38 @@ int java_merge_threaddump(Snapshot *s, const char *text) {
         return 0;
 }
 
+/* The TID each thread of S has in the JVM's own pid namespace, in the order of S's threads (0 when it cannot be
+ * read); NULL in *RET when the JVM is in ours. */
+static int ns_tids_of(const Snapshot *s, pid_t **ret) {
+        _cleanup_free_ pid_t *ns = NULL;
+        _cleanup_close_ int dirfd = -EBADF;
+        JvmIds ids;
+        int r;
+
+        *ret = NULL;
+        r = proc_open_dir(s->pid, 0, &dirfd);
+        if (r < 0)
+                return r;
+        r = read_ids(dirfd, &ids);
+        if (r < 0 || ids.nspid == s->pid)
+                return r < 0 ? r : 0;
+        ns = calloc(s->n_threads ?: 1, sizeof *ns);
+        if (!ns)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n_threads; i++) {
+                _cleanup_close_ int taskfd = -EBADF;
+                JvmIds t;
+
+                if (proc_open_task(dirfd, s->threads[i].tid, &taskfd) == 0 && read_ids(taskfd, &t) == 0)
+                        ns[i] = t.nspid;
+        }
+        *ret = TAKE_PTR(ns);
+        return 0;
+}
+
 int java_capture(Snapshot *s, uint64_t deadline_usec) {
         _cleanup_free_ char *text = NULL, *why = NULL;
+        _cleanup_free_ pid_t *ns_tids = NULL;
         uint64_t usec = 0;
         int r;
 
@@ -793,5 +832,8 @@ int java_capture(Snapshot *s, uint64_t deadline_usec) {
                 return s->java->error ? 0 : -ENOMEM;
         }
         s->java->pause_usec = usec;
-        return java_merge_threaddump(s, text);
+        r = ns_tids_of(s, &ns_tids);
+        if (r == -ENOMEM)
+                return r;
+        return java_merge_threaddump(s, text, ns_tids);
 }

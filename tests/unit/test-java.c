@@ -135,7 +135,7 @@ START_TEST(test_merge_real_dump) {
         Snapshot *s = jvm_snapshot();
 
         ck_assert(java_is_jvm(s));
-        ck_assert_int_eq(java_merge_threaddump(s, text), 0);
+        ck_assert_int_eq(java_merge_threaddump(s, text, NULL), 0);
         check_merged(s);
         /* The deadlock report after the threads names sync-a again, with frames: not a second thread. */
         ck_assert_uint_eq(thread(s, SYNC_A)->n_java_locks, 2);
@@ -148,7 +148,7 @@ START_TEST(test_json_round_trip) {
         Snapshot *s = jvm_snapshot(), *back = NULL;
         json_object *j;
 
-        ck_assert_int_eq(java_merge_threaddump(s, text), 0);
+        ck_assert_int_eq(java_merge_threaddump(s, text, NULL), 0);
         s->java->pause_usec = 1234;
         j = snapshot_to_json(s);
         ck_assert_int_eq(snapshot_from_json(j, &back, NULL), 0);
@@ -160,11 +160,36 @@ START_TEST(test_json_round_trip) {
 }
 END_TEST
 
+/* A JVM in a pid namespace of its own: the dump's nids are its TIDs there; merged into ours, owners too. */
+START_TEST(test_pid_namespace) {
+        _cleanup_free_ char *text = read_data();
+        Snapshot *s = jvm_snapshot();
+        pid_t ns[16];
+
+        ck_assert_uint_le(s->n_threads, ELEMENTSOF(ns));
+        for (size_t i = 0; i < s->n_threads; i++) {
+                ns[i] = s->threads[i].tid;
+                s->threads[i].tid = 90000 + (pid_t) i;
+        }
+        ck_assert_int_eq(java_merge_threaddump(s, text, ns), 0);
+        for (size_t i = 0; i < s->n_threads; i++)
+                if (ns[i] == SYNC_A) {
+                        const ThreadSnapshot *a = &s->threads[i];
+
+                        ck_assert_str_eq(a->java_name, "sync-a");
+                        ck_assert_int_eq(lock_of(a, JAVA_LOCK_WAITING_TO_LOCK)->owner, 90000 + (pid_t) i + 1);
+                }
+        /* Not one thread matched by its namespace TID as if it were ours. */
+        ck_assert_ptr_null(snapshot_find_thread(s, SYNC_A));
+        snapshot_free(s);
+}
+END_TEST
+
 /* The JVM refusing the command (an error code and its message): no frames, the reason kept. */
 START_TEST(test_refused) {
         Snapshot *s = jvm_snapshot();
 
-        ck_assert_int_eq(java_merge_threaddump(s, "101\nProtocol mismatch\n"), 0);
+        ck_assert_int_eq(java_merge_threaddump(s, "101\nProtocol mismatch\n", NULL), 0);
         ck_assert_ptr_null(s->java->vm);
         ck_assert_str_eq(s->java->error, "the JVM refused the request: 101");
         ck_assert_ptr_null(thread(s, SYNC_A)->java_name);
@@ -187,4 +212,4 @@ START_TEST(test_perfdata) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("java", test_merge_real_dump, test_json_round_trip, test_refused, test_perfdata)
+UNIT_TEST_MAIN("java", test_merge_real_dump, test_json_round_trip, test_refused, test_perfdata, test_pid_namespace)
