@@ -57,16 +57,20 @@ class Jvm:
     its .attach_pid file), up to its "ready" line; what it prints later is kept (a thread dump it printed on a
     SIGQUIT would show there)."""
 
-    def __init__(self, classes, mode, tmp, jvm_args=()):
+    def __init__(self, classes, mode, tmp, jvm_args=(), wrapper=()):
         self.cwd = tmp / f"jvm-{mode}-{len(os.listdir(tmp))}"
         self.cwd.mkdir()
         self.err = open(self.cwd / "stderr", "wb")
-        self.proc = subprocess.Popen([JAVA, "-cp", classes, "-Xss512k", *jvm_args, "Hung", mode],
+        self.proc = subprocess.Popen([*wrapper, JAVA, "-cp", classes, "-Xss512k", *jvm_args, "Hung", mode],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                      cwd=self.cwd, env=dict(os.environ, FIXTURE_LIFETIME="300"))
         self.pid = self.proc.pid
         self.out = b""
         self.wait_ready(timeout=60)
+        # Behind a wrapper (unshare --fork), the JVM is its child.
+        while wrapper and not os.readlink(f"/proc/{self.pid}/exe").endswith("/java"):
+            with open(f"/proc/{self.pid}/task/{self.pid}/children") as f:
+                self.pid = int(f.read().split()[0])
 
     def _read(self, timeout):
         """What the JVM wrote on stdout within TIMEOUT seconds (less when it wrote something); b"" on EOF."""
@@ -121,8 +125,8 @@ def jvm(hung_classes, tmp_path):
     teardown."""
     started = []
 
-    def start(mode="deadlock", *jvm_args):
-        j = Jvm(hung_classes, mode, tmp_path, jvm_args)
+    def start(mode="deadlock", *jvm_args, wrapper=()):
+        j = Jvm(hung_classes, mode, tmp_path, jvm_args, wrapper)
         started.append(j)
         return j
     yield start
@@ -534,3 +538,22 @@ def test_a_jvm_that_does_not_answer_keeps_its_native_stacks(jvm):
     wait_until(lambda: all(st not in ("t", "T") for st in thread_states(j.pid).values()), timeout=10,
                what="the JVM running again")
     assert "error" not in dump(j)["java"]
+
+
+def test_a_jvm_in_a_container_is_asked_through_its_own_tmp(jvm, hung_classes):
+    """A JVM in its own mount and pid namespaces, with a /tmp of its own (a container's): its attach socket and
+    performance data are where only its root shows them, named by its pid in its namespace. The dump reaches it
+    through /proc/PID/root and gets its Java frames; jcmd from here cannot even see it."""
+    # The classes dir is bound back on its own path under the new /tmp, which hides it otherwise.
+    script = ('mount --make-rprivate / && mount --bind "$0" /mnt && mount -t tmpfs tmpfs /tmp && '
+              'mkdir -p "$0" && mount --bind /mnt "$0" && exec "$@"')
+    j = jvm("deadlock", wrapper=("unshare", "--mount", "--pid", "--fork", "sh", "-c", script, hung_classes))
+    with open(f"/proc/{j.pid}/status") as f:
+        nspid = [ln.split()[1:] for ln in f if ln.startswith("NSpid:")][0]
+    assert len(nspid) == 2 and nspid[1] != str(j.pid), nspid
+    doc = dump(j)
+    assert "error" not in doc["java"], doc["java"]
+    a = by_name(doc, j.pid)["sync-a"]
+    assert java_frames(a)[0] == ("Hung.takeAthenB", "Hung.java", marker_line("takeAthenB-inner")), java_frames(a)
+    assert os.path.exists(f"/proc/{j.pid}/root/tmp/.java_pid{nspid[1]}")
+    assert doc["java"]["deadlocks"] >= 1
