@@ -84,8 +84,11 @@ def test_peers_share_the_capture_s_deadline(fixture):
 
 
 def test_a_later_process_gets_file_and_line_after_a_cut_one(fixture):
-    """File:line is skipped only for the capture whose budget ran short: the next process of the same dump (the
-    same binary, with a budget of its own) gets them again for the very frames the first one resolved without."""
+    """File:line is skipped only for the capture whose budget ran short, and only for frames first looked up past
+    three quarters of it: the next process of the same dump (the same binary, with a budget of its own) gets them
+    again for the very frames the first one resolved without. Since captures go in rounds (the first copies for
+    half the budget, then unwinds), the cut one usually has its lines too: the first thread is unwound at half the
+    budget; only a module whose DWARF loads slower than a quarter of it (ASan, a loaded machine) leaves some out."""
     big = crowd(fixture, "4000", "0")
     small = crowd(fixture, "10", "0")
     # A budget the small process's whole dump fits in four times over on this machine now (a loaded machine, or the
@@ -93,7 +96,7 @@ def test_a_later_process_gets_file_and_line_after_a_cut_one(fixture):
     [alone] = dump_json("--no-kernel", small.pid, timeout=60)
     budget_ms = max(100, 4 * alone["capture"]["duration_us"] // 1000)
     cut, whole = dump_json("--no-kernel", "--time-budget", budget_ms, big.pid, small.pid, check_rc=5, timeout=60)
-    assert any("resolved without file:line" in e for e in cut["capture"]["errors"]), cut["capture"]
+    assert cut["capture"]["truncated"], cut["capture"]
     assert not any("without file:line" in e for e in whole["capture"]["errors"]), whole["capture"]
 
     def park_frame(doc):
@@ -101,5 +104,10 @@ def test_a_later_process_gets_file_and_line_after_a_cut_one(fixture):
         return next(f for f in t["frames"] if f["function"] == "crowd_park")
     before, after = park_frame(cut), park_frame(whole)
     assert before["offset"] == after["offset"]
-    assert before["file"] is None
     assert after["file"].endswith("thread-crowd.c") and after["line"] > 0, after
+    if before["file"] is None:
+        # First looked up past the cut one's source deadline, which says so: the later process resolved the same
+        # frame again, in full (above).
+        assert any("resolved without file:line" in e for e in cut["capture"]["errors"]), cut["capture"]
+    else:
+        assert (before["file"], before["line"]) == (after["file"], after["line"]), (before, after)
