@@ -96,10 +96,11 @@ static bool scan_disable_attach(const char *buf, size_t n, char sep, int *state)
                 const char *w = buf + i, *end = memchr(w, sep, n - i);
                 size_t l = end ? (size_t) (end - w) : n - i;
 
-                for (size_t k = 0; k + 26 <= l; k++)
+                /* "-XX:±DisableAttachMechanism" is 27 bytes, then the word's end or a blank. */
+                for (size_t k = 0; k + 27 <= l; k++)
                         if (memcmp(w + k, "-XX:", 4) == 0 && (w[k + 4] == '+' || w[k + 4] == '-') &&
                             memcmp(w + k + 5, "DisableAttachMechanism", 22) == 0 &&
-                            (k + 27 > l || w[k + 27] == ' ' || w[k + 27] == sep)) {
+                            (k + 27 == l || w[k + 27] == ' ' || w[k + 27] == sep)) {
                                 *state = w[k + 4] == '+';
                                 seen = true;
                         }
