@@ -435,7 +435,7 @@ def test_no_java_leaves_the_jvm_alone(jvm):
     j.assert_untouched()
 
 
-@pytest.mark.parametrize("where", ["command line", "flags file"])
+@pytest.mark.parametrize("where", ["command line", "flags file", "command line, no performance data"])
 def test_attach_disabled_is_said_and_no_sigquit_sent(jvm, tmp_path, where):
     """-XX:+DisableAttachMechanism, on the command line or in a flags file (which only the JVM's performance data
     tells): the dump says why it has no Java frames, keeps the native ones, and the JVM neither printed a thread
@@ -444,8 +444,11 @@ def test_attach_disabled_is_said_and_no_sigquit_sent(jvm, tmp_path, where):
         flags = tmp_path / "jvm.flags"
         flags.write_text("+DisableAttachMechanism\n")
         j = jvm("plain", f"-XX:Flags={flags}")
-    else:
+    elif where == "command line":
         j = jvm("plain", "-XX:+DisableAttachMechanism")
+    else:
+        # Without performance data, the command line decides.
+        j = jvm("plain", "-XX:-UsePerfData", "-XX:+DisableAttachMechanism")
     r = stackctl("dump", "--json", j.pid, timeout=120)
     # Whether a JVM that refuses to be attached to makes the dump a partial one (5) is the feature's choice.
     assert r.returncode in (0, 5), f"rc {r.returncode}: {r.stderr.decode(errors='replace')}"
