@@ -93,12 +93,14 @@ void capture_options_init(CaptureOptions *o) {
 }
 
 /* The budget is a wall-clock bound for the whole capture, checked between threads and before every wait. A process
- * too big for it is captured in rounds of a raw pass and the unwinding of what it copied: the first raw pass may take
- * half of the budget (unwinding, at the caller's priority behind a busy machine, can cost as much a thread as the
- * copy ahead of it), each later one the share of what is left that the costs measured so far give it, so that what
- * is copied is also unwound. A capture cut short says so in the snapshot (truncated, with the count of threads it
- * reached). */
-#define CAPTURE_ROUNDS_MAX 4
+ * too big for it is captured in rounds of a raw pass and the unwinding of what it copied. The first raw pass may take
+ * an eighth of the budget: a probe, whose unwinding also pays what is paid once (the modules' CFI and symbols, their
+ * DWARF for file:line), which on a starved CPU has cost as much as the rest of the budget. Each later pass gets the
+ * share of what is left that the last round's costs give it (unwinding, at the caller's priority behind a busy
+ * machine, can cost as much a thread as the copy ahead of it), so that what is copied is also unwound. A capture cut
+ * short says so in the snapshot (truncated, with the count of threads it reached). */
+#define CAPTURE_FIRST_ROUND_SHARE 8
+#define CAPTURE_ROUNDS_MAX 6
 #define CAPTURE_ROUND_MARGIN 0.75
 
 static uint64_t usec_left(uint64_t deadline) {
@@ -1060,7 +1062,7 @@ static int capture_rounds(Capture *c, Symbolizer *sym, const int *tids, size_t n
         size_t next = 0;
         int r;
 
-        c->raw_deadline_usec = now_usec(CLOCK_MONOTONIC) + usec_left(c->deadline_usec) / 2;
+        c->raw_deadline_usec = now_usec(CLOCK_MONOTONIC) + usec_left(c->deadline_usec) / CAPTURE_FIRST_ROUND_SHARE;
         for (unsigned round = 1;; round++) {
                 size_t from = rs->n;
                 uint64_t t0, t1, t2;

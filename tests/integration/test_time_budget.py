@@ -86,9 +86,9 @@ def test_peers_share_the_capture_s_deadline(fixture):
 def test_a_later_process_gets_file_and_line_after_a_cut_one(fixture):
     """File:line is skipped only for the capture whose budget ran short, and only for frames first looked up past
     three quarters of it: the next process of the same dump (the same binary, with a budget of its own) gets them
-    again for the very frames the first one resolved without. Since captures go in rounds (the first copies for
-    half the budget, then unwinds), the cut one usually has its lines too: the first thread is unwound at half the
-    budget; only a module whose DWARF loads slower than a quarter of it (ASan, a loaded machine) leaves some out."""
+    again for the very frames the first one resolved without. Since captures go in rounds (the first copies for an
+    eighth of the budget, then unwinds), the cut one usually has its lines too: the first thread is unwound early;
+    only a module whose DWARF loads slower than most of the budget (ASan, a loaded machine) leaves some out."""
     big = crowd(fixture, "4000", "0")
     small = crowd(fixture, "10", "0")
     # A budget the small process's whole dump fits in four times over on this machine now (a loaded machine, or the
