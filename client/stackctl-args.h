@@ -71,6 +71,7 @@ typedef struct StackctlArgs {
         int json_flags;                 /* json-c's flags for --json=short (the default) or --json=pretty */
         bool no_pager;
         bool no_demangle;               /* dump, show: linkage names as they are */
+        bool no_group;                  /* dump, show: every thread on its own, threads alike not grouped */
         bool resymbolize;               /* show: frames resolved again with today's debuginfo */
         bool debuginfod_set;            /* --debuginfod URLS or --no-debuginfod (URLS NULL) was given */
         const char *debuginfod;

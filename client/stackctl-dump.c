@@ -41,7 +41,7 @@ static int print_snapshot(const Snapshot *s) {
         case OUTPUT_TEXT:
         default:
                 snapshot_print_text(s, &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
-                                                        .locks = arg.locks },
+                                                        .locks = arg.locks, .no_group = arg.no_group },
                                     stdout);
                 if (fflush(stdout) == EOF)
                         return -errno;

@@ -234,7 +234,7 @@ static int show_resymbolized(const char *json, size_t len, const char *id) {
                                                                          : SNAPSHOT_RENDER_TEXT,
                                            &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
                                                             .raw_names = arg.no_demangle,
-                                                            .json_flags = arg.json_flags },
+                                                            .json_flags = arg.json_flags, .no_group = arg.no_group },
                                            stdout, stderr, &why);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;
@@ -262,7 +262,8 @@ static int show_document(const char *json, size_t len, const char *id) {
                                    : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
                                                                  : SNAPSHOT_RENDER_TEXT,
                                    &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
-                                                    .raw_names = arg.no_demangle, .json_flags = arg.json_flags },
+                                                    .raw_names = arg.no_demangle, .json_flags = arg.json_flags,
+                                                    .no_group = arg.no_group },
                                    stdout, &err);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;

@@ -64,6 +64,7 @@ static const struct {
         { "   --version", "Show the version" },
         { "   --json[=MODE]", "JSON: short (one document per line, the default), pretty, or off" },
         { "   --folded", "dump, show: folded stacks for flame graph tools, one line per thread" },
+        { "   --no-group", "dump, show: every thread on its own (threads alike are printed once, as a group, by default)" },
         { "   --no-pager", "Do not pipe the output into a pager ($STACKCTL_PAGER, $PAGER, less) on a terminal" },
         { "-a --all", "dump: every process on the machine; ps: every thread" },
         { "-t --tid TID", "dump: only this thread" },
@@ -185,6 +186,7 @@ enum {
         ARG_VERSION = 0x100,
         ARG_JSON,
         ARG_FOLDED,
+        ARG_NO_GROUP,
         ARG_NO_KERNEL,
         ARG_NO_PYTHON,
         ARG_NO_GOROUTINES,
@@ -235,6 +237,7 @@ static const struct {
 } option_verbs[] = {
         { ARG_JSON, "--json", V_ALL },
         { ARG_FOLDED, "--folded", V_DUMP | V_SHOW },
+        { ARG_NO_GROUP, "--no-group", V_DUMP | V_SHOW },
         { ARG_NO_PAGER, "--no-pager", V_ALL },
         { 'a', "--all", V_DUMP | V_PS },
         { 't', "--tid", V_DUMP },
@@ -381,6 +384,7 @@ static int parse_argv(int argc, char **argv) {
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "json", optional_argument, NULL, ARG_JSON },
                 { "folded", no_argument, NULL, ARG_FOLDED },
+                { "no-group", no_argument, NULL, ARG_NO_GROUP },
                 { "all", no_argument, NULL, 'a' },
                 { "tid", required_argument, NULL, 't' },
                 { "method", required_argument, NULL, ARG_METHOD },
@@ -468,6 +472,9 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_FOLDED:
                         arg.format = OUTPUT_FOLDED;
+                        break;
+                case ARG_NO_GROUP:
+                        arg.no_group = true;
                         break;
                 case 'a':
                         arg.all = true;

@@ -11,6 +11,7 @@
 #include "base/parse-util.h"
 #include "base/strv.h"
 #include "model/snapshot-json.h"
+#include "model/thread-groups.h"
 
 /* ---- writing ---- */
 
@@ -624,6 +625,30 @@ static json_object *wait_chain_to_json(const Snapshot *root, const WaitChain *c)
         return o;
 }
 
+/* The threads grouped as the text shows them (thread-groups.h): derived, so written and never read back. */
+static void groups_to_json(json_object *o, const Snapshot *s) {
+        ThreadGroup *g = NULL;
+        json_object *a;
+        size_t n = 0;
+
+        if (snapshot_group_threads(s, &g, &n) < 0)
+                return;
+        a = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_new_object(), *tids = json_object_new_array();
+
+                for (size_t k = 0; k < g[i].n; k++)
+                        json_object_array_add(tids, json_object_new_int(s->threads[g[i].threads[k]].tid));
+                ADD(e, "count", json_object_new_uint64(g[i].n));
+                ADD(e, "tids", tids);
+                ADD(e, "problem", json_object_new_boolean(g[i].problem));
+                ADD(e, "culprit", json_object_new_boolean(g[i].culprit));
+                json_object_array_add(a, e);
+        }
+        thread_groups_free(g, n);
+        ADD(o, "thread_groups", a);
+}
+
 json_object *snapshot_to_json(const Snapshot *s) {
         json_object *o = json_object_new_object(), *p, *cap, *th, *mods;
 
@@ -661,6 +686,7 @@ json_object *snapshot_to_json(const Snapshot *s) {
         for (size_t i = 0; i < s->n_threads; i++)
                 json_object_array_add(th, thread_to_json(&s->threads[i]));
         ADD(o, "threads", th);
+        groups_to_json(o, s);
         if (s->go)
                 go_to_json(o, s->go);
         if (s->java)

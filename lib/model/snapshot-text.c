@@ -12,6 +12,7 @@
 #include "model/goroutine-text.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
+#include "model/thread-groups.h"
 
 /* A state letter from a stored snapshot is untrusted like any string: a letter as is, anything else escaped. */
 static void put_state(FILE *f, char c) {
@@ -91,12 +92,45 @@ static void print_java_locks(FILE *f, const ThreadSnapshot *t) {
         }
 }
 
-static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextOptions *o, FILE *f) {
-        fprintf(f, "TID %d:", (int) t->tid);
+/* The TIDs of a group, ascending runs as ranges ("101-137, 140"), at most a line's worth. */
+static void put_tids(const Snapshot *s, const ThreadGroup *g, FILE *f) {
+        size_t shown = 0;
+
+        for (size_t i = 0; i < g->n;) {
+                pid_t first = s->threads[g->threads[i]].tid, last = first;
+                size_t k = i + 1;
+
+                while (k < g->n && s->threads[g->threads[k]].tid == last + 1)
+                        last = s->threads[g->threads[k++]].tid;
+                if (shown++ == TEXT_GROUP_TID_RUNS_MAX) {
+                        fprintf(f, ", … (%zu more)", g->n - i);
+                        return;
+                }
+                fprintf(f, "%s%d", i ? ", " : "", (int) first);
+                if (last != first)
+                        fprintf(f, "%s%d", last == first + 1 ? ", " : "-", (int) last);
+                i = k;
+        }
+}
+
+/* The head of a thread's lines: "TID 4242: "comm" S (sleeping) in read(0x3, …) wchan … [passive]"; for a group
+ * of N (G not NULL), "N threads (TIDs …): "comm" S (sleeping) in read" with what they share (not the arguments,
+ * not a pause). */
+static void print_thread_head(const Snapshot *s, const ThreadSnapshot *t, const ThreadGroup *g, FILE *f) {
+        bool same_comm = true;
+
+        if (g) {
+                fprintf(f, "%zu threads (TIDs ", g->n);
+                put_tids(s, g, f);
+                fputs("):", f);
+                for (size_t i = 1; i < g->n && same_comm; i++)
+                        same_comm = streq_ptr(s->threads[g->threads[i]].comm, t->comm);
+        } else
+                fprintf(f, "TID %d:", (int) t->tid);
         if (t->comm) {
                 fputs(" \"", f);
                 fputs_escaped(t->comm, f);
-                fputc('"', f);
+                fputs(same_comm ? "\"" : "\" and others", f);
         }
         if (t->state == '\0' || t->state == '?')
                 /* Left out before its stat was read (the time budget): nothing is known of its state. */
@@ -105,30 +139,40 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 fputc(' ', f);
                 put_state(f, t->state);
                 fprintf(f, " (%s)", thread_state_to_string(t->state));
-                print_syscall(f, t);
+                /* A group's threads wait in the same call, each with arguments of its own. */
+                if (g && t->syscall.kind == PROC_SYSCALL_BLOCKED)
+                        fprintf(f, " in %s", syscall_name(t->syscall.nr) ?: "a syscall");
+                else
+                        print_syscall(f, t);
         }
-        if (t->wchan) {
+        if (t->wchan && !g) {
                 fputs(" wchan ", f);
                 fputs_escaped(t->wchan, f);
         }
         fprintf(f, " [%s", capture_method_to_string(t->method) ?: "none");
-        if (t->method == CAPTURE_METHOD_PTRACE)
+        if (t->method == CAPTURE_METHOD_PTRACE && !g)
                 fprintf(f, ", paused %.1f us", t->pause_us);
-        if (t->tracer_pid > 0)
+        if (t->tracer_pid > 0 && !g)
                 fprintf(f, ", traced by %d", (int) t->tracer_pid);
         fputs("]", f);
         if (t->holds_gil)
                 fputs(" holds the GIL", f);
-        if (t->java_name) {
+        if (t->java_name && !g) {
                 fputs(" java \"", f);
                 fputs_escaped(t->java_name, f);
                 fputc('"', f);
-                if (t->java_state) {
-                        fputc(' ', f);
-                        fputs_escaped(t->java_state, f);
-                }
+        }
+        if (t->java_state) {
+                fputs(g ? " java " : " ", f);
+                fputs_escaped(t->java_state, f);
         }
         fputc('\n', f);
+}
+
+/* A thread's lines, or a group's (G not NULL, T its first thread: they share what is printed after the head). */
+static void print_thread_group(const Snapshot *s, const ThreadSnapshot *t, const ThreadGroup *g, const TextOptions *o,
+                               FILE *f) {
+        print_thread_head(s, t, g, f);
         if (t->error) {
                 fputs("  ! ", f);
                 fputs_escaped(t->error, f);
@@ -212,6 +256,30 @@ static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextO
                 fputs_escaped(t->unwind_end, f);
                 fputs(")\n", f);
         }
+}
+
+static void print_thread(const Snapshot *s, const ThreadSnapshot *t, const TextOptions *o, FILE *f) {
+        print_thread_group(s, t, NULL, o, f);
+}
+
+/* Every thread of S, grouped unless asked not to: a group of one as a thread, a larger one once. */
+static int print_threads(const Snapshot *s, const TextOptions *o, FILE *f) {
+        ThreadGroup *g = NULL;
+        size_t n = 0;
+        int r;
+
+        if (o->no_group) {
+                for (size_t i = 0; i < s->n_threads; i++)
+                        print_thread(s, &s->threads[i], o, f);
+                return 0;
+        }
+        r = snapshot_group_threads(s, &g, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                print_thread_group(s, &s->threads[g[i].threads[0]], g[i].n > 1 ? &g[i] : NULL, o, f);
+        thread_groups_free(g, n);
+        return 0;
 }
 
 /* "inner (app.py:12)": a Python frame in one line, the file by its base name. */
@@ -578,8 +646,8 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 print_wait_chain(s, f);
         if (s->wait_chain && o->locks)
                 print_lock_table(s, f);
-        for (size_t i = 0; i < s->n_threads; i++)
-                print_thread(s, &s->threads[i], o, f);
+        if (print_threads(s, o, f) < 0)
+                return -ENOMEM;
         if (s->go)
                 goroutines_print_text(s, f);
         if (o->modules)

@@ -1,6 +1,8 @@
 /* snapshot-text.h: eu-stack-shaped text and folded (flame graph) renderings of a snapshot. */
 #pragma once
 
+#define TEXT_GROUP_TID_RUNS_MAX 32
+
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -12,6 +14,7 @@ typedef struct TextOptions {
         bool locks;             /* print the lock table: each mutex waited for, its holder and its waiters */
         bool raw_names;         /* text: a frame's linkage name, as the binary has it, not the demangled one */
         int json_flags;         /* snapshot_render_stored()'s JSON: json-c's flags; 0: plain, one line */
+        bool no_group;          /* text: every thread on its own, not threads alike grouped (thread-groups.h) */
 } TextOptions;
 
 /* Every process-supplied string is escaped (control characters become \e, \n, \xNN). */

@@ -101,6 +101,29 @@ def t64_chain(i):
     return ["t64_park", *ks] + [f"t64_common_{k:02d}" for k in range(6, 0, -1)] + ["t64_start"]
 
 
+def test_two_thousand_threads_of_three_stacks_read_as_three_groups(fixture):
+    """thread-crowd with 1,599 threads parked in read() and 400 asleep in sleep(), and its main thread in pause():
+    the text prints three groups, the largest first, each stack once with its TIDs; the JSON lists the same
+    groups; --no-group prints all 2,000 threads."""
+    fx = fixture("thread-crowd", "--sleeping", "400", "1599", "0", ready=False).wait_line(timeout=60)
+    text = stackctl("dump", "--no-kernel", fx.pid, check_rc=0, timeout=120).stdout.decode()
+    heads = [ln for ln in text.splitlines() if ln.startswith("TID ") or " threads (TIDs " in ln]
+    assert len(heads) == 3, heads
+    assert heads[0].startswith('1599 threads (TIDs ') and '"thread-crowd" S (sleeping) in read [passive]' in heads[0]
+    assert heads[1].startswith('400 threads (TIDs ') and " in clock_nanosleep " in heads[1] + " ", heads[1]
+    assert heads[2].startswith(f"TID {fx.pid}: ") and " in pause(" in heads[2], heads[2]
+    assert text.count("crowd_park+") == 1 and text.count("crowd_nap+") == 1, text[:3000]
+    [doc] = dump_json("--no-kernel", fx.pid, timeout=120)
+    groups = doc["thread_groups"]
+    assert [g["count"] for g in groups] == [1599, 400, 1], [g["count"] for g in groups]
+    assert sorted(t for g in groups for t in g["tids"]) == sorted(t["tid"] for t in doc["threads"])
+    parked = {t["tid"] for t in doc["threads"] if "crowd_park" in functions(t)}
+    assert set(groups[0]["tids"]) == parked
+    flat = stackctl("dump", "--no-kernel", "--no-group", fx.pid, check_rc=0, timeout=120).stdout.decode()
+    assert sum(1 for ln in flat.splitlines() if ln.startswith("TID ")) == 2000
+    assert " threads (TIDs " not in flat
+
+
 def test_threads64_every_thread_its_own_chain(fixture):
     fx = fixture("threads64")
     def workers():

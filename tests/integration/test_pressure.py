@@ -149,8 +149,20 @@ def test_time_budget_names_the_threads_left_out(fixture):
     assert 0 < len(skipped) < 2001 and len(doc["threads"]) == 2001
     assert f"copied {2001 - len(skipped)} of 2001 threads" in " ".join(doc["capture"]["errors"])
 
-    # In text, each thread left out is named, says it was not read (no state is made up for it), and why.
+    # In text, the threads left out are one group, which counts and names them, says they were not read (no state
+    # is made up for them) and why, after every group with a stack.
     budget, out = partial_dump(fx.pid)
+    lines = out.splitlines()
+    [i] = [i for i, ln in enumerate(lines) if ln.endswith(": not read [none]")]
+    m = re.fullmatch(r"(\d+) threads \(TIDs ([-0-9, ]+)\): not read \[none\]", lines[i])
+    assert m, lines[i]
+    assert lines[i + 1].startswith(f"  ! skipped: capture time budget ({budget} ms) exhausted")
+    named = sum(int(b) - int(a) + 1 if b else 1 for a, b in re.findall(r"(\d+)(?:-(\d+))?", m[2]))
+    assert named == int(m[1]) and 0 < named < 2001
+    assert not any(ln.startswith("TID ") or " threads (TIDs " in ln for ln in lines[i + 1:])
+
+    # --no-group names each thread left out on a line of its own.
+    budget, out = partial_dump(fx.pid, "--no-group")
     lines = out.splitlines()
     not_read = [i for i, ln in enumerate(lines) if ln.startswith("TID ") and ln.endswith(": not read [none]")]
     assert not_read, out[:2000]
