@@ -759,6 +759,25 @@ int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret) {
         return 1;
 }
 
+int peers_futex_join(pid_t pid, pid_t tid, const ProcSyscall *sc, pid_t *ret) {
+        uint64_t cmd = sc->args[1] & (uint64_t) (uint32_t) FUTEX_CMD_MASK;
+        pid_t joined = (pid_t) sc->args[2];
+        uint32_t word;
+        int k;
+
+        if (sc->kind != PROC_SYSCALL_BLOCKED || sc->nr != __NR_futex || sc->args[0] == 0 || sc->args[0] % 4 != 0 ||
+            (sc->args[1] & FUTEX_PRIVATE_FLAG) || (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET) ||
+            sc->args[2] == 0 || sc->args[2] > INT32_MAX || joined == tid)
+                return 0;
+        k = read_target(pid, sc->args[0], &word, sizeof word);
+        if (k < 0)
+                return k == -ESRCH ? k : 0;
+        if ((pid_t) word != joined || thread_group_of(joined) != pid)
+                return 0;
+        *ret = joined;
+        return 1;
+}
+
 bool peers_thread_timeslices(pid_t pid, pid_t tid, uint64_t *ret) {
         _cleanup_close_ int dirfd = -EBADF;
         ProcSchedstat st;
@@ -839,12 +858,33 @@ static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc) {
         return 0;
 }
 
+/* A join: an edge to the thread it waits to exit, in its own process. */
+static int edge_join(EdgeCtx *c, uint64_t addr, pid_t joined) {
+        char object[64];
+        WaitEdge *e;
+        int k;
+
+        snprintf(object, sizeof object, "the exit of thread %d", (int) joined);
+        k = edge_add(c, WAIT_KIND_JOIN, -1, 0, object, c->w->pid, -1, NULL);
+        if (k < 0)
+                return k;
+        e = &c->chain->edges[c->chain->n_edges - 1];
+        e->peer_tid = joined;
+        e->address = addr;
+        return 0;
+}
+
 static int edges_futex(EdgeCtx *c, const ProcSyscall *sc) {
         PeersMutex m;
+        pid_t joined;
         int k = peers_futex_mutex(c->w->pid, sc, &m);
 
-        if (k == 0)
+        if (k == 0) {
+                k = peers_futex_join(c->w->pid, c->w->tid, sc, &joined);
+                if (k != 0)
+                        return k < 0 ? k : edge_join(c, sc->args[0], joined);
                 return edges_runtime(c, sc);
+        }
         if (k < 0)
                 return k;
         if (m.owner == c->w->tid && !waits_for_itself(c->w, m.address))

@@ -54,6 +54,14 @@ typedef struct PeersMutex {
  * FUTEX_LOCK_PI: the TID in the futex word); 0 when it is some other wait; -ESRCH when the process is gone. */
 int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret);
 
+/* For the futex wait SC of thread TID of PID: 1 and *RET the joined thread when it is a join (pthread_join, and
+ * thrd_join, which is it). glibc waits on the joined thread's tid field for the value it holds, its TID, which the
+ * kernel clears at the thread's exit and wakes, process-shared (CLONE_CHILD_CLEARTID): a shared FUTEX_WAIT or
+ * FUTEX_WAIT_BITSET whose word and expected value are the TID of another live thread of PID. glibc's locks,
+ * condition variables and semaphores wait private unless made process-shared, and none holds a TID it waits for.
+ * 0 when it is some other wait; -ESRCH when the process is gone. */
+int peers_futex_join(pid_t pid, pid_t tid, const ProcSyscall *sc, pid_t *ret);
+
 /* How often thread TID of PID has been on a CPU (schedstat's third field); false when it cannot be read. A thread
  * whose count does not move between two reads did not run in between: what was read of its wait still holds. */
 bool peers_thread_timeslices(pid_t pid, pid_t tid, uint64_t *ret);

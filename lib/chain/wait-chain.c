@@ -164,8 +164,9 @@ static bool thread_followed(const WaitChain *c, pid_t pid, pid_t tid) {
         return false;
 }
 
-/* From thread ONLY_TID, the chain goes on through the threads holding the mutexes it (and they) wait for: the
- * holder of a lock is where the wait continues, whatever its TID. */
+/* From thread ONLY_TID, the chain goes on through the threads holding the mutexes it (and they) wait for, and the
+ * threads they wait to join: the holder of a lock, or the thread to exit, is where the wait continues, whatever its
+ * TID. */
 static int builder_follow_lock_holders(Builder *b, size_t idx, unsigned depth, size_t *followed) {
         pid_t pid = b->procs[idx].pid;
 
@@ -174,8 +175,8 @@ static int builder_follow_lock_holders(Builder *b, size_t idx, unsigned depth, s
                 ThreadWait w;
                 int k;
 
-                if (e->kind != WAIT_KIND_MUTEX || e->pid != pid || e->peer_pid != pid || e->peer_tid <= 0 ||
-                    thread_followed(b->chain, pid, e->peer_tid))
+                if ((e->kind != WAIT_KIND_MUTEX && e->kind != WAIT_KIND_JOIN) || e->pid != pid || e->peer_pid != pid ||
+                    e->peer_tid <= 0 || thread_followed(b->chain, pid, e->peer_tid))
                         continue;
                 if (thread_wait_read(pid, e->peer_tid, &w) < 0)
                         continue;
@@ -318,10 +319,14 @@ const WaitEdge *wait_chain_mutex_wait(const WaitChain *c, pid_t pid, pid_t tid) 
         return NULL;
 }
 
-/* The mutex that thread TID of PID waits for, held by a thread of PID; NULL when none. */
-static const WaitEdge *mutex_held_in_process(const WaitChain *c, pid_t pid, pid_t tid) {
+/* The edge from thread TID of PID to another thread of PID that must act first: the mutex (or the GIL) it waits
+ * for held by that thread, or the thread it joins; NULL when none. */
+static const WaitEdge *waits_in_process(const WaitChain *c, pid_t pid, pid_t tid) {
         const WaitEdge *e = wait_chain_mutex_wait(c, pid, tid);
 
+        for (size_t i = 0; !e && i < c->n_edges; i++)
+                if (c->edges[i].kind == WAIT_KIND_JOIN && c->edges[i].pid == pid && c->edges[i].tid == tid)
+                        e = &c->edges[i];
         return e && e->peer_pid == pid && e->peer_tid > 0 ? e : NULL;
 }
 
@@ -335,13 +340,19 @@ static bool lock_cycle_holds(PeerResolver *r, const WaitChain *c, pid_t pid, con
         for (size_t i = 0; i < n; i++)
                 counted[i] = peers_thread_timeslices(pid, tids[i], &before[i]);
         for (size_t i = 0; i < n; i++) {
-                const WaitEdge *e = wait_chain_mutex_wait(c, pid, tids[i]);
+                const WaitEdge *e = waits_in_process(c, pid, tids[i]);
                 ThreadWait w;
                 PeersMutex m;
                 RuntimeWait rw;
+                pid_t joined;
 
                 if (!e || thread_wait_read(pid, tids[i], &w) < 0)
                         return false;
+                if (e->kind == WAIT_KIND_JOIN) {
+                        if (peers_futex_join(pid, tids[i], &w.syscall, &joined) != 1 || joined != tids[(i + 1) % n])
+                                return false;
+                        continue;
+                }
                 /* A runtime's lock (the GIL, an RLock) is asked of the runtime again. */
                 if (e->runtime) {
                         if (w.syscall.kind != PROC_SYSCALL_BLOCKED || w.syscall.args[0] != e->address ||
@@ -361,8 +372,9 @@ static bool lock_cycle_holds(PeerResolver *r, const WaitChain *c, pid_t pid, con
 }
 
 /* A deadlock on mutexes inside one process: threads each waiting for a mutex the next one holds (one thread
- * waiting for a mutex it holds itself is the shortest). Unlike an fd, a mutex has one way out, its holder
- * unlocking it: a cycle of them is a deadlock, with no knot to check. */
+ * waiting for a mutex it holds itself is the shortest), or to join it (A joins B while B waits for a mutex A holds).
+ * Unlike an fd, a mutex has one way out, its holder unlocking it, and a join one, the thread's exit: a cycle of them
+ * is a deadlock, with no knot to check. */
 static int builder_find_lock_cycle(Builder *b) {
         WaitChain *c = b->chain;
         pid_t order[WAIT_CHAIN_EDGES_MAX + 1];
@@ -371,8 +383,8 @@ static int builder_find_lock_cycle(Builder *b) {
                 const WaitEdge *e = &c->edges[i];
                 size_t n = 0;
 
-                if ((e->kind != WAIT_KIND_MUTEX && e->kind != WAIT_KIND_GIL) || e->peer_pid != e->pid ||
-                    e->peer_tid <= 0)
+                if ((e->kind != WAIT_KIND_MUTEX && e->kind != WAIT_KIND_GIL && e->kind != WAIT_KIND_JOIN) ||
+                    e->peer_pid != e->pid || e->peer_tid <= 0)
                         continue;
                 for (pid_t t = e->tid; n < ELEMENTSOF(order);) {
                         const WaitEdge *m;
@@ -389,7 +401,7 @@ static int builder_find_lock_cycle(Builder *b) {
                                         c->lock_pid = e->pid;
                                         return 0;
                                 }
-                        m = mutex_held_in_process(c, e->pid, t);
+                        m = waits_in_process(c, e->pid, t);
                         if (!m)
                                 break;
                         order[n++] = t;
@@ -597,7 +609,7 @@ static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
                 char rootdir[64], *name = NULL, *object;
                 const char *kind, *base = NULL;
 
-                if (!e->address || !e->object || strstr(e->object, " 0x") == NULL)
+                if (!e->address || !e->object || strstr(e->object, " 0x") == NULL || e->kind == WAIT_KIND_JOIN)
                         continue;
                 if (e->pid == root->pid)
                         p = root;

@@ -536,14 +536,21 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                 }
                 {
                         const char *what = "mutex";
+                        bool join = false;
 
                         for (size_t i = 0; i < c->n_edges; i++)
-                                if (c->edges[i].pid == c->lock_pid && c->edges[i].tid == c->lock_cycle[0] &&
-                                    c->edges[i].kind == WAIT_KIND_MONITOR)
-                                        what = "Java lock";
-
-                        fprintf(f, c->n_lock_cycle == 1 ? " waits for a %s it holds itself\n"
-                                                        : ": each waits for a %s the next one holds\n", what);
+                                if (c->edges[i].pid == c->lock_pid) {
+                                        if (c->edges[i].tid == c->lock_cycle[0] && c->edges[i].kind == WAIT_KIND_MONITOR)
+                                                what = "Java lock";
+                                        for (size_t k = 0; k < c->n_lock_cycle; k++)
+                                                join = join || (c->edges[i].kind == WAIT_KIND_JOIN &&
+                                                                c->edges[i].tid == c->lock_cycle[k]);
+                                }
+                        if (join)
+                                fputs(": each waits for the next one, to exit (join) or to unlock a mutex\n", f);
+                        else
+                                fprintf(f, c->n_lock_cycle == 1 ? " waits for a %s it holds itself\n"
+                                                                : ": each waits for a %s the next one holds\n", what);
                 }
         }
         if (c->deadlock && c->n_cycle > 0) {

@@ -97,6 +97,7 @@ static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_CONDVAR] = "condvar",
         [WAIT_KIND_GIL] = "gil",
         [WAIT_KIND_MONITOR] = "monitor",
+        [WAIT_KIND_JOIN] = "join",
 };
 DEFINE_STRING_TABLE_LOOKUP(wait_kind, WaitKind);
 

@@ -221,6 +221,7 @@ typedef enum WaitKind {
         WAIT_KIND_FUSE,         /* a request to a FUSE file system: the daemon serving its connection */
         WAIT_KIND_GIL,          /* CPython's GIL: the thread holding it (python.h) */
         WAIT_KIND_MONITOR,      /* a Java monitor or java.util.concurrent lock: its owner, as the JVM names it */
+        WAIT_KIND_JOIN,         /* pthread_join(): the thread it waits to exit, by the TID its futex word holds */
         _WAIT_KIND_MAX,
         _WAIT_KIND_INVALID = -EINVAL,
 } WaitKind;
@@ -241,7 +242,8 @@ typedef struct WaitEdge {
         pid_t peer_tid;         /* the peer thread that waits on the other end itself, 0 when none stands out */
         int peer_fd;            /* the peer's fd for the other end, -1 when unknown */
         char *reason;           /* set when PEER_PID is 0, or when the peer was not followed (depth, budget) */
-        uint64_t address;       /* a mutex: the lock's address in the waiter's process; 0 for other kinds */
+        uint64_t address;       /* a mutex: the lock's address in the waiter's process (a join: the joined
+                                 * thread's TID word); 0 for other kinds */
         bool owner_exited;      /* a mutex whose holder is gone: nobody will ever unlock it (not stored) */
         bool runtime;           /* read from a language runtime (the GIL, a Python lock), not from a glibc lock; its
                                  * ADDRESS is the futex waited on (not stored) */
@@ -257,7 +259,8 @@ typedef struct WaitChain {
         pid_t *cycle;           /* the processes of one cycle in it, in wait order; the first waits on the second … */
         size_t n_cycle;
         pid_t lock_pid;         /* LOCK_CYCLE's process, 0 when there is none */
-        pid_t *lock_cycle;      /* threads of LOCK_PID each waiting for a mutex the next one holds: a deadlock */
+        pid_t *lock_cycle;      /* threads of LOCK_PID each waiting for a mutex the next one holds, or to join it:
+                                 * a deadlock */
         size_t n_lock_cycle;
         bool truncated;         /* a budget cut it (edges, peers, time) */
         char **errors;          /* NULL-terminated, NULL when none */

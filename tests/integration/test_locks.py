@@ -78,11 +78,12 @@ def test_abba_deadlock_names_both_owners_and_the_cycle(fixture):
     assert edges[b]["to"]["tid"] == a
     assert {edges[a]["object"].split(" (")[0], edges[b]["object"].split(" (")[0]} == {"mutex g_m1", "mutex g_m2"}
     assert edges[a]["object"].endswith(") in deadlock-abba") and int(edges[a]["address"], 16) > 0
-    # The main thread waits in pthread_join (a futex that is no mutex): said so, no owner made up.
+    # The main thread waits in pthread_join for one of the two: a join edge to that thread (its futex word is that
+    # thread's TID), not a mutex.
     assert fx.pid not in edges
     [join] = [e for e in doc["wait_chain"]["edges"] if e["from"]["tid"] == fx.pid]
-    assert join["kind"] == "other" and join["to"] is None and join["object"].startswith("futex 0x"), join
-    assert join["reason"] == "owner unknown: it waits for a thread to exit (pthread_join)"
+    assert join["kind"] == "join" and join["to"]["pid"] == fx.pid and join["to"]["tid"] in (a, b), join
+    assert join["object"] == f"the exit of thread {join['to']['tid']}" and join["reason"] is None, join
     chain = doc["wait_chain"]
     assert chain["deadlock"] and chain["lock_cycle"]["pid"] == fx.pid
     assert sorted(chain["lock_cycle"]["threads"]) == sorted([a, b])
@@ -91,6 +92,38 @@ def test_abba_deadlock_names_both_owners_and_the_cycle(fixture):
     assert f"→ {fx.pid} (deadlock-abba) thread {b} (abba-b) in futex" in text
     assert f"DEADLOCK in {fx.pid} (deadlock-abba): thread " in text
     assert "each waits for a mutex the next one holds" in text
+    assert f"{fx.pid} (deadlock-abba) futex → the exit of thread {join['to']['tid']} → {fx.pid} (deadlock-abba) " \
+           f"thread {join['to']['tid']} (abba-" in text
+
+
+def test_a_join_goes_on_through_the_joined_thread(fixture):
+    """threads64's main thread joins t00, which reads a pipe: from the main thread alone (--tid), the chain names
+    the thread it joins and goes on to what that thread waits for."""
+    fx = fixture("threads64")
+    t00 = names_to_tids(fx.pid)["t00"]
+    wait_until(lambda: in_futex(fx.pid, fx.pid), what="the main thread in pthread_join")
+    [doc] = dump_json("--peers", "1", "--tid", fx.pid, fx.pid)
+    edges = doc["wait_chain"]["edges"]
+    [join] = [e for e in edges if e["from"]["tid"] == fx.pid]
+    assert join["kind"] == "join" and join["to"] == {"pid": fx.pid, "tid": t00, "comm": "threads64"}, join
+    assert any(e["from"]["tid"] == t00 and e["syscall"] == "read" for e in edges), edges
+    assert not doc["wait_chain"].get("lock_cycle"), doc["wait_chain"]
+
+
+def test_a_join_of_a_thread_waiting_for_the_joiner_s_mutex_is_a_deadlock(fixture):
+    """The main thread holds m1 and joins "waiter", which waits for m1: neither can go on. The join and the mutex
+    make a cycle of two threads, a deadlock like an ABBA pair."""
+    fx, tids = start(fixture, "lock-holder", "join", waiters=("waiter",))
+    waiter = tids["waiter"]
+    wait_until(lambda: in_futex(fx.pid, fx.pid), what="the main thread in pthread_join")
+    [doc] = dump_json("--peers", "1", fx.pid)
+    chain = doc["wait_chain"]
+    kinds = {e["from"]["tid"]: (e["kind"], e["to"] and e["to"]["tid"]) for e in chain["edges"]}
+    assert kinds == {fx.pid: ("join", waiter), waiter: ("mutex", fx.pid)}, chain["edges"]
+    assert chain["lock_cycle"]["pid"] == fx.pid and sorted(chain["lock_cycle"]["threads"]) == sorted([fx.pid, waiter])
+    text = stackctl("dump", "--peers", "1", fx.pid, check_rc=0).stdout.decode()
+    assert f"DEADLOCK in {fx.pid} (lock-holder): thread " in text
+    assert "each waits for the next one, to exit (join) or to unlock a mutex" in text
 
 
 @pytest.mark.parametrize("mode,what", [("chain", "mutex"), ("pi", "PI mutex"), ("recursive", "mutex"),
@@ -168,16 +201,17 @@ rules:
 
 
 def test_deadlock_rule_fires_once_for_lock_cycles_and_orphaned_locks_not_for_a_chain(daemon, fixture):
-    """An ABBA pair, a thread waiting for its own mutex and a mutex whose holder exited each fire a deadlock rule
-    once, with nobody else in the cycle; a lock chain that ends in a pipe (someone could still write) does not."""
+    """An ABBA pair, a thread waiting for its own mutex, a mutex whose holder exited and a join of a thread that
+    waits for the joiner's mutex each fire a deadlock rule once, with nobody else in the cycle; a lock chain that ends in a pipe (someone could still write) does not."""
     abba, _ = start(fixture, "deadlock-abba", waiters=("abba-a", "abba-b"))
     own, _ = start(fixture, "lock-holder", "self", waiters=("waiter",))
     orphan, _ = start(fixture, "lock-holder", "orphan", waiters=("waiter",))
+    join, _ = start(fixture, "lock-holder", "join", waiters=("waiter",))
     chain, _ = start(fixture, "lock-holder", "chain", waiters=("middle", "waiter"))
     d = daemon(DAEMON_RULES)
-    mine = (abba.pid, own.pid, orphan.pid)
+    mine = (abba.pid, own.pid, orphan.pid, join.pid)
     wait_until(lambda: {s["pid"] for s in d.snapshots("--rule", "deadlocks")} >= set(mine), timeout=30,
-               what="the deadlock rule firing for the three stuck processes")
+               what="the deadlock rule firing for the four stuck processes")
     d.wait_scans(30, timeout=30)
     every = d.snapshots("--rule", "deadlocks")
     assert not [s for s in every if s["pid"] == chain.pid], every
