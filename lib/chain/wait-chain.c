@@ -35,7 +35,30 @@ typedef struct Builder {
         unsigned lock_probes;           /* sleeping threads that may still be traced for a lock they poll for */
         pid_t suspect_pid;              /* the process peers_lock_suspect() was last asked about, and its answer: */
         int suspect;                    /* its threads are read one after another */
+        const Snapshot *recorded;       /* the capture the chain starts from, NULL for none */
 } Builder;
+
+/* What thread TID of PID waits for. A thread of the capture the chain starts from that it stopped with ptrace is
+ * taken as the capture saw it before the stop: once released, the thread is runnable until it is back in its call (a
+ * poll continues in restart_syscall), and a look in that moment found no wait, so the chain lost its edges in one
+ * dump of two. Its state and call before the stop are what its stack shows anyway. */
+static int builder_wait_read(Builder *b, pid_t pid, pid_t tid, ThreadWait *ret) {
+        const ThreadSnapshot *t;
+        int k;
+
+        k = thread_wait_read(pid, tid, ret);
+        if (k < 0 || !b->recorded || b->recorded->pid != pid)
+                return k;
+        t = snapshot_find_thread((Snapshot *) b->recorded, tid);
+        if (!t || t->method != CAPTURE_METHOD_PTRACE || t->syscall.kind != PROC_SYSCALL_BLOCKED ||
+            (t->state != 'S' && t->state != 'D'))
+                return k;
+        ret->state = t->state;
+        ret->syscall = t->syscall;
+        if (t->wchan)
+                snprintf(ret->wchan, sizeof ret->wchan, "%s", t->wchan);
+        return k;
+}
 
 /* Whether the budget is spent; the first time, the chain says how far it got. */
 static bool builder_out_of_time(Builder *b, pid_t pid, size_t done, size_t total) {
@@ -178,7 +201,7 @@ static int builder_follow_lock_holders(Builder *b, size_t idx, unsigned depth, s
                 if ((e->kind != WAIT_KIND_MUTEX && e->kind != WAIT_KIND_JOIN) || e->pid != pid || e->peer_pid != pid ||
                     e->peer_tid <= 0 || thread_followed(b->chain, pid, e->peer_tid))
                         continue;
-                if (thread_wait_read(pid, e->peer_tid, &w) < 0)
+                if (builder_wait_read(b, pid, e->peer_tid, &w) < 0)
                         continue;
                 if (w.syscall.kind != PROC_SYSCALL_BLOCKED && w.state != 't')
                         continue; /* the holder runs: the chain ends at it */
@@ -210,12 +233,12 @@ static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth
                          * thread the chain starts from is still followed: it is the point of the chain. */
                         b->procs[idx].running = true;
                         if (only_tid > 0 && !thread_followed(b->chain, pid, only_tid) &&
-                            thread_wait_read(pid, only_tid, &w) >= 0 &&
+                            builder_wait_read(b, pid, only_tid, &w) >= 0 &&
                             (w.syscall.kind == PROC_SYSCALL_BLOCKED || w.state == 't'))
                                 return builder_follow(b, idx, &w, depth, &followed);
                         return 0;
                 }
-                k = thread_wait_read(pid, tids[t], &w);
+                k = builder_wait_read(b, pid, tids[t], &w);
                 if (k < 0)
                         continue; /* the thread exited meanwhile */
                 if (w.state == 'R')
@@ -411,11 +434,13 @@ static int builder_find_lock_cycle(Builder *b) {
         return 0;
 }
 
-static int chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, uint64_t deadline_usec,
-                       unsigned lock_probes, WaitChain **ret, pid_t **ret_peers, size_t *ret_n_peers) {
+static int chain_build(PeerResolver *r, const Snapshot *recorded, pid_t pid, pid_t tid, unsigned depth,
+                       uint64_t deadline_usec, unsigned lock_probes, WaitChain **ret, pid_t **ret_peers,
+                       size_t *ret_n_peers) {
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
         uint64_t start = now_usec(CLOCK_MONOTONIC);
-        Builder b = { .r = r, .self = getpid(), .deadline_usec = deadline_usec, .lock_probes = lock_probes };
+        Builder b = { .r = r, .self = getpid(), .deadline_usec = deadline_usec, .lock_probes = lock_probes,
+                      .recorded = recorded };
         pid_t *peers;
         int k;
 
@@ -454,7 +479,7 @@ static int chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, ui
 
 int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
                      size_t *ret_n_peers) {
-        return chain_build(r, pid, tid, depth, 0, 0, ret, ret_peers, ret_n_peers);
+        return chain_build(r, NULL, pid, tid, depth, 0, 0, ret, ret_peers, ret_n_peers);
 }
 
 /* Whether one of T's innermost frames is a function named PREFIX… (or __PREFIX…, ___PREFIX…). */
@@ -664,7 +689,7 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
          * none) one more budget from here. Building the chain is part of it. */
         if (po.deadline_usec == 0)
                 po.deadline_usec = now_usec(CLOCK_MONOTONIC) + o->time_budget_usec;
-        k = chain_build(r, root->pid, tid, depth, po.deadline_usec, WAIT_CHAIN_LOCK_PROBES_MAX, &c, &peers, &n);
+        k = chain_build(r, root, root->pid, tid, depth, po.deadline_usec, WAIT_CHAIN_LOCK_PROBES_MAX, &c, &peers, &n);
         if (k < 0)
                 return k;
         root->peers = calloc(MAX(n, 1U), sizeof *root->peers);

@@ -326,3 +326,20 @@ def test_fifo_reader_waits_on_the_writer(tmp_path):
         for p in (writer, reader):
             p.kill()
             p.wait()
+
+
+def test_the_chain_is_the_same_whatever_method_captured_the_thread(fixture):
+    """A client polling a unix socket (psql on its backend) had its edge with --method passive and lost it in one
+    dump of two when a ptrace stop captured it: released, the thread is runnable until it is back in its poll
+    (restart_syscall), and the chain read its wait in that moment. The chain takes a stopped thread's wait as the
+    capture saw it before the stop: 20 dumps with each method give the same edges."""
+    fx, (a, b) = start_pair(fixture, "deadlock-poll")
+    seen = {}
+    for method in ("passive", "ptrace", "auto"):
+        for _ in range(20):
+            doc, chain = chain_of(b, 1, "--method", method)
+            edges = sorted((e["kind"], e["syscall"], e["to"]["pid"] if e["to"] else None) for e in edges_from(chain, b))
+            seen.setdefault(method, set()).add(tuple(edges))
+    assert seen["passive"] == {(("unix-socket", "poll", a),)}, seen
+    assert seen["ptrace"] == seen["passive"] and seen["auto"] == seen["passive"], seen
+    assert_untouched(a, b)
