@@ -993,6 +993,12 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs, size_t f
                         if (capture_ptrace(c, t, &again) == 0) {
                                 bool clean2 = false;
 
+                                /* Said in its line: a stop the user did not ask for, and it changes the thread's
+                                 * wait as /proc shows it for a moment (see the chain's builder_wait_read()). */
+                                free(t->stopped_because);
+                                if (asprintf(&t->stopped_because, "the passive unwind ended early (%s)",
+                                             backup.unwind_end ?: "?") < 0)
+                                        return -ENOMEM;
                                 /* The frames read while it was stopped replace the passive look's, Python's too. */
                                 raw_thread_done(raw);
                                 *raw = again;

@@ -198,6 +198,7 @@ static const JsonField capture_fields[] = {
         ROW("unwind_end", JF_STRING, ThreadSnapshot, unwind_end),
         ROW("truncated", JF_BOOL, ThreadSnapshot, truncated),
         ROW("error", JF_STRING, ThreadSnapshot, error),
+        ROW("stopped_because", JF_STRING, ThreadSnapshot, stopped_because, .omit_null = true),
 };
 static const JsonField kframe_fields[] = {
         ROW("function", JF_STRING, KernelFrame, function),

@@ -152,6 +152,10 @@ static void print_thread_head(const Snapshot *s, const ThreadSnapshot *t, const 
         fprintf(f, " [%s", capture_method_to_string(t->method) ?: "none");
         if (t->method == CAPTURE_METHOD_PTRACE && !g)
                 fprintf(f, ", paused %.1f us", t->pause_us);
+        if (t->stopped_because && !g) {
+                fputs(": stopped because ", f);
+                fputs_escaped(t->stopped_because, f);
+        }
         if (t->tracer_pid > 0 && !g)
                 fprintf(f, ", traced by %d", (int) t->tracer_pid);
         fputs("]", f);

@@ -110,6 +110,7 @@ static void thread_done(ThreadSnapshot *t) {
         free(t->wchan);
         free(t->unwind_end);
         free(t->error);
+        free(t->stopped_because);
         free(t->python_note);
         free(t->java_name);
         free(t->java_state);

@@ -150,6 +150,7 @@ typedef struct ThreadSnapshot {
         uint64_t stack_bytes;   /* bytes of stack copied */
         char *unwind_end;       /* why the user unwind ended ("end of stack", "max frames", an error) */
         char *error;            /* set when this thread's capture is partial: the reason */
+        char *stopped_because;  /* auto mode stopped it after a passive look (a fall-back): why; NULL otherwise */
         bool truncated;         /* a budget cut this thread's frames or stack */
 
         /* In a Python process (Snapshot.python set): */

@@ -447,3 +447,28 @@ def test_vdso_frames_are_named(fixture):
     named = [f["function"] for f in in_vdso if f["function"]]
     assert named and "clock_gettime" in named[0], in_vdso
     fx.proc.stdin.close()
+
+
+def test_a_stop_the_default_method_falls_back_to_says_why(tmp_path):
+    """A frame-pointer caller cannot be unwound from a passive look: the default method stops the thread once, and
+    its line says so and why (a stop the user did not ask for); --method passive does not stop it."""
+    binary = tmp_path / "fp-read"
+    subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", str(binary),
+                    os.path.join(SRCDIR, "tests", "fixtures", "fp-read.c")], check=True)
+    p = subprocess.Popen([str(binary)], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"READY\n"
+        wait_until(lambda: "pipe_read" in open(f"/proc/{p.pid}/wchan").read(), what="fp-read in read()")
+        [doc] = dump_json("--no-kernel", p.pid)
+        [t] = doc["threads"]
+        assert t["capture"]["method"] == "ptrace", t["capture"]
+        assert t["capture"]["stopped_because"].startswith("the passive unwind ended early ("), t["capture"]
+        assert functions(t)[:3] == ["read", "fp_wait", "main"], functions(t)
+        text = stackctl("dump", "--no-kernel", p.pid, check_rc=0).stdout.decode()
+        assert re.search(r"\[ptrace, paused [0-9.]+ us: stopped because the passive unwind ended early \(", text), text
+        [passive] = dump_json("--no-kernel", "--method", "passive", p.pid, check_rc=None)
+        assert passive["threads"][0]["capture"]["method"] == "passive"
+        assert "stopped_because" not in passive["threads"][0]["capture"]
+    finally:
+        p.kill()
+        p.wait()
