@@ -93,7 +93,7 @@ static int fd_accmode(pid_t pid, int fd) {
         return k < 0 ? k : (int) (flags & O_ACCMODE);
 }
 
-/* The type, inode and device of the file behind PID's FD, as the kernel has them cached: AT_STATX_DONT_SYNC keeps
+/* The type, inode and device of the file behind PID's FD (and the device it is, for a device node), as the kernel has them cached: AT_STATX_DONT_SYNC keeps
  * a FUSE or network file system from being asked, so a hung FUSE daemon (a dead sshfs) cannot hang us too. */
 static int fd_stat(pid_t pid, int fd, struct stat *ret) {
         struct statx stx;
@@ -106,6 +106,7 @@ static int fd_stat(pid_t pid, int fd, struct stat *ret) {
                 .st_mode = stx.stx_mode,
                 .st_ino = stx.stx_ino,
                 .st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor),
+                .st_rdev = makedev(stx.stx_rdev_major, stx.stx_rdev_minor),
         };
         return 0;
 }
@@ -343,6 +344,64 @@ static int edges_pipe(EdgeCtx *c, int fd, uint64_t inode, const char *path) {
 }
 
 /* What one fd leads to. */
+/* The slave side of a Unix98 pty: its index (minor of major 136, which modern kernels use for every index). */
+#define PTY_SLAVE_MAJOR 136
+
+/* Whether process PID's ptmx fd FD is the master of the pty whose slave is on devpts DEVPTS with index INDEX: the
+ * index from its fdinfo, and the devpts instance from what the holder sees at /dev/pts (a container's own devpts
+ * numbers its ptys from 0 too). */
+static bool holds_pty_master(pid_t pid, int fd, dev_t devpts, uint64_t index) {
+        char path[64];
+        struct stat st;
+        uint64_t v;
+
+        if (peer_tables_fdinfo_field(pid, fd, "tty-index", 10, &v) < 0 || v != index)
+                return false;
+        snprintf(path, sizeof path, "/proc/%d/root/dev/pts", (int) pid);
+        return stat(path, &st) >= 0 && st.st_dev == devpts;
+}
+
+/* A read or write on a terminal, the slave side of a pty: whoever holds its master side (a terminal emulator, sshd,
+ * script, a container runtime) reads what it writes and writes what it reads. One edge per holder; a holder that is
+ * stopped is said to be, and one that waits itself is where the chain goes on. */
+static int edges_pty(EdgeCtx *c, int fd, const char *link, const struct stat *slave) {
+        uint64_t index = minor(slave->st_rdev);
+        size_t added = 0;
+        pid_t last = 0;
+        char object[128];
+        int k;
+
+        k = peer_tables_load_owners(c->r);
+        if (k < 0)
+                return k;
+        snprintf(object, sizeof object, "terminal %.100s", link);
+        for (size_t i = c->r->n_indexed; i < c->r->n_owners; i++) {
+                const FdOwner *o = &c->r->owners[i];
+                ThreadWait h;
+
+                if (o->pid == last || (!streq(o->path, "/dev/ptmx") && !streq(o->path, "/dev/pts/ptmx")) ||
+                    !holds_pty_master(o->pid, o->fd, slave->st_dev, index))
+                        continue;
+                if (added >= PEERS_HOLDERS_MAX) {
+                        c->chain->truncated = true;
+                        break;
+                }
+                k = edge_add(c, WAIT_KIND_PTY, fd, (uint64_t) slave->st_ino, object, o->pid, o->fd,
+                             thread_wait_read(o->pid, o->pid, &h) >= 0 && (h.state == 'T' || h.state == 't')
+                                     ? "the holder of its master side is stopped: nobody reads or writes it"
+                                     : NULL);
+                if (k < 0)
+                        return k;
+                last = o->pid;
+                added++;
+        }
+        if (added > 0)
+                return 0;
+        return edge_add(c, WAIT_KIND_PTY, fd, (uint64_t) slave->st_ino, object, 0, -1,
+                        c->r->unreadable > 0 ? "no process we may read holds its master side"
+                                             : "no process holds its master side");
+}
+
 static int edges_fd(EdgeCtx *c, int fd) {
         char link[4097];
         uint64_t inode;
@@ -365,8 +424,12 @@ static int edges_fd(EdgeCtx *c, int fd) {
         case FD_KIND_PIPE:
                 return edges_pipe(c, fd, inode, NULL);
         case FD_KIND_PATH:
-                if (link[0] == '/' && fd_stat(c->w->pid, fd, &st) >= 0 && S_ISFIFO(st.st_mode))
-                        return edges_pipe(c, fd, (uint64_t) st.st_ino, link);
+                if (link[0] == '/' && fd_stat(c->w->pid, fd, &st) >= 0) {
+                        if (S_ISFIFO(st.st_mode))
+                                return edges_pipe(c, fd, (uint64_t) st.st_ino, link);
+                        if (S_ISCHR(st.st_mode) && major(st.st_rdev) == PTY_SLAVE_MAJOR)
+                                return edges_pty(c, fd, link, &st);
+                }
                 return edge_add(c, WAIT_KIND_OTHER, fd, 0, link, 0, -1, "leads to no other process");
         }
         return 0;

@@ -98,6 +98,7 @@ static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_GIL] = "gil",
         [WAIT_KIND_MONITOR] = "monitor",
         [WAIT_KIND_JOIN] = "join",
+        [WAIT_KIND_PTY] = "pty",
 };
 DEFINE_STRING_TABLE_LOOKUP(wait_kind, WaitKind);
 

@@ -223,6 +223,7 @@ typedef enum WaitKind {
         WAIT_KIND_GIL,          /* CPython's GIL: the thread holding it (python.h) */
         WAIT_KIND_MONITOR,      /* a Java monitor or java.util.concurrent lock: its owner, as the JVM names it */
         WAIT_KIND_JOIN,         /* pthread_join(): the thread it waits to exit, by the TID its futex word holds */
+        WAIT_KIND_PTY,          /* a terminal (a pty's slave side): the processes holding its master side */
         _WAIT_KIND_MAX,
         _WAIT_KIND_INVALID = -EINVAL,
 } WaitKind;

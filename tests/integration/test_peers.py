@@ -1,7 +1,9 @@
 """Peers and wait chains against real processes: who a stuck thread waits on, through unix sockets, pipes, locks,
 loopback TCP and children; cross-process deadlocks; the daemon's peers: and deadlock: rules; ?peers=N."""
 import os
+import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -343,3 +345,70 @@ def test_the_chain_is_the_same_whatever_method_captured_the_thread(fixture):
     assert seen["passive"] == {(("unix-socket", "poll", a),)}, seen
     assert seen["ptrace"] == seen["passive"] and seen["auto"] == seen["passive"], seen
     assert_untouched(a, b)
+
+
+# A pty made with python3's pty module: the holder of its master side forks a child that runs PROGRAM with the
+# slave side as its stdin and stdout; prints "HOLDER CHILD /dev/pts/N"; then, with "stop", stops itself (a terminal
+# whose reader is stopped), else sleeps holding the master.
+PTY_PAIR = r"""
+import os, pty, signal, sys, time
+master, slave = pty.openpty()
+name = os.ttyname(slave)
+child = os.fork()
+if child == 0:
+    os.close(master)
+    os.dup2(slave, 0)
+    os.dup2(slave, 1)
+    os.execvp(sys.argv[2], sys.argv[2:])
+os.close(slave)
+print(os.getpid(), child, name, flush=True)
+if sys.argv[1] == "stop":
+    os.kill(os.getpid(), signal.SIGSTOP)
+while True:
+    time.sleep(3600)
+"""
+
+
+@pytest.fixture
+def pty_pair():
+    started = []
+
+    def start(mode, *program):
+        p = subprocess.Popen([sys.executable, "-c", PTY_PAIR, mode, *program], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        started.append(p)
+        holder, child, tty = p.stdout.readline().decode().split()
+        return int(holder), int(child), tty
+    yield start
+    for p in started:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def test_a_writer_on_a_terminal_whose_reader_is_stopped_leads_to_it(pty_pair):
+    """`yes` writing to a pty whose master's holder is stopped: the buffer fills and yes blocks in write(). The
+    chain goes from the writer through the terminal to the process holding its master side, and says it is
+    stopped."""
+    holder, child, tty = pty_pair("stop", "yes")
+    wait_until(lambda: (read_stat(holder) or (None, None))[1] == "T", what="the master's holder stopped")
+    wait_until(lambda: _in_syscall(child) and open(f"/proc/{child}/syscall").read().split()[0] == "1",
+               what="yes blocked in write()")
+    _, chain = chain_of(child)
+    [e] = edges_from(chain, child)
+    assert e["kind"] == "pty" and e["syscall"] == "write" and e["object"] == f"terminal {tty}", e
+    assert e["to"]["pid"] == holder and e["peer_fd"] is not None, e
+    assert e["reason"] == "the holder of its master side is stopped: nobody reads or writes it", e
+    text = stackctl("dump", "--peers", "1", "--no-kernel", child, check_rc=0).stdout.decode()
+    assert f"{child} (yes) write fd 1 → terminal {tty} → {holder} (python3): the holder of its master side is " \
+           "stopped" in text, text
+
+
+def test_a_reader_on_a_terminal_leads_to_the_master_s_holder(pty_pair):
+    """`cat` reading its terminal waits on whoever holds the master side (a terminal emulator, sshd, script): the
+    edge names it, with no excuse made up for it."""
+    holder, child, tty = pty_pair("sleep", "cat")
+    wait_until(lambda: _in_syscall(child) and open(f"/proc/{child}/syscall").read().split()[0] == "0",
+               what="cat blocked in read()")
+    _, chain = chain_of(child)
+    [e] = edges_from(chain, child)
+    assert e["kind"] == "pty" and e["syscall"] == "read" and e["to"]["pid"] == holder and e["reason"] is None, e
