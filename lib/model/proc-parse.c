@@ -441,27 +441,52 @@ int cgroup_path_get_unit(const char *path, char **ret) {
         return -ENXIO;
 }
 
-int proc_parse_cgroup(const char *buf, size_t len, char **ret_path, char **ret_unit) {
+int proc_parse_cgroup_hierarchy(const char *buf, size_t len, const char *controller, char **ret_path) {
         const char *end = buf + len;
+        size_t want = strlen(controller);
 
         for (const char *l = buf; l < end;) {
                 const char *eol = memchr(l, '\n', (size_t) (end - l)) ?: end;
+                const char *c = memchr(l, ':', (size_t) (eol - l));
+                const char *p = c ? memchr(c + 1, ':', (size_t) (eol - c - 1)) : NULL;
+                bool match = false;
 
-                if (eol - l >= 3 && memcmp(l, "0::", 3) == 0) {
-                        _cleanup_free_ char *path = strndup(l + 3, (size_t) (eol - l - 3));
-                        char *unit = NULL;
+                /* "ID:CONTROLLERS:PATH", the controllers separated by commas; the unified hierarchy's are empty. */
+                if (p && want == 0)
+                        match = p == c + 1 && c - l == 1 && l[0] == '0';
+                else if (p)
+                        for (const char *w = c + 1; w < p && !match;) {
+                                const char *comma = memchr(w, ',', (size_t) (p - w)) ?: p;
+
+                                match = (size_t) (comma - w) == want && memcmp(w, controller, want) == 0;
+                                w = comma + 1;
+                        }
+                if (match) {
+                        char *path = strndup(p + 1, (size_t) (eol - p - 1));
 
                         if (!path)
                                 return -ENOMEM;
-                        if (cgroup_path_get_unit(path, &unit) == -ENOMEM)
-                                return -ENOMEM;
-                        *ret_unit = unit;
-                        *ret_path = TAKE_PTR(path);
+                        *ret_path = path;
                         return 0;
                 }
                 l = eol + 1;
         }
         return -ENXIO;
+}
+
+int proc_parse_cgroup(const char *buf, size_t len, char **ret_path, char **ret_unit) {
+        _cleanup_free_ char *path = NULL;
+        char *unit = NULL;
+        int r;
+
+        r = proc_parse_cgroup_hierarchy(buf, len, "", &path);
+        if (r < 0)
+                return r;
+        if (cgroup_path_get_unit(path, &unit) == -ENOMEM)
+                return -ENOMEM;
+        *ret_unit = unit;
+        *ret_path = TAKE_PTR(path);
+        return 0;
 }
 
 static const char *const syscall_names[] = {

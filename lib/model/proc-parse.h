@@ -128,6 +128,9 @@ int proc_parse_cmdline(const char *buf, size_t len, char ***ret);
 
 /* /proc/PID/cgroup → the unified (v2, "0::") path, and the systemd unit it belongs to (NULL if none). */
 int proc_parse_cgroup(const char *buf, size_t len, char **ret_path, char **ret_unit);
+/* /proc/PID/cgroup → the path in the v1 hierarchy that has CONTROLLER among its controllers ("4:cpu,freezer:/x"),
+ * or, CONTROLLER "", in the unified one ("0::/x"). -ENXIO when there is no such line. */
+int proc_parse_cgroup_hierarchy(const char *buf, size_t len, const char *controller, char **ret_path);
 
 /* The systemd unit of a cgroup path: the first component that is not a slice, if it is a unit name. */
 int cgroup_path_get_unit(const char *path, char **ret);

@@ -236,6 +236,30 @@ START_TEST(test_cmdline_cgroup_unit) {
 }
 END_TEST
 
+/* The freezer's v1 hierarchy, alone or mounted with other controllers, and the unified one; a controller whose name
+ * only starts like it is another. */
+START_TEST(test_cgroup_hierarchy) {
+        static const char cg[] = "9:name=systemd:/\n8:freezerx:/no\n6:cpu,freezer:/docker/abc\n0::/init.scope\n";
+        char *path;
+
+        ck_assert_int_eq(proc_parse_cgroup_hierarchy(cg, strlen(cg), "freezer", &path), 0);
+        ck_assert_str_eq(path, "/docker/abc");
+        free(path);
+        ck_assert_int_eq(proc_parse_cgroup_hierarchy(cg, strlen(cg), "", &path), 0);
+        ck_assert_str_eq(path, "/init.scope");
+        free(path);
+        ck_assert_int_eq(proc_parse_cgroup_hierarchy(cg, strlen(cg), "cpu", &path), 0);
+        ck_assert_str_eq(path, "/docker/abc");
+        free(path);
+        ck_assert_int_eq(proc_parse_cgroup_hierarchy(cg, strlen(cg), "memory", &path), -ENXIO);
+        ck_assert_int_eq(proc_parse_cgroup_hierarchy("6:freezer:/x", 12, "freezer", &path), 0);
+        ck_assert_str_eq(path, "/x");
+        free(path);
+        ck_assert_int_eq(proc_parse_cgroup_hierarchy("6:freezer", 9, "freezer", &path), -ENXIO);
+        ck_assert_int_eq(proc_parse_cgroup_hierarchy("10::/x\n", 7, "", &path), -ENXIO);
+}
+END_TEST
+
 START_TEST(test_syscall_names) {
         ck_assert_str_eq(syscall_name(0), "read");
         ck_assert_str_eq(syscall_name(58), "vfork");
@@ -308,5 +332,5 @@ START_TEST(test_fdinfo) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("proc-parse", test_schedstat, test_io, test_fdinfo, test_stat_hostile_comm, test_stat_broken, test_syscall,
+UNIT_TEST_MAIN("proc-parse", test_cgroup_hierarchy, test_schedstat, test_io, test_fdinfo, test_stat_hostile_comm, test_stat_broken, test_syscall,
                test_syscall_restart, test_status, test_kstack, test_maps, test_cmdline_cgroup_unit, test_syscall_names)
