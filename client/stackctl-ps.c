@@ -60,6 +60,7 @@ static int print_thread(json_object *t, const char *host) {
                             *state = escape_string(json_get_string(t, API_K_STATE) ?: "-"), *w = where(t);
         const char *py = json_get_string(t, API_K_PYTHON_FRAME);
         char span[FORMAT_TIMESPAN_MAX];
+        json_object *fr;
 
         if (!comm || !class || !state || !w)
                 return log_oom();
@@ -78,6 +79,16 @@ static int print_thread(json_object *t, const char *host) {
                 if (!inert(py) && !(e = escape_string(py)))
                         return log_oom();
                 printf("%*s%16spython: %s\n", host ? 21 : 0, "", "", e ?: py);
+        }
+        /* Why nothing moves in it: its cgroup's freezer (a paused container), which its state does not say. */
+        fr = json_get_object(t, API_K_FROZEN_BY);
+        if (fr) {
+                _cleanup_free_ char *cg = escape_string(json_get_string(fr, API_K_CGROUP) ?: "?");
+
+                if (!cg)
+                        return log_oom();
+                printf("%*s%16sfrozen by cgroup %s (v%llu)\n", host ? 21 : 0, "", "", cg,
+                       (unsigned long long) json_get_u64(fr, API_K_VERSION));
         }
         return 0;
 }

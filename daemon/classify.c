@@ -150,6 +150,14 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
                 st->parked = false;
         }
 
+        /* Frozen by a cgroup freezer (a paused container, suspend), in whatever state /proc shows: D on cgroup v1
+         * since Linux 6.1, S on v2. On purpose, not hung: the kernel's hung-task detector skips it too. */
+        if (cur->frozen && cur->state != 'Z' && cur->state != 'X') {
+                st->parked = false;
+                st->owed = false;
+                set_class(st, THREAD_CLASS_FROZEN, cur->when_usec);
+                return;
+        }
         switch (cur->state) {
         case 'Z':
         case 'X':
@@ -164,12 +172,6 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
         case 'D':
                 st->parked = false;
                 st->owed = false;
-                /* Frozen by the cgroup v1 freezer (docker pause on v1) or for suspend: D, but on purpose, and the
-                 * kernel's hung-task detector skips it too. */
-                if (cur->frozen) {
-                        set_class(st, THREAD_CLASS_FROZEN, cur->when_usec);
-                        return;
-                }
                 /* Uninterruptible: the kernel's hung-task case, counted from the first look in D. */
                 set_class(st, THREAD_CLASS_BLOCKED, cur->when_usec);
                 return;

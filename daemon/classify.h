@@ -42,7 +42,8 @@ typedef struct ThreadSample {
         bool have_sched;
         uint64_t run_ns, wait_ns;       /* schedstat: time on a CPU, and runnable waiting for one */
         uint64_t timeslices;            /* schedstat field 3: how many times it ran */
-        bool frozen;                    /* D, and its wchan is the freezer's (read for D-state threads) */
+        bool frozen;                    /* a cgroup freezer holds its process (the scanner reads its cgroups), or
+                                         * D with the freezer's wchan (__refrigerator: kernels before 6.1) */
         bool lock_retry;                /* asleep between tries for a file lock another process holds (the scanner
                                          * judges it: it takes /proc/locks and the process's fds) */
         uint64_t faults;                /* minor and major page faults, from stat */

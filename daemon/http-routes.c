@@ -443,6 +443,16 @@ static json_object *thread_json(const ThreadEntry *t, uint64_t now) {
                 add_lock(o, t);
         if (t->process->unit)
                 json_object_object_add(o, API_K_UNIT, json_object_new_string(t->process->unit));
+        if (t->process->frozen.version > 0) {
+                const CgroupFrozen *z = &t->process->frozen;
+                json_object *fr = json_object_new_object();
+
+                if (fr) {
+                        json_object_object_add(fr, API_K_CGROUP, json_object_new_string(z->cgroup));
+                        json_object_object_add(fr, API_K_VERSION, json_object_new_int((int) z->version));
+                        json_object_object_add(o, API_K_FROZEN_BY, fr);
+                }
+        }
         /* Kept from the last snapshot: a scan never reads a target's memory. */
         if (t->python_frame)
                 json_object_object_add(o, API_K_PYTHON_FRAME, json_object_new_string(t->python_frame));

@@ -38,6 +38,11 @@ int scanner_new(Scanner **ret) {
         }
         s->hz = sysconf(_SC_CLK_TCK);
         s->self = getpid();
+        if (cgroup_freezers_new(&s->freezers) < 0) {
+                safe_close(s->proc_fd);
+                free(s);
+                return -ENOMEM;
+        }
         /* Keep as many stat descriptors as the hard limit allows; the rest are opened per read. */
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
                 if (rl.rlim_cur < rl.rlim_max) {
@@ -57,6 +62,7 @@ static void process_free(ProcessEntry *p) {
         free(p->exe);
         free(p->unit);
         free(p->cgroup);
+        cgroup_place_done(&p->place);
         free(p);
 }
 
@@ -104,6 +110,7 @@ Scanner *scanner_free(Scanner *s) {
         if (!s)
                 return NULL;
         peer_resolver_free(s->locks);
+        cgroup_freezers_free(s->freezers);
         for (size_t i = 0; i < s->processes.size; i++)
                 if (s->processes.keys[i] > 0) {
                         ProcessEntry *p = s->processes.values[i];
@@ -486,6 +493,7 @@ static int thread_scan(Scanner *s, ThreadEntry *t, ProcStat *st, uint64_t now) {
         cur.gil_wait = thread_gil_wait(s, t, &cur);
         if (cur.state != 'D')
                 t->wchan[0] = '\0';
+        cur.frozen = cur.frozen || t->process->frozen.version > 0;
         classify_update(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);
         t->sample = cur;
         t->have_sample = true;
@@ -529,6 +537,24 @@ static void process_walk_tasks(Scanner *s, ProcessEntry *p, uint64_t now) {
         }
 }
 
+/* Whether a cgroup freezer holds P (its place read again every SCAN_CGROUP_REREAD_USEC; its cgroups' freezers once
+ * a scan, for every process in them). */
+static void process_check_frozen(Scanner *s, ProcessEntry *p, uint64_t now) {
+        CgroupPlace place;
+
+        p->frozen = (CgroupFrozen) {};
+        if (!s->freezers || p->ours)
+                return;
+        if (p->place_usec == 0 || now - p->place_usec >= SCAN_CGROUP_REREAD_USEC) {
+                if (cgroup_place_read(s->freezers, p->pid, &place) < 0)
+                        return;
+                cgroup_place_done(&p->place);
+                p->place = place;
+                p->place_usec = now;
+        }
+        (void) cgroup_freezers_check(s->freezers, &p->place, &p->frozen);
+}
+
 /* One process: its known threads through their kept descriptors, the leader first, whose stat tells whether the
  * pid still means the same process and how many threads it has; the task directory is listed only for a new
  * process or when that count and the threads we could read disagree (htop lists it every time). */
@@ -539,6 +565,9 @@ static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
         unsigned live = 1;
 
         if (p) {
+                /* Before any of its threads is classed; a process new to this scan has its leader classed first,
+                 * and is known frozen from its next scan. */
+                process_check_frozen(s, p, now);
                 leader = intmap_get(&s->threads, pid);
                 if (!leader || leader->process != p || thread_scan(s, leader, &st, now) < 0 ||
                     st.starttime != p->starttime) {
@@ -574,6 +603,7 @@ static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
                         s->stats.ours++;
                         leader->cls.class = _THREAD_CLASS_INVALID;
                 }
+                process_check_frozen(s, p, now);
         }
         /* The leader's comm is the process's (what /proc/PID/stat shows). */
         memcpy(p->comm, st.comm, sizeof p->comm);
@@ -623,6 +653,8 @@ int scanner_scan(Scanner *s, uint64_t now) {
         start = now_usec(CLOCK_MONOTONIC);
         s->gen++;
         s->seen_threads = s->seen_processes = 0;
+        if (s->freezers)
+                cgroup_freezers_forget(s->freezers);
         s->n_lock_probe_wanted = 0;
         memset(s->stats.by_class, 0, sizeof s->stats.by_class);
         s->stats.ours = 0;

@@ -9,6 +9,7 @@
 
 #include "base/intmap.h"
 #include "capture/symbolize.h"
+#include "proc/cgroup-freeze.h"
 #include "proc/peers-tables.h"
 #include "classify.h"
 
@@ -41,6 +42,9 @@ const char *lock_probe_verdict_to_string(LockProbeVerdict v);
 
 /* Descriptors kept for things other than stat files (sockets, the archive, captures in flight). */
 #define SCAN_FD_RESERVE 256U
+/* How long a process's place in the cgroup hierarchies is taken as read: a process is seldom moved (pausing a
+ * container freezes its cgroup, it does not move it). Its cgroups' freezers are read every scan. */
+#define SCAN_CGROUP_REREAD_USEC (30 * USEC_PER_SEC)
 
 typedef struct ThreadEntry ThreadEntry;
 
@@ -63,6 +67,9 @@ typedef struct ProcessEntry {
                                          * found, it is looked for again after SCAN_GIL_RETRY_USEC); 0: never */
         uint64_t gil_start, gil_size;   /* where its GIL's state lies; size 0: not known */
         bool lock_suspect;              /* then: it has a file open that another owner holds a lock on */
+        CgroupPlace place;              /* its cgroups, for their freezers */
+        uint64_t place_usec;            /* when PLACE was read; 0: never */
+        CgroupFrozen frozen;            /* as this scan read its cgroups: version 0 when no freezer holds it */
 } ProcessEntry;
 
 struct ThreadEntry {
@@ -112,6 +119,7 @@ typedef struct Scanner {
         ScanStats stats;
         Symbolizer *runtime_sym;        /* where the runtimes (CPython) of processes live, by build-id, for the
                                          * walks that read their waits; made on first need */
+        CgroupFreezers *freezers;       /* the cgroup hierarchies and this scan's answers; NULL when none */
 } Scanner;
 
 int scanner_new(Scanner **ret);

@@ -19,6 +19,7 @@
 #include "capture/golang.h"
 #include "capture/java.h"
 #include "model/proc-parse.h"
+#include "proc/cgroup-freeze.h"
 #include "proc/proc-read.h"
 
 #define CMDLINE_BYTES_MAX (128U * 1024)
@@ -147,6 +148,7 @@ static int read_process_identity(Capture *c) {
         Snapshot *s = c->s;
         char buf[4096];
         _cleanup_free_ char *cmdline = NULL, *cgroup = NULL;
+        CgroupFrozen frozen;
         size_t len;
         ProcStat st;
         ProcStatus status;
@@ -178,6 +180,13 @@ static int read_process_identity(Capture *c) {
         r = proc_read_full(c->dirfd, "cgroup", CGROUP_BYTES_MAX, &cgroup, &len);
         if (r >= 0 && proc_parse_cgroup(cgroup, len, &s->cgroup, &s->unit) == -ENOMEM)
                 return -ENOMEM;
+        /* Frozen, its threads show D (cgroup v1) or S (v2) and nothing says why nothing moves: its cgroup does. */
+        if (cgroup_frozen_read(c->pid, &frozen) > 0) {
+                s->frozen_cgroup = strdup(frozen.cgroup);
+                if (!s->frozen_cgroup)
+                        return -ENOMEM;
+                s->frozen_version = frozen.version;
+        }
         return (st.flags & PROC_PF_KTHREAD) ? 1 : 0;
 }
 

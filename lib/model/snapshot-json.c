@@ -661,6 +661,13 @@ json_object *snapshot_to_json(const Snapshot *s) {
 
         p = json_object_new_object();
         fields_to_json(p, process_fields, ELEMENTSOF(process_fields), s);
+        if (s->frozen_cgroup) {
+                json_object *fr = json_object_new_object();
+
+                ADD(fr, "cgroup", json_object_new_string(s->frozen_cgroup));
+                ADD(fr, "version", json_object_new_int((int) s->frozen_version));
+                ADD(p, "frozen", fr);
+        }
         ADD(o, "process", p);
 
         cap = json_object_new_object();
@@ -958,6 +965,14 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 return r;
         if ((r = fields_from_json(p, process_fields, ELEMENTSOF(process_fields), s)) < 0)
                 return r;
+        {
+                json_object *fr = json_member(p, "frozen", json_type_object), *v;
+
+                if (fr && (r = json_dup_string(fr, "cgroup", &s->frozen_cgroup)) < 0)
+                        return r;
+                if (fr && (v = json_member(fr, "version", json_type_int)))
+                        s->frozen_version = (unsigned) MAX(json_object_get_int(v), 0);
+        }
 
         cap = json_member(j, "capture", json_type_object);
         if (cap) {

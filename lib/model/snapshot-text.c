@@ -544,7 +544,8 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
 
                         for (size_t i = 0; i < c->n_edges; i++)
                                 if (c->edges[i].pid == c->lock_pid) {
-                                        if (c->edges[i].tid == c->lock_cycle[0] && c->edges[i].kind == WAIT_KIND_MONITOR)
+                                        if (c->edges[i].tid == c->lock_cycle[0] &&
+                                            c->edges[i].kind == WAIT_KIND_MONITOR)
                                                 what = "Java lock";
                                         for (size_t k = 0; k < c->n_lock_cycle; k++)
                                                 join = join || (c->edges[i].kind == WAIT_KIND_JOIN &&
@@ -587,6 +588,11 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
         if (s->unit) {
                 fputs(" unit ", f);
                 fputs_escaped(s->unit, f);
+        }
+        if (s->frozen_cgroup) {
+                fputs(" frozen by cgroup ", f);
+                fputs_escaped(s->frozen_cgroup, f);
+                fprintf(f, " (v%u)", s->frozen_version);
         }
         fputc('\n', f);
         if (s->exe) {

@@ -146,6 +146,7 @@ Snapshot *snapshot_free(Snapshot *s) {
         strv_free(s->cmdline);
         free(s->cgroup);
         free(s->unit);
+        free(s->frozen_cgroup);
         free(s->unwinder);
         free(s->python);
         go_runtime_free(s->go);

@@ -352,6 +352,8 @@ typedef struct Snapshot {
         char **cmdline;         /* NULL-terminated; NULL when unavailable (kernel threads, zombies) */
         char *cgroup;
         char *unit;
+        char *frozen_cgroup;    /* the cgroup whose freezer holds it (in its hierarchy), NULL when none does */
+        unsigned frozen_version; /* that hierarchy: 1 (the v1 freezer) or 2 (unified) */
 
         ThreadSnapshot *threads;
         size_t n_threads;

@@ -12,7 +12,7 @@ typedef enum ThreadClass {
         THREAD_CLASS_SYSCALL_SPIN,      /* on a CPU, syscalls climbing while no bytes move */
         THREAD_CLASS_STOPPED,           /* T or t */
         THREAD_CLASS_ZOMBIE,            /* Z */
-        THREAD_CLASS_FROZEN,            /* D in the freezer's __refrigerator (cgroup v1 freezer, docker pause) */
+        THREAD_CLASS_FROZEN,            /* held by a cgroup freezer, v1 or v2 (docker pause, systemctl freeze) */
         THREAD_CLASS_LOCK_RETRY,        /* sleeps between tries for a file lock another process holds (polls for it
                                          * with F_SETLK or flock(LOCK_NB), as SQLite's busy handler does) */
         _THREAD_CLASS_MAX,

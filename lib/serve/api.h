@@ -67,6 +67,9 @@
 #define API_K_BLOCKED_BECAUSE "blocked_because" /* a sleeping blocked thread: what owes its wait ("a deadlock: …") */
 #define API_K_WCHAN "wchan"
 #define API_K_UNIT "unit"                       /* when known (read when a rule or a filter needed it) */
+#define API_K_FROZEN_BY "frozen_by"             /* {"cgroup", "version"}: the cgroup freezer holding its process */
+#define API_K_CGROUP "cgroup"
+#define API_K_VERSION "version"
 #define API_K_PYTHON_FRAME "python_frame"       /* the innermost Python frame ("inner (app.py:12)") the daemon's
                                                  * latest snapshot of the thread caught; absent when none did */
 

@@ -182,6 +182,15 @@ START_TEST(test_dstate_and_stopped) {
         classify_update(&st, &c, &b, HZ);
         ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
         ck_assert_uint_eq(st.since_usec, 4 * SEC);
+        /* In a frozen cgroup v2, S: frozen too (the scanner sets frozen from the cgroup), then waiting once thawed. */
+        c = sample(5 * SEC, 'S', 0, 0);
+        c.frozen = true;
+        classify_update(&st, &b, &c, HZ);
+        ck_assert_int_eq(st.class, THREAD_CLASS_FROZEN);
+        ck_assert_uint_eq(st.since_usec, 5 * SEC);
+        b = sample(6 * SEC, 'S', 0, 0);
+        classify_update(&st, &c, &b, HZ);
+        ck_assert_int_ne(st.class, THREAD_CLASS_FROZEN);
 }
 END_TEST
 
