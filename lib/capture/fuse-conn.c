@@ -4,7 +4,13 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -224,4 +230,98 @@ int fuse_connection_answering(PeerResolver *r, unsigned connection, char *why, s
                 snprintf(why, why_len, "its daemon (process %d%s) is not waiting for requests", (int) holders[0]->pid,
                          n > 1 ? " and others" : "");
         return 0;
+}
+
+/* The child of fuse_copy_file(): open, check, copy, send the memfd (or the errno) on SOCK. Only system calls: it runs
+ * in a copy of a process that may have other threads. */
+__attribute__((noreturn)) static void copy_child(int sock, const char *path, const struct stat *want) {
+        char buf[64 * 1024], cbuf[CMSG_SPACE(sizeof(int))] = {};
+        struct iovec iov;
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        struct stat st;
+        int err = 0, fd, mfd = -1;
+
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* It may outlive us in D: it must not keep our files open (a pipe our parent waits to see closed). */
+        if (sock > 0)
+                (void) close_range(0, (unsigned) sock - 1, 0);
+        (void) close_range((unsigned) sock + 1, ~0U, 0);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0)
+                err = errno;
+        else if (want && (st.st_ino != want->st_ino || st.st_dev != want->st_dev))
+                err = ESTALE;
+        else if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size > FUSE_COPY_MAX)
+                err = S_ISREG(st.st_mode) ? EFBIG : EINVAL;
+        else if ((mfd = memfd_create("stackwatch-fuse-copy", MFD_CLOEXEC)) < 0)
+                err = errno;
+        for (ssize_t n; !err && (n = read(fd, buf, sizeof buf)) != 0;) {
+                if (n < 0 && errno != EINTR)
+                        err = errno;
+                for (ssize_t off = 0, w; !err && n > 0 && off < n; off += w)
+                        if ((w = write(mfd, buf + off, (size_t) (n - off))) < 0)
+                                err = errno;
+        }
+        iov = (struct iovec) { .iov_base = &err, .iov_len = sizeof err };
+        if (!err) {
+                struct cmsghdr *c;
+
+                mh.msg_control = cbuf;
+                mh.msg_controllen = sizeof cbuf;
+                c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &mfd, sizeof mfd);
+        }
+        (void) sendmsg(sock, &mh, MSG_NOSIGNAL);
+        /* Closing the file sends the daemon a FLUSH, which may never be answered: the parent has what it needs. */
+        _exit(0);
+}
+
+int fuse_copy_file(const char *path, const struct stat *want, uint64_t timeout_usec, int *ret_fd) {
+        char cbuf[CMSG_SPACE(sizeof(int))];
+        struct iovec iov;
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+        struct pollfd p;
+        int sv[2], err = 0, k;
+        pid_t child;
+        ssize_t n;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        child = fork();
+        if (child < 0) {
+                k = -errno;
+                close(sv[0]);
+                close(sv[1]);
+                return k;
+        }
+        if (child == 0) {
+                close(sv[0]);
+                copy_child(sv[1], path, want);
+        }
+        close(sv[1]);
+        p = (struct pollfd) { .fd = sv[0], .events = POLLIN };
+        do
+                k = poll(&p, 1, (int) ((timeout_usec + 999) / 1000));
+        while (k < 0 && errno == EINTR);
+        iov = (struct iovec) { .iov_base = &err, .iov_len = sizeof err };
+        n = k > 0 ? recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) : -1;
+        close(sv[0]);
+        /* Done, or given up: it is not waited for (it may hang in close() or in the daemon's request, in D). */
+        (void) kill(child, SIGKILL);
+        (void) waitpid(child, NULL, WNOHANG);
+        if (k == 0)
+                return -ETIMEDOUT;
+        if (n != (ssize_t) sizeof err)
+                return k < 0 ? -errno : -EIO;
+        if (err)
+                return -err;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+                        return 0;
+                }
+        return -EIO;
 }

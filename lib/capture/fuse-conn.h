@@ -6,6 +6,8 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "proc/peers-tables.h"
@@ -39,6 +41,17 @@ const FuseMount *fuse_mounts_by_path(const FuseMount *m, size_t n, const char *p
  * fuse_connection in fdinfo), so a holder may be missing. */
 int fuse_connection_holders(PeerResolver *r, unsigned connection, const FdOwner **ret, size_t max,
                             bool *ret_unknown);
+
+/* A file on a FUSE mount is read only through this: a daemon can take requests (a thread of it waits in /dev/fuse,
+ * so fuse_connection_answering() says yes) and answer none of them (a dead sshfs whose idle reader thread still
+ * waits), and then an open(), a stat() or a read of a page not in memory waits for it, uninterruptibly once the
+ * daemon has read the request. A child opens PATH and copies it into a memfd that comes back over a socket, while
+ * we wait at most TIMEOUT_USEC; past that the child is killed and left (it may stay in D until the daemon answers;
+ * we never do). WANT, when not NULL, is the file expected (its st_dev and st_ino: the one mapped). 0 and *RET_FD (the
+ * memfd, at offset 0); -ETIMEDOUT; -ESTALE for another file; -EFBIG past FUSE_COPY_MAX; or the child's errno. */
+#define FUSE_COPY_MAX (256U * 1024 * 1024)
+#define FUSE_COPY_TIMEOUT_USEC (1000U * 1000)
+int fuse_copy_file(const char *path, const struct stat *want, uint64_t timeout_usec, int *ret_fd);
 
 /* Whether the daemon of CONNECTION would take a request now: 1 when one of the processes holding /dev/fuse for it
  * (all of them, where the kernel does not say which) has a thread asleep waiting for requests, or when nobody holds

@@ -26,6 +26,9 @@ struct UnwindProcess {
         bool fuse_mounts_loaded;
         int *fuse_answering;            /* per mount: -1 not asked yet, 0 or 1 */
         char **fuse_why;                /* per mount, when 0: why */
+        int *fuse_copies;               /* memfd copies of files on FUSE mounts (fuse_copy_file()), by
+                                         * /proc/self/fd/N alias; closed with the process */
+        size_t n_fuse_copies, n_fuse_copies_allocated;
         uint64_t (*unread)[2];          /* the address ranges of files not read: memory there is read only where
                                          * resident, as a page fault would ask their file system too */
         size_t n_unread, n_unread_allocated;

@@ -92,6 +92,43 @@ static const char *fuse_not_answering(UnwindProcess *p, unsigned major, unsigned
         return p->fuse_answering[i] ? NULL : p->fuse_why[i] ?: "on a FUSE mount whose daemon does not answer";
 }
 
+/* A file on a FUSE mount whose daemon takes requests is read by a child, into a memfd, with a deadline: a daemon that
+ * takes requests may answer none (fuse_copy_file()), and then a stat() or open() of the file, or a read of its pages,
+ * would wait for it with us. PATH reaches it (/proc/PID/root/… or map_files), INO on MAJOR:MINOR is the file mapped.
+ * The memfd's alias, in *RET_ALIAS; or why it is not read, in *RET_WHY, and the mount is given up on for the rest. */
+static int fuse_file_copy(UnwindProcess *p, const char *path, uint64_t ino, unsigned major, unsigned minor,
+                          char *ret_alias, size_t size, const char **ret_why) {
+        const FuseMount *m = fuse_mounts_by_dev(p->fuse_mounts, p->n_fuse_mounts, major, minor);
+        struct stat want = { .st_ino = (ino_t) ino, .st_dev = makedev(major, minor) };
+        size_t i = (size_t) (m - p->fuse_mounts);
+        int fd, k;
+
+        k = fuse_copy_file(path, &want, FUSE_COPY_TIMEOUT_USEC, &fd);
+        if (k >= 0) {
+                if (!GREEDY_REALLOC(p->fuse_copies, p->n_fuse_copies_allocated, p->n_fuse_copies + 1)) {
+                        safe_close(fd);
+                        return -ENOMEM;
+                }
+                p->fuse_copies[p->n_fuse_copies++] = fd;
+                snprintf(ret_alias, size, "/proc/self/fd/%d", fd);
+                *ret_why = NULL;
+                return 0;
+        }
+        p->fuse_answering[i] = 0;
+        free(p->fuse_why[i]);
+        if (k == -ETIMEDOUT)
+                k = asprintf(&p->fuse_why[i], "on %s mount %s, and its daemon took the request to read it but did not "
+                             "answer within %u ms", m->fstype, m->mountpoint, FUSE_COPY_TIMEOUT_USEC / 1000);
+        else
+                k = asprintf(&p->fuse_why[i], "on %s mount %s, which could not be read: %s", m->fstype, m->mountpoint,
+                             strerror(-k));
+        if (k < 0)
+                p->fuse_why[i] = NULL;
+        log_debug("Not reading %s: %s", path, p->fuse_why[i] ?: "?");
+        *ret_why = p->fuse_why[i] ?: "on a FUSE mount whose daemon does not answer";
+        return 0;
+}
+
 /* Every file is opened as the target sees it, never by its name on the host, where another file may sit at the same
  * path (a container, a chroot, our own unit's PrivateTmp=) or none at all. A file that still exists is reached
  * through /proc/PID/root, in the target's mount namespace and root; a deleted one (a package upgraded under a running
@@ -133,6 +170,27 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
                                 }
                         if (!alias) {
                                 why = fuse_not_answering(p, maj, min);
+                                /* On a FUSE mount whose daemon takes requests: read by a child, or not at all. */
+                                if (!why && fuse_mounts_by_dev(p->fuse_mounts, p->n_fuse_mounts, maj, min)) {
+                                        _cleanup_free_ char *via = NULL;
+
+                                        if ((deleted || newline ||
+                                             asprintf(&via, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0) &&
+                                            asprintf(&via, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a, b) < 0)
+                                                return -ENOMEM;
+                                        if (fuse_file_copy(p, via, ino, maj, min, repl, sizeof repl, &why) < 0)
+                                                return -ENOMEM;
+                                        if (!why) {
+                                                if (add_alias(p, repl, pathcopy, NULL) < 0)
+                                                        return -ENOMEM;
+                                                alias = p->aliases[3 * (p->n_aliases - 1)];
+                                                /* Its pages in the target: read only where resident, as below. */
+                                                if (!GREEDY_REALLOC(p->unread, p->n_unread_allocated, p->n_unread + 1))
+                                                        return -ENOMEM;
+                                                p->unread[p->n_unread][0] = a;
+                                                p->unread[p->n_unread++][1] = b;
+                                        }
+                                }
                                 if (why) {
                                         /* Not even map_files: opening that is an open() of the file too. */
                                         snprintf(repl, sizeof repl, UNWIND_NOT_READ_PREFIX "%llx-%llx", a, b);
@@ -326,6 +384,9 @@ UnwindProcess *unwind_process_free(UnwindProcess *p) {
                 free(p->fuse_why[i]);
         free(p->fuse_why);
         free(p->fuse_answering);
+        for (size_t i = 0; i < p->n_fuse_copies; i++)
+                safe_close(p->fuse_copies[i]);
+        free(p->fuse_copies);
         free(p->fuse_mounts);
         free(p->unread);
         safe_close(p->pagemap_fd);

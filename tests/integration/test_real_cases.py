@@ -486,6 +486,32 @@ def test_a_program_on_a_live_fuse_mount_keeps_its_names(fixture, fuse_mount):
     assert "br_level_20" in names and "main" in names, names
 
 
+def test_a_program_on_a_fuse_mount_whose_daemon_takes_requests_but_answers_none(fixture, fuse_mount):
+    """A dead sshfs whose idle reader thread still waits in /dev/fuse: it passes the "does its daemon take
+    requests" check, and the next look at a module on that mount (a stat, an open, a read) waited for it with the
+    target. Modules on FUSE mounts are read by a child with a deadline: the dump returns within its budget, names the
+    mount, and shows the program's frames as ??, never a guess."""
+    fuse_daemon, prog = exec_on_fuse(fixture, fuse_mount, "exec")
+    wait_until(lambda: syscall_nr(fuse_daemon) == "7", what="the FUSE daemon waiting for a request in poll()")
+    os.kill(fuse_daemon, signal.SIGUSR2)
+    wait_until(lambda: syscall_nr(fuse_daemon) == "0", what="the FUSE daemon reading requests it will not answer")
+    path = f"{fuse_mount}/prog"
+    t0 = time.monotonic()
+    [doc] = dump_json("--no-kernel", "--time-budget", "3000", prog, timeout=30)
+    assert time.monotonic() - t0 < 3 + 2, time.monotonic() - t0
+    [mod] = [m for m in doc["modules"] if m["path"] == path]
+    assert mod["missing"] and f"mount {fuse_mount}" in mod["missing_reason"], mod
+    assert "took the request to read it but did not answer within" in mod["missing_reason"], mod
+    frames = frames_by_module(doc, path)
+    assert frames and all(f["function"] is None for f in frames), frames
+    assert doc["threads"][0]["frames"][0]["function"] == "read", doc["threads"][0]["frames"][0]
+    # The program is where it was, untraced; a second dump asks the mount once more and returns as fast.
+    assert tracer_of(prog, prog) == 0 and open(f"/proc/{prog}/wchan").read() == "anon_pipe_read"
+    t0 = time.monotonic()
+    dump_json("--no-kernel", "--no-source", prog, timeout=30)
+    assert time.monotonic() - t0 < 3 + 2
+
+
 def test_a_snapshot_is_resymbolized_without_asking_a_fuse_daemon_that_hung_since(fixture, fuse_mount, daemon):
     # Taken while the mount answered; shown again with --resymbolize after its daemon stopped answering: opening
     # the module's file by its path to resolve the pcs again waited for that daemon.
