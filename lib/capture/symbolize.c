@@ -571,6 +571,16 @@ static bool module_path_openable(Symbolizer *s, const char *root, const char *na
         return answering;
 }
 
+/* After a file of NAME's FUSE mount could not be read in time: the other files of that mount are not tried. */
+static void forget_fuse_connection(Symbolizer *s, const char *name) {
+        const FuseMount *m = fuse_mounts_by_path(s->fuse_mounts, s->n_fuse_mounts, name);
+        unsigned conn = m ? fuse_mount_connection(m) : 0;
+
+        for (size_t i = 0; m && i < s->n_fuse_verdicts; i++)
+                if (s->fuse_verdicts[i].connection == conn)
+                        s->fuse_verdicts[i].answering = false;
+}
+
 /* Open the module's file (M's name under its root: as the target sees it, in its mount namespace) and report it
  * offline. */
 static void sym_module_open(Symbolizer *s, SymModule *m) {
@@ -588,7 +598,17 @@ static void sym_module_open(Symbolizer *s, SymModule *m) {
         /* map_files aliases of deleted binaries are already absolute /proc paths. */
         if (asprintf(&path, "%s%s", startswith(name, "/proc/") ? "" : root ?: "", name) < 0)
                 return;
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* On a FUSE mount whose daemon takes requests it may still answer none: read by a child, with a deadline. */
+        if (!startswith(name, "/proc/") && fuse_mounts_by_path(s->fuse_mounts, s->n_fuse_mounts, name)) {
+                int k = fuse_copy_file(path, NULL, FUSE_COPY_TIMEOUT_USEC, &fd);
+
+                if (k < 0) {
+                        log_debug("Not opening %s, on a FUSE mount: %s", name, strerror(-k));
+                        forget_fuse_connection(s, name);
+                        return;
+                }
+        } else
+                fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return;
         m->dwfl = dwfl_begin(&s->callbacks);

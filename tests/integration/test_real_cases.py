@@ -512,17 +512,20 @@ def test_a_program_on_a_fuse_mount_whose_daemon_takes_requests_but_answers_none(
     assert time.monotonic() - t0 < 3 + 2
 
 
-def test_a_snapshot_is_resymbolized_without_asking_a_fuse_daemon_that_hung_since(fixture, fuse_mount, daemon):
-    # Taken while the mount answered; shown again with --resymbolize after its daemon stopped answering: opening
-    # the module's file by its path to resolve the pcs again waited for that daemon.
+@pytest.mark.parametrize("sig,waits_in", [(signal.SIGUSR1, "34"), (signal.SIGUSR2, "0")], ids=["stopped", "mute"])
+def test_a_snapshot_is_resymbolized_without_asking_a_fuse_daemon_that_hung_since(fixture, fuse_mount, daemon, sig,
+                                                                                  waits_in):
+    # Taken while the mount answered; shown again with --resymbolize after its daemon stopped answering (stopped
+    # reading requests: pause(); or mute: it reads them and answers none): opening the module's file by its path to
+    # resolve the pcs again waited for that daemon.
     fuse_daemon, prog = exec_on_fuse(fixture, fuse_mount, "exec")
     d = daemon('poll_interval: 200ms\narchive:\n  directory: "@ARCHIVE@"\nhttp:\n  socket: "@SOCKET@"\nrules:\n'
                '  - name: fuse-prog\n    class: blocked\n    for: 500ms\n    comm: fh-prog\n')
     sid = wait_until(lambda: d.snapshots("--pid", str(prog)), timeout=20, what="the snapshot")[0]["id"]
     before = stackctl("--archive", d.archive, "show", "--no-kernel", sid, check_rc=0).stdout.decode()
     assert f"br_level_20+0x" in before and f" - {fuse_mount}/prog" in before, before
-    os.kill(fuse_daemon, signal.SIGUSR1)
-    wait_until(lambda: syscall_nr(fuse_daemon) == "34", what="the FUSE daemon in pause()")
+    os.kill(fuse_daemon, sig)
+    wait_until(lambda: syscall_nr(fuse_daemon) == waits_in, what="the FUSE daemon no longer answering")
     t0 = time.monotonic()
     r = stackctl("--archive", d.archive, "show", "--no-kernel", "--resymbolize", sid, check_rc=0, timeout=20)
     assert time.monotonic() - t0 < 5
