@@ -116,3 +116,21 @@ void fputs_folded(const char *s, FILE *f) {
         for (const char *p = e ?: "?"; *p; p++)
                 fputc(*p == ';' ? ':' : *p == ' ' ? '_' : *p, f);
 }
+
+void fputs_xml_n(const char *s, size_t len, FILE *f) {
+        _cleanup_free_ char *e = s ? escape_cstring(s, len) : strdup("(null)");
+
+        for (const char *p = e ?: "?"; *p; p++)
+                switch (*p) {
+                case '<': fputs("&lt;", f); break;
+                case '>': fputs("&gt;", f); break;
+                case '&': fputs("&amp;", f); break;
+                case '"': fputs("&quot;", f); break;
+                case '\'': fputs("&#39;", f); break;
+                default: fputc(*p, f);
+                }
+}
+
+void fputs_xml(const char *s, FILE *f) {
+        fputs_xml_n(s, s ? strlen(s) : 0, f);
+}

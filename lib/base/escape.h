@@ -27,3 +27,10 @@ bool unicode_is_control(uint32_t cp);
 /* Length of the well-formed UTF-8 sequence at S (at most LEN bytes), its code point in *RET_CP (may be NULL); 0
  * when the bytes there are not one (a stray byte, an overlong form, a surrogate, beyond U+10FFFF, cut short). */
 size_t utf8_sequence_len(const char *s, size_t len, uint32_t *ret_cp);
+
+/* The first LEN bytes of S written to F as XML text or an attribute value: escape_cstring()'s escapes first (control
+ * characters, which XML 1.0 cannot hold, and bytes that are not UTF-8 become visible \xNN), then <, >, &, " and '
+ * as character references. No name a process gives itself can open an element or close an attribute. */
+void fputs_xml_n(const char *s, size_t len, FILE *f);
+/* The same for a NUL-terminated string; NULL writes "(null)". */
+void fputs_xml(const char *s, FILE *f);

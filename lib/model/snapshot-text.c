@@ -684,14 +684,10 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
         return ferror(f) ? -EIO : 0;
 }
 
-static const char *basename_of(const char *path) {
-        const char *slash = path ? strrchr(path, '/') : NULL;
-        return slash ? slash + 1 : path;
-}
-
 int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
         for (size_t i = 0; i < s->n_threads; i++) {
                 const ThreadSnapshot *t = &s->threads[i];
+                _cleanup_free_ char *name = NULL;
 
                 fputs_folded(t->comm ?: s->comm, f);
                 for (size_t k = t->n_frames; k > 0; k--) {
@@ -700,20 +696,11 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
                         if (u->interpreter)
                                 continue;
                         fputc(';', f);
-                        if (frame_kind_is_runtime(u->kind)) {
-                                /* By function and file, not line: a flame graph adds up a function's samples. */
-                                fputs_folded(u->function, f);
-                                fputs("_(", f);
-                                fputs_folded(basename_of(u->file) ?: "?", f);
-                                fputc(')', f);
-                        } else if (u->function)
-                                fputs_folded(u->function, f);
-                        else if (module_path(s, u->module)) {
-                                fputs_folded(basename_of(module_path(s, u->module)), f);
-                                fprintf(f, "+0x%" PRIx64, u->pc - s->modules[u->module].bias);
-                        }
-                        else
-                                fprintf(f, "0x%" PRIx64, u->pc);
+                        name = snapshot_frame_name(s, u);
+                        if (!name)
+                                return -ENOMEM;
+                        fputs_folded(name, f);
+                        name = mfree(name);
                 }
                 if (kernel)
                         for (size_t k = t->n_kframes; k > 0; k--) {
@@ -727,6 +714,13 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
         for (size_t i = 0; i < s->n_peers; i++)
                 snapshot_print_folded(s->peers[i], kernel, f);
         return ferror(f) ? -EIO : 0;
+}
+
+int snapshot_render_svg(const Snapshot *s, const TextOptions *o, FILE *f) {
+        SvgOptions svg = o ? o->svg : (SvgOptions) {};
+
+        svg.kernel = o && o->kernel;
+        return snapshot_print_svg(s, &svg, f);
 }
 
 int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, const TextOptions *o, FILE *f,
@@ -752,5 +746,7 @@ int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, con
                 return r;
         if (how == SNAPSHOT_RENDER_FOLDED)
                 return snapshot_print_folded(s, o && o->kernel, f);
+        if (how == SNAPSHOT_RENDER_SVG)
+                return snapshot_render_svg(s, o, f);
         return snapshot_print_text(s, o ?: &(TextOptions) {}, f);
 }

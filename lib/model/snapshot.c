@@ -1,5 +1,6 @@
 /* snapshot.c: the snapshot model's constructors, growth helpers and destructor. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,4 +411,26 @@ size_t snapshot_deadlock_threads(const Snapshot *root, pid_t *pids, pid_t *tids,
                 }
         }
         return n;
+}
+
+static const char *basename_of(const char *path) {
+        const char *slash = path ? strrchr(path, '/') : NULL;
+        return slash ? slash + 1 : path;
+}
+
+char *snapshot_frame_name(const Snapshot *s, const UserFrame *u) {
+        const ModuleInfo *m = u->module >= 0 && (size_t) u->module < s->n_modules ? &s->modules[u->module] : NULL;
+        char *name = NULL;
+        int r;
+
+        if (frame_kind_is_runtime(u->kind))
+                /* By function and file, not line: a flame graph adds up a function's samples. */
+                r = asprintf(&name, "%s (%s)", u->function ?: "?", basename_of(u->file) ?: "?");
+        else if (u->function)
+                return strdup(u->function);
+        else if (m && m->path)
+                r = asprintf(&name, "%s+0x%" PRIx64, basename_of(m->path), u->pc - m->bias);
+        else
+                r = asprintf(&name, "0x%" PRIx64, u->pc);
+        return r < 0 ? NULL : name;
 }

@@ -410,5 +410,10 @@ int snapshot_add_error(Snapshot *s, const char *fmt, ...) __attribute__((format(
 int thread_set_error(Snapshot *s, ThreadSnapshot *t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 ThreadSnapshot *snapshot_find_thread(Snapshot *s, pid_t tid);
+/* The name a flame graph gives user frame U of S, unescaped: its function; a runtime frame's (Python, Java) as
+ * "function (file)", the file by its base name and without the line, so that a function's threads add up; a frame
+ * without a function as "module+0xOFFSET" (the ELF address) or its bare pc. NULL on OOM. */
+char *snapshot_frame_name(const Snapshot *s, const UserFrame *u);
+
 /* Human name of a /proc state letter ("sleeping", "disk sleep", …). */
 const char *thread_state_to_string(char state);
