@@ -1500,5 +1500,7 @@ int symbolizer_render_resymbolized(Symbolizer *s, const char *json, size_t len, 
         }
         if (how == SNAPSHOT_RENDER_FOLDED)
                 return snapshot_print_folded(snap, o && o->kernel, f);
+        if (how == SNAPSHOT_RENDER_SVG)
+                return snapshot_render_svg(snap, o, f);
         return snapshot_print_text(snap, o ?: &(TextOptions) {}, f);
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "model/snapshot-svg.h"
 #include "model/snapshot.h"
 
 typedef struct TextOptions {
@@ -15,6 +16,7 @@ typedef struct TextOptions {
         bool raw_names;         /* text: a frame's linkage name, as the binary has it, not the demangled one */
         int json_flags;         /* snapshot_render_stored()'s JSON: json-c's flags; 0: plain, one line */
         bool no_group;          /* text: every thread on its own, not threads alike grouped (thread-groups.h) */
+        SvgOptions svg;         /* snapshot_render_stored()'s SVG: which picture (its kernel frames: KERNEL above) */
 } TextOptions;
 
 /* Every process-supplied string is escaped (control characters become \e, \n, \xNN). */
@@ -40,7 +42,11 @@ typedef enum SnapshotRender {
         SNAPSHOT_RENDER_JSON,   /* the document, written out again by json-c */
         SNAPSHOT_RENDER_TEXT,
         SNAPSHOT_RENDER_FOLDED,
+        SNAPSHOT_RENDER_SVG,    /* snapshot_print_svg() */
 } SnapshotRender;
+
+/* S as snapshot_print_svg() draws it, with O's SVG options and its kernel frames when O->kernel. */
+int snapshot_render_svg(const Snapshot *s, const TextOptions *o, FILE *f);
 
 /* A stored document is untrusted input: parse it within json_parse_bounded()'s bounds and write it to F as HOW
  * asks. JSON comes out of json-c, not as the file held it, so every control character is escaped. On a document
