@@ -23,6 +23,7 @@ typedef enum OutputFormat {
         OUTPUT_TEXT,
         OUTPUT_JSON,
         OUTPUT_FOLDED,
+        OUTPUT_SVG,             /* dump, show: snapshot_print_svg(), one process */
 } OutputFormat;
 
 /* A daemon --host or a line of --hosts names (list, show --journal: a machine whose records to keep). */
@@ -37,6 +38,7 @@ typedef struct HostArg {
 
 typedef struct StackctlArgs {
         OutputFormat format;
+        int svg_picture;                /* --svg=PICTURE: an SvgPicture */
         bool all;
         bool modules;
         bool source;

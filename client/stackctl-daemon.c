@@ -11,6 +11,7 @@
 #include "base/io-util.h"
 #include "base/json-util.h"
 #include "base/log.h"
+#include "model/snapshot-svg.h"
 #include "serve/api.h"
 #include "serve/token-file.h"
 #include "stackctl-args.h"
@@ -361,7 +362,8 @@ int daemon_print_body(const HttpResponse *r) {
 int stacks_path(pid_t pid, char **ret) {
         _cleanup_free_ char *path = NULL;
         const char *format = arg.format == OUTPUT_JSON ? API_FORMAT_JSON :
-                             arg.format == OUTPUT_FOLDED ? API_FORMAT_FOLDED : API_FORMAT_TEXT;
+                             arg.format == OUTPUT_FOLDED ? API_FORMAT_FOLDED :
+                             arg.format == OUTPUT_SVG ? API_FORMAT_SVG : API_FORMAT_TEXT;
         char num[16];
         int r;
 
@@ -370,6 +372,11 @@ int stacks_path(pid_t pid, char **ret) {
         r = http_query_append(&path, API_Q_FORMAT, format);
         if (r < 0)
                 return r;
+        if (arg.format == OUTPUT_SVG) {
+                r = http_query_append(&path, API_Q_PICTURE, svg_picture_to_string(arg.svg_picture));
+                if (r < 0)
+                        return r;
+        }
         if (arg.capture.tid > 0) {
                 snprintf(num, sizeof num, "%d", (int) arg.capture.tid);
                 r = http_query_append(&path, API_Q_TID, num);

@@ -16,6 +16,7 @@
 #include "capture/symcache.h"
 #include "chain/wait-chain.h"
 #include "model/snapshot-json.h"
+#include "model/snapshot-svg.h"
 #include "model/snapshot-text.h"
 #include "proc/proc-read.h"
 #include "stackctl-args.h"
@@ -37,6 +38,11 @@ static int print_snapshot(const Snapshot *s) {
         }
         case OUTPUT_FOLDED:
                 snapshot_print_folded(s, arg.capture.kernel, stdout);
+                break;
+        case OUTPUT_SVG:
+                snapshot_print_svg(s, &(SvgOptions) { .picture = arg.svg_picture, .kernel = arg.capture.kernel }, stdout);
+                if (fflush(stdout) == EOF)
+                        return -errno;
                 break;
         case OUTPUT_TEXT:
         default:
@@ -288,6 +294,11 @@ int verb_dump(int argc, char **argv) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
         int ret = EXIT_OK, r;
 
+        /* One SVG document draws one process (and the peers its chain reached). */
+        if (arg.format == OUTPUT_SVG && (arg.all || argc != 2 || (arg.via_daemon && arg.n_hosts > 1))) {
+                log_error("--svg draws one process: give one PID (and at most one --host).");
+                return EXIT_USAGE;
+        }
         if (arg.via_daemon) {
                 int pid;
 

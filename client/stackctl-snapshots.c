@@ -231,10 +231,12 @@ static int show_resymbolized(const char *json, size_t len, const char *id) {
         r = symbolizer_render_resymbolized(sym, json, len,
                                            arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
                                            : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
+                                           : arg.format == OUTPUT_SVG    ? SNAPSHOT_RENDER_SVG
                                                                          : SNAPSHOT_RENDER_TEXT,
                                            &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
                                                             .raw_names = arg.no_demangle,
-                                                            .json_flags = arg.json_flags, .no_group = arg.no_group },
+                                                            .json_flags = arg.json_flags, .no_group = arg.no_group,
+                                                            .svg.picture = arg.svg_picture },
                                            stdout, stderr, &why);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;
@@ -260,10 +262,11 @@ static int show_document(const char *json, size_t len, const char *id) {
         r = snapshot_render_stored(json, len,
                                    arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
                                    : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
+                                   : arg.format == OUTPUT_SVG    ? SNAPSHOT_RENDER_SVG
                                                                  : SNAPSHOT_RENDER_TEXT,
                                    &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
                                                     .raw_names = arg.no_demangle, .json_flags = arg.json_flags,
-                                                    .no_group = arg.no_group },
+                                                    .no_group = arg.no_group, .svg.picture = arg.svg_picture },
                                    stdout, &err);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;

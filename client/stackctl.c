@@ -13,6 +13,7 @@
 #include "base/parse-util.h"
 #include "capture/symcache.h"
 #include "chain/wait-chain.h"
+#include "model/snapshot-svg.h"
 #include "model/thread-class.h"
 #include "serve/api.h"
 #include "stackctl-args.h"
@@ -64,6 +65,7 @@ static const struct {
         { "   --version", "Show the version" },
         { "   --json[=MODE]", "JSON: short (one document per line, the default), pretty, or off" },
         { "   --folded", "dump, show: folded stacks for flame graph tools, one line per thread" },
+        { "   --svg[=PICTURE]", "dump, show: one SVG picture of one process: all (the wait chain, then a flame graph), flame or chain" },
         { "   --no-group", "dump, show: every thread on its own (threads alike are printed once, as a group, by default)" },
         { "   --no-pager", "Do not pipe the output into a pager ($STACKCTL_PAGER, $PAGER, less) on a terminal" },
         { "-a --all", "dump: every process on the machine; ps: every thread" },
@@ -186,6 +188,7 @@ enum {
         ARG_VERSION = 0x100,
         ARG_JSON,
         ARG_FOLDED,
+        ARG_SVG,
         ARG_NO_GROUP,
         ARG_NO_KERNEL,
         ARG_NO_PYTHON,
@@ -237,6 +240,7 @@ static const struct {
 } option_verbs[] = {
         { ARG_JSON, "--json", V_ALL },
         { ARG_FOLDED, "--folded", V_DUMP | V_SHOW },
+        { ARG_SVG, "--svg", V_DUMP | V_SHOW },
         { ARG_NO_GROUP, "--no-group", V_DUMP | V_SHOW },
         { ARG_NO_PAGER, "--no-pager", V_ALL },
         { 'a', "--all", V_DUMP | V_PS },
@@ -384,6 +388,7 @@ static int parse_argv(int argc, char **argv) {
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "json", optional_argument, NULL, ARG_JSON },
                 { "folded", no_argument, NULL, ARG_FOLDED },
+                { "svg", optional_argument, NULL, ARG_SVG },
                 { "no-group", no_argument, NULL, ARG_NO_GROUP },
                 { "all", no_argument, NULL, 'a' },
                 { "tid", required_argument, NULL, 't' },
@@ -472,6 +477,14 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_FOLDED:
                         arg.format = OUTPUT_FOLDED;
+                        break;
+                case ARG_SVG:
+                        arg.format = OUTPUT_SVG;
+                        arg.svg_picture = optarg ? svg_picture_from_string(optarg) : SVG_PICTURE_ALL;
+                        if (arg.svg_picture < 0) {
+                                log_error("Invalid --svg '%s': expected all, flame or chain.", optarg);
+                                return -EINVAL;
+                        }
                         break;
                 case ARG_NO_GROUP:
                         arg.no_group = true;

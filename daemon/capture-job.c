@@ -33,6 +33,7 @@ static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
         [CAPTURE_JOB_FORMAT_JSON] = "json",
         [CAPTURE_JOB_FORMAT_TEXT] = "text",
         [CAPTURE_JOB_FORMAT_FOLDED] = "folded",
+        [CAPTURE_JOB_FORMAT_SVG] = "svg",
 };
 DEFINE_STRING_TABLE_LOOKUP(capture_job_format, CaptureJobFormat);
 
@@ -58,7 +59,19 @@ struct CaptureJob {
 static SnapshotRender job_render_how(CaptureJobFormat f) {
         return f == CAPTURE_JOB_FORMAT_TEXT ? SNAPSHOT_RENDER_TEXT
              : f == CAPTURE_JOB_FORMAT_FOLDED ? SNAPSHOT_RENDER_FOLDED
+             : f == CAPTURE_JOB_FORMAT_SVG || f == CAPTURE_JOB_FORMAT_SVG_FLAME || f == CAPTURE_JOB_FORMAT_SVG_CHAIN
+                                                ? SNAPSHOT_RENDER_SVG
                                                 : SNAPSHOT_RENDER_JSON;
+}
+
+/* The options of a render in format F, with kernel frames or not. */
+static TextOptions job_render_options(CaptureJobFormat f, bool kernel) {
+        return (TextOptions) {
+                .kernel = kernel,
+                .svg.picture = f == CAPTURE_JOB_FORMAT_SVG_FLAME ? SVG_PICTURE_FLAME
+                             : f == CAPTURE_JOB_FORMAT_SVG_CHAIN ? SVG_PICTURE_CHAIN
+                                                                 : SVG_PICTURE_ALL,
+        };
 }
 
 /* A live capture: the snapshot rendered into the caller's file. */
@@ -76,6 +89,12 @@ static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
         case SNAPSHOT_RENDER_FOLDED:
                 r = snapshot_print_folded(s, spec->options.kernel, f);
                 break;
+        case SNAPSHOT_RENDER_SVG: {
+                TextOptions o = job_render_options(spec->format, spec->options.kernel);
+
+                r = snapshot_render_svg(s, &o, f);
+                break;
+        }
         case SNAPSHOT_RENDER_JSON: {
                 json_object *j = snapshot_to_json(s);
 
@@ -149,6 +168,7 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
         _cleanup_free_ char *json = NULL;
         _cleanup_fclose_ FILE *f = NULL;
         const char *why = NULL;
+        TextOptions o;
         size_t len = 0;
         int r;
 
@@ -165,6 +185,7 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
         f = fdopen(spec->output_fd, "w");
         if (!f)
                 return errno;
+        o = job_render_options(spec->format, true);
         if (spec->resymbolize) {
                 _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
 
@@ -173,12 +194,12 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
                         r = job_symbolizer_apply(sym, spec);
                 if (r >= 0)
                         r = symbolizer_render_resymbolized(sym, json, len, job_render_how(spec->format),
-                                                           &(TextOptions) { .kernel = true }, f, NULL, &why);
+                                                           &o, f, NULL, &why);
                 if (r >= 0)
                         job_flush_cache(sym, 0);
         } else
-                r = snapshot_render_stored(json, len, job_render_how(spec->format), &(TextOptions) { .kernel = true },
-                                           f, &why);
+                r = snapshot_render_stored(json, len, job_render_how(spec->format),
+                                           &o, f, &why);
         if (fflush(f) != 0 && r >= 0)
                 r = negative_errno();
         if (r == -EBADMSG && ftruncate(spec->output_fd, 0) >= 0 && lseek(spec->output_fd, 0, SEEK_SET) == 0)

@@ -18,6 +18,7 @@
 #include "chain/peers.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-text.h"
+#include "model/snapshot-svg.h"
 #include "serve/api.h"
 #include "store/archive.h"
 #include "http-routes.h"
@@ -189,7 +190,22 @@ static void routes_cancel_all(void *userdata) {
 }
 
 static const char *format_content_type(CaptureJobFormat f) {
+        if (f == CAPTURE_JOB_FORMAT_SVG || f == CAPTURE_JOB_FORMAT_SVG_FLAME || f == CAPTURE_JOB_FORMAT_SVG_CHAIN)
+                return API_CONTENT_SVG;
         return f == CAPTURE_JOB_FORMAT_JSON ? API_CONTENT_JSON : API_CONTENT_TEXT;
+}
+
+/* ?picture=V narrows format=svg to one picture, so a page can fetch each alone; with another format it would be
+ * ignored, so it is refused. */
+static bool svg_picture_apply(const char *v, CaptureJobFormat *format) {
+        SvgPicture p = svg_picture_from_string(v);
+
+        if ((int) p < 0 || *format != CAPTURE_JOB_FORMAT_SVG)
+                return false;
+        *format = p == SVG_PICTURE_FLAME ? CAPTURE_JOB_FORMAT_SVG_FLAME
+                : p == SVG_PICTURE_CHAIN ? CAPTURE_JOB_FORMAT_SVG_CHAIN
+                                         : CAPTURE_JOB_FORMAT_SVG;
+        return true;
 }
 
 typedef struct MappedReply {
@@ -322,7 +338,10 @@ static enum MHD_Result route_stacks(HttpRoutes *rt, Http *h, struct MHD_Connecti
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed tid \"%s\"", clip(v, q, sizeof q));
         if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "unknown format \"%s\" (expected json, text or folded)", clip(v, q, sizeof q));
+                                        "unknown format \"%s\" (expected json, text, folded or svg)", clip(v, q, sizeof q));
+        if ((v = query(c, API_Q_PICTURE)) && !svg_picture_apply(v, &format))
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                        "picture is flame, chain or all, with format=svg; not \"%s\"", clip(v, q, sizeof q));
         if ((v = query(c, API_Q_PEERS)) && (safe_atou(v, &peers) < 0 || peers > CONFIG_PEERS_MAX))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed peers \"%s\" (expected 0..%d)",
                                         clip(v, q, sizeof q), CONFIG_PEERS_MAX);
@@ -635,7 +654,10 @@ static enum MHD_Result route_snapshot(HttpRoutes *rt, Http *h, struct MHD_Connec
                                         clip(arg, q, sizeof q));
         if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "unknown format \"%s\" (expected json, text or folded)", clip(v, q, sizeof q));
+                                        "unknown format \"%s\" (expected json, text, folded or svg)", clip(v, q, sizeof q));
+        if ((v = query(c, API_Q_PICTURE)) && !svg_picture_apply(v, &format))
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                        "picture is flame, chain or all, with format=svg; not \"%s\"", clip(v, q, sizeof q));
         if ((v = query(c, API_Q_RESYMBOLIZE)) && !streq(v, "0") && !streq(v, "1"))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "resymbolize is 0 or 1, not \"%s\"",
                                         clip(v, q, sizeof q));
@@ -805,10 +827,10 @@ static enum MHD_Result route_healthz(HttpRoutes *rt, Http *h, struct MHD_Connect
 typedef enum MHD_Result (*HttpRouteFn)(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
                                        void **con_cls);
 
-static const char *const stacks_params[] = { API_Q_FORMAT, API_Q_TID, API_Q_PEERS, NULL };
+static const char *const stacks_params[] = { API_Q_FORMAT, API_Q_PICTURE, API_Q_TID, API_Q_PEERS, NULL };
 static const char *const processes_params[] = { API_Q_ALL, API_Q_CLASS, API_Q_UNIT, API_Q_COMM, NULL };
 static const char *const snapshots_params[] = { API_Q_PID, API_Q_RULE, API_Q_SINCE, API_Q_LIMIT, NULL };
-static const char *const snapshot_params[] = { API_Q_FORMAT, API_Q_RESYMBOLIZE, NULL };
+static const char *const snapshot_params[] = { API_Q_FORMAT, API_Q_PICTURE, API_Q_RESYMBOLIZE, NULL };
 
 static const struct {
         const char *path;

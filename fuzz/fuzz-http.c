@@ -157,6 +157,7 @@ static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
         [CAPTURE_JOB_FORMAT_JSON] = "json",
         [CAPTURE_JOB_FORMAT_TEXT] = "text",
         [CAPTURE_JOB_FORMAT_FOLDED] = "folded",
+        [CAPTURE_JOB_FORMAT_SVG] = "svg",
 };
 DEFINE_STRING_TABLE_LOOKUP(capture_job_format, CaptureJobFormat);
 

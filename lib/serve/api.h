@@ -20,7 +20,8 @@
 #define API_ROUTE_HEALTHZ "/healthz"            /* 200 while scans keep coming, 503 when they stall */
 
 /* Query parameters. */
-#define API_Q_FORMAT "format"                   /* json (default) | text | folded (stacks, snapshots/<id>) */
+#define API_Q_FORMAT "format"                   /* json (default) | text | folded | svg (stacks, snapshots/<id>) */
+#define API_Q_PICTURE "picture"                 /* format=svg: all (default) | flame | chain (stacks, snapshots/<id>) */
 #define API_Q_TID "tid"                         /* stacks: only this thread */
 #define API_Q_RESYMBOLIZE "resymbolize"         /* snapshots/<id>: 1 = frames resolved again with today's debuginfo */
 #define API_Q_PEERS "peers"                     /* stacks: wait-chain depth, 0..8 (default 0: no chain) */
@@ -36,9 +37,11 @@
 #define API_FORMAT_JSON "json"
 #define API_FORMAT_TEXT "text"
 #define API_FORMAT_FOLDED "folded"
+#define API_FORMAT_SVG "svg"
 
 #define API_CONTENT_JSON "application/json"
 #define API_CONTENT_TEXT "text/plain; charset=utf-8"
+#define API_CONTENT_SVG "image/svg+xml"
 #define API_CONTENT_METRICS "text/plain; version=0.0.4; charset=utf-8"
 
 /* Every error: {"error": "<what was wrong with the request>", "status": <code>}. */
