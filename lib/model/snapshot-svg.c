@@ -288,7 +288,7 @@ static void put_fill(const FlameNode *n, FILE *f) {
                 return;
         case FLAME_NATIVE: /* flamegraph.pl's "hot": red to orange */
         default:
-                fprintf(f, "rgb(%u,%u,%u)", 205 + a * 50 / 255, b * 180 / 255, c * 55 / 255);
+                fprintf(f, "rgb(%u,%u,%u)", 205 + a * 50 / 255, b * 130 / 255, c * 55 / 255);
                 return;
         }
 }
