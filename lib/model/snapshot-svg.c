@@ -236,7 +236,9 @@ static size_t flame_layout(FlameNode *n, size_t start, size_t depth) {
 
         n->start = start;
         for (size_t i = 0; i < n->n_children; i++) {
-                max = MAX(max, flame_layout(n->children[i], start, depth + 1));
+                size_t d = flame_layout(n->children[i], start, depth + 1); /* MAX() evaluates twice */
+
+                max = MAX(max, d);
                 start += n->children[i]->count;
         }
         return max;

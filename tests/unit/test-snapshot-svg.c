@@ -214,6 +214,35 @@ START_TEST(test_hostile) {
 }
 END_TEST
 
+/* A deep stack is drawn in time linear in its frames (a layout that walked each subtree twice per level took 2^depth). */
+START_TEST(test_deep_stack) {
+        _cleanup_snapshot_free_ Snapshot *s = snapshot_new();
+        _cleanup_free_ char *svg = NULL;
+        ThreadSnapshot *t;
+        size_t size = 0;
+        FILE *f;
+
+        ck_assert_ptr_nonnull(s);
+        s->pid = 7;
+        t = snapshot_add_thread(s);
+        ck_assert_ptr_nonnull(t);
+        t->tid = 7;
+        t->state = 'S';
+        for (unsigned i = 0; i < 500; i++) {
+                UserFrame *u = thread_add_frame(t);
+
+                ck_assert_ptr_nonnull(u);
+                u->module = -1;
+                ck_assert_int_ge(asprintf(&u->function, "level_%03u", i), 0);
+        }
+        f = open_memstream(&svg, &size);
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(snapshot_print_svg(s, &(SvgOptions) { .picture = SVG_PICTURE_FLAME }, f), 0);
+        ck_assert_int_eq(fclose(f), 0);
+        ck_assert_uint_eq(count(svg, "<g class=\"frame\""), 502);
+}
+END_TEST
+
 START_TEST(test_picture_names) {
         ck_assert_int_eq(svg_picture_from_string("all"), SVG_PICTURE_ALL);
         ck_assert_int_eq(svg_picture_from_string("flame"), SVG_PICTURE_FLAME);
@@ -224,4 +253,4 @@ START_TEST(test_picture_names) {
 END_TEST
 
 UNIT_TEST_MAIN("snapshot-svg", test_crowd, test_crowd_icicle, test_deadlock, test_runtimes, test_hostile,
-               test_picture_names)
+               test_deep_stack, test_picture_names)

@@ -1,0 +1,164 @@
+"""SVG pictures drawn by stackctl and stackwatchd themselves (issue 30): the flame graph of the real threads64
+fixture with the right thread counts, the wait chain of the real deadlock-abba drawn with its cycle in red, the
+same over HTTP as image/svg+xml (live and archived, one picture alone), and a hostile comm escaped. Every picture
+must be well-formed XML for xmllint."""
+import os
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import stackctl, thread_names, wait_until
+
+SVG = "{http://www.w3.org/2000/svg}"
+XMLLINT = shutil.which("xmllint") or "/usr/bin/xmllint"
+RED = "rgb(200,0,0)"
+HOSTILE = "<img src=x>&'\""   # 15 bytes: what a comm can hold
+RULES = """
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+rules:
+  - name: svg-fixtures
+    class: blocked
+    for: 1s
+    comm: br-svg
+    cooldown: 1h
+"""
+
+pytestmark = pytest.mark.skipif(not os.access(XMLLINT, os.X_OK), reason="xmllint is missing (Debian: libxml2-utils)")
+
+
+def well_formed(svg):
+    """Check SVG (bytes) with xmllint, then parse it."""
+    r = subprocess.run([XMLLINT, "--noout", "-"], input=svg, capture_output=True, timeout=30)
+    assert r.returncode == 0, f"xmllint: {r.stderr.decode(errors='replace')[:2000]}"
+    return ET.fromstring(svg)
+
+
+def frames(root):
+    """The flame graph's frames: (name, threads from data-n, the threads its title says)."""
+    out = []
+    for g in root.iter(f"{SVG}g"):
+        if g.get("class") != "frame":
+            continue
+        title = g.find(f"{SVG}title").text
+        m = re.search(r"\n(\d+) threads?, [0-9.]+%$", title)
+        assert m, title
+        out.append((g.get("data-name"), int(g.get("data-n")), int(m.group(1))))
+    return out
+
+
+def classed(root, tag, cls):
+    return [g for g in root.iter(f"{SVG}{tag}") if cls in (g.get("class") or "").split()]
+
+
+def test_threads64_flame_graph(fixture):
+    fx = fixture("threads64")
+
+    def workers():
+        return {tid: n for tid, n in thread_names(fx.pid).items() if re.fullmatch(r"t\d\d", n)}
+    wait_until(lambda: len(workers()) == 64, what="64 workers")
+    for tid in workers():
+        fx.wait_wchan("pipe_read", tid=tid)
+    out = stackctl("dump", "--svg", fx.pid, check_rc=0).stdout
+    root = well_formed(out)
+    fs = frames(root)
+    by_name = {}
+    for name, n, titled in fs:
+        assert n == titled, (name, n, titled)
+        by_name.setdefault(name, []).append(n)
+    # Identical prefixes merged from the outermost frame: the common part once with all 64, each bit of the thread's
+    # index halving them, and the innermost t64_park once per thread.
+    assert by_name["t64_start"] == [64]
+    for k in range(1, 7):
+        assert by_name[f"t64_common_{k:02d}"] == [64]
+        assert by_name[f"t64_k{k}_a"] == [64 >> k] * (1 << (k - 1)), k
+        assert by_name[f"t64_k{k}_b"] == [64 >> k] * (1 << (k - 1)), k
+    assert by_name["t64_park"] == [1] * 64
+    # The bottom bar: every thread in a class (64 workers and main asleep: waiting), the kernel frames above.
+    bar = [(g.get("data-name"), int(g.get("data-n"))) for g in classed(root, "g", "frame") if g.get("data-d") == "0"]
+    assert sum(n for _, n in bar) == 65 and dict(bar).get("waiting") == 65, bar
+    assert any(g.get("data-kind") == "kernel" and "read" in g.get("data-name") for g in classed(root, "g", "frame"))
+    # Zoom and search by listeners, not by attributes a strict page would refuse.
+    assert out.count(b"<script") == 1 and b"addEventListener" in out and b"onclick" not in out
+    # No chain was asked for: none drawn; and the icicle-free default puts the bar at the bottom.
+    assert root.find(f".//{SVG}g[@id='sw-chain']") is None
+    fx.assert_untouched()
+
+
+def test_deadlock_abba_chain_in_red(fixture):
+    fx = fixture("deadlock-abba")
+
+    def parked():
+        tids = os.listdir(f"/proc/{fx.pid}/task")
+        return len(tids) == 3 and all("futex" in open(f"/proc/{fx.pid}/task/{t}/wchan").read() for t in tids)
+    wait_until(parked, what="3 threads in futex")
+    names = {n: tid for tid, n in thread_names(fx.pid).items()}
+    out = stackctl("dump", "--svg", "--locks", fx.pid, check_rc=0).stdout
+    root = well_formed(out)
+    chain = root.find(f".//{SVG}g[@id='sw-chain']")
+    assert chain is not None
+    red_boxes = {int(g.get("data-tid")) for g in classed(chain, "g", "culprit")}
+    assert red_boxes == {names["abba-a"], names["abba-b"]}
+    for g in classed(chain, "g", "culprit"):
+        assert g.find(f"{SVG}rect").get("stroke") == RED
+    cycle = classed(chain, "g", "deadlock")
+    assert len(cycle) == 2 and all(g.get("data-kind") == "mutex" for g in cycle)
+    assert all(g.find(f"{SVG}path").get("stroke") == RED for g in cycle)
+    # One of the two waits goes back: an arc (a curve), not a straight arrow.
+    assert sum(" C" in g.find(f"{SVG}path").get("d") for g in cycle) == 1
+    assert b"DEADLOCK" in out
+    # The flame graph below it: both threads in the deadlock are blocked, with the fixture's frames.
+    fs = frames(root)
+    assert ("ab_a_level_12", 1, 1) in fs and ("ab_b_level_12", 1, 1) in fs
+    bar = {g.get("data-name"): int(g.get("data-n")) for g in classed(root, "g", "frame") if g.get("data-d") == "0"}
+    assert bar.get("blocked") == 2, bar
+    # Each picture alone.
+    alone = well_formed(stackctl("dump", "--svg=chain", "--locks", fx.pid, check_rc=0).stdout)
+    assert alone.find(f".//{SVG}g[@id='sw-chain']") is not None and alone.find(f".//{SVG}g[@id='sw-flame']") is None
+    alone = well_formed(stackctl("dump", "--svg=flame", "--locks", fx.pid, check_rc=0).stdout)
+    assert alone.find(f".//{SVG}g[@id='sw-chain']") is None and alone.find(f".//{SVG}g[@id='sw-flame']") is not None
+    r = stackctl("dump", "--svg=tree", fx.pid, check_rc=2)
+    assert b"expected all, flame or chain" in r.stderr
+    r = stackctl("dump", "--svg", fx.pid, fx.pid, check_rc=2)
+    assert b"one PID" in r.stderr
+    fx.assert_untouched()
+
+
+def test_http_svg_live_and_archived(daemon, fixture):
+    d = daemon(RULES)
+    evil = fixture("block-read", "--name", HOSTILE).wait_wchan("pipe_read")
+    code, headers, body = d.get(f"/stacks/{evil.pid}?format=svg")
+    assert code == 200 and headers["Content-Type"] == "image/svg+xml", (code, headers, body[:300])
+    root = well_formed(body)
+    # The comm is text, never markup: no element came of it, and its characters are references.
+    assert b"<img" not in body and b"&lt;img src=x&gt;&amp;&#39;&quot;" in body
+    assert not [e for e in root.iter() if e.tag.endswith("img")]
+    assert any(g.get("data-name") == f"{HOSTILE} ({evil.pid})" for g in classed(root, "g", "frame"))
+    assert any(n.startswith("br_level_") for n, _, _ in frames(root))
+    # One picture alone, for a page that lays them out itself; a picture without SVG, or an unknown one, refused.
+    code, headers, body = d.get(f"/stacks/{evil.pid}?format=svg&picture=flame")
+    assert code == 200 and headers["Content-Type"] == "image/svg+xml"
+    assert well_formed(body).find(f".//{SVG}g[@id='sw-chain']") is None
+    code, _, body = d.get(f"/stacks/{evil.pid}?format=svg&picture=chain&peers=1")
+    root = well_formed(body)
+    assert code == 200 and root.find(f".//{SVG}g[@id='sw-flame']") is None
+    assert root.find(f".//{SVG}g[@id='sw-chain']") is not None
+    for q in ("format=json&picture=flame", "format=svg&picture=tree", "format=png"):
+        code, _, body = d.get(f"/stacks/{evil.pid}?{q}")
+        assert code == 400, (q, code, body)
+    assert b"svg" in d.get(f"/stacks/{evil.pid}?format=png")[2]
+    # An archived snapshot: the rule's thread is blocked in the bottom bar, over HTTP and from stackctl show.
+    fx = fixture("block-read", "--name", "br-svg").wait_wchan("pipe_read")
+    listed = wait_until(lambda: d.get_json(f"/snapshots?pid={fx.pid}")["snapshots"], timeout=15,
+                        what="a snapshot of br-svg")
+    code, headers, body = d.get(f"/snapshots/{listed[0]['id']}?format=svg")
+    assert code == 200 and headers["Content-Type"] == "image/svg+xml"
+    root = well_formed(body)
+    bar = {g.get("data-name"): int(g.get("data-n")) for g in classed(root, "g", "frame") if g.get("data-d") == "0"}
+    assert bar.get("blocked") == 1, bar
+    shown = stackctl("--archive", d.archive, "show", "--svg=flame", listed[0]["id"], check_rc=0).stdout
+    assert well_formed(shown).find(f".//{SVG}g[@id='sw-flame']") is not None
