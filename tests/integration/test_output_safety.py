@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -146,6 +147,19 @@ def check_folded(out, what):
     return lines
 
 
+def check_svg(out, what):
+    """OUT is an SVG picture: inert text, well-formed XML (xmllint), no element but those we draw."""
+    assert_inert_text(out, what)
+    xmllint = shutil.which("xmllint")
+    if xmllint:
+        r = subprocess.run([xmllint, "--noout", "-"], input=out, capture_output=True, timeout=30)
+        assert r.returncode == 0, (what, r.stderr[:2000])
+    ours = {"svg", "defs", "marker", "path", "style", "rect", "g", "title", "text", "script"}
+    for e in ET.fromstring(out).iter():
+        assert e.tag.split("}")[-1] in ours, (what, e.tag)
+    assert b"\\e[2J\\nFORGED\\xff;\\xe2\\x80\\xae \\\\q&quot;" in out, what
+
+
 def test_stackctl_dump_all_formats(hostile):
     pids = hostile["pids"]
     for who, pid in pids.items():
@@ -156,6 +170,7 @@ def test_stackctl_dump_all_formats(hostile):
         doc = strict_json(stackctl("dump", "--json", "--peers", "1", str(pid), check_rc=0).stdout, f"json {who}")
         check_snapshot_json(doc, hostile, pid, f"dump --json {who}")
         check_folded(stackctl("dump", "--folded", "--peers", "1", str(pid), check_rc=0).stdout, f"folded {who}")
+        check_svg(stackctl("dump", "--svg", "--peers", "1", str(pid), check_rc=0).stdout, f"svg {who}")
     # The chains name the socket's and the FIFO's paths, escaped.
     out = stackctl("dump", "--peers", "1", str(pids["client"]), check_rc=0).stdout
     assert b"/s\\e\\n\\xff)" in out
@@ -176,15 +191,17 @@ def test_daemon_routes_and_archive(daemon, hostile):
     routes = ["/processes", "/processes?all=1", "/snapshots", "/rules", "/metrics", "/healthz"]
     for pid in pids.values():
         routes += [f"/stacks/{pid}?peers=1", f"/stacks/{pid}?format=text&peers=1",
-                   f"/stacks/{pid}?format=folded&peers=1"]
+                   f"/stacks/{pid}?format=folded&peers=1", f"/stacks/{pid}?format=svg&peers=1"]
     for s in d.snapshots():
         routes += [f"/snapshots/{s['id']}", f"/snapshots/{s['id']}?format=text",
-                   f"/snapshots/{s['id']}?format=folded"]
+                   f"/snapshots/{s['id']}?format=folded", f"/snapshots/{s['id']}?format=svg"]
     for r in routes:
         code, headers, body = d.get(r)
         assert code == 200, (r, body[:300])
         if "format=folded" in r:
             check_folded(body, r)
+        elif "format=svg" in r:
+            check_svg(body, r)
         elif "format=text" in r or r == "/metrics":
             assert_inert_text(body, r)
         else:
