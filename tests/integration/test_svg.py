@@ -2,6 +2,7 @@
 fixture with the right thread counts, the wait chain of the real deadlock-abba drawn with its cycle in red, the
 same over HTTP as image/svg+xml (live and archived, one picture alone), and a hostile comm escaped. Every picture
 must be well-formed XML for xmllint."""
+import json
 import os
 import re
 import shutil
@@ -55,6 +56,51 @@ def classed(root, tag, cls):
     return [g for g in root.iter(f"{SVG}{tag}") if cls in (g.get("class") or "").split()]
 
 
+# The picture's own script run by Node against a stand-in for the few DOM calls it makes (no browser here): it must
+# only read the frames' data attributes and attach listeners. Prints what a click and a search left behind.
+DOM_STUB = r"""
+const data = JSON.parse(require("fs").readFileSync(0, "utf8"));
+class El {
+        constructor(attrs) { this.a = Object.assign({}, attrs); this.style = {}; this.on = {}; this.kids = {}; this.textContent = ""; }
+        getAttribute(k) { return k in this.a ? String(this.a[k]) : null; }
+        setAttribute(k, v) { this.a[k] = String(v); }
+        hasAttribute(k) { return k in this.a; }
+        addEventListener(t, f) { this.on[t] = f; }
+        querySelector(sel) { return this.kids[sel]; }
+        querySelectorAll(sel) { return this.kids[sel]; }
+}
+const frames = data.frames.map(f => { const e = new El(f.g); e.kids.rect = new El(f.rect); e.kids.text = new El({}); return e; });
+const root = new El(data.root); root.kids["g.frame"] = frames;
+const ids = { "sw-flame": root, "sw-details": new El({}), "sw-reset": new El({}), "sw-matched": new El({}), "sw-search": new El({}) };
+const document = { getElementById: id => ids[id] || null };
+const window = { prompt: () => data.search };
+new Function("document", "window", data.script)(document, window);
+if (Object.keys(frames.find(e => e.a["data-name"] === data.click).a).some(k => k.startsWith("on")))
+        throw new Error("an inline handler attribute");
+frames.find(e => e.a["data-name"] === data.click).on.click();
+ids["sw-search"].on.click();
+console.log(JSON.stringify({
+        frames: frames.map(e => ({ name: e.a["data-name"], x: +e.kids.rect.a.x, width: +e.kids.rect.a.width,
+                                   hidden: e.style.display === "none", fill: e.kids.rect.a.fill, label: e.kids.text.textContent })),
+        reset: ids["sw-reset"].style.display, matched: ids["sw-matched"].textContent }));
+"""
+
+
+def run_script(svg, root, click, search):
+    """The picture's script under DOM_STUB; None without Node."""
+    node = shutil.which("node")
+    if not node:
+        return None
+    script = re.search(rb"<!\[CDATA\[(.*)\]\]>", svg, re.S).group(1).decode()
+    flame = root.find(f".//{SVG}g[@id='sw-flame']")
+    data = {"script": script, "click": click, "search": search, "root": dict(flame.attrib),
+            "frames": [{"g": dict(g.attrib), "rect": dict(g.find(f"{SVG}rect").attrib)}
+                       for g in classed(root, "g", "frame")]}
+    r = subprocess.run([node, "-e", DOM_STUB], input=json.dumps(data).encode(), capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-3000:]
+    return json.loads(r.stdout)
+
+
 def test_threads64_flame_graph(fixture):
     fx = fixture("threads64")
 
@@ -84,8 +130,22 @@ def test_threads64_flame_graph(fixture):
     assert any(g.get("data-kind") == "kernel" and "read" in g.get("data-name") for g in classed(root, "g", "frame"))
     # Zoom and search by listeners, not by attributes a strict page would refuse.
     assert out.count(b"<script") == 1 and b"addEventListener" in out and b"onclick" not in out
-    # No chain was asked for: none drawn; and the icicle-free default puts the bar at the bottom.
+    # No chain was asked for: none drawn.
     assert root.find(f".//{SVG}g[@id='sw-chain']") is None
+    # Click t64_k1_a: it and what is above it fill the width, its ancestors too (dimmed), its sibling is hidden;
+    # "Search" for t64_k1_b paints it and counts its 32 of the 65 threads.
+    res = run_script(out, root, "t64_k1_a", "t64_k1_b")
+    if res is not None:
+        got = {}
+        for f in res["frames"]:
+            got.setdefault(f["name"], []).append(f)
+        assert [(f["x"], f["width"], f["hidden"]) for f in got["t64_k1_a"]] == [(10, 1180, False)]
+        assert [(f["x"], f["width"], f["hidden"]) for f in got["t64_common_01"]] == [(10, 1180, False)]
+        assert [f["hidden"] for f in got["t64_k2_a"]] == [False, True]
+        assert [f["width"] for f in got["t64_k2_a"] if not f["hidden"]] == [590]
+        assert got["t64_k1_b"][0]["hidden"] and got["t64_k1_b"][0]["fill"] == "rgb(230,0,230)"
+        assert got["t64_k1_a"][0]["label"] == "t64_k1_a"
+        assert res["reset"] == "" and res["matched"] == "Matched: 49.2%", res["matched"]
     fx.assert_untouched()
 
 
@@ -151,6 +211,10 @@ def test_http_svg_live_and_archived(daemon, fixture):
         code, _, body = d.get(f"/stacks/{evil.pid}?{q}")
         assert code == 400, (q, code, body)
     assert b"svg" in d.get(f"/stacks/{evil.pid}?format=png")[2]
+    # stackctl asks the daemon the same, and prints the picture as it came.
+    out = stackctl("--socket", d.socket, "dump", "--via-daemon", "--svg=flame", evil.pid, check_rc=0).stdout
+    root = well_formed(out)
+    assert root.find(f".//{SVG}g[@id='sw-flame']") is not None and b"<img" not in out
     # An archived snapshot: the rule's thread is blocked in the bottom bar, over HTTP and from stackctl show.
     fx = fixture("block-read", "--name", "br-svg").wait_wchan("pipe_read")
     listed = wait_until(lambda: d.get_json(f"/snapshots?pid={fx.pid}")["snapshots"], timeout=15,
