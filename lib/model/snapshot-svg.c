@@ -367,59 +367,65 @@ static void flame_print_node(const FlameNode *n, size_t depth, const FlameLayout
 static const char flame_script[] =
         "<script type=\"text/ecmascript\"><![CDATA[\n"
         "(function () {\n"
-        "        \"use strict\";\n"
-        "        var root = document.getElementById(\"sw-flame\");\n"
-        "        if (!root)\n"
-        "                return;\n"
-        "        var x0 = +root.getAttribute(\"data-x\"), full = +root.getAttribute(\"data-width\"),\n"
-        "            total = +root.getAttribute(\"data-total\"), frames = root.querySelectorAll(\"g.frame\"),\n"
-        "            details = document.getElementById(\"sw-details\"), reset = document.getElementById(\"sw-reset\"),\n"
-        "            matched = document.getElementById(\"sw-matched\");\n"
-        "        function num(e, a) { return +e.getAttribute(a); }\n"
-        "        function place(e, x, w) {\n"
-        "                var r = e.querySelector(\"rect\"), t = e.querySelector(\"text\"), n = e.getAttribute(\"data-name\"),\n"
-        "                    c = Math.floor((w - 6) / 7);\n"
-        "                r.setAttribute(\"x\", x.toFixed(2));\n"
-        "                r.setAttribute(\"width\", w.toFixed(2));\n"
-        "                t.setAttribute(\"x\", (x + 3).toFixed(2));\n"
-        "                t.textContent = c < 3 ? \"\" : n.length <= c ? n : n.slice(0, c - 2) + \"..\";\n"
-        "        }\n"
-        "        function zoom(s, n, d) {\n"
-        "                for (var i = 0; i < frames.length; i++) {\n"
-        "                        var e = frames[i], fs = num(e, \"data-s\"), fn = num(e, \"data-n\"), fd = num(e, \"data-d\"),\n"
-        "                            below = fd < d, show = below ? fs <= s && fs + fn >= s + n : fs >= s && fs + fn <= s + n;\n"
-        "                        e.style.display = show ? \"\" : \"none\";\n"
-        "                        e.style.opacity = below ? \"0.6\" : \"\";\n"
-        "                        if (show)\n"
-        "                                place(e, below ? x0 : x0 + (fs - s) / n * full, below ? full : fn / n * full);\n"
-        "                }\n"
-        "                reset.style.display = n < total ? \"\" : \"none\";\n"
-        "        }\n"
-        "        Array.prototype.forEach.call(frames, function (e) {\n"
-        "                e.addEventListener(\"click\", function () { zoom(num(e, \"data-s\"), num(e, \"data-n\"), num(e, \"data-d\")); });\n"
-        "                e.addEventListener(\"mouseover\", function () {\n"
-        "                        details.textContent = e.getAttribute(\"data-name\") + \" (\" + num(e, \"data-n\") + \" of \" + total + \" threads)\";\n"
-        "                });\n"
-        "                e.addEventListener(\"mouseout\", function () { details.textContent = \" \"; });\n"
-        "        });\n"
-        "        reset.addEventListener(\"click\", function () { zoom(0, total, 0); });\n"
-        "        document.getElementById(\"sw-search\").addEventListener(\"click\", function () {\n"
-        "                var q = window.prompt(\"Search frames (a regular expression)\", \"\"), re, cover = [], sum = 0, last = 0;\n"
-        "                if (q === null)\n"
-        "                        return;\n"
-        "                try { re = new RegExp(q); } catch (x) { return; }\n"
-        "                Array.prototype.forEach.call(frames, function (e) {\n"
-        "                        var r = e.querySelector(\"rect\"), hit = q !== \"\" && re.test(e.getAttribute(\"data-name\"));\n"
-        "                        if (!r.hasAttribute(\"data-fill\"))\n"
-        "                                r.setAttribute(\"data-fill\", r.getAttribute(\"fill\"));\n"
-        "                        r.setAttribute(\"fill\", hit ? \"rgb(230,0,230)\" : r.getAttribute(\"data-fill\"));\n"
-        "                        if (hit)\n"
-        "                                cover.push([num(e, \"data-s\"), num(e, \"data-s\") + num(e, \"data-n\")]);\n"
-        "                });\n"
-        "                cover.sort(function (a, b) { return a[0] - b[0]; });\n"
-        "                cover.forEach(function (c) { sum += Math.max(0, c[1] - Math.max(c[0], last)); last = Math.max(last, c[1]); });\n"
-        "                matched.textContent = q === \"\" ? \" \" : \"Matched: \" + (100 * sum / total).toFixed(1) + \"%\";\n"
-        "        });\n"
+        "  'use strict';\n"
+        "  var root = document.getElementById('sw-flame');\n"
+        "  if (!root)\n"
+        "    return;\n"
+        "  var x0 = +root.getAttribute('data-x'), full = +root.getAttribute('data-width'),\n"
+        "      total = +root.getAttribute('data-total'), frames = root.querySelectorAll('g.frame'),\n"
+        "      details = document.getElementById('sw-details'), reset = document.getElementById('sw-reset'),\n"
+        "      matched = document.getElementById('sw-matched');\n"
+        "  function num(e, a) { return +e.getAttribute(a); }\n"
+        "  function place(e, x, w) {\n"
+        "    var r = e.querySelector('rect'), t = e.querySelector('text'), n = e.getAttribute('data-name'),\n"
+        "        c = Math.floor((w - 6) / 7);\n"
+        "    r.setAttribute('x', x.toFixed(2));\n"
+        "    r.setAttribute('width', w.toFixed(2));\n"
+        "    t.setAttribute('x', (x + 3).toFixed(2));\n"
+        "    t.textContent = c < 3 ? '' : n.length <= c ? n : n.slice(0, c - 2) + '..';\n"
+        "  }\n"
+        "  function zoom(s, n, d) {\n"
+        "    for (var i = 0; i < frames.length; i++) {\n"
+        "      var e = frames[i], fs = num(e, 'data-s'), fn = num(e, 'data-n'), below = num(e, 'data-d') < d,\n"
+        "          show = below ? fs <= s && fs + fn >= s + n : fs >= s && fs + fn <= s + n;\n"
+        "      e.style.display = show ? '' : 'none';\n"
+        "      e.style.opacity = below ? '0.6' : '';\n"
+        "      if (show)\n"
+        "        place(e, below ? x0 : x0 + (fs - s) / n * full, below ? full : fn / n * full);\n"
+        "    }\n"
+        "    reset.style.display = n < total ? '' : 'none';\n"
+        "  }\n"
+        "  Array.prototype.forEach.call(frames, function (e) {\n"
+        "    e.addEventListener('click', function () {\n"
+        "      zoom(num(e, 'data-s'), num(e, 'data-n'), num(e, 'data-d'));\n"
+        "    });\n"
+        "    e.addEventListener('mouseover', function () {\n"
+        "      details.textContent = e.getAttribute('data-name') + ' (' + num(e, 'data-n') + ' of ' +\n"
+        "                total + ' threads)';\n"
+        "    });\n"
+        "    e.addEventListener('mouseout', function () { details.textContent = ' '; });\n"
+        "  });\n"
+        "  reset.addEventListener('click', function () { zoom(0, total, 0); });\n"
+        "  document.getElementById('sw-search').addEventListener('click', function () {\n"
+        "    var q = window.prompt('Search frames (a regular expression)', ''), re, cover = [], sum = 0, last = 0;\n"
+        "    if (q === null)\n"
+        "      return;\n"
+        "    try { re = new RegExp(q); } catch (x) { return; }\n"
+        "    Array.prototype.forEach.call(frames, function (e) {\n"
+        "      var r = e.querySelector('rect'), hit = q !== '' && re.test(e.getAttribute('data-name'));\n"
+        "      if (!r.hasAttribute('data-fill'))\n"
+        "        r.setAttribute('data-fill', r.getAttribute('fill'));\n"
+        "      r.setAttribute('fill', hit ? 'rgb(230,0,230)' : r.getAttribute('data-fill'));\n"
+        "      if (hit)\n"
+        "        cover.push([num(e, 'data-s'), num(e, 'data-s') + num(e, 'data-n')]);\n"
+        "    });\n"
+        "    cover.sort(function (a, b) { return a[0] - b[0]; });\n"
+        "    cover.forEach(function (c) {\n"
+        "      sum += Math.max(0, c[1] - Math.max(c[0], last));\n"
+        "      last = Math.max(last, c[1]);\n"
+        "    });\n"
+        "    matched.textContent = q === '' ? ' ' : 'Matched: ' + (100 * sum / total).toFixed(1) + '%';\n"
+        "  });\n"
         "})();\n"
         "]]></script>\n";
 
@@ -472,7 +478,8 @@ static void flame_print(const Snapshot *s, const FlameNode *root, size_t rows, c
         if (s->n_peers > 0)
                 fprintf(f, " in %zu processes", s->n_peers + 1);
         fputs("</text>\n", f);
-        fprintf(f, "<text id=\"sw-reset\" class=\"control\" x=\"%d\" y=\"%.0f\" style=\"display:none\">Reset zoom</text>\n",
+        fprintf(f, "<text id=\"sw-reset\" class=\"control\" x=\"%d\" y=\"%.0f\" style=\"display:none\">"
+                   "Reset zoom</text>\n",
                 FLAME_PAD, top + 40);
         fprintf(f, "<text id=\"sw-search\" class=\"control\" x=\"%d\" y=\"%.0f\" text-anchor=\"end\">Search</text>\n",
                 FLAME_WIDTH - FLAME_PAD, top + 40);
@@ -543,7 +550,9 @@ static int chain_build(const Snapshot *s, Chain *c) {
                 ChainArc *arc;
                 size_t span;
 
-                b = a < 0 ? -1 : e->peer_pid > 0 ? chain_box(c, e->peer_pid, e->peer_tid, NULL) : chain_box(c, 0, 0, e);
+                b = a < 0             ? -1
+                    : e->peer_pid > 0 ? chain_box(c, e->peer_pid, e->peer_tid, NULL)
+                                      : chain_box(c, 0, 0, e);
                 if (a < 0 || b < 0) {
                         c->undrawn++;
                         continue;
@@ -616,8 +625,10 @@ static void chain_print_box(const Snapshot *s, const Chain *c, size_t i, double 
                 else if (b->red)
                         fputs("\nthe end of the chain: the others wait on it", f);
         }
-        fprintf(f, "</title><rect x=\"%.0f\" y=\"%.0f\" width=\"%d\" height=\"%d\" rx=\"4\" fill=\"%s\" stroke=\"%s\"%s/>",
-                x, y, BOX_WIDTH, BOX_HEIGHT, b->red ? "rgb(255,225,225)" : b->nobody ? "rgb(245,245,245)" : "rgb(235,240,250)",
+        fprintf(f, "</title><rect x=\"%.0f\" y=\"%.0f\" width=\"%d\" height=\"%d\" rx=\"4\" fill=\"%s\" "
+                   "stroke=\"%s\"%s/>",
+                x, y, BOX_WIDTH, BOX_HEIGHT,
+                b->red ? "rgb(255,225,225)" : b->nobody ? "rgb(245,245,245)" : "rgb(235,240,250)",
                 b->red ? "rgb(200,0,0)" : b->nobody ? "rgb(150,150,150)" : "rgb(60,80,120)",
                 b->red ? " stroke-width=\"2.5\"" : b->nobody ? " stroke-dasharray=\"4 3\"" : "");
         fprintf(f, "<text class=\"name\" x=\"%.0f\" y=\"%.0f\">", x + 8, y + 16);
@@ -642,7 +653,8 @@ static void chain_print_box(const Snapshot *s, const Chain *c, size_t i, double 
         fputs("</text>", f);
         if (t && t->syscall.kind == PROC_SYSCALL_BLOCKED)
                 fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%c in %s</text>", x + 8, y + 47,
-                        (t->state >= 'A' && t->state <= 'Z') ? t->state : '?', syscall_name(t->syscall.nr) ?: "a syscall");
+                        (t->state >= 'A' && t->state <= 'Z') ? t->state : '?',
+                        syscall_name(t->syscall.nr) ?: "a syscall");
         else if (t)
                 fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%s</text>", x + 8, y + 47, thread_state_to_string(t->state));
         fputs("</g>\n", f);
@@ -673,7 +685,8 @@ static void chain_print_arc(const Chain *c, const ChainArc *a, double y, FILE *f
                 x1 = box_x(a->from) + BOX_WIDTH;
                 x2 = box_x(a->to);
                 y1 = y + BOX_HEIGHT / 2.0;
-                fprintf(f, "<path d=\"M%.0f,%.0f L%.0f,%.0f\" stroke=\"%s\" fill=\"none\" marker-end=\"url(#sw-arrow%s)\"/>",
+                fprintf(f, "<path d=\"M%.0f,%.0f L%.0f,%.0f\" stroke=\"%s\" fill=\"none\" "
+                           "marker-end=\"url(#sw-arrow%s)\"/>",
                         x1, y1, x2 - 2, y1, colour, a->red ? "-red" : "");
                 lx = (x1 + x2) / 2;
                 ly = y1 - 6;
@@ -706,7 +719,8 @@ static void chain_print(const Snapshot *s, const Chain *c, double top, FILE *f) 
         const WaitChain *w = s->wait_chain;
         double y = top + CHAIN_HEAD + c->above;
 
-        fprintf(f, "<g id=\"sw-chain\">\n<text class=\"title\" x=\"%d\" y=\"%.0f\">Wait chain of ", FLAME_PAD, top + 20);
+        fprintf(f, "<g id=\"sw-chain\">\n<text class=\"title\" x=\"%d\" y=\"%.0f\">Wait chain of ", FLAME_PAD,
+                top + 20);
         fputs_xml(s->comm ?: "?", f);
         fprintf(f, " (%d)", (int) s->pid);
         if (w->n_edges == 0)
@@ -765,8 +779,8 @@ int snapshot_print_svg(const Snapshot *s, const SvgOptions *o, FILE *f) {
                    "viewBox=\"0 0 %.0f %.0f\" class=\"stackwatch\">\n",
                 width, height, width, height);
         fputs("<defs>"
-              "<marker id=\"sw-arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" "
-              "orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"rgb(60,60,60)\"/></marker>"
+              "<marker id=\"sw-arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
+              "markerHeight=\"7\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"rgb(60,60,60)\"/></marker>"
               "<marker id=\"sw-arrow-red\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
               "markerHeight=\"7\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"rgb(200,0,0)\"/></marker>"
               "</defs>\n"
