@@ -39,6 +39,7 @@ typedef struct HostArg {
 typedef struct StackctlArgs {
         OutputFormat format;
         int svg_picture;                /* --svg=PICTURE: an SvgPicture */
+        bool icicle;                    /* --icicle: the SVG flame graph upside down */
         bool all;
         bool modules;
         bool source;

@@ -40,7 +40,10 @@ static int print_snapshot(const Snapshot *s) {
                 snapshot_print_folded(s, arg.capture.kernel, stdout);
                 break;
         case OUTPUT_SVG:
-                snapshot_print_svg(s, &(SvgOptions) { .picture = arg.svg_picture, .kernel = arg.capture.kernel }, stdout);
+                snapshot_print_svg(s,
+                                   &(SvgOptions) { .picture = arg.svg_picture, .icicle = arg.icicle,
+                                                   .kernel = arg.capture.kernel },
+                                   stdout);
                 if (fflush(stdout) == EOF)
                         return -errno;
                 break;

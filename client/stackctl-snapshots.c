@@ -236,7 +236,7 @@ static int show_resymbolized(const char *json, size_t len, const char *id) {
                                            &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
                                                             .raw_names = arg.no_demangle,
                                                             .json_flags = arg.json_flags, .no_group = arg.no_group,
-                                                            .svg.picture = arg.svg_picture },
+                                                            .svg.picture = arg.svg_picture, .svg.icicle = arg.icicle },
                                            stdout, stderr, &why);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;
@@ -266,7 +266,7 @@ static int show_document(const char *json, size_t len, const char *id) {
                                                                  : SNAPSHOT_RENDER_TEXT,
                                    &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
                                                     .raw_names = arg.no_demangle, .json_flags = arg.json_flags,
-                                                    .no_group = arg.no_group, .svg.picture = arg.svg_picture },
+                                                    .no_group = arg.no_group, .svg.picture = arg.svg_picture, .svg.icicle = arg.icicle },
                                    stdout, &err);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;

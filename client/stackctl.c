@@ -66,6 +66,7 @@ static const struct {
         { "   --json[=MODE]", "JSON: short (one document per line, the default), pretty, or off" },
         { "   --folded", "dump, show: folded stacks for flame graph tools, one line per thread" },
         { "   --svg[=PICTURE]", "dump, show: one SVG picture of one process: all (the wait chain, then a flame graph), flame or chain" },
+        { "   --icicle", "dump, show: with --svg, the flame graph upside down (the classes on top)" },
         { "   --no-group", "dump, show: every thread on its own (threads alike are printed once, as a group, by default)" },
         { "   --no-pager", "Do not pipe the output into a pager ($STACKCTL_PAGER, $PAGER, less) on a terminal" },
         { "-a --all", "dump: every process on the machine; ps: every thread" },
@@ -189,6 +190,7 @@ enum {
         ARG_JSON,
         ARG_FOLDED,
         ARG_SVG,
+        ARG_ICICLE,
         ARG_NO_GROUP,
         ARG_NO_KERNEL,
         ARG_NO_PYTHON,
@@ -241,6 +243,7 @@ static const struct {
         { ARG_JSON, "--json", V_ALL },
         { ARG_FOLDED, "--folded", V_DUMP | V_SHOW },
         { ARG_SVG, "--svg", V_DUMP | V_SHOW },
+        { ARG_ICICLE, "--icicle", V_DUMP | V_SHOW },
         { ARG_NO_GROUP, "--no-group", V_DUMP | V_SHOW },
         { ARG_NO_PAGER, "--no-pager", V_ALL },
         { 'a', "--all", V_DUMP | V_PS },
@@ -365,6 +368,7 @@ static const struct {
         { ARG_METHOD, "--method" },
         { 'u', "--unwinder" },
         { ARG_NO_KERNEL, "--no-kernel" },
+        { ARG_ICICLE, "--icicle" },
         { ARG_NO_PYTHON, "--no-python" },
         { ARG_NO_GOROUTINES, "--no-goroutines" },
         { ARG_NO_JAVA, "--no-java" },
@@ -389,6 +393,7 @@ static int parse_argv(int argc, char **argv) {
                 { "json", optional_argument, NULL, ARG_JSON },
                 { "folded", no_argument, NULL, ARG_FOLDED },
                 { "svg", optional_argument, NULL, ARG_SVG },
+                { "icicle", no_argument, NULL, ARG_ICICLE },
                 { "no-group", no_argument, NULL, ARG_NO_GROUP },
                 { "all", no_argument, NULL, 'a' },
                 { "tid", required_argument, NULL, 't' },
@@ -485,6 +490,9 @@ static int parse_argv(int argc, char **argv) {
                                 log_error("Invalid --svg '%s': expected all, flame or chain.", optarg);
                                 return -EINVAL;
                         }
+                        break;
+                case ARG_ICICLE:
+                        arg.icicle = true;
                         break;
                 case ARG_NO_GROUP:
                         arg.no_group = true;

@@ -181,6 +181,11 @@ def test_deadlock_abba_chain_in_red(fixture):
     assert alone.find(f".//{SVG}g[@id='sw-chain']") is not None and alone.find(f".//{SVG}g[@id='sw-flame']") is None
     alone = well_formed(stackctl("dump", "--svg=flame", "--locks", fx.pid, check_rc=0).stdout)
     assert alone.find(f".//{SVG}g[@id='sw-chain']") is None and alone.find(f".//{SVG}g[@id='sw-flame']") is not None
+    # Upside down: the classes' bar is the top row.
+    ice = stackctl("dump", "--svg=flame", "--icicle", fx.pid, check_rc=0).stdout
+    alone = well_formed(ice)
+    ys = {g.get("data-d"): float(g.find(f"{SVG}rect").get("y")) for g in classed(alone, "g", "frame")}
+    assert b"Icicle graph of deadlock-abba" in ice and ys["0"] == min(ys.values()) and ys["1"] > ys["0"]
     r = stackctl("dump", "--svg=tree", fx.pid, check_rc=2)
     assert b"expected all, flame or chain" in r.stderr
     r = stackctl("dump", "--svg", fx.pid, fx.pid, check_rc=2)
