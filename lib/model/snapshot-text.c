@@ -92,27 +92,6 @@ static void print_java_locks(FILE *f, const ThreadSnapshot *t) {
         }
 }
 
-/* The TIDs of a group, ascending runs as ranges ("101-137, 140"), at most a line's worth. */
-static void put_tids(const Snapshot *s, const ThreadGroup *g, FILE *f) {
-        size_t shown = 0;
-
-        for (size_t i = 0; i < g->n;) {
-                pid_t first = s->threads[g->threads[i]].tid, last = first;
-                size_t k = i + 1;
-
-                while (k < g->n && s->threads[g->threads[k]].tid == last + 1)
-                        last = s->threads[g->threads[k++]].tid;
-                if (shown++ == TEXT_GROUP_TID_RUNS_MAX) {
-                        fprintf(f, ", … (%zu more)", g->n - i);
-                        return;
-                }
-                fprintf(f, "%s%d", i ? ", " : "", (int) first);
-                if (last != first)
-                        fprintf(f, "%s%d", last == first + 1 ? ", " : "-", (int) last);
-                i = k;
-        }
-}
-
 /* The head of a thread's lines: "TID 4242: "comm" S (sleeping) in read(0x3, …) wchan … [passive]"; for a group
  * of N (G not NULL), "N threads (TIDs …): "comm" S (sleeping) in read" with what they share (not the arguments,
  * not a pause). */
@@ -121,7 +100,7 @@ static void print_thread_head(const Snapshot *s, const ThreadSnapshot *t, const 
 
         if (g) {
                 fprintf(f, "%zu threads (TIDs ", g->n);
-                put_tids(s, g, f);
+                thread_group_put_tids(s, g, ", ", TEXT_GROUP_TID_RUNS_MAX, f);
                 fputs("):", f);
                 for (size_t i = 1; i < g->n && same_comm; i++)
                         same_comm = streq_ptr(s->threads[g->threads[i]].comm, t->comm);

@@ -2,6 +2,7 @@
  * makes it alike; the threads are sorted by it and a run of equal ones (compared in full, not by hash) is a group. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,4 +186,24 @@ int snapshot_group_threads(const Snapshot *s, ThreadGroup **ret, size_t *ret_n) 
         *ret = g;
         *ret_n = n;
         return 0;
+}
+
+void thread_group_put_tids(const Snapshot *s, const ThreadGroup *g, const char *sep, size_t max_runs, FILE *f) {
+        size_t shown = 0;
+
+        for (size_t i = 0; i < g->n;) {
+                pid_t first = s->threads[g->threads[i]].tid, last = first;
+                size_t k = i + 1;
+
+                while (k < g->n && s->threads[g->threads[k]].tid == last + 1)
+                        last = s->threads[g->threads[k++]].tid;
+                if (shown++ == max_runs) {
+                        fprintf(f, "%s… (%zu more)", sep, g->n - i);
+                        return;
+                }
+                fprintf(f, "%s%d", i ? sep : "", (int) first);
+                if (last != first)
+                        fprintf(f, "%s%d", last == first + 1 ? sep : "-", (int) last);
+                i = k;
+        }
 }

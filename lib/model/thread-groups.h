@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "model/snapshot.h"
 
@@ -23,3 +24,6 @@ int snapshot_group_threads(const Snapshot *s, ThreadGroup **ret, size_t *ret_n);
 void thread_groups_free(ThreadGroup *g, size_t n);
 /* Whether threads A and B of S would be one group. */
 bool snapshot_threads_alike(const ThreadSnapshot *a, const ThreadSnapshot *b);
+/* G's TIDs as ascending runs, "101-137, 140" with SEP ", " (text) or "101-137,140" with "," (a pprof label): at
+ * most MAX_RUNS runs, then "SEP… (N more)". TIDs are numbers: nothing to escape. */
+void thread_group_put_tids(const Snapshot *s, const ThreadGroup *g, const char *sep, size_t max_runs, FILE *f);
