@@ -23,6 +23,7 @@
 #include "capture/symbolize.h"
 #include "capture/symcache.h"
 #include "model/snapshot-json.h"
+#include "model/snapshot-pprof.h"
 
 #define SYMBOLIZER_MODULES_MAX 4096
 #define INLINE_DEPTH_MAX 32
@@ -1502,5 +1503,7 @@ int symbolizer_render_resymbolized(Symbolizer *s, const char *json, size_t len, 
                 return snapshot_print_folded(snap, o && o->kernel, f);
         if (how == SNAPSHOT_RENDER_SVG)
                 return snapshot_render_svg(snap, o, f);
+        if (how == SNAPSHOT_RENDER_PPROF)
+                return snapshot_write_pprof(snap, f);
         return snapshot_print_text(snap, o ?: &(TextOptions) {}, f);
 }

@@ -11,6 +11,7 @@
 #include "base/strv.h"
 #include "model/goroutine-text.h"
 #include "model/snapshot-json.h"
+#include "model/snapshot-pprof.h"
 #include "model/snapshot-text.h"
 #include "model/thread-groups.h"
 
@@ -727,5 +728,7 @@ int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, con
                 return snapshot_print_folded(s, o && o->kernel, f);
         if (how == SNAPSHOT_RENDER_SVG)
                 return snapshot_render_svg(s, o, f);
+        if (how == SNAPSHOT_RENDER_PPROF)
+                return snapshot_write_pprof(s, f);
         return snapshot_print_text(s, o ?: &(TextOptions) {}, f);
 }

@@ -43,6 +43,7 @@ typedef enum SnapshotRender {
         SNAPSHOT_RENDER_TEXT,
         SNAPSHOT_RENDER_FOLDED,
         SNAPSHOT_RENDER_SVG,    /* snapshot_print_svg() */
+        SNAPSHOT_RENDER_PPROF,  /* a gzipped pprof profile (snapshot-pprof.h): binary */
 } SnapshotRender;
 
 /* S as snapshot_print_svg() draws it, with O's SVG options and its kernel frames when O->kernel. */
