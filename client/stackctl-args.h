@@ -24,6 +24,7 @@ typedef enum OutputFormat {
         OUTPUT_JSON,
         OUTPUT_FOLDED,
         OUTPUT_SVG,             /* dump, show: snapshot_print_svg(), one process */
+        OUTPUT_PPROF,           /* a gzipped pprof profile (binary), to --pprof FILE */
 } OutputFormat;
 
 /* A daemon --host or a line of --hosts names (list, show --journal: a machine whose records to keep). */
@@ -71,6 +72,7 @@ typedef struct StackctlArgs {
         bool reverse;                   /* list: newest first */
         uint64_t until_usec;            /* list, show: snapshots before this; 0: no bound */
         const char *output;             /* -o FILE: dump, show write there */
+        const char *pprof;              /* --pprof FILE: dump, show write a pprof profile there ("-": stdout) */
         int json_flags;                 /* json-c's flags for --json=short (the default) or --json=pretty */
         bool no_pager;
         bool no_demangle;               /* dump, show: linkage names as they are */

@@ -352,7 +352,8 @@ int daemon_print_body(const HttpResponse *r) {
                         return json_print(o);
         }
         if (fwrite(r->body, 1, r->size, stdout) != r->size ||
-            (r->size > 0 && r->body[r->size - 1] != '\n' && putchar('\n') == EOF) || fflush(stdout) == EOF) {
+            (arg.format != OUTPUT_PPROF && r->size > 0 && r->body[r->size - 1] != '\n' && putchar('\n') == EOF) ||
+            fflush(stdout) == EOF) {
                 log_error_errno(errno, "Failed to write the reply: %m");
                 return EXIT_FAIL;
         }
@@ -363,7 +364,8 @@ int stacks_path(pid_t pid, char **ret) {
         _cleanup_free_ char *path = NULL;
         const char *format = arg.format == OUTPUT_JSON ? API_FORMAT_JSON :
                              arg.format == OUTPUT_FOLDED ? API_FORMAT_FOLDED :
-                             arg.format == OUTPUT_SVG ? API_FORMAT_SVG : API_FORMAT_TEXT;
+                             arg.format == OUTPUT_SVG ? API_FORMAT_SVG :
+                             arg.format == OUTPUT_PPROF ? API_FORMAT_PPROF : API_FORMAT_TEXT;
         char num[16];
         int r;
 

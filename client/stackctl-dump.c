@@ -17,6 +17,7 @@
 #include "chain/wait-chain.h"
 #include "model/snapshot-json.h"
 #include "model/snapshot-svg.h"
+#include "model/snapshot-pprof.h"
 #include "model/snapshot-text.h"
 #include "proc/proc-read.h"
 #include "stackctl-args.h"
@@ -47,6 +48,15 @@ static int print_snapshot(const Snapshot *s) {
                 if (fflush(stdout) == EOF)
                         return -errno;
                 break;
+        case OUTPUT_PPROF: {
+                int r = snapshot_write_pprof(s, stdout);
+
+                if (r == -ENOMEM)
+                        return log_oom();
+                if (r < 0)
+                        return log_error_errno(r, "Failed to write the pprof profile: %m");
+                break;
+        }
         case OUTPUT_TEXT:
         default:
                 snapshot_print_text(s, &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
@@ -300,6 +310,11 @@ int verb_dump(int argc, char **argv) {
         /* One SVG document draws one process (and the peers its chain reached). */
         if (arg.format == OUTPUT_SVG && (arg.all || argc != 2 || (arg.via_daemon && arg.n_hosts > 1))) {
                 log_error("--svg draws one process: give one PID (and at most one --host).");
+                return EXIT_USAGE;
+        }
+        /* A profile is one file of one process (and the peers it waits on): pprof reads no concatenation. */
+        if (arg.format == OUTPUT_PPROF && (arg.all || argc != 2 || arg.n_hosts > 1)) {
+                log_error("--pprof writes the profile of one process: name one PID (and at most one --host).");
                 return EXIT_USAGE;
         }
         if (arg.via_daemon) {

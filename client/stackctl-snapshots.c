@@ -232,6 +232,7 @@ static int show_resymbolized(const char *json, size_t len, const char *id) {
                                            arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
                                            : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
                                            : arg.format == OUTPUT_SVG    ? SNAPSHOT_RENDER_SVG
+                                           : arg.format == OUTPUT_PPROF  ? SNAPSHOT_RENDER_PPROF
                                                                          : SNAPSHOT_RENDER_TEXT,
                                            &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
                                                             .raw_names = arg.no_demangle,
@@ -263,6 +264,7 @@ static int show_document(const char *json, size_t len, const char *id) {
                                    arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
                                    : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
                                    : arg.format == OUTPUT_SVG    ? SNAPSHOT_RENDER_SVG
+                                   : arg.format == OUTPUT_PPROF  ? SNAPSHOT_RENDER_PPROF
                                                                  : SNAPSHOT_RENDER_TEXT,
                                    &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
                                                     .raw_names = arg.no_demangle, .json_flags = arg.json_flags,

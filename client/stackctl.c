@@ -67,6 +67,7 @@ static const struct {
         { "   --folded", "dump, show: folded stacks for flame graph tools, one line per thread" },
         { "   --svg[=PICTURE]", "dump, show: one SVG picture of one process: all (the wait chain, then a flame graph), flame or chain" },
         { "   --icicle", "dump, show: with --svg, the flame graph upside down (the classes on top)" },
+        { "   --pprof FILE", "dump, show: a pprof profile (gzipped profile.proto) to FILE (- for stdout), for go tool pprof" },
         { "   --no-group", "dump, show: every thread on its own (threads alike are printed once, as a group, by default)" },
         { "   --no-pager", "Do not pipe the output into a pager ($STACKCTL_PAGER, $PAGER, less) on a terminal" },
         { "-a --all", "dump: every process on the machine; ps: every thread" },
@@ -191,6 +192,7 @@ enum {
         ARG_FOLDED,
         ARG_SVG,
         ARG_ICICLE,
+        ARG_PPROF,
         ARG_NO_GROUP,
         ARG_NO_KERNEL,
         ARG_NO_PYTHON,
@@ -244,6 +246,7 @@ static const struct {
         { ARG_FOLDED, "--folded", V_DUMP | V_SHOW },
         { ARG_SVG, "--svg", V_DUMP | V_SHOW },
         { ARG_ICICLE, "--icicle", V_DUMP | V_SHOW },
+        { ARG_PPROF, "--pprof", V_DUMP | V_SHOW },
         { ARG_NO_GROUP, "--no-group", V_DUMP | V_SHOW },
         { ARG_NO_PAGER, "--no-pager", V_ALL },
         { 'a', "--all", V_DUMP | V_PS },
@@ -394,6 +397,7 @@ static int parse_argv(int argc, char **argv) {
                 { "folded", no_argument, NULL, ARG_FOLDED },
                 { "svg", optional_argument, NULL, ARG_SVG },
                 { "icicle", no_argument, NULL, ARG_ICICLE },
+                { "pprof", required_argument, NULL, ARG_PPROF },
                 { "no-group", no_argument, NULL, ARG_NO_GROUP },
                 { "all", no_argument, NULL, 'a' },
                 { "tid", required_argument, NULL, 't' },
@@ -493,6 +497,10 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_ICICLE:
                         arg.icicle = true;
+                        break;
+                case ARG_PPROF:
+                        arg.format = OUTPUT_PPROF;
+                        arg.pprof = optarg;
                         break;
                 case ARG_NO_GROUP:
                         arg.no_group = true;
@@ -800,6 +808,17 @@ static int dispatch(int argc, char **argv) {
         nargs = argc - 1;
         if (nargs < v->min_args || (v->max_args >= 0 && nargs > v->max_args)) {
                 log_error("Usage: stackctl %s", v->usage);
+                return EXIT_USAGE;
+        }
+        if (arg.format == OUTPUT_PPROF && arg.output) {
+                log_error("--pprof names the file to write: it does not go with -o.");
+                return EXIT_USAGE;
+        }
+        if (arg.format == OUTPUT_PPROF && !streq(arg.pprof, "-"))
+                arg.output = arg.pprof;
+        else if (arg.format == OUTPUT_PPROF && isatty(STDOUT_FILENO)) {
+                /* As gzip does: compressed bytes on a terminal help nobody and may upset it. */
+                log_error("--pprof - writes a binary profile: redirect stdout to a file or a pipe.");
                 return EXIT_USAGE;
         }
         if (arg.output && !freopen(arg.output, "we", stdout)) {

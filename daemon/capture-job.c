@@ -25,6 +25,7 @@
 #include "chain/wait-chain.h"
 #include "model/goroutine-text.h"
 #include "model/snapshot-json.h"
+#include "model/snapshot-pprof.h"
 #include "model/snapshot-text.h"
 #include "store/archive-vacuum.h"
 #include "capture-job.h"
@@ -34,6 +35,7 @@ static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
         [CAPTURE_JOB_FORMAT_TEXT] = "text",
         [CAPTURE_JOB_FORMAT_FOLDED] = "folded",
         [CAPTURE_JOB_FORMAT_SVG] = "svg",
+        [CAPTURE_JOB_FORMAT_PPROF] = "pprof",
 };
 DEFINE_STRING_TABLE_LOOKUP(capture_job_format, CaptureJobFormat);
 
@@ -61,6 +63,7 @@ static SnapshotRender job_render_how(CaptureJobFormat f) {
              : f == CAPTURE_JOB_FORMAT_FOLDED ? SNAPSHOT_RENDER_FOLDED
              : f == CAPTURE_JOB_FORMAT_SVG || f == CAPTURE_JOB_FORMAT_SVG_FLAME || f == CAPTURE_JOB_FORMAT_SVG_CHAIN
                                                 ? SNAPSHOT_RENDER_SVG
+             : f == CAPTURE_JOB_FORMAT_PPROF ? SNAPSHOT_RENDER_PPROF
                                                 : SNAPSHOT_RENDER_JSON;
 }
 
@@ -95,6 +98,9 @@ static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
                 r = snapshot_render_svg(s, &o, f);
                 break;
         }
+        case SNAPSHOT_RENDER_PPROF:
+                r = snapshot_write_pprof(s, f);
+                break;
         case SNAPSHOT_RENDER_JSON: {
                 json_object *j = snapshot_to_json(s);
 

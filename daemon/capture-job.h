@@ -24,6 +24,7 @@ typedef enum CaptureJobFormat {
         CAPTURE_JOB_FORMAT_SVG,         /* "svg": the wait chain and the flame graph (snapshot-svg.h) */
         CAPTURE_JOB_FORMAT_SVG_FLAME,   /* no name: "svg" with ?picture=flame, the flame graph alone */
         CAPTURE_JOB_FORMAT_SVG_CHAIN,   /* and with ?picture=chain, the wait chain alone */
+        CAPTURE_JOB_FORMAT_PPROF,       /* a gzipped pprof profile: binary */
         _CAPTURE_JOB_FORMAT_MAX,
         _CAPTURE_JOB_FORMAT_INVALID = -EINVAL,
 } CaptureJobFormat;

@@ -192,7 +192,9 @@ static void routes_cancel_all(void *userdata) {
 static const char *format_content_type(CaptureJobFormat f) {
         if (f == CAPTURE_JOB_FORMAT_SVG || f == CAPTURE_JOB_FORMAT_SVG_FLAME || f == CAPTURE_JOB_FORMAT_SVG_CHAIN)
                 return API_CONTENT_SVG;
-        return f == CAPTURE_JOB_FORMAT_JSON ? API_CONTENT_JSON : API_CONTENT_TEXT;
+        return f == CAPTURE_JOB_FORMAT_JSON    ? API_CONTENT_JSON
+             : f == CAPTURE_JOB_FORMAT_PPROF ? API_CONTENT_PPROF
+                                             : API_CONTENT_TEXT;
 }
 
 /* ?picture=V narrows format=svg to one picture, so a page can fetch each alone; with another format it would be
@@ -338,7 +340,7 @@ static enum MHD_Result route_stacks(HttpRoutes *rt, Http *h, struct MHD_Connecti
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed tid \"%s\"", clip(v, q, sizeof q));
         if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "unknown format \"%s\" (expected json, text, folded or svg)", clip(v, q, sizeof q));
+                                        "unknown format \"%s\" (expected json, text, folded, svg or pprof)", clip(v, q, sizeof q));
         if ((v = query(c, API_Q_PICTURE)) && !svg_picture_apply(v, &format))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                         "picture is flame, chain or all, with format=svg; not \"%s\"", clip(v, q, sizeof q));
@@ -654,7 +656,7 @@ static enum MHD_Result route_snapshot(HttpRoutes *rt, Http *h, struct MHD_Connec
                                         clip(arg, q, sizeof q));
         if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "unknown format \"%s\" (expected json, text, folded or svg)", clip(v, q, sizeof q));
+                                        "unknown format \"%s\" (expected json, text, folded, svg or pprof)", clip(v, q, sizeof q));
         if ((v = query(c, API_Q_PICTURE)) && !svg_picture_apply(v, &format))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                         "picture is flame, chain or all, with format=svg; not \"%s\"", clip(v, q, sizeof q));

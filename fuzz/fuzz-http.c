@@ -158,6 +158,7 @@ static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
         [CAPTURE_JOB_FORMAT_TEXT] = "text",
         [CAPTURE_JOB_FORMAT_FOLDED] = "folded",
         [CAPTURE_JOB_FORMAT_SVG] = "svg",
+        [CAPTURE_JOB_FORMAT_PPROF] = "pprof",
 };
 DEFINE_STRING_TABLE_LOOKUP(capture_job_format, CaptureJobFormat);
 

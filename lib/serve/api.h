@@ -38,10 +38,12 @@
 #define API_FORMAT_TEXT "text"
 #define API_FORMAT_FOLDED "folded"
 #define API_FORMAT_SVG "svg"
+#define API_FORMAT_PPROF "pprof"
 
 #define API_CONTENT_JSON "application/json"
 #define API_CONTENT_TEXT "text/plain; charset=utf-8"
 #define API_CONTENT_SVG "image/svg+xml"
+#define API_CONTENT_PPROF "application/octet-stream" /* a gzipped profile.proto, as Go's net/http/pprof serves it */
 #define API_CONTENT_METRICS "text/plain; version=0.0.4; charset=utf-8"
 
 /* Every error: {"error": "<what was wrong with the request>", "status": <code>}. */
