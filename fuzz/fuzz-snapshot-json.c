@@ -1,6 +1,6 @@
 /* fuzz-snapshot-json.c: the stackwatch.snapshot/1 reader: an input is a JSON document (the seeds are real
  * "stackctl dump --json" output), parsed within json_parse_bounded()'s bounds into a Snapshot, then put through
- * everything that shows a stored or remote snapshot to someone: the text, folded and SVG renderings, an alert's top
+ * everything that shows a stored or remote snapshot to someone: the text, folded, SVG and pprof renderings, an alert's top
  * frames and a thread's text, and the JSON writer, whose output must read back. */
 #include <errno.h>
 
@@ -8,6 +8,7 @@
 #include "base/json-util.h"
 #include "base/strv.h"
 #include "model/snapshot-json.h"
+#include "model/snapshot-pprof.h"
 #include "model/snapshot-text.h"
 #include "fuzz.h"
 
@@ -15,6 +16,7 @@ static void render(const Snapshot *s, const TextOptions *o) {
         (void) snapshot_print_text(s, o, fuzz_sink());
         (void) snapshot_print_folded(s, o->kernel, fuzz_sink());
         (void) snapshot_print_svg(s, &(SvgOptions) { .kernel = o->kernel, .icicle = o->kernel }, fuzz_sink());
+        (void) snapshot_write_pprof(s, fuzz_sink());
         for (size_t i = 0; i < s->n_threads; i++) {
                 _cleanup_strv_free_ char **top = NULL;
                 _cleanup_free_ char *text = NULL;
