@@ -214,8 +214,8 @@ static uint64_t function_id(Pprof *p, const char *name, const char *system_name,
         return id;
 }
 
-/* What makes two frames one location: the process and the pc for a machine frame (the inlined calls at it come
- * with it), the function and line for a runtime's frame, the function and offset for a kernel frame. */
+/* What makes two frames one location: the process, the pc and the number of inlined calls at it for a machine
+ * frame, the function and line for a runtime's frame, the function and offset for a kernel frame. */
 typedef struct LocationKey {
         uint64_t kind, process, a, b;
 } LocationKey;
@@ -382,6 +382,8 @@ static size_t put_user_frame(Pprof *p, const Snapshot *s, uint64_t process, uint
                 end++;
         key.kind = LOCATION_NATIVE;
         key.a = u->pc;
+        /* A budget may cut a stack inside the inlined calls at a pc: that location has fewer lines. */
+        key.b = end - i;
         mapping = u->module >= 0 && (size_t) u->module < s->n_modules ? mapping_base + (uint64_t) u->module + 1 : 0;
         id = location_begin(p, &key, mapping, u->pc, &added);
         if (added) {
