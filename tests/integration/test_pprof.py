@@ -157,6 +157,19 @@ def test_thread_crowd_groups(fixture, tmp_path, pprof):
     assert all(t["labels"]["state"] == ["R"] for t in spinning)
 
 
+@needs_go
+def test_peers_are_samples_of_their_own(fixture, tmp_path, pprof):
+    """The process the wait chain reaches is in the same profile, its threads told apart by their pid label."""
+    fx = fixture("thread-crowd", "10", "0", "--peer", "5", ready=False)
+    parent, child = (int(x) for x in fx.wait_line_prefix(b"PIDS").split()[1:3])
+    fx.wait_line(timeout=60)
+    path = str(tmp_path / "peers.pb.gz")
+    stackctl("dump", "--peers", "1", "--pprof", path, parent, check_rc=0)
+    assert top(pprof, path)["crowd_park"][1] == 15
+    parked = {t["labels"]["pid"][0]: t["count"] for t in traces(pprof, path) if "crowd_park" in t["frames"]}
+    assert parked == {str(parent): 10, str(child): 5}
+
+
 def test_pprof_usage_and_stdout(fixture, tmp_path):
     fx = fixture("block-read", "--name", "br\x1b[31m;<x>")
     # "-": stdout, the profile's bytes as they are; the hostile name in it byte for byte (a reader escapes it).
@@ -214,6 +227,10 @@ def test_daemon_format_pprof(daemon, fixture, tmp_path, pprof):
     shown = tmp_path / "shown.pb.gz"
     stackctl("--archive", d.archive, "show", "--pprof", str(shown), snap["id"], check_rc=0)
     assert top(pprof, str(shown)) == top(pprof, str(stored))
+    # dump --via-daemon --pprof: the daemon's bytes written as they came.
+    via = tmp_path / "via.pb.gz"
+    stackctl("--socket", d.socket, "dump", "--via-daemon", "--pprof", str(via), t64.pid, check_rc=0)
+    assert top(pprof, str(via))["t64_park"][1] == 64
     # The error lists the formats.
     code, _, body = d.get(f"/stacks/{t64.pid}?format=pprofx")
     assert code == 400 and b"pprof" in body
