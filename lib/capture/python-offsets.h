@@ -50,6 +50,8 @@ typedef struct PyOffsets {
         uint32_t cframe_current_frame;  /* in _PyCFrame */
         uint32_t tstate_thread_id;      /* unsigned long: the pthread_t (threading.get_ident()) */
         uint32_t tstate_native_thread_id; /* the TID (3.11+), else NONE: found through the pthread */
+        uint32_t tstate_on_delete_data; /* void *: a weakref to the thread's tstate lock (_thread._set_sentinel(),
+                                         * which Thread.join() waits on) in 3.8-3.12, else NONE */
 
         /* PyFrameObject (≤3.10) */
         uint32_t frame_back;

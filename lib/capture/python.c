@@ -1016,6 +1016,27 @@ static uint64_t find_lock_object(const PyProcess *p, uint64_t frame, uint64_t fu
         return 0;
 }
 
+/* The thread whose end Thread.join() waits for on FUTEX: the one whose tstate lock (the weakref its tstate keeps in
+ * on_delete_data, 3.8-3.12: _thread._set_sentinel()) has FUTEX as its semaphore. 0 when none does. */
+static pid_t joined_thread(const PyProcess *p, uint64_t futex) {
+        const PyOffsets *o = &p->off;
+
+        if (o->tstate_on_delete_data == PY_OFF_NONE || o->lock_lock == PY_OFF_NONE)
+                return 0;
+        for (size_t i = 0; i < p->n_threads; i++) {
+                uint64_t wr, lock, sem;
+
+                /* PyWeakReference: its object head, then wr_object. */
+                if (py_read_ptr(p, p->threads[i].tstate + o->tstate_on_delete_data, &wr) < 0 || wr == 0 ||
+                    py_read_ptr(p, wr + 16, &lock) < 0 || lock == 0 ||
+                    py_read_ptr(p, lock + o->lock_lock, &sem) < 0)
+                        continue;
+                if (sem == futex)
+                        return p->threads[i].tid;
+        }
+        return 0;
+}
+
 /* What the thread's top Python frame says it waits for: Condition.wait() and Event.wait() of threading.py block on
  * a fresh lock that the notifier releases, which has no owner to name; Thread.join() on the thread's end. */
 static PythonWaitKind top_wait_kind(PyProcess *p, uint64_t frame_code) {
@@ -1025,8 +1046,10 @@ static PythonWaitKind top_wait_kind(PyProcess *p, uint64_t frame_code) {
                 return PYTHON_WAIT_NONE;
         if (streq(c->qualname, "Condition.wait") || streq(c->qualname, "Event.wait") || streq(c->qualname, "wait"))
                 return PYTHON_WAIT_CONDITION;
-        /* Thread.join() waits on the thread's tstate lock, which the thread's end releases. */
-        if (streq(c->qualname, "Thread._wait_for_tstate_lock") || streq(c->qualname, "_wait_for_tstate_lock"))
+        /* Thread.join() waits on the thread's tstate lock, which the thread's end releases; from 3.13 on the
+         * thread handle's event, from Thread.join itself (a C call: no frame of its own). */
+        if (streq(c->qualname, "Thread._wait_for_tstate_lock") || streq(c->qualname, "_wait_for_tstate_lock") ||
+            streq(c->qualname, "Thread.join"))
                 return PYTHON_WAIT_JOIN;
         return PYTHON_WAIT_NONE;
 }
@@ -1050,6 +1073,8 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         if (o->frames == PY_FRAMES_OBJECT) {
                 if (py_read_ptr(p, frame + o->frame_code, &code) == 0)
                         ret->kind = top_wait_kind(p, code);
+                if (ret->kind == PYTHON_WAIT_JOIN)
+                        ret->owner = joined_thread(p, futex);
                 return 0;
         }
         if (o->iframe_size > sizeof buf)
@@ -1066,6 +1091,8 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         if (!code)
                 return 0;
         ret->kind = top_wait_kind(p, code);
+        if (ret->kind == PYTHON_WAIT_JOIN)
+                ret->owner = joined_thread(p, futex);
         if (ret->kind != PYTHON_WAIT_NONE)
                 return 0;
         /* The lock objects' locks are semaphores from 3.8 to 3.12 (3.13's are PyMutexes: their waits are on a

@@ -871,6 +871,22 @@ static bool waits_for_itself(const ThreadWait *w, uint64_t address) {
         return !counted || (peers_thread_timeslices(w->pid, w->tid, &after) && after == before);
 }
 
+/* A join: an edge to the thread it waits to exit, in its own process. */
+static int edge_join(EdgeCtx *c, uint64_t addr, pid_t joined) {
+        char object[64];
+        WaitEdge *e;
+        int k;
+
+        snprintf(object, sizeof object, "the exit of thread %d", (int) joined);
+        k = edge_add(c, WAIT_KIND_JOIN, -1, 0, object, c->w->pid, -1, NULL);
+        if (k < 0)
+                return k;
+        e = &c->chain->edges[c->chain->n_edges - 1];
+        e->peer_tid = joined;
+        e->address = addr;
+        return 0;
+}
+
 /* A futex wait on a glibc mutex is an edge to its holder (see peers_futex_mutex()). Any other futex wait (a
  * condition variable, a semaphore, glibc's internal locks, another library's own) is not: nothing in it names an
  * owner, and we do not guess one. */
@@ -889,9 +905,16 @@ static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc) {
         k = r->runtime_wait(r->runtime_userdata, c->w->pid, c->w->tid, sc->args[0], &rw);
         if (k <= 0 || rw.kind == PYTHON_WAIT_NONE || rw.kind == PYTHON_WAIT_CONDITION)
                 return k;
-        if (rw.kind == PYTHON_WAIT_JOIN)
-                return edge_add(c, WAIT_KIND_OTHER, -1, 0, "Thread.join", 0, -1,
-                                "it waits for a thread to exit (Thread.join)");
+        if (rw.kind == PYTHON_WAIT_JOIN) {
+                /* Its owner is the thread to exit: found by its tstate lock where the version keeps it. */
+                if (rw.owner <= 0 || thread_group_of(rw.owner) != c->w->pid)
+                        return edge_add(c, WAIT_KIND_OTHER, -1, 0, "Thread.join", 0, -1,
+                                        "it waits for a thread to exit (Thread.join)");
+                k = edge_join(c, sc->args[0], rw.owner);
+                if (k >= 0)
+                        c->chain->edges[c->chain->n_edges - 1].runtime = true;
+                return k;
+        }
         if (rw.kind == PYTHON_WAIT_GIL)
                 snprintf(object, sizeof object, "the GIL");
         else
@@ -918,22 +941,6 @@ static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc) {
         e->peer_tid = rw.owner;
         e->address = sc->args[0];
         e->runtime = true;
-        return 0;
-}
-
-/* A join: an edge to the thread it waits to exit, in its own process. */
-static int edge_join(EdgeCtx *c, uint64_t addr, pid_t joined) {
-        char object[64];
-        WaitEdge *e;
-        int k;
-
-        snprintf(object, sizeof object, "the exit of thread %d", (int) joined);
-        k = edge_add(c, WAIT_KIND_JOIN, -1, 0, object, c->w->pid, -1, NULL);
-        if (k < 0)
-                return k;
-        e = &c->chain->edges[c->chain->n_edges - 1];
-        e->peer_tid = joined;
-        e->address = addr;
         return 0;
 }
 

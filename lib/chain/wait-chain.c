@@ -371,12 +371,12 @@ static bool lock_cycle_holds(PeerResolver *r, const WaitChain *c, pid_t pid, con
 
                 if (!e || thread_wait_read(pid, tids[i], &w) < 0)
                         return false;
-                if (e->kind == WAIT_KIND_JOIN) {
+                if (e->kind == WAIT_KIND_JOIN && !e->runtime) {
                         if (peers_futex_join(pid, tids[i], &w.syscall, &joined) != 1 || joined != tids[(i + 1) % n])
                                 return false;
                         continue;
                 }
-                /* A runtime's lock (the GIL, an RLock) is asked of the runtime again. */
+                /* A runtime's lock (the GIL, an RLock) or join (Thread.join) is asked of the runtime again. */
                 if (e->runtime) {
                         if (w.syscall.kind != PROC_SYSCALL_BLOCKED || w.syscall.args[0] != e->address ||
                             !r->runtime_wait ||

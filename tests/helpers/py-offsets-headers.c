@@ -74,6 +74,11 @@ int main(void) {
         P("tstate_next", offsetof(PyThreadState, next));
         P("tstate_interp", offsetof(PyThreadState, interp));
         P("tstate_thread_id", offsetof(PyThreadState, thread_id));
+#if PY_VERSION_HEX < 0x030d0000
+        P("tstate_on_delete_data", offsetof(PyThreadState, on_delete_data));
+#else
+        NONE("tstate_on_delete_data");
+#endif
 #if PY_VERSION_HEX < 0x030b0000
         P("tstate_frame", offsetof(PyThreadState, frame));
         NONE("tstate_cframe");

@@ -193,6 +193,13 @@ def check_objects():
 
 
 def check_locks():
+    if T["tstate_on_delete_data"] is not None:
+        # The thread's tstate lock, which Thread.join() waits on, through the weakref the tstate keeps of it: a
+        # PyWeakReference's wr_object follows its object head.
+        ctypes.pythonapi.PyThreadState_Get.restype = ctypes.c_void_p
+        wr = ptr(ctypes.pythonapi.PyThreadState_Get() + T["tstate_on_delete_data"])
+        assert ptr(wr + 16) == id(threading.main_thread()._tstate_lock)
+        ok("tstate_on_delete_data")
     if T["lock_lock"] is not None:
         lock = _thread.allocate_lock()
         assert ptr(id(lock) + T["lock_lock"]) != 0

@@ -205,6 +205,39 @@ def test_rlock_abba_is_a_deadlock():
         p.wait()
 
 
+@pytest.mark.parametrize("exe", pythons())
+def test_a_join_leads_through_the_joined_thread(exe):
+    """The main thread in t.join() of a worker that reads a pipe from a sleeping child: the chain names the thread it
+    joins (3.8-3.12: the tstate lock it waits on is the one that thread's state keeps) and goes on through it to the
+    child. 3.13 joins on the thread handle's event: the edge says it is a join, no thread named."""
+    p = subprocess.Popen([exe, os.path.join(PYDIR, "join_reader.py")], stdout=subprocess.PIPE, text=True)
+    try:
+        word, sleeper = p.stdout.readline().split()
+        assert word == "ready"
+        sleeper = int(sleeper)
+        worker = [int(t) for t in os.listdir(f"/proc/{p.pid}/task") if int(t) != p.pid]
+        assert len(worker) == 1
+        wait_until(settled(p.pid, 1), timeout=10, what="the main thread in futex()")
+        wait_until(lambda: open(f"/proc/{p.pid}/task/{worker[0]}/syscall").read().split()[0] == "0",
+                   what="the worker in read()")
+        [doc] = dump_json("--peers=2", "--tid", p.pid, p.pid)
+        edges = doc["wait_chain"]["edges"]
+        [join] = [e for e in edges if e["from"]["tid"] == p.pid]
+        if tuple(map(int, version_of(exe).split(".")[:2])) >= (3, 13):
+            assert join["kind"] == "other" and join["to"] is None, join
+            assert join["reason"] == "it waits for a thread to exit (Thread.join)", join
+            return
+        assert join["kind"] == "join" and join["to"]["tid"] == worker[0], join
+        [read] = [e for e in edges if e["from"]["tid"] == worker[0]]
+        assert read["kind"] == "pipe" and read["to"]["pid"] == sleeper, read
+        text = stackctl("dump", "--peers=2", "--tid", p.pid, "--no-kernel", p.pid, check_rc=0).stdout.decode()
+        comm = doc["process"]["comm"]
+        assert f"futex → the exit of thread {worker[0]} → {p.pid} ({comm}) thread {worker[0]}" in text, text
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_lock_abba_shows_both_waiters_lines():
     """threading.Lock records no owner: the chain says so, and each waiter's Python line shows the ABBA."""
     p = start_fixture("abba.py", "lock")
