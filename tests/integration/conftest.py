@@ -89,6 +89,18 @@ def thread_names(pid):
     return out
 
 
+def threads64_parked(fixture):
+    """threads64 started, and its 64 workers (t00..t63) asleep in read(): {tid: name} of the workers."""
+    fx = fixture("threads64")
+
+    def workers():
+        return {tid: n for tid, n in thread_names(fx.pid).items() if re.fullmatch(r"t\d\d", n)}
+    wait_until(lambda: len(workers()) == 64, what="64 workers")
+    for tid in workers():
+        fx.wait_wchan("pipe_read", tid=tid)
+    return fx, workers()
+
+
 class Fixture:
     def __init__(self, name, args=(), env=None):
         self.name = name

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import (DEBUGDIR, SRCDIR, STACKCTL, assert_chain, dump_json, functions, read_stat, stackctl,
-                      thread_by_comm, thread_names, wait_until)
+                      thread_by_comm, thread_names, threads64_parked, wait_until)
 
 BR_CHAIN = [f"br_level_{i:02d}" for i in range(20, 0, -1)] + ["main"]
 
@@ -125,12 +125,7 @@ def test_two_thousand_threads_of_three_stacks_read_as_three_groups(fixture):
 
 
 def test_threads64_every_thread_its_own_chain(fixture):
-    fx = fixture("threads64")
-    def workers():
-        return {tid: n for tid, n in thread_names(fx.pid).items() if re.fullmatch(r"t\d\d", n)}
-    wait_until(lambda: len(workers()) == 64, what="64 workers")
-    for tid in workers():
-        fx.wait_wchan("pipe_read", tid=tid)
+    fx, _ = threads64_parked(fixture)
     [doc] = dump_json(fx.pid)
     assert len(doc["threads"]) == 65 and doc["capture"]["threads_total"] == 65
     for i in range(64):

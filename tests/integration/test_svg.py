@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import stackctl, thread_names, wait_until
+from conftest import stackctl, thread_names, threads64_parked, wait_until
 
 SVG = "{http://www.w3.org/2000/svg}"
 XMLLINT = shutil.which("xmllint") or "/usr/bin/xmllint"
@@ -102,13 +102,7 @@ def run_script(svg, root, click, search):
 
 
 def test_threads64_flame_graph(fixture):
-    fx = fixture("threads64")
-
-    def workers():
-        return {tid: n for tid, n in thread_names(fx.pid).items() if re.fullmatch(r"t\d\d", n)}
-    wait_until(lambda: len(workers()) == 64, what="64 workers")
-    for tid in workers():
-        fx.wait_wchan("pipe_read", tid=tid)
+    fx, _ = threads64_parked(fixture)
     out = stackctl("dump", "--svg", fx.pid, check_rc=0).stdout
     root = well_formed(out)
     fs = frames(root)
