@@ -27,6 +27,7 @@
 #include "serve/token-file.h"
 #include "http-admit.h"
 #include "http-tls.h"
+#include "web-assets.h"
 #include "http.h"
 
 /* Refused requests (401, 403) logged: at most this many lines per interval, then one line with how many more. */
@@ -519,6 +520,60 @@ static bool head_is_whole(struct MHD_Connection *c, const char *method, const ch
         return info->header_size <= sum;
 }
 
+/* ---- the web page: a static shell, served to anyone who reaches the listener ---- */
+
+/* The shell holds no data: every piece of it comes from the JSON API, which checks the token the page's script
+ * sends. So "/" and "/ui/ASSET" need no token: a browser cannot send a bearer header on navigation. */
+#define WEB_CSP "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " \
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+static const char *web_content_type(const char *name) {
+        const char *dot = strrchr(name, '.');
+
+        if (dot && streq(dot, ".html"))
+                return "text/html; charset=utf-8";
+        if (dot && streq(dot, ".js"))
+                return "text/javascript; charset=utf-8";
+        if (dot && streq(dot, ".css"))
+                return "text/css; charset=utf-8";
+        return "application/octet-stream";
+}
+
+static const WebAsset *web_asset_for(const char *url) {
+        const char *name;
+
+        if (streq(url, "/"))
+                name = "index.html";
+        else if (startswith(url, "/ui/"))
+                name = url + 4;
+        else
+                return NULL;
+        for (const WebAsset *a = web_assets; a->name; a++)
+                if (streq(a->name, name))
+                        return a;
+        return NULL;
+}
+
+static enum MHD_Result web_reply(Http *h, struct MHD_Connection *c, const WebAsset *a) {
+        struct MHD_Response *resp;
+        enum MHD_Result r;
+
+        resp = MHD_create_response_from_buffer(a->size, (void *) a->data, MHD_RESPMEM_PERSISTENT);
+        if (!resp)
+                return MHD_NO;
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, web_content_type(a->name));
+        (void) MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        /* Revalidated every time: a daemon upgraded under an open tab serves its new script on the next load. */
+        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        (void) MHD_add_response_header(resp, "Content-Security-Policy", WEB_CSP);
+        (void) MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+        (void) MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+        r = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        metrics_count_http(h->daemon.metrics, MHD_HTTP_OK);
+        return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -534,6 +589,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                         return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                                 "a NUL byte (or whitespace other than one space after a colon) in "
                                                 "the request line or headers");
+                const WebAsset *asset = web_asset_for(url);
+                if (asset && (streq(method, MHD_HTTP_METHOD_GET) || streq(method, MHD_HTTP_METHOD_HEAD)))
+                        return web_reply(h, c, asset);
+
                 bool missing;
                 HttpScope scope = authorized(l, c, &missing);
 
