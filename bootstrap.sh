@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 PACKAGES="build-essential autoconf automake pkg-config libdw-dev libelf-dev libunwind-dev libjson-c-dev libyaml-dev libzstd-dev zlib1g-dev libsystemd-dev libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev zstd systemd
 check python3-pytest util-linux binutils elfutils prometheus prometheus-alertmanager systemd-journal-remote libiberty-dev
 libdebuginfod-dev debuginfod rustc clang libclang-rt-14-dev libpython3.11 golang-go
-default-jdk-headless libxml2-utils"
+default-jdk-headless libxml2-utils chromium"
 
 missing=""
 for p in $PACKAGES; do
@@ -26,3 +26,8 @@ autoreconf -fi
 ./configure --enable-werror --with-libunwind "$@"
 make -j"$(nproc)"
 make -j"$(nproc)" fixtures
+# The browser tests' driver (tests/browser/package-lock.json pins it; it downloads no browser: Debian's chromium).
+# Without npm or the registry, tests/integration/test_web.py skips with the reason.
+if command -v npm >/dev/null; then
+        npm ci --prefix tests/browser --no-audit --no-fund || echo "bootstrap.sh: npm ci failed: the browser tests will skip" >&2
+fi

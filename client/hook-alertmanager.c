@@ -198,6 +198,7 @@ static json_object *alert_from_event(json_object *ev) {
             add_nonempty(ann, "python_cycle", cycle) < 0 ||
             add_nonempty(ann, "stack", stack) < 0 || add_nonempty(ann, "exe", json_get_string(ev, "exe")) < 0 ||
             add_nonempty(ann, "cmdline", cmdline) < 0 || add_nonempty(ann, "snapshot_id", id) < 0 ||
+            add_nonempty(ann, "snapshot_page", json_get_string(ev, "page_url")) < 0 ||
             add_nonempty(ann, "snapshot_fetch", howto) < 0 ||
             add_nonempty(ann, "snapshot_error", json_get_string(ev, "error")) < 0 ||
             add_nonempty(ann, "cgroup", json_get_string(ev, "cgroup")) < 0)

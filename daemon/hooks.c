@@ -151,7 +151,7 @@ json_object *hooks_event_to_json(const HookEvent *ev) {
         if (json_add_string(o, "schema", HOOK_EVENT_SCHEMA) < 0 || json_add_string(o, "rule", ev->rule) < 0 ||
             json_add_int(o, "pid", ev->pid, ev->pid > 0) < 0 || json_add_int(o, "tid", ev->tid, ev->tid > 0) < 0 ||
             json_add_string(o, "comm", ev->comm) < 0 || json_add_string(o, "class", ev->klass) < 0 ||
-            json_add_string(o, "snapshot_id", ev->snapshot_id) < 0 ||
+            json_add_string(o, "snapshot_id", ev->snapshot_id) < 0 || json_add_string(o, "page_url", ev->page_url) < 0 ||
             json_add_string(o, "snapshot", ev->snapshot_path) < 0 || json_add_string(o, "summary", ev->summary) < 0 ||
             json_add_string(o, "error", ev->error) < 0 ||
             json_add_int(o, "timestamp_usec", (int64_t) ev->timestamp_usec, ev->timestamp_usec > 0) < 0 ||
@@ -213,6 +213,7 @@ static int hook_env_new(const HookEvent *ev, char ***ret) {
             (r = env_add(envp, &n, HOOK_ENV_CLASS, ev->klass)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_SNAPSHOT, ev->snapshot_path)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_SNAPSHOT_ID, ev->snapshot_id)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_PAGE_URL, ev->page_url)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_SUMMARY, ev->summary)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_ERROR, ev->error)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_TIMESTAMP, ev->timestamp_usec > 0 ? timestamp : NULL)) < 0 ||

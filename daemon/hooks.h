@@ -25,6 +25,7 @@ typedef struct Hooks Hooks;
 #define HOOK_ENV_CLASS "STACKWATCH_CLASS"
 #define HOOK_ENV_SNAPSHOT "STACKWATCH_SNAPSHOT"                 /* the archived file's absolute path */
 #define HOOK_ENV_SNAPSHOT_ID "STACKWATCH_SNAPSHOT_ID"
+#define HOOK_ENV_PAGE_URL "STACKWATCH_PAGE_URL"                 /* the snapshot's web page, with a TCP listener */
 #define HOOK_ENV_SUMMARY "STACKWATCH_SUMMARY"
 #define HOOK_ENV_ERROR "STACKWATCH_ERROR"                       /* why there is no snapshot */
 #define HOOK_ENV_TIMESTAMP "STACKWATCH_TIMESTAMP"               /* CLOCK_REALTIME µs since the epoch */
@@ -61,6 +62,7 @@ typedef struct HookEvent {
         const char *klass;              /* thread class name, e.g. "blocked" */
         const char *snapshot_id;        /* NULL when there is no snapshot (capture off, failed, or over budget) */
         const char *snapshot_path;      /* absolute path of the archived file, NULL with snapshot_id */
+        const char *page_url;           /* the snapshot's web page; NULL without a snapshot or a TCP listener */
         const char *summary;            /* one line: "pid 1234 (nginx) thread 1240 blocked for 125.0 s in read" */
         const char *error;              /* why there is no snapshot, NULL otherwise */
         uint64_t timestamp_usec;        /* CLOCK_REALTIME of the firing (of the recovery, when resolved) */

@@ -157,6 +157,7 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_DURATION", duration_text[0] ? duration_text : NULL) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_STATE", ev->state) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_ID", ev->snapshot) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_PAGE_URL", ev->page_url) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_ERROR", ev->error) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_COMM", comm) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_EXE", exe) < 0 ||

@@ -43,6 +43,7 @@ typedef struct JournalEvent {
         const char *rule;
         const char *klass;
         const char *snapshot;   /* STACKWATCH_SNAPSHOT_ID */
+        const char *page_url;   /* STACKWATCH_PAGE_URL: the snapshot's web page, with a TCP listener */
         const char *comm;       /* process-supplied: escaped before it is logged, like exe, unit, cgroup, cmdline */
         bool object;            /* the record is about PID: OBJECT_PID=, so journald adds the process's own fields
                                  * (OBJECT_EXE=, OBJECT_SYSTEMD_UNIT=, ...) and journalctl -u UNIT shows it */

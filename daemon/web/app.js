@@ -80,12 +80,14 @@ async function health() {
   const f = document.getElementById('health');
   const r = await api('/healthz');
   if (r.error) { f.replaceChildren(el('span', { class: 'refused' }, 'health: ' + authHint(r))); return; }
-  const h = r.json, parts = [];
+  const h = r.json, sc = h.scan || {}, parts = [];
   parts.push('status ' + (h.status || '?'));
-  if (h.last_scan_age_ms !== undefined) parts.push('last scan ' + fmtMs(h.last_scan_age_ms) + ' ago');
-  if (h.scans !== undefined) parts.push(h.scans + ' scans');
-  const snaps = h.snapshots_written ?? (h.snapshots && h.snapshots.written);
-  if (snaps !== undefined) parts.push(snaps + ' snapshots written');
+  const age = sc.last_scan_age_ms ?? h.last_scan_age_ms;
+  if (age !== undefined) parts.push('last scan ' + fmtMs(age) + ' ago');
+  if (sc.scans !== undefined) parts.push(sc.scans + ' scans');
+  if (sc.threads !== undefined) parts.push(sc.threads + ' threads in ' + sc.processes + ' processes');
+  const snaps = h.snapshots_written ?? (h.archive && h.archive.snapshots);
+  if (snaps !== undefined) parts.push(snaps + ' snapshots');
   const reload = h.reload || (h.config && h.config.reload);
   if (reload !== undefined) parts.push('config reload ' + (typeof reload === 'object' ? JSON.stringify(reload) : reload));
   f.replaceChildren(el('span', { id: 'health-text' }, parts.join(' · ')));
@@ -267,7 +269,7 @@ async function viewSnapshot(id) {
     el('dt', {}, 'Taken'), el('dd', {}, fmtTime(s.timestamp_usec)),
     el('dt', {}, 'Rule'), el('dd', {}, trig.rule || (s.trigger ? '' : 'none: captured on request')),
     el('dt', {}, 'Class'), el('dd', {}, trig.class || ''),
-    el('dt', {}, 'For'), el('dd', {}, trig.for_ms !== undefined ? fmtMs(trig.for_ms) : ''),
+    el('dt', {}, 'For'), el('dd', {}, trig.duration_us !== undefined ? fmtMs(trig.duration_us / 1000) : ''),
     el('dt', {}, 'Details'), el('dd', {}, el('pre', {}, s.trigger ? JSON.stringify(trig, null, 1) : '')));
   const chain = el('div', { class: 'picture', id: 'chain-picture' }, 'Loading…');
   const flame = el('div', { class: 'picture', id: 'flame-picture' }, 'Loading…');

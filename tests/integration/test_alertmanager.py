@@ -85,8 +85,13 @@ def am_alerts(am, **labels):
     return [a for a in alerts if all(a["labels"].get(k) == v for k, v in labels.items())]
 
 
-def test_alert_fires_with_the_stack_and_resolves_when_the_thread_recovers(daemon, alertmanager, hang):
-    d = daemon(config(alertmanager.url))
+def test_alert_fires_with_the_stack_and_resolves_when_the_thread_recovers(daemon, alertmanager, hang, tmp_path):
+    # A TCP listener: the alert links to the snapshot's page on it.
+    token = tmp_path / "token"
+    token.write_text("s3cr3t\n")
+    token.chmod(0o600)
+    d = daemon(config(alertmanager.url) + f"http:\n  socket: \"@SOCKET@\"\n  listen: 127.0.0.1:0\n  token_file: {token}\n")
+    host, port = d.tcp_address()
     h = hang("am-recover")
     t0 = time.monotonic()
     alerts = wait_until(lambda: am_alerts(alertmanager, pid=str(h.pid)), timeout=20, interval=0.1,
@@ -105,6 +110,7 @@ def test_alert_fires_with_the_stack_and_resolves_when_the_thread_recovers(daemon
     sid = snaps[0]["id"]
     assert ann["snapshot_id"] == sid and f"stackctl show {sid}" in ann["snapshot_fetch"]
     assert f"/snapshots/{sid}" in ann["snapshot_fetch"]
+    assert ann["snapshot_page"] == f"http://{host}:{port}/#/snapshots/{sid}"
     assert ann["summary"].startswith(f"pid {h.pid} (am-recover) thread {h.pid} blocked for ")
     assert ann["exe"] == os.path.realpath(sys.executable)
     assert ann["cmdline"].startswith(sys.executable + " -c")

@@ -65,6 +65,7 @@ def test_hook_gets_the_event_in_its_environment(daemon, fixture, tmp_path):
     ev = json.loads(env["STACKWATCH_EVENT"])
     assert ev["schema"] == "stackwatch.hook-event/1" and ev["rule"] == "hooked" and ev["pid"] == fx.pid
     assert ev["snapshot_id"] == sid and ev["snapshot"] == env["STACKWATCH_SNAPSHOT"] and ev["error"] is None
+    assert ev["page_url"] is None  # no TCP listener: no page to link to
     # Only what stackwatch puts there: not the daemon's environment (NOTIFY_SOCKET, HOME, ...).
     assert set(env) <= {"PATH", "PWD", "STACKWATCH_RULE", "STACKWATCH_PID", "STACKWATCH_TID", "STACKWATCH_COMM",
                         "STACKWATCH_CLASS", "STACKWATCH_SNAPSHOT", "STACKWATCH_SNAPSHOT_ID", "STACKWATCH_SUMMARY",
@@ -84,6 +85,22 @@ def test_hook_gets_the_event_in_its_environment(daemon, fixture, tmp_path):
                what="the hook's output and exit in the log")
     metrics = d.get("/metrics")[2].decode()
     assert "stackwatch_hook_runs_total 1\n" in metrics and "stackwatch_hook_failures_total 0\n" in metrics
+
+
+def test_hook_links_the_snapshot_page_with_a_tcp_listener(daemon, fixture, tmp_path):
+    out = tmp_path / "env.out"
+    hook = script(tmp_path, "dump-env", f'env -0 > "{out}.tmp" && mv "{out}.tmp" "{out}"\n')
+    token = tmp_path / "token"
+    token.write_text("s3cr3t\n")
+    token.chmod(0o600)
+    d = daemon(config([hook]) + f"http:\n  socket: \"@SOCKET@\"\n  listen: 127.0.0.1:0\n  token_file: {token}\n")
+    host, port = d.tcp_address()
+    fx = fixture("block-read", "--name", "br-hook").wait_wchan("pipe_read")
+    wait_until(out.exists, timeout=15, what="the hook to run")
+    env = read_env(out)
+    sid = d.snapshots("--pid", str(fx.pid))[0]["id"]
+    assert env["STACKWATCH_PAGE_URL"] == f"http://{host}:{port}/#/snapshots/{sid}"
+    assert json.loads(env["STACKWATCH_EVENT"])["page_url"] == env["STACKWATCH_PAGE_URL"]
 
 
 def test_hook_without_snapshot_says_why(daemon, fixture, tmp_path):

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import wait_until
+from conftest import free_port, wait_until
 
 JOURNALD = "/lib/systemd/systemd-journald"
 FIRED = "5b6a1e30c8f84d5a9f8c1e2d7a4b3c01"
@@ -114,9 +114,23 @@ def test_one_record_per_firing_with_everything_in_it(journald_daemon, fixture):
     empty = [k for k, v in rec.items() if v == "" and k.startswith("STACKWATCH_")]
     assert empty == [], empty
     assert "STACKWATCH_ERROR" not in rec and "STACKWATCH_HOOK" not in rec
+    assert "STACKWATCH_PAGE_URL" not in rec  # no TCP listener: no page to link to
     # Everything the daemon logs went to that journal, not to stderr.
     assert journal(jdir, "SYSLOG_IDENTIFIER=stackwatchd", "-g", "starting")
     assert "fired" not in d.log_text()
+
+
+def test_the_record_links_the_snapshot_page_with_a_tcp_listener(journald_daemon, fixture, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cr3t\n")
+    token.chmod(0o600)
+    port = free_port()
+    d, jdir = journald_daemon(RULES + f"http:\n  socket: \"@SOCKET@\"\n  listen: 127.0.0.1:{port}\n  token_file: {token}\n")
+    fx = fixture("block-read", "--name", "jr-hang").wait_wchan("pipe_read")
+    recs = wait_until(lambda: journal(jdir, f"MESSAGE_ID={FIRED}", f"STACKWATCH_PID={fx.pid}"), timeout=20,
+                      interval=0.1, what="the firing's record in the journal")
+    sid = d.snapshots("--pid", str(fx.pid))[0]["id"]
+    assert recs[0]["STACKWATCH_PAGE_URL"] == f"http://127.0.0.1:{port}/#/snapshots/{sid}"
 
 
 def test_a_refused_reload_is_a_record_with_the_error(journald_daemon, fixture):
