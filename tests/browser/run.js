@@ -43,6 +43,7 @@ async function main() {
     await row.first().waitFor({ timeout: 20000 });
     result.steps.now = {
       seconds: (Date.now() - t0) / 1000,
+      seconds_since_hang: (Date.now() - cfg.started_ms) / 1000,
       url: page.url(),
       token_in_storage: await page.evaluate(() => sessionStorage.getItem('stackwatch-token')),
       comm_text: await row.first().locator('td.comm').textContent(),

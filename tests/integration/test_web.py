@@ -84,13 +84,13 @@ def test_page_in_chromium(web_daemon, tmp_path):
                           env=dict(os.environ, FIXTURE_LIFETIME="300"))
     try:
         assert fx.stdout.readline().strip() == b"READY"
-        started = time.monotonic()
+        started, started_epoch_ms = time.monotonic(), time.time() * 1000
         # The rule fires (its snapshot is what the page opens).
         wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=FOR_S + 15, what="the rule's snapshot")
         out = os.path.join(BROWSER_DIR, "out")
         os.makedirs(out, exist_ok=True)
         cfg = dict(base=f"http://{host}:{port}", read_token="read-s3cret", capture_token="capture-s3cret",
-                   pid=fx.pid, hostile_comm=HOSTILE_COMM, out=out, user_data_dir=str(tmp_path / "chromium"))
+                   pid=fx.pid, hostile_comm=HOSTILE_COMM, started_ms=started_epoch_ms, out=out, user_data_dir=str(tmp_path / "chromium"))
         r = subprocess.run(["node", os.path.join(BROWSER_DIR, "run.js"), json.dumps(cfg)], capture_output=True,
                            timeout=180, cwd=BROWSER_DIR)
         assert r.stdout, r.stderr.decode(errors="replace")
@@ -104,7 +104,8 @@ def test_page_in_chromium(web_daemon, tmp_path):
         assert s["now"]["token_in_storage"] == "read-s3cret"
         # The hung thread is in "Now" within a few seconds of its rule's for:, its name shown as text.
         assert time.monotonic() - started < 60
-        assert s["now"]["seconds"] < FOR_S + 10, s["now"]
+        # (seconds_since_hang: from the fixture's READY, its rule's for: included, to the row in the page.)
+        assert s["now"]["seconds_since_hang"] < FOR_S + 10, s["now"]
         assert s["now"]["comm_text"] == HOSTILE_COMM and s["now"]["injected"] == 0 and s["now"]["refreshed"]
         assert "status ok" in s["now"]["health"], s["now"]
         # Its snapshot: what fired, the grouped stacks (the culprit's open), both pictures or their fallback.
