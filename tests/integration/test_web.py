@@ -24,7 +24,7 @@ rules:
     class: blocked
     for: {FOR_S}s
     comm: "{HOSTILE_COMM}"
-    cooldown: 1h
+    cooldown: 1s
 http:
   socket: "@SOCKET@"
   listen: 127.0.0.1:0
@@ -85,8 +85,8 @@ def test_page_in_chromium(web_daemon, tmp_path):
     try:
         assert fx.stdout.readline().strip() == b"READY"
         started, started_epoch_ms = time.monotonic(), time.time() * 1000
-        # The rule fires (its snapshot is what the page opens).
-        wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=FOR_S + 15, what="the rule's snapshot")
+        # The rule fires, twice (cooldown 1s): the page opens the newest and compares it with the one before.
+        wait_until(lambda: len(d.snapshots("--pid", str(fx.pid))) >= 2, timeout=FOR_S + 15, what="two snapshots")
         out = os.path.join(BROWSER_DIR, "out")
         os.makedirs(out, exist_ok=True)
         cfg = dict(base=f"http://{host}:{port}", read_token="read-s3cret", capture_token="capture-s3cret",
@@ -112,7 +112,8 @@ def test_page_in_chromium(web_daemon, tmp_path):
         snap = s["snapshot"]
         assert s["snapshots"]["rows"] >= 1
         assert "web-hung" in snap["why"] and HOSTILE_CMD in snap["cmdline"] and snap["injected"] == 0, snap
-        assert snap["groups"] >= 1
+        assert snap["groups"] >= 1 and snap["open_groups"] == 1  # the culprit's group, open
+        assert snap["diff"].startswith("Against ") and "The same groups as the previous snapshot." in snap["diff"], snap
         snap_id = d.snapshots("--pid", str(fx.pid))[0]["id"]
         svg_code = http_get((host, port), f"/snapshots/{snap_id}?format=svg&picture=flame",
                             headers={"Authorization": "Bearer read-s3cret"})[0]
