@@ -14,7 +14,7 @@
 #include "base/time-util.h"
 #include "store/archive.h"
 #include "firing.h"
-#include "http.h"
+#include "page-link.h"
 #include "journal.h"
 
 /* A firing alert expires after this many repeat intervals without being sent again: one missed repeat (a loaded
@@ -222,7 +222,7 @@ void firing_log(const Firing *f, const FiringJournal *j) {
                         return (void) log_oom();
         }
         JournalEvent ev = firing_event(f, SW_MESSAGE_RULE_FIRED, "firing", f->fired_usec);
-        _cleanup_free_ char *page = http_snapshot_page_url(f->snapshot_id);
+        _cleanup_free_ char *page = page_link_snapshot(f->snapshot_id);
 
         ev.page_url = page;
 
@@ -246,7 +246,7 @@ void alerts_done(Alerts *a) {
 /* Run F's hook: a new firing, a repeat, or the recovery. */
 static void alert_send(Hooks *h, Firing *f, bool resolved, bool repeat, uint64_t repeat_usec) {
         uint64_t now_real = now_usec(CLOCK_REALTIME), at = resolved || repeat ? now_real : f->fired_usec;
-        _cleanup_free_ char *summary = firing_summary(f, resolved, at), *page = http_snapshot_page_url(f->snapshot_id);
+        _cleanup_free_ char *summary = firing_summary(f, resolved, at), *page = page_link_snapshot(f->snapshot_id);
 
         if (!summary) {
                 log_oom();

@@ -27,6 +27,7 @@
 #include "serve/token-file.h"
 #include "http-admit.h"
 #include "http-tls.h"
+#include "page-link.h"
 #include "web-assets.h"
 #include "http.h"
 
@@ -520,31 +521,6 @@ static bool head_is_whole(struct MHD_Connection *c, const char *method, const ch
         return info->header_size <= sum;
 }
 
-/* The page's base URL ("http://HOST:PORT", https with TLS), from the first TCP listener: alerts link to a snapshot's
- * page with it. A wildcard address becomes the host name, which a reader of the alert can resolve. */
-static char *page_base;
-
-static void page_base_set(const char *name, bool tls) {
-        const char *hostport = name + strlen("http://");
-        char host[HOST_NAME_MAX + 1] = "";
-
-        if (page_base)
-                return;
-        if ((startswith(hostport, "0.0.0.0:") || startswith(hostport, "[::]:")) && gethostname(host, sizeof host) == 0) {
-                host[sizeof host - 1] = 0;
-                (void) asprintf(&page_base, "%s://%s%s", tls ? "https" : "http", host, strrchr(hostport, ':'));
-        } else
-                (void) asprintf(&page_base, "%s://%s", tls ? "https" : "http", hostport);
-}
-
-char *http_snapshot_page_url(const char *id) {
-        char *s;
-
-        if (!page_base || !id)
-                return NULL;
-        return asprintf(&s, "%s/#/snapshots/%s", page_base, id) < 0 ? NULL : s;
-}
-
 /* ---- the web page: a static shell, served to anyone who reaches the listener ---- */
 
 /* The shell holds no data: every piece of it comes from the JSON API, which checks the token the page's script
@@ -762,7 +738,7 @@ static int listener_add(Http *h, int fd, bool tcp, const char *name) {
         if (r < 0)
                 return log_error_errno(r, "Failed to add the HTTP server on %s to the event loop: %m", name);
         if (tcp && startswith(name, "http://"))
-                page_base_set(name, tls);
+                page_link_set_base(name + strlen("http://"), tls);
         if (tls && startswith(name, "http://"))
                 log_info("Listening on https://%s (TLS; bearer token required)", name + strlen("http://"));
         else

@@ -90,7 +90,3 @@ enum MHD_Result http_reply_retry(Http *h, struct MHD_Connection *c, uint64_t ret
 
 /* A connection the handler suspended was resumed: run MHD soon. */
 void http_kick(Http *h);
-
-/* The page of snapshot ID on the first TCP listener ("http://HOST:PORT/#/snapshots/ID"); NULL without one (or on
- * OOM). Freed by the caller. */
-char *http_snapshot_page_url(const char *id);

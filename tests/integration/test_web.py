@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import FIXTURES, SRCDIR, http_get, wait_until
+from conftest import BUILDDIR, FIXTURES, SRCDIR, http_get, wait_until
 
 BROWSER_DIR = os.path.join(SRCDIR, "tests", "browser")
 CHROMIUM = "/usr/bin/chromium"
@@ -87,7 +87,7 @@ def test_page_in_chromium(web_daemon, tmp_path):
         started, started_epoch_ms = time.monotonic(), time.time() * 1000
         # The rule fires, twice (cooldown 1s): the page opens the newest and compares it with the one before.
         wait_until(lambda: len(d.snapshots("--pid", str(fx.pid))) >= 2, timeout=FOR_S + 15, what="two snapshots")
-        out = os.path.join(BROWSER_DIR, "out")
+        out = os.path.join(BUILDDIR, "tests", "browser", "out")  # test output: screenshots
         os.makedirs(out, exist_ok=True)
         cfg = dict(base=f"http://{host}:{port}", read_token="read-s3cret", capture_token="capture-s3cret",
                    pid=fx.pid, hostile_comm=HOSTILE_COMM, started_ms=started_epoch_ms, out=out, user_data_dir=str(tmp_path / "chromium"))
