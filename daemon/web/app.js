@@ -117,7 +117,7 @@ async function viewNow() {
     stamp.textContent = threads.length + ' thread(s) in a problem class · refreshed ' + new Date().toLocaleTimeString();
   }
   await refresh();
-  refreshTimer = setInterval(() => { refresh(); health(); }, 2000);
+  refreshTimer = setInterval(refresh, 2000);
 }
 
 // ---- Snapshots: the archive, newest first, paged ----
@@ -296,7 +296,7 @@ async function viewProcess(pid) {
     button.disabled = false;
     if (r.status === 403) {
       result.replaceChildren(el('p', { class: 'refused', id: 'capture-refused' },
-        'Refused: this token may read, not capture (' + r.error + ')'));
+        'Refused (403): ' + r.error));
       return;
     }
     if (r.error) { result.replaceChildren(el('p', { class: 'refused', id: 'capture-refused' }, authHint(r))); return; }
@@ -338,3 +338,4 @@ document.getElementById('token-form').addEventListener('submit', ev => {
 window.addEventListener('hashchange', route);
 route();
 health();
+setInterval(health, 5000); // on every view: the footer says whether the daemon still scans

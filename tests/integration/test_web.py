@@ -69,6 +69,10 @@ def test_static_shell_headers(web_daemon):
         assert code == 200 and {k.lower(): v for k, v in headers.items()}["content-type"].startswith(ctype)
     assert http_get(addr, "/ui/nope.js")[0] == 401  # not an asset: an API path, which needs the token
     assert http_get(addr, "/processes")[0] == 401
+    # The same page on the unix socket (no token there: its mode is the access control), and HEAD.
+    assert web_daemon.get("/")[0] == 200 and web_daemon.get("/ui/app.css")[0] == 200
+    code, _, body = http_get(addr, "/", method="HEAD")
+    assert code == 200 and body == b""
 
 
 def test_page_in_chromium(web_daemon, tmp_path):
