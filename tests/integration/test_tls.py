@@ -1,6 +1,7 @@
 """The TCP API over TLS (libmicrohttpd with GnuTLS) with two token scopes, against real clients: curl, stackctl
 --host https:// --cacert, and Prometheus scraping over TLS with the read token. A read token reads everything and
 captures nothing (403 on /stacks); no token is 401; plain TCP on a non-loopback address is refused."""
+import json
 import os
 import re
 import subprocess
@@ -138,3 +139,20 @@ scrape_configs:
         assert res[0]["metric"]["job"] == "stackwatch" and float(res[0]["value"][1]) > 0
     finally:
         prom.stop()
+
+
+def test_the_page_over_tls_and_the_alert_links_to_it_with_https(daemon, fixture, pki, tmp_path):
+    """The page is served on the TLS listener, and a hook's link to the snapshot's page says https."""
+    out = tmp_path / "page-url"
+    hook = tmp_path / "hook"
+    hook.write_text(f'#!/bin/sh\nprintf %s "$STACKWATCH_PAGE_URL" > "{out}.tmp" && mv "{out}.tmp" "{out}"\n')
+    hook.chmod(0o755)
+    rules = (f"rules:\n  - name: tls-hung\n    class: blocked\n    for: 1s\n    comm: br-tls\n    cooldown: 1h\n"
+             f"    actions: [snapshot, log, hook]\n    hook: [{json.dumps(str(hook))}]\n")
+    d = daemon(CONFIG.format(pki=pki).replace("rules: []\n", rules))
+    url = https_address(d)
+    assert curl(f"{url}/", None, pki / "ca.pem") == (0, "200")
+    fx = fixture("block-read", "--name", "br-tls").wait_wchan("pipe_read")
+    wait_until(out.exists, timeout=15, what="the hook to run")
+    sid = d.snapshots("--pid", str(fx.pid))[0]["id"]
+    assert out.read_text() == f"{url}/#/snapshots/{sid}"
