@@ -107,6 +107,15 @@ async function main() {
       groups: await page.locator('#capture-result details').count(),
     };
     await shot('capture');
+
+    // Without a token, the page says what it needs instead of showing an empty table.
+    phase = 'no-token';
+    await page.evaluate(() => sessionStorage.clear());
+    await page.goto(cfg.base + '/#/');
+    await page.reload();
+    await waitFor(page, () => /wants a token/.test(document.getElementById('now-stamp').textContent), null, 10000);
+    result.steps.no_token = { text: await page.locator('#now-stamp').textContent() };
+    await shot('no-token');
     result.steps.final_dialogs = result.dialogs.length;
   } finally {
     await context.close();

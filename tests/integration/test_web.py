@@ -129,8 +129,9 @@ def test_page_in_chromium(web_daemon, tmp_path):
         # Capture now: refused, visibly, with the read token; done with the capture token.
         assert "may read, not capture" in s["capture_read"]["text"], s
         assert s["capture"]["text"].startswith("Captured 1 thread") and s["capture"]["groups"] >= 1, s
+        assert "paste one in the token box" in s["no_token"]["text"], s
         assert res["dialogs"] == [], res["dialogs"]
-        for name in ("now", "snapshots", "snapshot", "capture-refused", "capture"):
+        for name in ("now", "snapshots", "snapshot", "capture-refused", "capture", "no-token"):
             assert os.path.getsize(os.path.join(out, name + ".png")) > 1000
     finally:
         fx.kill()
