@@ -136,7 +136,8 @@ def test_served_json_is_rewritten_not_passed_through(daemon, fixture):
 
 
 def big_snapshot(doc, threads=4000, frames=64):
-    """DOC grown past the realistic worst case (2,000 threads of 64 frames): THREADS threads of FRAMES frames."""
+    """DOC grown past the realistic worst case (2,000 threads of 64 frames): THREADS threads of FRAMES frames, each
+    thread's at addresses of its own, so that no two are alike and text prints every one (not one group)."""
     t0 = doc["threads"][0]
     frame = (t0.get("frames") or [{"pc": "0x401000", "function": "spin", "module": 0}])[0]
     doc["threads"] = []
@@ -144,7 +145,7 @@ def big_snapshot(doc, threads=4000, frames=64):
         t = dict(t0)
         t["tid"] = 100000 + i
         t["comm"] = f"worker-{i}"
-        t["frames"] = [dict(frame, pc=hex(0x401000 + 16 * k), function=f"worker_function_number_{k}")
+        t["frames"] = [dict(frame, pc=hex(0x401000 + 16 * k + (i << 20)), function=f"worker_function_number_{k}")
                        for k in range(frames)]
         doc["threads"].append(t)
 

@@ -264,8 +264,9 @@ static void check_event_json(const char *s, const HookEvent *ev) {
         json_object *j = json_tokener_parse(s), *cycle;
 
         ck_assert_msg(j, "STACKWATCH_EVENT is not JSON: %s", s);
-        ck_assert_int_eq(json_object_object_length(j), 25);
+        ck_assert_int_eq(json_object_object_length(j), 26);
         ck_assert_str_eq(json_str(j, "schema"), HOOK_EVENT_SCHEMA);
+        ck_assert_pstr_eq(json_str(j, "page_url"), ev->page_url);
         ck_assert_str_eq(json_str(j, "rule"), ev->rule);
         ck_assert_int_eq(json_int(j, "pid"), ev->pid);
         ck_assert_int_eq(json_int(j, "tid"), ev->tid);
