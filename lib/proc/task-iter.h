@@ -1,0 +1,47 @@
+/* task-iter.h: every thread's scan facts in one pass of a BPF task iterator (task-iter.bpf.c), the source below the
+ * /proc floor: one read() returns thousands of fixed-size records, where /proc costs an open or a pread per file
+ * per thread. Loaded when the kernel (5.15+, with BTF), the build (--with-bpf) and the privileges (CAP_BPF and
+ * CAP_PERFMON, or CAP_SYS_ADMIN) allow it; else the caller keeps to /proc, and task_iter_new() says why.
+ *
+ * The conversions below turn a record into what the same thread's /proc files would show, so that the scan feeds
+ * one classifier the same facts from either source. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/macro.h"
+#include "model/proc-parse.h"
+#include "proc/task-record.h"
+
+typedef struct sw_task_record TaskRecord;
+typedef struct TaskIter TaskIter;
+
+/* Whether this build has the BPF scan at all. */
+bool task_iter_built(void);
+/* Load and attach the iterator. On failure -errno, and *RET_WHY (malloc'd; may be NULL on OOM) says why in words a
+ * log line can carry ("the kernel has no BTF (/sys/kernel/btf/vmlinux)", "built without BPF", …). */
+int task_iter_new(TaskIter **ret, char **ret_why);
+TaskIter *task_iter_free(TaskIter *it);
+DEFINE_TRIVIAL_CLEANUP_FUNC(TaskIter *, task_iter_free);
+/* One pass over every thread the reader's pid namespace sees, in tid order: *RET points to *RET_N records, owned by
+ * IT and valid until the next call. */
+int task_iter_read(TaskIter *it, const TaskRecord **ret, size_t *ret_n);
+
+/* The state letter of /proc's stat ("RSDTtXZPI"), from the raw bits as the kernel's task_state_index() maps them:
+ * a task the freezer holds (TASK_FROZEN, Linux 6.1) shows as its /proc file shows it. */
+char task_record_state(const TaskRecord *r);
+/* Whether a freezer holds it: TASK_FROZEN (v1, and the system's suspend freezer), or cgroup v2's trap. */
+bool task_record_frozen(const TaskRecord *r);
+/* stat's fields (pid, comm, state, ppid, flags, faults, utime and stime in clock ticks of HZ scaled as /proc scales
+ * the tick's split to the runtime, num_threads, starttime). comm is the task's 16 bytes: a kernel worker's
+ * "kworker/0:1-events" suffix, which /proc adds, is not there. */
+void task_record_stat(const TaskRecord *r, long hz, ProcStat *ret);
+void task_record_schedstat(const TaskRecord *r, ProcSchedstat *ret);
+/* false when the kernel keeps no I/O accounting. */
+bool task_record_io(const TaskRecord *r, ProcIo *ret);
+/* The syscall file's record: running, blocked in NR, or not in a syscall; false when the registers were not read
+ * (an exiting task, a kernel thread), where /proc would say "-1" or nothing useful. */
+bool task_record_syscall(const TaskRecord *r, ProcSyscall *ret);
+/* The wait channel as /proc/…/wchan names it ("" for none); NULL when it was not looked for. */
+const char *task_record_wchan(const TaskRecord *r);
