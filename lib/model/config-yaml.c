@@ -502,6 +502,20 @@ static const char *journal_mode_name(int i) {
         return config_journal_to_string((ConfigJournal) i);
 }
 
+static const char *scan_source_name(int i) {
+        return config_scan_source_to_string((ConfigScanSource) i);
+}
+
+static int parse_scan_source(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
+        const char *v = scalar(node);
+        ConfigScanSource src = config_scan_source_from_string(v);
+
+        if (src < 0)
+                return unknown_name(p, node, "scan source", v, scan_source_name, _CONFIG_SCAN_SOURCE_MAX);
+        *FIELD(base, k, ConfigScanSource) = src;
+        return 0;
+}
+
 static int parse_journal_mode(ConfigParser *p, const ConfigKey *k, yaml_node_t *node, void *base) {
         const char *v = scalar(node);
         ConfigJournal j = config_journal_from_string(v);
@@ -974,6 +988,11 @@ static const ConfigKey symbols_keys[] = {
 };
 static const ConfigTable symbols_table = { "in \"symbols\"", symbols_keys, ELEMENTSOF(symbols_keys) };
 
+static const ConfigKey scan_keys[] = {
+        KEY("source", CONFIG_NODE_SCALAR, parse_scan_source, Config, scan_source),
+};
+static const ConfigTable scan_table = { "in \"scan\"", scan_keys, ELEMENTSOF(scan_keys) };
+
 static const ConfigKey rule_keys[] = {
         KEY("name", CONFIG_NODE_SCALAR, parse_rule_name, Rule, name),
         KEY("class", CONFIG_NODE_SCALAR_OR_LIST, parse_rule_classes, Rule, classes),
@@ -1003,6 +1022,7 @@ static int parse_rules(ConfigParser *p, _unused_ const ConfigKey *k, yaml_node_t
 static const ConfigKey top_keys[] = {
         KEY("poll_interval", CONFIG_NODE_SCALAR, parse_poll_interval, Config, poll_interval_usec,
             .min = CONFIG_POLL_INTERVAL_MIN_USEC, .max = CONFIG_POLL_INTERVAL_MAX_USEC),
+        SECTION("scan", &scan_table),
         SECTION("archive", &archive_table),
         SECTION("capture", &capture_table),
         { .key = "http", .kind = CONFIG_NODE_MAPPING, .parse = parse_http_section, .table = &http_table },
@@ -1025,6 +1045,7 @@ assert_cc(ELEMENTSOF(top_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 assert_cc(ELEMENTSOF(http_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 assert_cc(ELEMENTSOF(hooks_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 assert_cc(ELEMENTSOF(symbols_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
+assert_cc(ELEMENTSOF(scan_keys) <= CONFIG_YAML_TABLE_KEYS_MAX);
 
 /* ---- rules ---- */
 

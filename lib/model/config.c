@@ -16,6 +16,13 @@ static const char *const config_journal_table[_CONFIG_JOURNAL_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP(config_journal, ConfigJournal);
 
+static const char *const config_scan_source_table[_CONFIG_SCAN_SOURCE_MAX] = {
+        [CONFIG_SCAN_AUTO] = "auto",
+        [CONFIG_SCAN_BPF] = "bpf",
+        [CONFIG_SCAN_PROC] = "proc",
+};
+DEFINE_STRING_TABLE_LOOKUP(config_scan_source, ConfigScanSource);
+
 /* ---- the model and its defaults ---- */
 
 Config *config_free(Config *c) {

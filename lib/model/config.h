@@ -122,12 +122,25 @@ typedef enum ConfigJournal {
         _CONFIG_JOURNAL_INVALID = -EINVAL,
 } ConfigJournal;
 
+/* scan.source: where the poll reads every thread's state from. */
+typedef enum ConfigScanSource {
+        CONFIG_SCAN_AUTO,               /* BPF where the kernel, the build and the privileges allow it, else /proc */
+        CONFIG_SCAN_BPF,                /* the BPF task iterator, or the daemon does not start */
+        CONFIG_SCAN_PROC,               /* /proc only */
+        _CONFIG_SCAN_SOURCE_MAX,
+        _CONFIG_SCAN_SOURCE_INVALID = -EINVAL,
+} ConfigScanSource;
+
+const char *config_scan_source_to_string(ConfigScanSource s);
+ConfigScanSource config_scan_source_from_string(const char *s);
+
 const char *config_journal_to_string(ConfigJournal j);
 ConfigJournal config_journal_from_string(const char *s);
 
 typedef struct Config {
         uint64_t poll_interval_usec;    /* resolved: auto already applied */
-        bool poll_interval_auto;
+        bool poll_interval_auto;        /* then the daemon stretches it too, as the scan's cost asks (manager.c) */
+        ConfigScanSource scan_source;
 
         char *archive_dir;
         uint64_t max_snapshots;
