@@ -46,7 +46,9 @@ static int print_status(json_object *h) {
                             *dir = escape_string(json_get_string(archive, API_K_DIRECTORY) ?: "-"),
                             *classes = classes_line(json_get_object(scan, API_K_BY_CLASS));
         char up[FORMAT_TIMESPAN_MAX], age[FORMAT_TIMESPAN_MAX], took[FORMAT_TIMESPAN_MAX],
-                poll[FORMAT_TIMESPAN_MAX], size[FORMAT_BYTES_MAX], loaded[FORMAT_TIMESPAN_MAX];
+                poll[FORMAT_TIMESPAN_MAX], size[FORMAT_BYTES_MAX], loaded[FORMAT_TIMESPAN_MAX],
+                cpu[FORMAT_TIMESPAN_MAX];
+        const char *source;
 
         bool reload_failed = config && streq_ptr(json_get_string(config, API_K_RELOAD), API_RELOAD_FAILED);
 
@@ -64,11 +66,20 @@ static int print_status(json_object *h) {
                (unsigned long long) json_get_u64(scan, API_K_THREADS),
                (unsigned long long) json_get_u64(scan, API_K_PROCESSES));
         printf("%12s: %s\n", "Classes", classes[0] ? classes : "-");
+        /* Older daemons name no source: they scan /proc. */
+        source = json_get_string(scan, API_K_SOURCE);
+        if (source) {
+                _cleanup_free_ char *why = escape_string(json_get_string(scan, API_K_SOURCE_WHY) ?: "");
+
+                printf("%12s: %s%s%s%s\n", "Scan source", streq(source, "bpf") ? "BPF task iterator" : "/proc",
+                       why && why[0] ? " (" : "", why ?: "", why && why[0] ? ")" : "");
+        }
         if (json_get_u64(scan, API_K_SCANS) > 0)
-                printf("%12s: #%llu, %s ago, took %s (every %s)\n", "Last scan",
+                printf("%12s: #%llu, %s ago, took %s, %s of CPU (every %s)\n", "Last scan",
                        (unsigned long long) json_get_u64(scan, API_K_SCANS),
                        format_timespan(age, sizeof age, json_get_u64(scan, API_K_LAST_SCAN_AGE_MS) * USEC_PER_MSEC),
                        format_timespan(took, sizeof took, json_get_u64(scan, API_K_LAST_SCAN_DURATION_US)),
+                       format_timespan(cpu, sizeof cpu, json_get_u64(scan, API_K_LAST_SCAN_CPU_US)),
                        format_timespan(poll, sizeof poll, json_get_u64(scan, API_K_POLL_INTERVAL_MS) * USEC_PER_MSEC));
         else
                 printf("%12s: none yet (every %s)\n", "Last scan",

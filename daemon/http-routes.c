@@ -406,8 +406,11 @@ static json_object *scan_json(const DaemonView *m, bool by_class) {
                                                                           USEC_PER_MSEC
                                                                 : 0));
         json_object_object_add(o, API_K_LAST_SCAN_DURATION_US, json_object_new_uint64(st->last_duration_usec));
-        json_object_object_add(o, API_K_POLL_INTERVAL_MS,
-                               json_object_new_uint64(m->config->poll_interval_usec / USEC_PER_MSEC));
+        json_object_object_add(o, API_K_POLL_INTERVAL_MS, json_object_new_uint64(m->poll_interval_usec / USEC_PER_MSEC));
+        json_object_object_add(o, API_K_LAST_SCAN_CPU_US, json_object_new_uint64(st->last_cpu_usec));
+        json_object_object_add(o, API_K_SOURCE, json_object_new_string(scan_source_to_string(m->scanner->source)));
+        json_object_object_add(o, API_K_SOURCE_WHY,
+                               m->scanner->source_why ? json_object_new_string(m->scanner->source_why) : NULL);
         json_object_object_add(o, API_K_THREADS, json_object_new_int64(st->threads));
         json_object_object_add(o, API_K_PROCESSES, json_object_new_int64(st->processes));
         if (by_class) {

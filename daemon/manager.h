@@ -25,6 +25,10 @@ typedef struct ManagerJob ManagerJob;
 
 /* At most this many captures in flight (rules and HTTP together); a firing beyond it waits for the next poll. */
 #define MANAGER_JOBS_MAX 4
+/* The automatic poll interval keeps scanning within 1/SHARE of a core (2%), from the scans' CPU time averaged with
+ * WEIGHT for the newest scan. */
+#define MANAGER_SCAN_COST_SHARE 50
+#define MANAGER_SCAN_COST_WEIGHT 0.2
 
 struct Manager {
         sd_event *event;
@@ -62,6 +66,9 @@ struct Manager {
 
         bool reload_failed;             /* the latest reload was refused: an older configuration is in force */
         char *reload_error;             /* and its first error, "file:line:column: message" */
+        char *apply_error;              /* why a configuration that parsed could not be applied; NULL: the archive */
+        double scan_cpu_avg_usec;       /* the scans' CPU time, averaged (MANAGER_SCAN_COST_WEIGHT for the newest) */
+        int scan_source_applied;        /* the scan.source the scanner was set for; -1: none yet */
         uint64_t reload_success_usec;   /* CLOCK_REALTIME of the load in force */
         uint64_t reload_failures;
 };

@@ -260,9 +260,20 @@ int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len
                 fprintf(f, "stackwatch_threads{class=\"%s\"} %u\n", thread_class_to_string(c), st->by_class[c]);
         header(f, "stackwatch_processes", "gauge", "Processes watched.");
         fprintf(f, "stackwatch_processes %u\n", st->processes);
-        header(f, "stackwatch_scans_total", "counter", "Scans of /proc since start.");
+        header(f, "stackwatch_scan_source", "gauge", "Where the scans read every thread's state: 1 for the source in use.");
+        for (ScanSource src = 0; src < _SCAN_SOURCE_MAX; src++)
+                fprintf(f, "stackwatch_scan_source{source=\"%s\"} %d\n", scan_source_to_string(src),
+                        m->scanner->source == src);
+        header(f, "stackwatch_scans_total", "counter", "Scans since start.");
         fprintf(f, "stackwatch_scans_total %llu\n", (unsigned long long) st->scans);
-        header(f, "stackwatch_scan_duration_seconds", "summary", "Time spent in scans of /proc.");
+        header(f, "stackwatch_scan_cpu_seconds_total", "counter", "CPU time the daemon spent in scans since start.");
+        fprintf(f, "stackwatch_scan_cpu_seconds_total %.6f\n", (double) st->cpu_usec / 1e6);
+        header(f, "stackwatch_last_scan_cpu_seconds", "gauge", "CPU time of the latest scan.");
+        fprintf(f, "stackwatch_last_scan_cpu_seconds %.6f\n", (double) st->last_cpu_usec / 1e6);
+        header(f, "stackwatch_poll_interval_seconds", "gauge",
+               "The poll interval in force (auto: the rules' shortest for: / 10, stretched by the scan's cost).");
+        fprintf(f, "stackwatch_poll_interval_seconds %.3f\n", (double) m->poll_interval_usec / 1e6);
+        header(f, "stackwatch_scan_duration_seconds", "summary", "Time spent in scans.");
         fprintf(f, "stackwatch_scan_duration_seconds_sum %.6f\n", mt->scan_seconds_sum);
         fprintf(f, "stackwatch_scan_duration_seconds_count %llu\n", (unsigned long long) st->scans);
         header(f, "stackwatch_last_scan_duration_seconds", "gauge", "Duration of the latest scan.");

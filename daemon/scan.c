@@ -1,5 +1,6 @@
-/* scan.c: the poll at the /proc floor (htop's way): dir fds, openat, one pread of stat per thread into a fixed
- * buffer through a descriptor kept across polls, deep files only for suspects, mark-and-sweep. */
+/* scan.c: the poll. Below the /proc floor with BPF: one read of the task iterator's records for every thread. At the
+ * /proc floor (htop's way) otherwise: dir fds, openat, one pread of stat per thread into a fixed buffer through a
+ * descriptor kept across polls, deep files only for suspects. Either way one classifier, and mark-and-sweep. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
+#include "base/string-table.h"
 #include "base/time-util.h"
 #include "chain/peers.h"
 #include "chain/python-waits.h"
@@ -127,8 +129,71 @@ Scanner *scanner_free(Scanner *s) {
         intmap_done(&s->processes);
         safe_close(s->proc_fd);
         symbolizer_free(s->runtime_sym);
+        task_iter_free(s->iter);
+        free(s->source_why);
         free(s);
         return NULL;
+}
+
+static const char *const scan_source_table[_SCAN_SOURCE_MAX] = {
+        [SCAN_SOURCE_PROC] = "proc",
+        [SCAN_SOURCE_BPF] = "bpf",
+};
+
+const char *scan_source_to_string(ScanSource v) {
+        return v >= 0 && v < _SCAN_SOURCE_MAX ? scan_source_table[v] : NULL;
+}
+
+/* The /proc scan's kept descriptors, closed when the records take over. */
+static void close_kept_fds(Scanner *s) {
+        for (size_t i = 0; i < s->threads.size; i++)
+                if (s->threads.keys[i] > 0) {
+                        ThreadEntry *t = s->threads.values[i];
+
+                        t->stat_fd = safe_close(t->stat_fd);
+                        t->sched_fd = safe_close(t->sched_fd);
+                }
+        s->stats.kept_fds = 0;
+}
+
+static void set_source(Scanner *s, ScanSource source, TaskIter *iter, char *why) {
+        if (s->iter != iter)
+                task_iter_free(s->iter);
+        s->iter = iter;
+        s->source = source;
+        free(s->source_why);
+        s->source_why = why;
+        if (source == SCAN_SOURCE_BPF)
+                close_kept_fds(s);
+}
+
+int scanner_set_source(Scanner *s, ConfigScanSource want) {
+        _cleanup_free_ char *why = NULL;
+        TaskIter *iter = NULL;
+        int r;
+
+        if (want == CONFIG_SCAN_PROC) {
+                set_source(s, SCAN_SOURCE_PROC, NULL, strdup("scan.source is proc"));
+                return 0;
+        }
+        if (s->iter) {
+                set_source(s, SCAN_SOURCE_BPF, s->iter, strdup(want == CONFIG_SCAN_BPF ? "scan.source is bpf" :
+                                                                "the kernel runs the BPF task iterator"));
+                return 0;
+        }
+        r = task_iter_new(&iter, &why);
+        if (r < 0) {
+                if (want == CONFIG_SCAN_BPF) {
+                        free(s->source_why);
+                        s->source_why = TAKE_PTR(why);
+                        return r;
+                }
+                set_source(s, SCAN_SOURCE_PROC, NULL, TAKE_PTR(why));
+                return 0;
+        }
+        set_source(s, SCAN_SOURCE_BPF, iter, strdup(want == CONFIG_SCAN_BPF ? "scan.source is bpf" :
+                                                    "the kernel runs the BPF task iterator"));
+        return 0;
 }
 
 Symbolizer *scanner_runtime_symbolizer(Scanner *s) {
@@ -244,10 +309,38 @@ static ssize_t read_schedstat(Scanner *s, ThreadEntry *t, char *buf, size_t size
         return proc_pread(t->sched_fd, buf, size);
 }
 
-/* The cheap tier: one pread of stat into OUT, the parsed stat into ST. -ESRCH when the thread is gone. */
-static int sample_stat(Scanner *s, ThreadEntry *t, ThreadSample *out, ProcStat *st, uint64_t now) {
+/* A thread's record from the iterator, as stat would show it. The CPU times are the tick's user/system split scaled
+ * to the runtime, which /proc keeps from going backwards (cputime_adjust()'s prev_cputime): so here, per thread. */
+static void record_stat(Scanner *s, ThreadEntry *t, const TaskRecord *rec, ProcStat *st) {
+        task_record_stat(rec, s->hz, st);
+        if (t->have_sample) {
+                st->utime = MAX(st->utime, t->sample.utime);
+                st->stime = MAX(st->stime, t->sample.stime);
+        }
+        /* A kernel thread's name is longer than the task's 16 bytes ("kworker/u8:3+flush-8:0"); read it where a
+         * rule may name it, in an uninterruptible sleep. */
+        if ((st->flags & PROC_PF_KTHREAD) && st->state == 'D') {
+                char buf[sizeof st->comm];
+                ssize_t n = read_task_file(s, t, "comm", buf, sizeof buf);
+
+                if (n > 0) {
+                        buf[n - (buf[n - 1] == '\n')] = '\0';
+                        memcpy(st->comm, buf, sizeof st->comm);
+                }
+        }
+}
+
+/* The cheap tier: one pread of stat into OUT (or the record REC), the parsed stat into ST. -ESRCH when the thread is
+ * gone. */
+static int sample_stat(Scanner *s, ThreadEntry *t, const TaskRecord *rec, ThreadSample *out, ProcStat *st,
+                       uint64_t now) {
         char buf[1024];
         ssize_t n;
+
+        if (rec) {
+                record_stat(s, t, rec, st);
+                goto done;
+        }
 
         if (t->stat_fd < 0 && s->stats.kept_fds < s->stats.max_kept_fds) {
                 char path[64];
@@ -265,10 +358,73 @@ static int sample_stat(Scanner *s, ThreadEntry *t, ThreadSample *out, ProcStat *
                 return (int) n;
         if (proc_parse_stat(buf, (size_t) n, st) < 0)
                 return -EIO;
+done:
         *out = (ThreadSample) { .when_usec = now, .state = st->state, .kthread = st->flags & PROC_PF_KTHREAD,
                                 .utime = st->utime, .stime = st->stime, .faults = st->minflt + st->majflt };
         memcpy(t->comm, st->comm, sizeof t->comm);
         return 0;
+}
+
+static void set_wchan(ThreadEntry *t, ThreadSample *cur, const char *wchan, size_t n) {
+        /* Kernel symbol names are short; cut a longer one rather than overflow. */
+        size_t l = MIN(n, sizeof t->wchan - 1);
+
+        memcpy(t->wchan, wchan, l);
+        t->wchan[l] = '\0';
+        cur->frozen = cur->frozen || (cur->state == 'D' && startswith(t->wchan, "__refrigerator"));
+        if (cur->have_syscall)
+                proc_syscall_resolve_restart(&cur->syscall, t->wchan);
+}
+
+/* The deep tier from the record: what the classifier asked for, as the /proc files would say it. The wait channel
+ * is in the record where the iterator looked for it (a D sleep, a frozen task, restart_syscall); elsewhere, or where
+ * kallsyms hid the scheduler's bounds from it, /proc's is read. */
+static void sample_deep_record(Scanner *s, ThreadEntry *t, const TaskRecord *rec, ThreadSample *cur,
+                               unsigned wants) {
+        cur->frozen = task_record_frozen(rec);
+        if (wants & CLASSIFY_READ_IO) {
+                ProcIo io;
+
+                cur->have_io = task_record_io(rec, &io);
+                if (cur->have_io) {
+                        cur->rchar = io.rchar;
+                        cur->wchar = io.wchar;
+                        cur->syscr = io.syscr;
+                        cur->syscw = io.syscw;
+                }
+        }
+        if (wants & CLASSIFY_READ_SYSCALL) {
+                cur->have_syscall = task_record_syscall(rec, &cur->syscall);
+                if (cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_BLOCKED &&
+                    cur->syscall.nr == SYS_restart_syscall)
+                        wants |= CLASSIFY_READ_WCHAN;
+        }
+        if (wants & CLASSIFY_READ_SCHED) {
+                ProcSchedstat st;
+
+                task_record_schedstat(rec, &st);
+                cur->have_sched = true;
+                cur->run_ns = st.run_ns;
+                cur->wait_ns = st.wait_ns;
+                cur->timeslices = st.timeslices;
+        }
+        if (wants & CLASSIFY_READ_WCHAN) {
+                const char *w = task_record_wchan(rec);
+                char buf[128];
+                ssize_t n;
+
+                if (w) {
+                        set_wchan(t, cur, w, strlen(w));
+                        return;
+                }
+                n = read_task_file(s, t, "wchan", buf, sizeof buf - 1);
+                if (n > 0) {
+                        buf[n] = '\0';
+                        if (streq(buf, "0"))
+                                n = 0;
+                }
+                set_wchan(t, cur, buf, n > 0 ? (size_t) n : 0);
+        }
 }
 
 /* The deep tier, only what the classifier asked for. */
@@ -315,7 +471,8 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
                 n = read_task_file(s, t, "syscall", buf, sizeof buf);
                 cur->have_syscall = n > 0 && proc_parse_syscall(buf, (size_t) n, &cur->syscall) >= 0;
                 /* restart_syscall says which call it continues only with the kernel function it sleeps in. */
-                if (cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_BLOCKED && cur->syscall.nr == 219)
+                if (cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_BLOCKED &&
+                    cur->syscall.nr == SYS_restart_syscall)
                         wants |= CLASSIFY_READ_WCHAN;
         }
         if (wants & CLASSIFY_READ_SCHED) {
@@ -331,16 +488,7 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
         }
         if (wants & CLASSIFY_READ_WCHAN) {
                 n = read_task_file(s, t, "wchan", buf, sizeof buf);
-                if (n > 0 && !streq(buf, "0")) {
-                        /* Kernel symbol names are short; cut a longer one rather than overflow. */
-                        size_t l = MIN((size_t) n, sizeof t->wchan - 1);
-                        memcpy(t->wchan, buf, l);
-                        t->wchan[l] = '\0';
-                } else
-                        t->wchan[0] = '\0';
-                cur->frozen = cur->state == 'D' && startswith(t->wchan, "__refrigerator");
-                if (cur->have_syscall)
-                        proc_syscall_resolve_restart(&cur->syscall, t->wchan);
+                set_wchan(t, cur, buf, n > 0 && !streq(buf, "0") ? (size_t) n : 0);
         }
 }
 
@@ -466,14 +614,14 @@ static ThreadEntry *thread_add(Scanner *s, ProcessEntry *p, pid_t tid) {
         return t;
 }
 
-/* Sample thread T, deep files too when the classifier asks, and classify it; ST gets its stat. A thread that
- * cannot be read is gone: it stays unseen and the sweep takes it. */
-static int thread_scan(Scanner *s, ThreadEntry *t, ProcStat *st, uint64_t now) {
+/* Sample thread T (from its record REC, or from /proc when NULL), deep facts too when the classifier asks, and
+ * classify it; ST gets its stat. A thread that cannot be read is gone: it stays unseen and the sweep takes it. */
+static int thread_scan(Scanner *s, ThreadEntry *t, const TaskRecord *rec, ProcStat *st, uint64_t now) {
         ThreadSample cur;
         unsigned wants;
         int r;
 
-        r = sample_stat(s, t, &cur, st, now);
+        r = sample_stat(s, t, rec, &cur, st, now);
         if (r < 0)
                 return r;
         t->seen_gen = s->gen;
@@ -487,7 +635,9 @@ static int thread_scan(Scanner *s, ThreadEntry *t, ProcStat *st, uint64_t now) {
                 return 0;
         }
         wants = classify_wants(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);
-        if (wants)
+        if (rec)
+                sample_deep_record(s, t, rec, &cur, wants);
+        else if (wants)
                 sample_deep(s, t, &cur, wants);
         cur.lock_retry = thread_lock_retry(s, t, &cur);
         cur.gil_wait = thread_gil_wait(s, t, &cur);
@@ -533,7 +683,7 @@ static void process_walk_tasks(Scanner *s, ProcessEntry *p, uint64_t now) {
                         thread_drop(s, t); /* a dead thread's id, reused */
                 t = thread_add(s, p, (pid_t) v);
                 if (t)
-                        (void) thread_scan(s, t, &st, now);
+                        (void) thread_scan(s, t, NULL, &st, now);
         }
 }
 
@@ -558,18 +708,17 @@ static void process_check_frozen(Scanner *s, ProcessEntry *p, uint64_t now) {
 /* One process: its known threads through their kept descriptors, the leader first, whose stat tells whether the
  * pid still means the same process and how many threads it has; the task directory is listed only for a new
  * process or when that count and the threads we could read disagree (htop lists it every time). */
-static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
+static ProcessEntry *process_enter(Scanner *s, pid_t pid, const TaskRecord *rec, ProcStat *ret_st, uint64_t now) {
         ProcessEntry *p = intmap_get(&s->processes, pid);
         ThreadEntry *leader;
         ProcStat st;
-        unsigned live = 1;
 
         if (p) {
                 /* Before any of its threads is classed; a process new to this scan has its leader classed first,
                  * and is known frozen from its next scan. */
                 process_check_frozen(s, p, now);
                 leader = intmap_get(&s->threads, pid);
-                if (!leader || leader->process != p || thread_scan(s, leader, &st, now) < 0 ||
+                if (!leader || leader->process != p || thread_scan(s, leader, rec, &st, now) < 0 ||
                     st.starttime != p->starttime) {
                         /* Gone and its pid reused, or its leader unreadable: start over. */
                         process_drop(s, p);
@@ -579,19 +728,19 @@ static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
         if (!p) {
                 p = calloc(1, sizeof *p);
                 if (!p)
-                        return;
+                        return NULL;
                 p->pid = pid;
                 if (intmap_put(&s->processes, pid, p) < 0) {
                         free(p);
-                        return;
+                        return NULL;
                 }
                 leader = intmap_get(&s->threads, pid);
                 if (leader)
                         thread_drop(s, leader); /* a thread of another process had this id */
                 leader = thread_add(s, p, pid);
-                if (!leader || thread_scan(s, leader, &st, now) < 0) {
+                if (!leader || thread_scan(s, leader, rec, &st, now) < 0) {
                         process_drop(s, p); /* gone already, or a task we may not read: both normal */
-                        return;
+                        return NULL;
                 }
                 p->starttime = st.starttime;
                 st.num_threads = 0; /* never listed: list it */
@@ -609,15 +758,60 @@ static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
         memcpy(p->comm, st.comm, sizeof p->comm);
         p->seen_gen = s->gen;
         s->seen_processes++;
+        *ret_st = st;
+        return p;
+}
 
+static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
+        ProcessEntry *p;
+        ProcStat st;
+        unsigned live = 1;
+
+        p = process_enter(s, pid, NULL, &st, now);
+        if (!p)
+                return;
         for (ThreadEntry *t = p->threads; t; t = t->next) {
                 ProcStat tst;
 
-                if (t != leader && thread_scan(s, t, &tst, now) >= 0)
+                if (t->tid != pid && thread_scan(s, t, NULL, &tst, now) >= 0)
                         live++;
         }
         if (st.num_threads != live)
                 process_walk_tasks(s, p, now);
+}
+
+/* A scan from the iterator's records: the leaders first (each one says whether its pid still means the same
+ * process), then every other thread into its process. The records list every thread, so no task directory is
+ * listed, and a thread not among them is gone. */
+static void scan_records(Scanner *s, const TaskRecord *recs, size_t n, uint64_t now) {
+        for (size_t i = 0; i < n; i++) {
+                ProcStat st;
+
+                if (recs[i].tid == recs[i].tgid && recs[i].tid > 0 && recs[i].tid <= INT32_MAX)
+                        (void) process_enter(s, (pid_t) recs[i].tid, &recs[i], &st, now);
+        }
+        for (size_t i = 0; i < n; i++) {
+                const TaskRecord *r = &recs[i];
+                ProcessEntry *p;
+                ThreadEntry *t;
+                ProcStat st;
+
+                if (r->tid == r->tgid || r->tid == 0 || r->tid > INT32_MAX)
+                        continue;
+                p = intmap_get(&s->processes, (int) r->tgid);
+                if (!p || p->seen_gen != s->gen)
+                        continue; /* its leader was not readable: neither are its threads, as in /proc */
+                t = intmap_get(&s->threads, (int) r->tid);
+                if (t && t->process != p) {
+                        thread_drop(s, t); /* a dead thread's id, reused */
+                        t = NULL;
+                }
+                if (!t)
+                        t = thread_add(s, p, (pid_t) r->tid);
+                if (t)
+                        (void) thread_scan(s, t, r, &st, now);
+        }
+        s->stats.records += n;
 }
 
 /* Drop every thread and process this scan did not see. Collect first: dropping moves entries in the maps. */
@@ -645,12 +839,13 @@ static void sweep(Scanner *s) {
 }
 
 int scanner_scan(Scanner *s, uint64_t now) {
-        uint64_t start;
+        uint64_t start, cpu_start;
         DIR *d;
         struct dirent *de;
-        int fd;
+        int fd, r, fell_back = 0;
 
         start = now_usec(CLOCK_MONOTONIC);
+        cpu_start = now_usec(CLOCK_THREAD_CPUTIME_ID);
         s->gen++;
         s->seen_threads = s->seen_processes = 0;
         if (s->freezers)
@@ -658,6 +853,23 @@ int scanner_scan(Scanner *s, uint64_t now) {
         s->n_lock_probe_wanted = 0;
         memset(s->stats.by_class, 0, sizeof s->stats.by_class);
         s->stats.ours = 0;
+        if (s->source == SCAN_SOURCE_BPF) {
+                const TaskRecord *recs;
+                size_t n;
+
+                r = task_iter_read(s->iter, &recs, &n);
+                if (r >= 0) {
+                        scan_records(s, recs, n, now);
+                        goto swept;
+                }
+                /* Not expected once loaded; /proc still works. */
+                free(s->source_why);
+                if (asprintf(&s->source_why, "reading the BPF task iterator failed: %s", strerror(-r)) < 0)
+                        s->source_why = NULL;
+                s->iter = task_iter_free(s->iter);
+                s->source = SCAN_SOURCE_PROC;
+                fell_back = 1;
+        }
         fd = openat(s->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return negative_errno();
@@ -674,6 +886,7 @@ int scanner_scan(Scanner *s, uint64_t now) {
                 process_scan(s, (pid_t) v, now);
         }
         closedir(d);
+swept:
         sweep(s);
         s->locks = peer_resolver_free(s->locks); /* /proc/locks is read again next time */
 
@@ -682,5 +895,7 @@ int scanner_scan(Scanner *s, uint64_t now) {
         s->stats.scans++;
         s->stats.last_scan_usec = now_usec(CLOCK_MONOTONIC);
         s->stats.last_duration_usec = s->stats.last_scan_usec - start;
-        return 0;
+        s->stats.last_cpu_usec = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
+        s->stats.cpu_usec += s->stats.last_cpu_usec;
+        return fell_back;
 }

@@ -9,8 +9,10 @@
 
 #include "base/intmap.h"
 #include "capture/symbolize.h"
+#include "model/config.h"
 #include "proc/cgroup-freeze.h"
 #include "proc/peers-tables.h"
+#include "proc/task-iter.h"
 #include "classify.h"
 
 /* A thread asleep between tries for a lock: it woke from its sleep within WAKE_USEC, and its process has a file open
@@ -96,13 +98,28 @@ typedef struct ScanStats {
         uint64_t scans;
         uint64_t last_scan_usec;        /* CLOCK_MONOTONIC when the last scan ended */
         uint64_t last_duration_usec;
+        uint64_t last_cpu_usec;         /* the daemon's CPU time in it (CLOCK_THREAD_CPUTIME_ID): the scan's cost on a
+                                         * busy machine, where its wall time is mostly waiting for a CPU */
+        uint64_t cpu_usec;              /* in all scans since start */
         unsigned threads, processes;    /* watched: the daemon's own (ProcessEntry.ours) left out */
         unsigned ours;                  /* threads of the daemon and its children, scanned but not classed */
         unsigned by_class[_THREAD_CLASS_MAX];
         unsigned kept_fds, max_kept_fds;
         uint64_t deep_reads;
         uint64_t task_walks;            /* /proc/PID/task listings: only for new processes or changed thread counts */
+        uint64_t records;               /* BPF records read, in all */
 } ScanStats;
+
+/* Where a scan reads every thread's state from. */
+typedef enum ScanSource {
+        SCAN_SOURCE_PROC,               /* /proc/PID/task/TID/{stat,schedstat,syscall,wchan,io} */
+        SCAN_SOURCE_BPF,                /* one pass of the BPF task iterator (proc/task-iter.h) */
+        _SCAN_SOURCE_MAX,
+        _SCAN_SOURCE_INVALID = -EINVAL,
+} ScanSource;
+
+/* "proc", "bpf": the label of stackwatch_scan_source. */
+const char *scan_source_to_string(ScanSource s);
 
 typedef struct Scanner {
         int proc_fd;
@@ -120,13 +137,21 @@ typedef struct Scanner {
         Symbolizer *runtime_sym;        /* where the runtimes (CPython) of processes live, by build-id, for the
                                          * walks that read their waits; made on first need */
         CgroupFreezers *freezers;       /* the cgroup hierarchies and this scan's answers; NULL when none */
+        ScanSource source;
+        TaskIter *iter;                 /* with SCAN_SOURCE_BPF */
+        char *source_why;               /* why the source is what it is, for the log and stackctl status */
 } Scanner;
 
 int scanner_new(Scanner **ret);
 Scanner *scanner_free(Scanner *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Scanner *, scanner_free);
 
-/* One pass over every process and thread; classification included. Vanished ones are swept. */
+/* Choose where the scans read from, as scan.source WANT says: auto takes BPF when it loads, else /proc. 0 with
+ * s->source and s->source_why set; -errno when WANT is bpf and the iterator cannot be loaded (s->source_why says why;
+ * the scanner keeps its source). Switching from /proc closes the descriptors the /proc scan kept. */
+int scanner_set_source(Scanner *s, ConfigScanSource want);
+/* One pass over every process and thread; classification included. Vanished ones are swept. A BPF scan that fails
+ * (its read refused) falls back to /proc for good, and returns 1 so the caller can say so. */
 int scanner_scan(Scanner *s, uint64_t now_usec);
 /* A lock probe of thread TID of process PID (started at STARTTIME) ended with verdict V at NOW. */
 void scanner_lock_probe_done(Scanner *s, pid_t pid, pid_t tid, uint64_t starttime, LockProbeVerdict v, uint64_t now);

@@ -118,13 +118,18 @@ static int scan_benchmark(const Config *config) {
         r = scanner_new(&s);
         if (r < 0)
                 return log_error_errno(r, "Failed to open /proc: %m");
+        r = scanner_set_source(s, config->scan_source);
+        if (r < 0)
+                return log_error_errno(r, "The BPF scan cannot run: %s", s->source_why ?: "%m");
+        printf("source: %s (%s)\n", scan_source_to_string(s->source), s->source_why ?: "");
         for (unsigned i = 1; i <= arg_scan_benchmark; i++) {
                 r = scanner_scan(s, now_usec(CLOCK_MONOTONIC));
                 if (r < 0)
                         return log_error_errno(r, "Scan failed: %m");
-                printf("scan %u: threads %u processes %u duration_us %llu deep_reads %llu kept_fds %u max_kept_fds %u "
-                       "task_walks %llu\n",
+                printf("scan %u: threads %u processes %u duration_us %llu cpu_us %llu deep_reads %llu kept_fds %u "
+                       "max_kept_fds %u task_walks %llu\n",
                        i, s->stats.threads, s->stats.processes, (unsigned long long) s->stats.last_duration_usec,
+                       (unsigned long long) s->stats.last_cpu_usec,
                        (unsigned long long) s->stats.deep_reads, s->stats.kept_fds, s->stats.max_kept_fds,
                        (unsigned long long) s->stats.task_walks);
         }

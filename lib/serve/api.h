@@ -55,7 +55,10 @@
 #define API_K_SCANS "scans"
 #define API_K_LAST_SCAN_AGE_MS "last_scan_age_ms"
 #define API_K_LAST_SCAN_DURATION_US "last_scan_duration_us"
-#define API_K_POLL_INTERVAL_MS "poll_interval_ms"
+#define API_K_POLL_INTERVAL_MS "poll_interval_ms"   /* the interval in force (auto: stretched by the scan's cost) */
+#define API_K_LAST_SCAN_CPU_US "last_scan_cpu_us"
+#define API_K_SOURCE "source"                       /* scan: "bpf" or "proc" */
+#define API_K_SOURCE_WHY "source_why"
 #define API_K_THREADS "threads"
 #define API_K_PROCESSES "processes"
 #define API_K_PID "pid"
