@@ -3,6 +3,7 @@ import json
 import re
 import os
 import select
+import signal
 import subprocess
 import time
 
@@ -222,6 +223,8 @@ def assert_chain(thread, chain):
 
 
 STACKWATCHD = os.path.join(BUILDDIR, "daemon", "stackwatchd")
+# scan.source for every daemon a test starts without one of its own; "" keeps the built-in default (auto).
+SCAN_SOURCE = os.environ.get("STACKWATCH_SCAN_SOURCE", "")
 
 
 def http_get(target, path, headers=None, timeout=30, method="GET"):
@@ -316,6 +319,9 @@ class Daemon:
         # Every daemon gets its own API socket: the default one is the system's.
         if not re.search(r"^http:", text, re.M):
             text = text.rstrip("\n") + "\nhttp:\n  socket: @SOCKET@\n"
+        # The whole suite runs with either scan source: STACKWATCH_SCAN_SOURCE=proc|bpf (.ci/run runs both).
+        if SCAN_SOURCE and not re.search(r"^scan:", text, re.M):
+            text = text.rstrip("\n") + f"\nscan:\n  source: {SCAN_SOURCE}\n"
         with open(self.config, "w") as f:
             f.write(text.replace("@ARCHIVE@", self.archive).replace("@SOCKET@", self.socket))
 
@@ -457,3 +463,51 @@ def alertmanager(tmp_path):
                f"http://127.0.0.1:{port}", "/-/ready", str(tmp_path / "alertmanager.log"), "Alertmanager")
     yield s
     s.stop()
+
+
+V2_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")
+
+
+@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
+def freezer(request, tmp_path):
+    """A fresh freezer cgroup: v1's freezer hierarchy (docker pause on cgroup v1) or a cgroup of the unified one
+    (cgroup.freeze: docker pause on v2, systemctl freeze), where systemd mounts them. Yields (version, its directory,
+    its path in the hierarchy, freeze()); thawed, emptied and removed after."""
+    version = request.param
+    if version == 1:
+        root = "/sys/fs/cgroup/freezer"
+        if not os.path.exists(os.path.join(root, "freezer.state")) and \
+                not os.path.exists(os.path.join(root, "tasks")):
+            pytest.skip("no cgroup v1 freezer hierarchy at /sys/fs/cgroup/freezer")
+        state, frozen, thawed = "freezer.state", "FROZEN", "THAWED"
+    else:
+        root = next((r for r in V2_ROOTS if os.path.exists(os.path.join(r, "cgroup.subtree_control"))), None)
+        if not root:
+            pytest.skip("no cgroup v2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+        state, frozen, thawed = "cgroup.freeze", "1", "0"
+    name = f"stackwatch-test-{os.getpid()}-{os.path.basename(str(tmp_path))}"
+    group = os.path.join(root, name)
+    try:
+        os.mkdir(group)
+    except OSError as e:
+        pytest.skip(f"cgroup v{version} hierarchy not writable here: {e}")
+
+    def freeze():
+        with open(os.path.join(group, state), "w") as f:
+            f.write(frozen)
+        if version == 1:
+            wait_until(lambda: open(os.path.join(group, state)).read().strip() == "FROZEN", what="frozen")
+        else:
+            wait_until(lambda: "frozen 1" in open(os.path.join(group, "cgroup.events")).read(), what="frozen")
+    try:
+        yield version, group, "/" + name, freeze
+    finally:
+        with open(os.path.join(group, state), "w") as f:
+            f.write(thawed)
+        for pid in open(os.path.join(group, "cgroup.procs")).read().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_until(lambda: not open(os.path.join(group, "cgroup.procs")).read().strip(), what="group empty")
+        os.rmdir(group)

@@ -226,54 +226,6 @@ rules:
 """
 
 
-V2_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")
-
-
-@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
-def freezer(request, tmp_path):
-    """A fresh freezer cgroup: v1's freezer hierarchy (docker pause on cgroup v1) or a cgroup of the unified one
-    (cgroup.freeze: docker pause on v2, systemctl freeze), where systemd mounts them. Yields (version, its directory,
-    its path in the hierarchy, freeze()); thawed, emptied and removed after."""
-    version = request.param
-    if version == 1:
-        root = "/sys/fs/cgroup/freezer"
-        if not os.path.exists(os.path.join(root, "freezer.state")) and \
-                not os.path.exists(os.path.join(root, "tasks")):
-            pytest.skip("no cgroup v1 freezer hierarchy at /sys/fs/cgroup/freezer")
-        state, frozen, thawed = "freezer.state", "FROZEN", "THAWED"
-    else:
-        root = next((r for r in V2_ROOTS if os.path.exists(os.path.join(r, "cgroup.subtree_control"))), None)
-        if not root:
-            pytest.skip("no cgroup v2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
-        state, frozen, thawed = "cgroup.freeze", "1", "0"
-    name = f"stackwatch-test-{os.getpid()}-{os.path.basename(str(tmp_path))}"
-    group = os.path.join(root, name)
-    try:
-        os.mkdir(group)
-    except OSError as e:
-        pytest.skip(f"cgroup v{version} hierarchy not writable here: {e}")
-
-    def freeze():
-        with open(os.path.join(group, state), "w") as f:
-            f.write(frozen)
-        if version == 1:
-            wait_until(lambda: open(os.path.join(group, state)).read().strip() == "FROZEN", what="frozen")
-        else:
-            wait_until(lambda: "frozen 1" in open(os.path.join(group, "cgroup.events")).read(), what="frozen")
-    try:
-        yield version, group, "/" + name, freeze
-    finally:
-        with open(os.path.join(group, state), "w") as f:
-            f.write(thawed)
-        for pid in open(os.path.join(group, "cgroup.procs")).read().split():
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        wait_until(lambda: not open(os.path.join(group, "cgroup.procs")).read().strip(), what="group empty")
-        os.rmdir(group)
-
-
 def test_a_frozen_container_is_frozen_not_hung(daemon, fixture, freezer):
     """A process in a frozen cgroup is "frozen", whatever /proc shows: D with its own wait channel on v1 (since Linux
     6.1 a frozen task is TASK_FROZEN, no longer parked in __refrigerator), S on v2. Never a hang rule's, and the

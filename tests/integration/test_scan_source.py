@@ -1,0 +1,189 @@
+"""The scan below the /proc floor: the BPF task iterator and /proc agree on every thread, and the daemon says which
+it uses. Skipped with the reason where the build or the kernel has no BPF scan."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILDDIR, STACKCTL, STACKWATCHD, read_stat, stackctl, wait_until
+
+SCAN_SOURCES = os.path.join(BUILDDIR, "tests", "helpers", "scan-sources")
+
+
+def bpf_reason():
+    """Why there is no BPF scan here, or None."""
+    r = subprocess.run([SCAN_SOURCES, str(os.getpid())], capture_output=True, text=True, timeout=30)
+    return None if r.returncode == 0 else r.stderr.strip()
+
+
+@pytest.fixture
+def bpf():
+    why = bpf_reason()
+    if why:
+        pytest.skip(why)
+
+
+def both_views(*pids):
+    """{tid: (bpf view, /proc view)} of every thread of PIDS, the /proc files read right after the iterator."""
+    r = subprocess.run([SCAN_SOURCES, *map(str, pids)], capture_output=True, text=True, timeout=30, check=True)
+    out = {}
+    for line in r.stdout.splitlines():
+        o = json.loads(line)
+        if o["proc"]:
+            out[o["tid"]] = (o["bpf"], o["proc"])
+    return out
+
+
+EXACT = ("state", "ppid", "starttime", "num_threads", "kthread", "comm", "syscall")
+
+
+def assert_agree(tid, b, p, moving):
+    """One thread's two views: the same on every field both have; counters within their drift (the /proc read
+    comes after the iterator, so never behind it). MOVING: it runs, so its syscall and CPU times move."""
+    for k in EXACT:
+        if moving and k in ("syscall", "state"):
+            continue
+        assert b.get(k) == p.get(k), f"thread {tid}: {k}: bpf {b.get(k)!r}, /proc {p.get(k)!r}"
+    # /proc's wchan is read for every thread; the iterator looks where the scan needs it (D, frozen).
+    if "wchan" in b and not moving:
+        assert b["wchan"] == p["wchan"], f"thread {tid}: wchan: bpf {b['wchan']!r}, /proc {p['wchan']!r}"
+    for k in ("run_ns", "timeslices", "faults"):
+        assert b[k] <= p[k], f"thread {tid}: {k} went back: bpf {b[k]}, /proc {p[k]}"
+        if not moving:
+            assert b[k] == p[k], f"thread {tid}: {k}: bpf {b[k]}, /proc {p[k]}"
+    # utime and stime: the same split of the runtime (/proc's cputime_adjust), in clock ticks. A busy thread runs
+    # between the two reads, and /proc keeps its own high-water mark of the split: a few ticks apart at most.
+    slack = 50 if moving else 1
+    assert abs((b["utime"] + b["stime"]) - (p["utime"] + p["stime"])) <= slack, (tid, b, p)
+    if "io" in p:
+        assert "io" in b, f"thread {tid}: the iterator read no I/O counters"
+        assert all(x <= y for x, y in zip(b["io"], p["io"])), (tid, b["io"], p["io"])
+        if not moving:
+            assert b["io"] == p["io"], (tid, b["io"], p["io"])
+
+
+def test_bpf_and_proc_agree_on_every_thread(bpf, fixture, freezer):
+    """One BPF pass and one /proc read agree on a population of every state the classifier tells apart: blocked in
+    read(), sleeping, busy on a CPU, stopped, traced, D in vfork(), and frozen by a cgroup (v1: TASK_FROZEN, which
+    /proc shows as D; v2: in the freezer's trap, S). The frozen ones are frozen in the record too, which /proc cannot
+    say of a v2 task."""
+    version, group, _, freeze = freezer
+    crowd = fixture("thread-crowd", "--sleeping", "4", "8", "2")
+    reader = fixture("block-read")
+    stuck = fixture("dstate-vfork", "30", ready=False)
+    stopped = fixture("block-read")
+    os.kill(stopped.pid, signal.SIGSTOP)
+    stopped.wait_state("T")
+    traced = fixture("block-read")
+    gdb = subprocess.Popen(["gdb", "-nx", "-batch", "-p", str(traced.pid), "-ex", "shell sleep 60"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    frozen = fixture("block-read")
+    with open(os.path.join(group, "cgroup.procs"), "w") as f:
+        f.write(str(frozen.pid))
+    try:
+        freeze()
+        stuck.wait_state("D", timeout=10)
+        traced.wait_state("t", timeout=30)
+        reader.wait_wchan("pipe_read")
+        views = both_views(crowd.pid, reader.pid, stuck.pid, stopped.pid, traced.pid, frozen.pid)
+        assert len(views) >= 14 + 5, sorted(views)
+        # The crowd's two spinning threads (runnable the whole time, on a CPU or waiting for one), and its main
+        # thread, which may still be waking up: their times move between the two reads.
+        busy = {t for t, (b, p) in views.items() if "R" in (b["state"], p["state"])}
+        for tid, (b, p) in views.items():
+            assert_agree(tid, b, p, moving=tid in busy or tid == crowd.pid)
+
+        def view(pid):
+            return views[pid][0]
+        assert view(reader.pid)["state"] == "S" and view(reader.pid)["syscall"].startswith("0 ")  # read()
+        assert view(stuck.pid)["state"] == "D" and view(stuck.pid)["wchan"], view(stuck.pid)
+        assert view(stopped.pid)["state"] == "T" and view(traced.pid)["state"] == "t"
+        assert view(frozen.pid)["frozen"] and view(frozen.pid)["state"] == ("D" if version == 1 else "S")
+        assert not any(view(p)["frozen"] for p in (reader.pid, stuck.pid, stopped.pid, traced.pid))
+        # The iterator saw both spinners runnable, with their syscall file's "running".
+        spinning = [t for t, (b, _) in views.items() if b["state"] == "R" and b["syscall"] == "running"]
+        assert len(spinning) >= 2 and all(views[t][0]["run_ns"] > 0 for t in spinning), spinning
+    finally:
+        gdb.kill()
+        gdb.wait()
+        os.kill(stopped.pid, signal.SIGCONT)
+
+
+def status_scan(d):
+    r = stackctl("--socket", d.socket, "status", check_rc=0)
+    return r.stdout.decode()
+
+
+def test_the_daemon_chooses_bpf_and_says_so(bpf, daemon):
+    """With scan.source auto (the default), a daemon that may load BPF scans with it: one log line, stackctl status
+    and /metrics say so; scan.source: proc keeps it on /proc, and says why."""
+    d = daemon("archive:\n  directory: @ARCHIVE@\nscan:\n  source: auto\n")
+    assert re.search(r"^Scanning with the BPF task iterator", d.log_text(), re.M), d.log_text()[-2000:]
+    d.wait_scans(2)
+    out = status_scan(d)
+    assert re.search(r"Scan source: BPF task iterator", out), out
+    _, _, body = d.get("/metrics")
+    assert 'stackwatch_scan_source{source="bpf"} 1' in body.decode()
+    assert 'stackwatch_scan_source{source="proc"} 0' in body.decode()
+    assert re.search(r"^stackwatch_last_scan_cpu_seconds [0-9.]+$", body.decode(), re.M)
+
+    p = daemon("archive:\n  directory: @ARCHIVE@\nscan:\n  source: proc\n")
+    assert re.search(r"^Scanning /proc: scan.source is proc", p.log_text(), re.M), p.log_text()[-2000:]
+    p.wait_scans(1)
+    assert "Scan source: /proc (scan.source is proc)" in status_scan(p)
+
+
+def without_bpf_caps():
+    """A wrapper that runs a command as root without CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN (what loading the
+    iterator needs), or None when setpriv cannot."""
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        return None
+    wrapper = [setpriv, "--bounding-set=-bpf,-perfmon,-sys_admin", "--inh-caps=-bpf,-perfmon,-sys_admin", "--"]
+    r = subprocess.run([*wrapper, SCAN_SOURCES, str(os.getpid())], capture_output=True, text=True, timeout=30)
+    return wrapper if r.returncode == 1 and "CAP_BPF" in r.stderr else None
+
+
+def test_without_the_privileges_auto_scans_proc_and_bpf_refuses(bpf, daemon, tmp_path):
+    """Where BPF cannot be loaded, auto falls back to /proc with one line saying why; scan.source: bpf refuses to
+    start rather than watch nothing, naming the reason."""
+    wrapper = without_bpf_caps()
+    if not wrapper:
+        pytest.skip("setpriv cannot drop CAP_BPF here")
+    d = daemon("archive:\n  directory: @ARCHIVE@\nscan:\n  source: auto\n", wrapper=wrapper)
+    assert re.search(r"^Scanning /proc: loading the BPF program: Operation not permitted \(it needs CAP_BPF and "
+                     r"CAP_PERFMON\)", d.log_text(), re.M), d.log_text()[-2000:]
+    d.wait_scans(2)
+
+    config = tmp_path / "bpf.yaml"
+    config.write_text(f"archive:\n  directory: {tmp_path}/a2\nscan:\n  source: bpf\nhttp:\n  socket: none\n")
+    r = subprocess.run([*wrapper, STACKWATCHD, "--config", str(config)], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "The BPF scan cannot run (scan.source is bpf): loading the BPF program: Operation not permitted" in \
+        r.stderr, r.stderr
+
+
+def test_the_auto_interval_follows_the_scans_cost(bpf, daemon, fixture):
+    """poll_interval auto (1 s with the built-in rules) keeps scanning within 2% of a core: 5,000 threads read
+    from /proc cost some 40 ms a scan and stretch it; the BPF scan of the same threads keeps 1 s."""
+    fixture("thread-crowd", "5000", "0", ready=True)
+    interval = {}
+    for source in ("proc", "bpf"):
+        d = daemon(f"archive:\n  directory: @ARCHIVE@\nscan:\n  source: {source}\n")
+        d.wait_scans(4, timeout=120)
+        scan = d.get_json("/healthz")["scan"]
+        interval[source] = (scan["poll_interval_ms"], scan["last_scan_cpu_us"])
+        d.stop()
+    proc_ms, proc_cpu = interval["proc"]
+    bpf_ms, bpf_cpu = interval["bpf"]
+    assert bpf_ms == 1000, interval
+    assert bpf_cpu * 2 < proc_cpu, interval
+    # /proc: stretched to 50 times its scans' CPU time (averaged, so within a factor of the last one), at most 10 s.
+    if proc_cpu > 30000:
+        assert proc_ms > 1000, interval
+    assert 1000 <= proc_ms <= min(10000, max(1000, proc_cpu * 50 * 2 // 1000)), interval
