@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 PACKAGES="build-essential autoconf automake pkg-config libdw-dev libelf-dev libunwind-dev libjson-c-dev libyaml-dev libzstd-dev zlib1g-dev libsystemd-dev libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev zstd systemd
 check python3-pytest util-linux binutils elfutils prometheus prometheus-alertmanager systemd-journal-remote libiberty-dev
 libdebuginfod-dev debuginfod rustc clang libclang-rt-14-dev libpython3.11 golang-go
-default-jdk-headless libxml2-utils chromium"
+default-jdk-headless libxml2-utils chromium bpftool libbpf-dev"
 
 missing=""
 for p in $PACKAGES; do
