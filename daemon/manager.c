@@ -462,7 +462,9 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
 
                 if (r > 0)
                         log_warning("Scanning /proc from now on: %s.", m->scanner->source_why ?: "the BPF scan failed");
-                m->scan_cpu_avg_usec = st->scans == 1 ? (double) st->last_cpu_usec :
+                /* The first scan is not one to judge by: it makes an entry for every thread. */
+                m->scan_cpu_avg_usec = st->scans == 1 ? 0 :
+                                       st->scans == 2 ? (double) st->last_cpu_usec :
                                        MANAGER_SCAN_COST_WEIGHT * (double) st->last_cpu_usec +
                                        (1 - MANAGER_SCAN_COST_WEIGHT) * m->scan_cpu_avg_usec;
 

@@ -181,9 +181,12 @@ def test_the_auto_interval_follows_the_scans_cost(bpf, daemon, fixture):
         d.stop()
     proc_ms, proc_cpu = interval["proc"]
     bpf_ms, bpf_cpu = interval["bpf"]
-    assert bpf_ms == 1000, interval
-    assert bpf_cpu * 2 < proc_cpu, interval
-    # /proc: stretched to 50 times its scans' CPU time (averaged, so within a factor of the last one), at most 10 s.
-    if proc_cpu > 30000:
-        assert proc_ms > 1000, interval
-    assert 1000 <= proc_ms <= min(10000, max(1000, proc_cpu * 50 * 2 // 1000)), interval
+    assert bpf_cpu * 2 < proc_cpu and bpf_ms < proc_ms, interval
+    # Each stretched to 50 times its scans' CPU time (averaged: the last one may be some times less), within 1..10 s.
+    # The release build's BPF scan of these threads costs some 8 ms: 1 s kept (not so under the sanitizers).
+    for ms, cpu in interval.values():
+        assert 1000 <= ms <= min(10000, max(1000, cpu * 50 * 4 // 1000)), interval
+        if cpu * 50 // 1000 > 1500:
+            assert ms > 1000, interval
+        if cpu * 50 // 1000 < 600:
+            assert ms == 1000, interval
