@@ -132,10 +132,15 @@ def test_the_daemon_chooses_bpf_and_says_so(bpf, daemon):
     assert 'stackwatch_scan_source{source="proc"} 0' in body.decode()
     assert re.search(r"^stackwatch_last_scan_cpu_seconds [0-9.]+$", body.decode(), re.M)
 
-    p = daemon("archive:\n  directory: @ARCHIVE@\nscan:\n  source: proc\n")
-    assert re.search(r"^Scanning /proc: scan.source is proc", p.log_text(), re.M), p.log_text()[-2000:]
-    p.wait_scans(1)
-    assert "Scan source: /proc (scan.source is proc)" in status_scan(p)
+    # A reload that changes the source switches it, and says so.
+    d.write_config("archive:\n  directory: @ARCHIVE@\nscan:\n  source: proc\n")
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: re.search(r"^Scanning /proc: scan.source is proc", d.log_text(), re.M), timeout=15,
+               what="the reload's line")
+    d.wait_scans(2)
+    assert "Scan source: /proc (scan.source is proc)" in status_scan(d)
+    _, _, body = d.get("/metrics")
+    assert 'stackwatch_scan_source{source="proc"} 1' in body.decode()
 
 
 def without_bpf_caps():
