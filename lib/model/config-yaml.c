@@ -512,6 +512,11 @@ static int parse_scan_source(ConfigParser *p, const ConfigKey *k, yaml_node_t *n
 
         if (src < 0)
                 return unknown_name(p, node, "scan source", v, scan_source_name, _CONFIG_SCAN_SOURCE_MAX);
+#ifndef HAVE_BPF
+        if (src == CONFIG_SCAN_BPF)
+                return parser_error(p, node, "scan source \"bpf\" is not available in this build (configure "
+                                             "--with-bpf)");
+#endif
         *FIELD(base, k, ConfigScanSource) = src;
         return 0;
 }
