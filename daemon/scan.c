@@ -365,6 +365,16 @@ done:
         return 0;
 }
 
+static void sample_set_io(ThreadSample *cur, const ProcIo *io) {
+        cur->have_io = io;
+        if (io) {
+                cur->rchar = io->rchar;
+                cur->wchar = io->wchar;
+                cur->syscr = io->syscr;
+                cur->syscw = io->syscw;
+        }
+}
+
 static void set_wchan(ThreadEntry *t, ThreadSample *cur, const char *wchan, size_t n) {
         /* Kernel symbol names are short; cut a longer one rather than overflow. */
         size_t l = MIN(n, sizeof t->wchan - 1);
@@ -385,13 +395,7 @@ static void sample_deep_record(Scanner *s, ThreadEntry *t, const TaskRecord *rec
         if (wants & CLASSIFY_READ_IO) {
                 ProcIo io;
 
-                cur->have_io = task_record_io(rec, &io);
-                if (cur->have_io) {
-                        cur->rchar = io.rchar;
-                        cur->wchar = io.wchar;
-                        cur->syscr = io.syscr;
-                        cur->syscw = io.syscw;
-                }
+                sample_set_io(cur, task_record_io(rec, &io) ? &io : NULL);
         }
         if (wants & CLASSIFY_READ_SYSCALL) {
                 cur->have_syscall = task_record_syscall(rec, &cur->syscall);
@@ -459,13 +463,7 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
                 ProcIo io;
 
                 n = read_task_file(s, t, "io", buf, sizeof buf);
-                cur->have_io = n > 0 && proc_parse_io(buf, (size_t) n, &io) >= 0;
-                if (cur->have_io) {
-                        cur->rchar = io.rchar;
-                        cur->wchar = io.wchar;
-                        cur->syscr = io.syscr;
-                        cur->syscw = io.syscw;
-                }
+                sample_set_io(cur, n > 0 && proc_parse_io(buf, (size_t) n, &io) >= 0 ? &io : NULL);
         }
         if (wants & CLASSIFY_READ_SYSCALL) {
                 n = read_task_file(s, t, "syscall", buf, sizeof buf);
