@@ -6,29 +6,12 @@
 #include <sys/uio.h>
 
 #include "base/macro.h"
+#include "capture/arch.h"
 #include "capture/capture-passive.h"
 #include "proc/proc-read.h"
 
 int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret) {
-        UnwindRegs r = {};
-
-        if (sc->kind == PROC_SYSCALL_RUNNING)
-                return -EAGAIN;
-        unwind_regs_set(&r, UNWIND_REG_RSP, sc->sp);
-        unwind_regs_set(&r, UNWIND_REG_RIP, sc->pc);
-        if (sc->kind == PROC_SYSCALL_BLOCKED) {
-                /* x86_64 syscall ABI: arguments in rdi rsi rdx r10 r8 r9; `syscall` put the return rip in rcx.
-                 * glibc's vfork keeps its return address in rdi across the call, so these matter to CFI. */
-                unwind_regs_set(&r, UNWIND_REG_RDI, sc->args[0]);
-                unwind_regs_set(&r, UNWIND_REG_RSI, sc->args[1]);
-                unwind_regs_set(&r, UNWIND_REG_RDX, sc->args[2]);
-                unwind_regs_set(&r, UNWIND_REG_R10, sc->args[3]);
-                unwind_regs_set(&r, UNWIND_REG_R8, sc->args[4]);
-                unwind_regs_set(&r, UNWIND_REG_R9, sc->args[5]);
-                unwind_regs_set(&r, UNWIND_REG_RCX, sc->pc);
-        }
-        *ret = r;
-        return 0;
+        return arch_regs_from_syscall(sc, ret);
 }
 
 int capture_thread_state(int taskfd) {

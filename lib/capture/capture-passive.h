@@ -8,9 +8,8 @@
 #include "capture/unwind.h"
 #include "model/proc-parse.h"
 
-/* The registers a /proc syscall record gives: SP and PC always, and for a thread inside a syscall its argument
- * registers (rdi rsi rdx r10 r8 r9, which the kernel leaves intact) plus rcx (= PC after the syscall
- * instruction). -EAGAIN for a running thread (no record). */
+/* The registers a /proc syscall record gives: SP and PC always, and for a thread inside a syscall the registers
+ * its architecture's syscall ABI fixes (arch_regs_from_syscall()). -EAGAIN for a running thread (no record). */
 int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret);
 
 /* The state letter (R, S, D, …) in the stat file below TASKFD, a /proc/PID/task/TID directory; -errno when it cannot

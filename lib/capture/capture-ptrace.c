@@ -13,6 +13,7 @@
 #include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "capture/arch.h"
 #include "capture/capture-passive.h"
 #include "capture/capture-ptrace.h"
 #include "proc/proc-read.h"
@@ -102,33 +103,9 @@ int ptrace_session_stop(PtraceSession *s, uint64_t timeout_usec) {
 }
 
 int ptrace_session_get_regs(PtraceSession *s, UnwindRegs *ret) {
-        struct user_regs_struct u;
-        struct iovec iov = { .iov_base = &u, .iov_len = sizeof u };
-        UnwindRegs r = {};
-
         if (!s->stopped)
                 return -EINVAL;
-        if (ptrace(PTRACE_GETREGSET, s->tid, (void *) NT_PRSTATUS, &iov) < 0)
-                return negative_errno();
-        unwind_regs_set(&r, UNWIND_REG_RAX, u.rax);
-        unwind_regs_set(&r, UNWIND_REG_RDX, u.rdx);
-        unwind_regs_set(&r, UNWIND_REG_RCX, u.rcx);
-        unwind_regs_set(&r, UNWIND_REG_RBX, u.rbx);
-        unwind_regs_set(&r, UNWIND_REG_RSI, u.rsi);
-        unwind_regs_set(&r, UNWIND_REG_RDI, u.rdi);
-        unwind_regs_set(&r, UNWIND_REG_RBP, u.rbp);
-        unwind_regs_set(&r, UNWIND_REG_RSP, u.rsp);
-        unwind_regs_set(&r, UNWIND_REG_R8, u.r8);
-        unwind_regs_set(&r, UNWIND_REG_R9, u.r9);
-        unwind_regs_set(&r, UNWIND_REG_R10, u.r10);
-        unwind_regs_set(&r, 11, u.r11);
-        unwind_regs_set(&r, 12, u.r12);
-        unwind_regs_set(&r, 13, u.r13);
-        unwind_regs_set(&r, 14, u.r14);
-        unwind_regs_set(&r, 15, u.r15);
-        unwind_regs_set(&r, UNWIND_REG_RIP, u.rip);
-        *ret = r;
-        return 0;
+        return arch_regs_from_ptrace(s->tid, ret);
 }
 
 int ptrace_session_detach(PtraceSession *s) {
@@ -253,7 +230,7 @@ static void batch_take(PtraceSession *s, PtraceBatchItem *it, pid_t pid, const P
 
         r = ptrace_session_get_regs(s, &it->regs);
         if (r >= 0) {
-                r = capture_read_stack(pid, maps, n_maps, it->regs.r[UNWIND_REG_RSP], buf, stack_max, &it->stack,
+                r = capture_read_stack(pid, maps, n_maps, it->regs.r[UNWIND_REG_SP], buf, stack_max, &it->stack,
                                        &it->truncated);
                 if (r == -EFAULT)
                         r = 0;

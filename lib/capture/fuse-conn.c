@@ -143,11 +143,13 @@ int fuse_connection_holders(PeerResolver *r, unsigned connection, const FdOwner 
 /* Whether the call NR waits for events: an event loop over /dev/fuse, or FUSE over io_uring, waits in one. */
 static bool waits_for_events(int64_t nr) {
         switch (nr) {
+#ifdef __NR_poll /* x86-64's; aarch64 has only the p* forms */
         case __NR_poll:
-        case __NR_ppoll:
         case __NR_select:
-        case __NR_pselect6:
         case __NR_epoll_wait:
+#endif
+        case __NR_ppoll:
+        case __NR_pselect6:
         case __NR_epoll_pwait:
 #ifdef __NR_epoll_pwait2
         case __NR_epoll_pwait2:

@@ -20,6 +20,7 @@ typedef struct DwflUnwind {
         size_t *n;
         UnwindRegs *last;
         UnwindResult *res;
+        uint64_t pac_mask;
 } DwflUnwind;
 
 static pid_t cb_next_thread(Dwfl *dwfl, void *dwfl_arg, void **thread_argp) {
@@ -56,20 +57,29 @@ static bool cb_set_initial_registers(Dwfl_Thread *thread, void *thread_arg) {
 
         /* Hand over every contiguous run of known registers; unknown ones stay undefined, and CFI restores
          * callee-saved ones from where inner frames saved them. */
-        for (unsigned i = 0; i < UNWIND_REG_RIP;) {
+        for (unsigned i = 0; i < UNWIND_REG_PC;) {
                 unsigned j = i;
 
                 if (!unwind_regs_has(r, i)) {
                         i++;
                         continue;
                 }
-                while (j < UNWIND_REG_RIP && unwind_regs_has(r, j))
+                while (j < UNWIND_REG_PC && unwind_regs_has(r, j))
                         j++;
                 if (!dwfl_thread_state_registers(thread, (int) i, j - i, (const Dwarf_Word *) &r->r[i]))
                         return false;
                 i = j;
         }
-        dwfl_thread_state_register_pc(thread, r->r[UNWIND_REG_RIP]);
+        dwfl_thread_state_register_pc(thread, r->r[UNWIND_REG_PC]);
+#if defined(__aarch64__)
+        /* The bits pointer authentication signs return addresses with, for a libdw that strips them (its
+         * pseudo-register -2, as its own ptrace attach passes it); an older libdw refuses it, and a signed return
+         * address then ends its walk where the frame-pointer fallback strips it. */
+        {
+                Dwarf_Word mask = r->pac_mask ?: ~arch_code_address(0, UINT64_MAX);
+                (void) dwfl_thread_state_registers(thread, -2, 1, &mask);
+        }
+#endif
         return true;
 }
 
@@ -87,6 +97,7 @@ static int frame_cb(Dwfl_Frame *state, void *arg) {
 
         if (!dwfl_frame_pc(state, &pc, &activation))
                 return DWARF_CB_ABORT;
+        pc = arch_code_address(u->pac_mask, pc);
         if (*u->n >= u->max) {
                 u->res->truncated = true;
                 snprintf(u->res->end, sizeof u->res->end, "max frames (%zu)", u->max);
@@ -101,12 +112,13 @@ static int frame_cb(Dwfl_Frame *state, void *arg) {
 
         /* Remember what this frame knows, so a fallback can start from the last good frame. */
         *u->last = (UnwindRegs) {};
-        for (unsigned reg = 0; reg < UNWIND_REG_RIP; reg++) {
+        for (unsigned reg = 0; reg < UNWIND_REG_PC; reg++) {
                 Dwarf_Word v;
                 if (dwfl_frame_reg(state, reg, &v) == 0)
                         unwind_regs_set(u->last, reg, v);
         }
-        unwind_regs_set(u->last, UNWIND_REG_RIP, pc);
+        unwind_regs_set(u->last, UNWIND_REG_PC, pc);
+        u->last->pac_mask = u->pac_mask;
         return DWARF_CB_OK;
 }
 
@@ -140,14 +152,14 @@ static bool cfi_marks_outermost(UnwindProcess *p, Dwarf_Addr pc) {
 
 static int dwfl_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
                               size_t *n, UnwindRegs *last, UnwindResult *res) {
-        DwflUnwind u = { .frames = frames, .max = max, .n = n, .last = last, .res = res };
+        DwflUnwind u = { .frames = frames, .max = max, .n = n, .last = last, .res = res, .pac_mask = regs->pac_mask };
         int r;
 
         if (!p->dwfl_attached) {
                 /* libdwfl learns the architecture from a module's ELF; when no module file can be opened (a static
                  * binary run from a deleted file or memfd) it would refuse to unwind at all. The target's
-                 * architecture is ours (x86_64 only), so our own executable tells it; the target's deleted modules
-                 * are then read from its memory. */
+                 * architecture is ours (a build captures its own: arch.h), so our own executable tells it; the
+                 * target's deleted modules are then read from its memory. */
                 if (!p->arch_elf) {
                         p->arch_fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
                         if (p->arch_fd >= 0)
@@ -155,7 +167,7 @@ static int dwfl_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *reg
                 }
                 if (!dwfl_attach_state(p->dwfl, p->arch_elf, p->pid, &thread_callbacks, p)) {
                         /* Keep frame #0 from the registers; the caller's fallbacks take it from there. */
-                        frames[(*n)++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_RIP], .activation = true,
+                        frames[(*n)++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_PC], .activation = true,
                                                          .method = FRAME_METHOD_INITIAL };
                         snprintf(res->end, sizeof res->end, "libdw: %s", dwfl_errmsg(-1) ?: "cannot attach");
                         return 0;

@@ -17,10 +17,16 @@ typedef struct LuContext {
         const UnwindRegs *regs;
 } LuContext;
 
-/* Exported by libunwind but not declared in its headers (perf declares them the same way). We cannot use
- * libunwind-ptrace's _UPT_find_proc_info: it hands its own handle, not ours, to our memory accessor. */
-extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
-                                              unw_proc_info_t *pi, int need_unwind_info, void *arg);
+/* Exported by libunwind but not declared in its headers (perf declares them the same way), under the name of the
+ * architecture it unwinds. We cannot use libunwind-ptrace's _UPT_find_proc_info: it hands its own handle, not
+ * ours, to our memory accessor. */
+#if defined(__x86_64__)
+#define lu_dwarf_search_unwind_table _Ux86_64_dwarf_search_unwind_table
+#elif defined(__aarch64__)
+#define lu_dwarf_search_unwind_table _Uaarch64_dwarf_search_unwind_table
+#endif
+extern int lu_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di, unw_proc_info_t *pi,
+                                        int need_unwind_info, void *arg);
 
 /* Size of a DW_EH_PE-encoded value we can read in .eh_frame_hdr; 0 for encodings compilers do not emit there. */
 static size_t eh_pe_size(uint8_t enc) {
@@ -95,7 +101,7 @@ static int lu_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t
         r = eh_frame_hdr_table(c->p, ip, &di);
         if (r < 0)
                 return r;
-        return _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need, arg);
+        return lu_dwarf_search_unwind_table(as, ip, &di, pi, need, arg);
 }
 
 static void lu_put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg) {
@@ -120,7 +126,8 @@ static int lu_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, 
 static int lu_access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write, void *arg) {
         LuContext *c = arg;
 
-        /* libunwind's x86_64 register numbers are the DWARF ones (UNW_X86_64_RIP = 16 = UNW_REG_IP). */
+        /* libunwind's register numbers are the DWARF ones: x86_64's UNW_X86_64_RIP = 16 = UNW_REG_IP; aarch64's
+         * x0…x30, UNW_AARCH64_SP = 31, UNW_AARCH64_PC = 32 (where its first ip comes from). */
         if (write || reg < 0 || !unwind_regs_has(c->regs, (unsigned) reg))
                 return -UNW_EBADREG;
         *val = c->regs->r[reg];
@@ -189,16 +196,17 @@ static int lu_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs,
                         return 0;
                 }
                 frames[*n] = (UnwindFrame) {
-                        .pc = ip,
+                        .pc = arch_code_address(regs->pac_mask, ip),
                         .activation = next_is_activation,
                         .method = *n == 0 ? FRAME_METHOD_INITIAL : FRAME_METHOD_CFI,
                 };
                 (*n)++;
                 *last = (UnwindRegs) {};
-                for (unsigned reg = 0; reg < UNWIND_REG_RIP; reg++)
+                for (unsigned reg = 0; reg < UNWIND_REG_PC; reg++)
                         if (unw_get_reg(&cursor, (int) reg, &v) == 0)
                                 unwind_regs_set(last, reg, v);
-                unwind_regs_set(last, UNWIND_REG_RIP, ip);
+                unwind_regs_set(last, UNWIND_REG_PC, frames[*n - 1].pc);
+                last->pac_mask = regs->pac_mask;
                 /* After a signal frame the next pc is the interrupted instruction itself. */
                 next_is_activation = unw_is_signal_frame(&cursor) > 0;
                 r = unw_step(&cursor);

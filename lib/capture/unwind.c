@@ -518,12 +518,30 @@ static bool in_stack(const UnwindStack *s, uint64_t addr) {
         return s && addr >= s->base && addr < s->base + s->len;
 }
 
-/* Frame-pointer walk from RBP: the return address sits above the saved RBP. Only trusted while RBP stays inside
- * the stack copy and moves strictly outwards. */
-static void unwind_fp(UnwindProcess *p, uint64_t rbp, UnwindFrame *frames, size_t max, size_t *n,
-                      UnwindResult *res) {
+/* Frame-pointer walk from FP (rbp, x29): a frame record is {the caller's FP, the return address} on both
+ * architectures. Only trusted while FP stays inside the stack copy and moves strictly outwards. On aarch64 a leaf
+ * function (or one that has not stored its record yet) keeps its return address in the link register only: LR,
+ * when known (0 when not, or for a frame other than the initial one), comes first unless the record at FP already
+ * holds it. Return addresses lose their pointer authentication bits (PAC_MASK) before they are looked at. */
+static void unwind_fp(UnwindProcess *p, uint64_t fp, uint64_t lr, uint64_t pac_mask, UnwindFrame *frames,
+                      size_t max, size_t *n, UnwindResult *res) {
         const UnwindStack *s = p->stack;
 
+        if (lr != 0) {
+                uint64_t saved = 0;
+
+                lr = arch_code_address(pac_mask, lr);
+                if (in_stack(s, fp) && unwind_process_read_word(p, fp + 8, &saved))
+                        saved = arch_code_address(pac_mask, saved);
+                if (saved != lr && unwind_process_is_text(p, lr)) {
+                        if (*n >= max) {
+                                res->truncated = true;
+                                snprintf(res->end, sizeof res->end, "max frames");
+                                return;
+                        }
+                        frames[(*n)++] = (UnwindFrame) { .pc = lr, .method = FRAME_METHOD_FP };
+                }
+        }
         for (unsigned k = 0; k < FP_FRAMES_MAX; k++) {
                 uint64_t next, ret;
 
@@ -532,9 +550,10 @@ static void unwind_fp(UnwindProcess *p, uint64_t rbp, UnwindFrame *frames, size_
                         snprintf(res->end, sizeof res->end, "max frames");
                         return;
                 }
-                if (!in_stack(s, rbp) || !unwind_process_read_word(p, rbp, &next) ||
-                    !unwind_process_read_word(p, rbp + 8, &ret))
+                if (!in_stack(s, fp) || !unwind_process_read_word(p, fp, &next) ||
+                    !unwind_process_read_word(p, fp + 8, &ret))
                         return;
+                ret = arch_code_address(pac_mask, ret);
                 if (ret == 0 || !unwind_process_is_text(p, ret))
                         return;
                 frames[(*n)++] = (UnwindFrame) { .pc = ret, .method = FRAME_METHOD_FP };
@@ -543,9 +562,9 @@ static void unwind_fp(UnwindProcess *p, uint64_t rbp, UnwindFrame *frames, size_
                         snprintf(res->end, sizeof res->end, "end of frame-pointer chain");
                         return;
                 }
-                if (next <= rbp)
+                if (next <= fp)
                         return;
-                rbp = next;
+                fp = next;
         }
 }
 
@@ -573,12 +592,13 @@ static const GoPclntab *go_table_at(UnwindProcess *p, uint64_t pc, uint64_t *ret
 }
 
 /* Go code without CFI (a binary built with -ldflags=-w; Go's assembly): each function's frame size at a pc from the
- * binary's own table (pclntab's pcsp), as the runtime's traceback unwinds (x86-64: the return address just above
- * the frame), from the last frame's PC and SP. Needs no frame pointer, which a passive capture does not have. Ends
- * clean at a function the table marks as a stack's top (runtime.goexit, mstart, …). */
-static void unwind_go(UnwindProcess *p, uint64_t pc, uint64_t sp, UnwindFrame *frames, size_t max, size_t *n,
-                      UnwindResult *res) {
-#if defined(__x86_64__)
+ * binary's own table (pclntab's pcsp), as the runtime's traceback unwinds, from the last frame's PC and SP. x86-64:
+ * the call pushed the return address just above the frame. aarch64: the prologue stored the link register at the
+ * frame's bottom (0(SP)); a function without a frame still has it in LR, known (non-zero) for the initial frame
+ * only. Needs no frame pointer, which a passive capture does not have. Ends clean at a function the table marks as
+ * a stack's top (runtime.goexit, mstart, …). */
+static void unwind_go(UnwindProcess *p, uint64_t pc, uint64_t sp, uint64_t lr, UnwindFrame *frames, size_t max,
+                      size_t *n, UnwindResult *res) {
         for (unsigned k = 0; k < FP_FRAMES_MAX; k++) {
                 const GoPclntab *t;
                 uint64_t bias = 0, ret;
@@ -597,19 +617,30 @@ static void unwind_go(UnwindProcess *p, uint64_t pc, uint64_t sp, UnwindFrame *f
                         snprintf(res->end, sizeof res->end, "max frames");
                         return;
                 }
+#if defined(__x86_64__)
                 if (!in_stack(p->stack, sp + (uint64_t) delta) ||
-                    !unwind_process_read_word(p, sp + (uint64_t) delta, &ret) || ret == 0 ||
-                    !unwind_process_is_text(p, ret))
+                    !unwind_process_read_word(p, sp + (uint64_t) delta, &ret))
+                        return;
+                sp += (uint64_t) delta + 8;
+#elif defined(__aarch64__)
+                if (delta < 0)
+                        return;
+                if (delta == 0) {
+                        if (k > 0 || lr == 0)
+                                return;
+                        ret = lr;
+                } else if (!in_stack(p->stack, sp) || !unwind_process_read_word(p, sp, &ret))
+                        return;
+                sp += (uint64_t) delta;
+#endif
+                if (ret == 0 || !unwind_process_is_text(p, ret))
                         return;
                 frames[(*n)++] = (UnwindFrame) { .pc = ret, .method = FRAME_METHOD_PCLNTAB };
-                sp += (uint64_t) delta + 8;
                 pc = ret;
         }
-#endif
 }
 
-/* Is RET the address just after a call instruction? Checks the encodings compilers emit: call rel32 (E8) and
- * call r/m64 (FF /2) of 2, 3, 6 and 7 bytes. */
+/* Is RET the address just after a call instruction? */
 static bool after_call(UnwindProcess *p, uint64_t ret) {
         uint64_t w;
         uint8_t b[8];
@@ -617,20 +648,13 @@ static bool after_call(UnwindProcess *p, uint64_t ret) {
         if (ret < 8 || !unwind_process_read_word(p, ret - 8, &w))
                 return false;
         memcpy(b, &w, sizeof b);
-        if (b[3] == 0xe8)       /* E8 rel32 */
-                return true;
-        for (unsigned len = 2; len <= 7; len++) {
-                uint8_t op = b[8 - len], modrm = b[8 - len + 1];
-                if (op == 0xff && ((modrm >> 3) & 7) == 2)
-                        return true;
-        }
-        return false;
+        return arch_after_call(b);
 }
 
 /* Last resort: scan the stack copy upwards from SP for words that return into text right after a call. Such
  * frames are guesses and marked as such. */
-static void unwind_scan(UnwindProcess *p, uint64_t sp, UnwindFrame *frames, size_t max, size_t *n,
-                        UnwindResult *res) {
+static void unwind_scan(UnwindProcess *p, uint64_t sp, uint64_t pac_mask, UnwindFrame *frames, size_t max,
+                        size_t *n, UnwindResult *res) {
         const UnwindStack *s = p->stack;
         unsigned found = 0;
 
@@ -647,6 +671,7 @@ static void unwind_scan(UnwindProcess *p, uint64_t sp, UnwindFrame *frames, size
                         return;
                 }
                 memcpy(&v, s->data + (a - s->base), sizeof v);
+                v = arch_code_address(pac_mask, v);
                 if (!unwind_process_is_text(p, v) || !after_call(p, v))
                         continue;
                 frames[(*n)++] = (UnwindFrame) { .pc = v, .method = FRAME_METHOD_SCAN };
@@ -657,7 +682,7 @@ static void unwind_scan(UnwindProcess *p, uint64_t sp, UnwindFrame *frames, size
 /* The frame-pointer "backend": just the initial frame; the fallbacks below walk the chain from it. */
 static int fp_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
                             size_t *n, UnwindRegs *last, UnwindResult *res) {
-        frames[(*n)++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_RIP], .activation = true,
+        frames[(*n)++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_PC], .activation = true,
                                          .method = FRAME_METHOD_INITIAL };
         snprintf(res->end, sizeof res->end, "no frame pointer");
         return 0;
@@ -674,7 +699,7 @@ int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRe
         size_t n = 0;
         int r = 0;
 
-        if (!unwind_regs_has(regs, UNWIND_REG_RIP) || max == 0)
+        if (!unwind_regs_has(regs, UNWIND_REG_PC) || max == 0)
                 return -EINVAL;
         p->stack = stack;
 
@@ -693,12 +718,19 @@ int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRe
         if (!res.clean && !res.truncated && n < max) {
                 size_t before = n;
 
-                if (n > 0 && unwind_regs_has(&last, UNWIND_REG_RSP))
-                        unwind_go(p, frames[n - 1].pc, last.r[UNWIND_REG_RSP], frames, max, &n, &res);
-                if (n == before && unwind_regs_has(&last, UNWIND_REG_RBP))
-                        unwind_fp(p, last.r[UNWIND_REG_RBP], frames, max, &n, &res);
-                if (!res.clean && !res.truncated && n == before && unwind_regs_has(&last, UNWIND_REG_RSP))
-                        unwind_scan(p, last.r[UNWIND_REG_RSP], frames, max, &n, &res);
+                /* The link register is the caller only while still in the initial frame (aarch64; 0 on x86-64). */
+                uint64_t lr = 0;
+#if defined(__aarch64__)
+                if (n == 1 && frames[0].method == FRAME_METHOD_INITIAL && unwind_regs_has(regs, UNWIND_REG_LR))
+                        lr = regs->r[UNWIND_REG_LR];
+#endif
+
+                if (n > 0 && unwind_regs_has(&last, UNWIND_REG_SP))
+                        unwind_go(p, frames[n - 1].pc, last.r[UNWIND_REG_SP], lr, frames, max, &n, &res);
+                if (n == before && unwind_regs_has(&last, UNWIND_REG_FP))
+                        unwind_fp(p, last.r[UNWIND_REG_FP], lr, regs->pac_mask, frames, max, &n, &res);
+                if (!res.clean && !res.truncated && n == before && unwind_regs_has(&last, UNWIND_REG_SP))
+                        unwind_scan(p, last.r[UNWIND_REG_SP], regs->pac_mask, frames, max, &n, &res);
                 if (n > before && !res.clean && !res.truncated) {
                         size_t l = strlen(res.end);
                         snprintf(res.end + l, sizeof res.end - l, "%s%s", l ? "; then " : "",

@@ -9,41 +9,10 @@
 #include <elfutils/libdwfl.h>
 
 #include "base/macro.h"
+#include "capture/arch.h"
 #include "model/proc-parse.h"
 #include "model/snapshot.h"
 #include "model/unwind-kind.h"
-
-/* x86_64 registers in DWARF numbering: rax rdx rcx rbx rsi rdi rbp rsp r8…r15, then the return address. */
-enum {
-        UNWIND_REG_RAX = 0,
-        UNWIND_REG_RDX = 1,
-        UNWIND_REG_RCX = 2,
-        UNWIND_REG_RBX = 3,
-        UNWIND_REG_RSI = 4,
-        UNWIND_REG_RDI = 5,
-        UNWIND_REG_RBP = 6,
-        UNWIND_REG_RSP = 7,
-        UNWIND_REG_R8 = 8,
-        UNWIND_REG_R9 = 9,
-        UNWIND_REG_R10 = 10,
-        UNWIND_REG_RIP = 16,
-        UNWIND_NREGS = 17,
-};
-
-/* The registers a capture obtained; VALID has bit N set when register N is known. */
-typedef struct UnwindRegs {
-        uint64_t r[UNWIND_NREGS];
-        uint32_t valid;
-} UnwindRegs;
-
-static inline bool unwind_regs_has(const UnwindRegs *r, unsigned n) {
-        return n < UNWIND_NREGS && (r->valid & (1U << n));
-}
-
-static inline void unwind_regs_set(UnwindRegs *r, unsigned n, uint64_t v) {
-        r->r[n] = v;
-        r->valid |= 1U << n;
-}
 
 /* A copy of the top of a thread's stack: DATA holds LEN bytes that lived at BASE. */
 typedef struct UnwindStack {
