@@ -470,7 +470,7 @@ static void sample_deep(Scanner *s, ThreadEntry *t, ThreadSample *cur, unsigned 
                 cur->have_syscall = n > 0 && proc_parse_syscall(buf, (size_t) n, &cur->syscall) >= 0;
                 /* restart_syscall says which call it continues only with the kernel function it sleeps in. */
                 if (cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_BLOCKED &&
-                    cur->syscall.nr == SYS_restart_syscall)
+                    cur->syscall.nr == __NR_restart_syscall)
                         wants |= CLASSIFY_READ_WCHAN;
         }
         if (wants & CLASSIFY_READ_SCHED) {

@@ -10,6 +10,7 @@
  * (stat() is wrapped at link time), so nothing here reads /proc, forks or opens a socket. The connection functions of
  * libmicrohttpd are defined here (ours take precedence over the library's); its response objects are real. */
 #include <math.h>
+#include <sys/syscall.h>
 
 #include "../daemon/http.c"
 #include "../daemon/http-routes.h"
@@ -224,7 +225,7 @@ int scanner_load_identity(Scanner *s, ProcessEntry *p) {
 
 int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret) {
         *ret = (PeersMutex) { .what = "mutex", .address = sc->args[0], .owner = pid + 1 };
-        return sc->nr == 202 ? 1 : 0; /* futex */
+        return sc->nr == __NR_futex ? 1 : 0;
 }
 
 /* GET /stacks/PID asks whether /proc/PID[/task/TID] exists: it does when the last number in the path is odd. */

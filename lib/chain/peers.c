@@ -558,8 +558,16 @@ bool peers_syscall_is_sleep(const ProcSyscall *sc) {
         switch (sc->nr) {
         case __NR_nanosleep: case __NR_clock_nanosleep:
                 return true;
-        case __NR_poll: case __NR_ppoll: case __NR_select: case __NR_pselect6:
-                return sc->args[sc->nr == __NR_poll || sc->nr == __NR_ppoll ? 1 : 0] == 0; /* no fds: a timeout */
+#ifdef __NR_poll /* x86-64's; aarch64 has only ppoll and pselect6 */
+        case __NR_poll:
+                return sc->args[1] == 0; /* no fds: a timeout */
+        case __NR_select:
+                return sc->args[0] == 0;
+#endif
+        case __NR_ppoll:
+                return sc->args[1] == 0;
+        case __NR_pselect6:
+                return sc->args[0] == 0;
         default:
                 return false;
         }
@@ -1054,10 +1062,13 @@ static int fuse_path_arg(int64_t nr, int *ret_dirfd_arg) {
                 int64_t nr;
                 int path, dirfd;
         } calls[] = {
+#ifdef __NR_open /* the calls without a dirfd that only x86-64 keeps (aarch64 has their *at() forms alone) */
                 { __NR_open, 0, -1 }, { __NR_stat, 0, -1 }, { __NR_lstat, 0, -1 }, { __NR_access, 0, -1 },
                 { __NR_readlink, 0, -1 }, { __NR_mkdir, 0, -1 }, { __NR_unlink, 0, -1 }, { __NR_rmdir, 0, -1 },
-                { __NR_chdir, 0, -1 }, { __NR_execve, 0, -1 }, { __NR_truncate, 0, -1 }, { __NR_rename, 0, -1 },
-                { __NR_getxattr, 0, -1 }, { __NR_lgetxattr, 0, -1 }, { __NR_creat, 0, -1 },
+                { __NR_rename, 0, -1 }, { __NR_creat, 0, -1 },
+#endif
+                { __NR_chdir, 0, -1 }, { __NR_execve, 0, -1 }, { __NR_truncate, 0, -1 },
+                { __NR_getxattr, 0, -1 }, { __NR_lgetxattr, 0, -1 },
                 { __NR_openat, 1, 0 }, { __NR_newfstatat, 1, 0 }, { __NR_statx, 1, 0 }, { __NR_faccessat, 1, 0 },
                 { __NR_faccessat2, 1, 0 }, { __NR_readlinkat, 1, 0 }, { __NR_mkdirat, 1, 0 },
                 { __NR_unlinkat, 1, 0 }, { __NR_renameat, 1, 0 }, { __NR_renameat2, 1, 0 }, { __NR_openat2, 1, 0 },
@@ -1227,9 +1238,11 @@ bool peers_syscall_follows(int64_t nr) {
         if (peers_syscall_fd(&sc) >= 0)
                 return true;
         switch (nr) {
-        case __NR_poll: case __NR_ppoll: case __NR_select: case __NR_pselect6: case __NR_epoll_wait:
-        case __NR_epoll_pwait: case __NR_epoll_pwait2: case __NR_wait4: case __NR_waitid: case __NR_vfork:
-        case __NR_clone:
+#ifdef __NR_poll /* x86-64's; aarch64 has only the p* forms, and vfork by clone */
+        case __NR_poll: case __NR_select: case __NR_epoll_wait: case __NR_vfork:
+#endif
+        case __NR_ppoll: case __NR_pselect6: case __NR_epoll_pwait: case __NR_epoll_pwait2: case __NR_wait4:
+        case __NR_waitid: case __NR_clone:
                 return true;
         default:
                 return false;
@@ -1277,15 +1290,21 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
                 else if (sc->args[1] == F_OFD_SETLKW)
                         k = edges_lock(&c, WAIT_KIND_OFD_LOCK, fd, NULL);
                 break;
+#ifdef __NR_poll /* x86-64's; aarch64 has only the p* forms, and vfork by clone */
         case __NR_poll:
+#endif
         case __NR_ppoll:
                 k = edges_poll(&c, sc->args[0], sc->args[1]);
                 break;
+#ifdef __NR_select
         case __NR_select:
+#endif
         case __NR_pselect6:
                 k = edges_select(&c, sc->args[0], (const uint64_t[3]) { sc->args[1], sc->args[2], sc->args[3] });
                 break;
+#ifdef __NR_epoll_wait
         case __NR_epoll_wait:
+#endif
         case __NR_epoll_pwait:
         case __NR_epoll_pwait2:
                 k = edges_epoll(&c, sc->args[0] <= INT32_MAX ? (int) sc->args[0] : -1);
@@ -1296,9 +1315,11 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
         case __NR_waitid:
                 k = edges_children(&c, sc->args[0] == P_PID ? (pid_t) sc->args[1] : 0, "child", true);
                 break;
+#ifdef __NR_vfork
         case __NR_vfork:
                 k = edges_children(&c, 0, "vfork child", true);
                 break;
+#endif
         case __NR_futex:
                 k = edges_futex(&c, sc);
                 break;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "base/alloc-util.h"
 #include "base/macro.h"
@@ -91,25 +92,28 @@ int proc_parse_syscall(const char *buf, size_t len, ProcSyscall *ret) {
 }
 
 void proc_syscall_resolve_restart(ProcSyscall *sc, const char *wchan) {
-        /* Only these three calls continue through the restart block on x86_64 (select, ppoll, epoll_wait and the
-         * rest are re-issued with their own number), and each sleeps in its own kernel function. */
+        /* Only these calls continue through the restart block (select, ppoll, epoll_wait and the rest are
+         * re-issued with their own number), and each sleeps in its own kernel function. aarch64 has no poll. */
         static const struct {
                 const char *wchan;      /* a prefix: the compiler may add ".constprop.0", old kernels "_me" */
                 int64_t nr;
         } origins[] = {
-                { "poll_schedule_timeout", 7 },         /* poll: do_restart_poll() */
-                { "futex_wait_queue", 202 },            /* futex: futex_wait_restart() */
-                { "do_nanosleep", 35 },                 /* nanosleep or clock_nanosleep: hrtimer_nanosleep_restart() */
+#ifdef __NR_poll
+                { "poll_schedule_timeout", __NR_poll },         /* poll: do_restart_poll() */
+#endif
+                { "futex_wait_queue", __NR_futex },             /* futex: futex_wait_restart() */
+                { "do_nanosleep", __NR_nanosleep },             /* nanosleep or clock_nanosleep:
+                                                                 * hrtimer_nanosleep_restart() */
         };
 
-        if (sc->kind != PROC_SYSCALL_BLOCKED || sc->nr != 219 || !wchan)
+        if (sc->kind != PROC_SYSCALL_BLOCKED || sc->nr != __NR_restart_syscall || !wchan)
                 return;
         for (size_t i = 0; i < ELEMENTSOF(origins); i++)
                 if (startswith(wchan, origins[i].wchan)) {
                         sc->nr = origins[i].nr;
                         /* clock_nanosleep's first argument is a clock id, nanosleep's a pointer. */
-                        if (sc->nr == 35 && sc->args[0] < 4096)
-                                sc->nr = 230;
+                        if (sc->nr == __NR_nanosleep && sc->args[0] < 4096)
+                                sc->nr = __NR_clock_nanosleep;
                         sc->restarted = true;
                         return;
                 }

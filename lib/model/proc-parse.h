@@ -135,5 +135,5 @@ int proc_parse_cgroup_hierarchy(const char *buf, size_t len, const char *control
 /* The systemd unit of a cgroup path: the first component that is not a slice, if it is a unit name. */
 int cgroup_path_get_unit(const char *path, char **ret);
 
-/* Name of an x86_64 syscall number; NULL for unknown numbers. */
+/* Name of a syscall number of the architecture we run on; NULL for unknown numbers. */
 const char *syscall_name(int64_t nr);

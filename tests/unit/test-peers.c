@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "capture/fuse-conn.h"
@@ -45,7 +46,8 @@ static pid_t spawn_reader(int read_fd, int close_fd) {
 static void wait_in_read(pid_t pid) {
         for (int i = 0; i < 5000; i++) {
                 ThreadWait w;
-                if (thread_wait_read(pid, pid, &w) == 0 && w.syscall.kind == PROC_SYSCALL_BLOCKED && w.syscall.nr == 0)
+                if (thread_wait_read(pid, pid, &w) == 0 && w.syscall.kind == PROC_SYSCALL_BLOCKED &&
+                    w.syscall.nr == __NR_read)
                         return;
                 nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
         }
