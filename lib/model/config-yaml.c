@@ -29,8 +29,6 @@
 #define CONFIG_YAML_QUOTE_MAX 64
 /* Keys per table: the seen-set of a mapping is a 32-bit mask. */
 #define CONFIG_YAML_TABLE_KEYS_MAX 32
-/* Syscall numbers searched when resolving a name (x86_64's and aarch64's are below 512). */
-#define CONFIG_YAML_SYSCALL_NR_MAX 1024
 /* getpwnam_r() buffer: start here, double up to the limit on ERANGE. */
 #define CONFIG_YAML_PWBUF_MIN 1024
 #define CONFIG_YAML_PWBUF_MAX (1024 * 1024)
@@ -689,13 +687,6 @@ static int parse_rule_user(ConfigParser *p, _unused_ const ConfigKey *k, yaml_no
         return 0;
 }
 
-static int64_t syscall_nr_of(const char *name) {
-        for (int64_t nr = 0; nr < CONFIG_YAML_SYSCALL_NR_MAX; nr++)
-                if (streq(syscall_name(nr), name))
-                        return nr;
-        return -1;
-}
-
 /* The number of the syscall NAME on the architecture we run on. x86-64 names that the generic table of aarch64
  * lacks stand for the call its C library makes instead, so that a rule written on one machine means the same
  * on the other: epoll_wait() is epoll_pwait there, poll() ppoll, open() openat. */
@@ -711,11 +702,11 @@ static int64_t syscall_from_name(const char *name) {
                 { "pipe", "pipe2" },          { "fork", "clone" },          { "vfork", "clone" },
                 { "epoll_create", "epoll_create1" }, { "getdents", "getdents64" },
         };
-        int64_t nr = syscall_nr_of(name);
+        int64_t nr = syscall_nr_from_name(name);
 
         for (size_t i = 0; nr < 0 && i < ELEMENTSOF(aliases); i++)
                 if (streq(aliases[i].name, name))
-                        nr = syscall_nr_of(aliases[i].generic);
+                        nr = syscall_nr_from_name(aliases[i].generic);
         return nr;
 }
 

@@ -497,6 +497,15 @@ static const char *const syscall_names[] = {
 #include "model/syscall-names.inc"
 };
 
+int64_t syscall_nr_from_name(const char *name) {
+        if (!name)
+                return -1;
+        for (size_t nr = 0; nr < ELEMENTSOF(syscall_names); nr++)
+                if (syscall_names[nr] && streq(syscall_names[nr], name))
+                        return (int64_t) nr;
+        return -1;
+}
+
 const char *syscall_name(int64_t nr) {
         if (nr < 0 || (uint64_t) nr >= ELEMENTSOF(syscall_names))
                 return NULL;

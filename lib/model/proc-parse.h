@@ -137,3 +137,5 @@ int cgroup_path_get_unit(const char *path, char **ret);
 
 /* Name of a syscall number of the architecture we run on; NULL for unknown numbers. */
 const char *syscall_name(int64_t nr);
+/* The number of the syscall named NAME on the architecture we run on; -1 when it has none of that name. */
+int64_t syscall_nr_from_name(const char *name);

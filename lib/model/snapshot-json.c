@@ -765,6 +765,18 @@ static uint64_t get_u64(json_object *o, const char *key) {
         return u;
 }
 
+/* A stored syscall number as this machine numbers it. The name stored beside it decides: a snapshot taken on
+ * another architecture numbers its calls differently (aarch64's read is x86-64's 63), and a call this one does not
+ * have reads as unknown (-1) rather than as whatever this one has under that number. */
+static int64_t get_syscall_nr(json_object *o, const char *nr_key, const char *name_key) {
+        int64_t nr = get_i64(o, nr_key, -1);
+        const char *name = json_get_string(o, name_key);
+
+        if (nr < 0 || !name || streq_ptr(syscall_name(nr), name))
+                return nr;
+        return syscall_nr_from_name(name);
+}
+
 static int64_t get_i64(json_object *o, const char *key, int64_t def) {
         json_object *v = json_member(o, key, json_type_int);
         return v ? json_object_get_int64(v) : def;
@@ -793,7 +805,7 @@ static int thread_from_json(json_object *o, Snapshot *s) {
         t->syscall.kind = streq(kind, "blocked") ? PROC_SYSCALL_BLOCKED
                         : streq(kind, "none")    ? PROC_SYSCALL_NONE
                                                  : PROC_SYSCALL_RUNNING;
-        t->syscall.nr = get_i64(sc, "nr", -1);
+        t->syscall.nr = get_syscall_nr(sc, "nr", "name");
         t->syscall.restarted = json_get_bool(sc, "restarted");
         t->syscall.sp = get_u64(sc, "sp");
         t->syscall.pc = get_u64(sc, "pc");
@@ -1028,7 +1040,7 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 t->state = get_char(tr, "state");
                 t->duration_usec = get_u64(tr, "duration_us");
                 t->cpu_percent = json_get_double(tr, "cpu_percent");
-                t->syscall_nr = get_i64(tr, "syscall_nr", -1);
+                t->syscall_nr = get_syscall_nr(tr, "syscall_nr", "syscall");
                 t->syscalls_per_sec = json_get_double(tr, "syscalls_per_sec");
                 t->bytes_per_sec = json_get_double(tr, "bytes_per_sec");
                 t->probe_nr = -1;
@@ -1036,7 +1048,7 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 if (pr) {
                         t->probe_window_usec = get_u64(pr, "window_us");
                         t->probe_syscalls = (unsigned) get_i64(pr, "syscalls", 0);
-                        t->probe_nr = get_i64(pr, "syscall_nr", -1);
+                        t->probe_nr = get_syscall_nr(pr, "syscall_nr", "syscall");
                         t->probe_result = get_i64(pr, "result", 0);
                         t->probe_count = (unsigned) get_i64(pr, "count", 0);
                 }

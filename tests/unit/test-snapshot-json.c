@@ -2,6 +2,7 @@
 #include "unit.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "base/macro.h"
 #include "base/strv.h"
@@ -44,7 +45,7 @@ static Snapshot *make_snapshot(void) {
         t->tid = 4243;
         t->comm = strdup("worker\n1");
         t->state = 'D';
-        t->syscall = (ProcSyscall) { .kind = PROC_SYSCALL_BLOCKED, .nr = 0, .args = { 3, 0xffffffffffffffffULL },
+        t->syscall = (ProcSyscall) { .kind = PROC_SYSCALL_BLOCKED, .nr = __NR_read, .args = { 3, 0xffffffffffffffffULL },
                                      .sp = 0x7ffd00001000ULL, .pc = 0x7f0000001234ULL };
         t->wchan = strdup("anon_pipe_read");
         t->method = CAPTURE_METHOD_PTRACE;
@@ -308,5 +309,34 @@ START_TEST(test_top_frames_of_a_python_thread) {
 }
 END_TEST
 
+/* A snapshot from another architecture numbers its syscalls its own way: the name stored beside the number decides,
+ * and a call this architecture lacks reads as unknown rather than as whatever this one numbers so. */
+START_TEST(test_syscalls_of_another_architecture) {
+        const char *doc = "{\"schema\":\"stackwatch.snapshot/1\",\"process\":{\"pid\":5},\"threads\":["
+                          "{\"tid\":6,\"syscall\":{\"state\":\"blocked\",\"nr\":63,\"name\":\"read\"}},"
+                          "{\"tid\":7,\"syscall\":{\"state\":\"blocked\",\"nr\":7,\"name\":\"poll\"}},"
+                          "{\"tid\":8,\"syscall\":{\"state\":\"blocked\",\"nr\":98,\"name\":null}}],"
+                          "\"trigger\":{\"tid\":6,\"syscall\":\"futex\",\"syscall_nr\":98,"
+                          "\"probe\":{\"syscall\":\"fcntl\",\"syscall_nr\":25}},\"modules\":[]}";
+        json_object *j = json_tokener_parse(doc);
+        _cleanup_snapshot_free_ Snapshot *s = NULL;
+
+        ck_assert_int_eq(snapshot_from_json(j, &s, NULL), 0);
+        ck_assert_uint_eq(s->n_threads, 3);
+        ck_assert_int_eq(s->threads[0].syscall.nr, __NR_read);
+#ifdef __NR_poll
+        ck_assert_int_eq(s->threads[1].syscall.nr, __NR_poll);
+#else
+        ck_assert_int_eq(s->threads[1].syscall.nr, -1);
+#endif
+        ck_assert_int_eq(s->threads[2].syscall.nr, 98);         /* no name: the number is all there is */
+        ck_assert_ptr_nonnull(s->trigger);
+        ck_assert_int_eq(s->trigger->syscall_nr, __NR_futex);
+        ck_assert_int_eq(s->trigger->probe_nr, __NR_fcntl);
+        json_object_put(j);
+}
+END_TEST
+
 UNIT_TEST_MAIN("snapshot-json", test_round_trip, test_reject_foreign, test_hostile_values, test_text_escapes,
-               test_lock_cycle, test_deadlock_threads, test_top_frames_of_a_python_thread)
+               test_lock_cycle, test_deadlock_threads, test_top_frames_of_a_python_thread,
+               test_syscalls_of_another_architecture)
