@@ -732,7 +732,7 @@ int go_read_goroutines(GoProcess *p, unsigned max_gs, unsigned max_frames, GoRaw
                 GoRawG *g = &ret->gs[i];
 
                 sizes[i] = 0;
-#if defined(__x86_64__)
+#if defined(__x86_64__) /* aarch64 (a link register, no pushed return address): its thread's frames instead */
                 if (g->status == GO_STATUS_SYSCALL && p->pcln && g->syscallsp >= g->lo && g->syscallsp < g->hi &&
                     g->syscallpc != 0) {
                         g->by_spdelta = true;

@@ -28,8 +28,13 @@
 /* The bytes of struct _gil_runtime_state a wait inside it may be on (its mutex and condition variables): 3.8-3.13
  * all fit, with room. */
 #define PY_GIL_STATE_BYTES 320U
-/* glibc's struct pthread holds the thread's TID at this offset (x86-64, glibc 2.28-2.40): tried first. */
+/* glibc's struct pthread holds the thread's TID at this offset (glibc 2.28-2.40): tried first. x86-64's opens
+ * with its TCB; aarch64's has the TCB after it, and the TID follows the list links. */
+#if defined(__aarch64__)
+#define PTHREAD_TID_OFFSET_GLIBC 16U
+#else
 #define PTHREAD_TID_OFFSET_GLIBC 720U
+#endif
 #define PTHREAD_SCAN_BYTES 2048U
 /* _PyInterpreterFrame.owner: FRAME_OWNED_BY_CSTACK (Include/internal/pycore_frame.h, 3.12+): a shim frame that
  * _PyEval_EvalFrameDefault pushes below the frames of its call. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/strv.h"
@@ -334,8 +335,8 @@ START_TEST(test_full_file) {
         ck_assert(r->has_user);
         ck_assert_uint_eq(r->user, 0);
         ck_assert_uint_eq(r->n_syscalls, 2);
-        ck_assert_int_eq(r->syscalls[0], 0);   /* read */
-        ck_assert_int_eq(r->syscalls[1], 202); /* futex */
+        ck_assert_int_eq(r->syscalls[0], __NR_read);
+        ck_assert_int_eq(r->syscalls[1], __NR_futex);
         ck_assert_double_eq(r->cpu_min, 12.5);
         ck_assert_uint_eq(r->actions, RULE_ACTION_SNAPSHOT | RULE_ACTION_HOOK);
         ck_assert_uint_eq(strv_length(r->hook), 3);

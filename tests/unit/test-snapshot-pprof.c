@@ -24,7 +24,7 @@ static const char SNAPSHOT[] =
         "                \"end\": \"0x500000\", \"bias\": \"0x0\", \"debuginfo\": true}],"
         " \"threads\": ["
 #define READER(tid)                                                                                               \
-        "  {\"tid\": " #tid ", \"comm\": \"worker\", \"state\": \"S\", \"syscall\": {\"state\": \"blocked\", \"nr\": 0},"   \
+        "  {\"tid\": " #tid ", \"comm\": \"worker\", \"state\": \"S\", \"syscall\": {\"state\": \"blocked\", \"nr\": 0, \"name\": \"read\"},"   \
         "   \"kernel_stack\": [{\"function\": \"pipe_read\", \"offset\": 16, \"size\": 64},"                         \
         "                      {\"function\": \"nfs_wait\", \"offset\": 8, \"size\": 64, \"module\": \"nfs\"}],"    \
         "   \"frames\": [{\"pc\": \"0x401010\", \"function\": \"__libc_read\", \"module\": 0, \"file\": \"read.c\","  \
