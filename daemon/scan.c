@@ -400,7 +400,7 @@ static void sample_deep_record(Scanner *s, ThreadEntry *t, const TaskRecord *rec
         if (wants & CLASSIFY_READ_SYSCALL) {
                 cur->have_syscall = task_record_syscall(rec, &cur->syscall);
                 if (cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_BLOCKED &&
-                    cur->syscall.nr == SYS_restart_syscall)
+                    cur->syscall.nr == __NR_restart_syscall)
                         wants |= CLASSIFY_READ_WCHAN;
         }
         if (wants & CLASSIFY_READ_SCHED) {
