@@ -45,7 +45,8 @@ __attribute__((noinline)) static void take(void) {
         unwind_regs_set(&taken, UNWIND_REG_FP, fp);
         unwind_regs_set(&taken, UNWIND_REG_PC, pc);
         copy_stack(sp);
-        __asm__ volatile(""); /* a call, not a tail call: take has a frame of its own, as a syscall wrapper mostly has */
+        /* A call, not a tail call: take has a frame of its own, as a syscall wrapper mostly has. */
+        __asm__ volatile("");
 }
 
 #if defined(__aarch64__)
@@ -112,8 +113,8 @@ static void assert_chain(UnwindProcess *p, UnwinderKind kind, bool passive) {
                 ck_assert_msg(name && streq(name, want[i]), "unwinder %d%s: frame #%zu is %s, not %s (%s)", kind,
                               passive ? " (SP and PC)" : "", i, name ?: "unknown", want[i], res.end);
                 ck_assert_msg(frames[i].method == (i == 0 ? FRAME_METHOD_INITIAL : FRAME_METHOD_CFI),
-                              "unwinder %d%s: frame #%zu (%s) by method %d (%s)", kind, passive ? " (SP and PC)" : "", i,
-                              want[i], frames[i].method, res.end);
+                              "unwinder %d%s: frame #%zu (%s) by method %d (%s)", kind,
+                              passive ? " (SP and PC)" : "", i, want[i], frames[i].method, res.end);
         }
 }
 
