@@ -199,7 +199,9 @@ def test_status_fields(daemon):
     assert m and int(m.group(1)) >= int(m.group(2)) > 0
     counts = dict((name, int(n)) for n, name in re.findall(r"(\d+) ([a-z-]+)", fields["Classes"]))
     assert list(counts) == CLASSES and sum(counts.values()) == int(m.group(1))
-    assert re.fullmatch(r"#\d+, \S+ ago, took \S+ \(every 200ms\)", fields["Last scan"])
+    assert re.fullmatch(r"#\d+, \S+ ago, took \S+, \S+ of CPU \(every 200ms\)", fields["Last scan"])
+    # Where every thread's state comes from, and why: the default (auto) says it.
+    assert re.fullmatch(r"(BPF task iterator|/proc) \(.+\)", fields["Scan source"]), fields
     assert fields["Snapshots"] == "0 written, 0 capture failures, 0 captures running"
     assert fields["Archive"] == f"{d.archive}, 0 snapshots, 0 B"
     doc = json.loads(ctl(d, "status", "--json", check_rc=0).out)
