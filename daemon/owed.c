@@ -31,7 +31,8 @@ static void checks_expire(Owed *o, Scanner *s, uint64_t now) {
         for (size_t i = 0; i < o->n_checks; i++) {
                 const ProcessEntry *p = intmap_get(&s->processes, o->checks[i].pid);
 
-                if (!p || p->starttime != o->checks[i].starttime || now - o->checks[i].checked_usec >= OWED_RECHECK_USEC)
+                if (!p || p->starttime != o->checks[i].starttime ||
+                    now - o->checks[i].checked_usec >= o->checks[i].recheck_usec)
                         continue;
                 o->checks[k++] = o->checks[i];
         }
@@ -169,17 +170,18 @@ static void set_owed(Scanner *s, ThreadEntry *t, bool owed, const char *why) {
                 s->stats.by_class[t->cls.class]++;
 }
 
-/* Walk P's waits and set the verdict on each of its candidate threads. */
-static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, uint64_t now) {
+/* Walk P's waits and set the verdict on each of its candidate threads; *RET_COST gets the walk's CPU time. */
+static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, uint64_t now, uint64_t *ret_cost) {
         _cleanup_(wait_chain_freep) WaitChain *chain = NULL;
         _cleanup_free_ pid_t *peers = NULL;
         size_t n_peers = 0;
-        uint64_t t0 = now_usec(CLOCK_MONOTONIC);
+        uint64_t t0 = now_usec(CLOCK_MONOTONIC), cpu0 = now_usec(CLOCK_THREAD_CPUTIME_ID);
         int k;
 
         k = wait_chain_build(r, p->pid, 0, OWED_DEPTH, &chain, &peers, &n_peers);
         o->walks++;
         o->walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
+        *ret_cost = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu0;
         if (k < 0)
                 return k;
         for (ThreadEntry *t = p->threads; t; t = t->next) {
@@ -206,6 +208,7 @@ void owed_update(Owed *o, Scanner *s, uint64_t now) {
         for (size_t i = 0; i < s->processes.size && walks < OWED_WALKS_PER_POLL; i++) {
                 ProcessEntry *p;
                 bool any = false;
+                uint64_t cost = 0;
                 int k;
 
                 if (s->processes.keys[i] <= 0)
@@ -225,9 +228,12 @@ void owed_update(Owed *o, Scanner *s, uint64_t now) {
                 }
                 if (!GREEDY_REALLOC(o->checks, o->n_checks_allocated, o->n_checks + 1))
                         return (void) log_oom();
-                o->checks[o->n_checks++] = (OwedCheck) { .pid = p->pid, .starttime = p->starttime, .checked_usec = now };
+                o->checks[o->n_checks++] = (OwedCheck) { .pid = p->pid, .starttime = p->starttime, .checked_usec = now,
+                                                         .recheck_usec = OWED_RECHECK_USEC };
                 walks++;
-                k = process_judge(o, s, r, p, now);
+                k = process_judge(o, s, r, p, now, &cost);
+                /* The checks may have moved (GREEDY_REALLOC above): the one just added is the last. */
+                o->checks[o->n_checks - 1].recheck_usec = MAX((uint64_t) OWED_RECHECK_USEC, cost * OWED_COST_SHARE);
                 if (k < 0 && k != -ESRCH)
                         log_debug_errno(k, "Wait-chain walk from pid %d failed: %m", (int) p->pid);
         }
