@@ -17,10 +17,14 @@ DEBUGDIR = os.path.join(BUILDDIR, "tests", "fixtures", "debug")
 # No debuginfo cache unless a test asks for one (test_symcache.py): what one test found (a debuginfod answer, a
 # --debuginfo-path) must not resolve another test's frames, and the suite must not fill the host's /var/cache.
 os.environ["STACKWATCH_CACHE_DIR"] = "off"
+# Deadlines are set for a native machine; an emulated one (tests/arm64/run: TCG, some 10-30 times slower) stretches
+# every wait for a state or a line by this factor.
+TIME_SCALE = float(os.environ.get("STACKWATCH_TIME_SCALE") or 1)
 
 
 def wait_until(cond, timeout=5.0, interval=0.005, what="condition"):
     """Poll COND until it returns a true value or the deadline passes (then fail, naming WHAT)."""
+    timeout *= TIME_SCALE
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
@@ -112,6 +116,7 @@ class Fixture:
         self.pid = self.proc.pid
 
     def _read_line(self, what, timeout):
+        timeout *= TIME_SCALE
         deadline = time.monotonic() + timeout
         buf = b""
         while not buf.endswith(b"\n"):
