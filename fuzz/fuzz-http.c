@@ -223,6 +223,10 @@ int scanner_load_identity(Scanner *s, ProcessEntry *p) {
         return 0;
 }
 
+const char *scan_source_to_string(ScanSource v) {
+        return v == SCAN_SOURCE_BPF ? "bpf" : "proc";
+}
+
 int peers_futex_mutex(pid_t pid, const ProcSyscall *sc, PeersMutex *ret) {
         *ret = (PeersMutex) { .what = "mutex", .address = sc->args[0], .owner = pid + 1 };
         return sc->nr == __NR_futex ? 1 : 0;

@@ -20,10 +20,16 @@ async function api(path, kind) {
   const headers = {};
   if (token()) headers.Authorization = 'Bearer ' + token();
   let resp;
-  try {
-    resp = await fetch(path, { headers, cache: 'no-store' });
-  } catch (e) {
-    return { status: 0, error: 'the daemon does not answer: ' + e.message };
+  // A busy daemon answers 429 with Retry-After (stored snapshots read two at a time): wait as it says, a few times.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      resp = await fetch(path, { headers, cache: 'no-store' });
+    } catch (e) {
+      return { status: 0, error: 'the daemon does not answer: ' + e.message };
+    }
+    const after = Number(resp.headers.get('Retry-After'));
+    if (resp.status !== 429 || !(after > 0) || attempt >= 4) break;
+    await new Promise((done) => setTimeout(done, Math.min(after, 5) * 1000));
   }
   const text = await resp.text();
   if (!resp.ok) {
