@@ -230,6 +230,7 @@ enum {
         CHILD_NO_TMP = 10,      /* cannot open the JVM's /tmp */
         CHILD_NO_LISTENER,      /* the socket did not appear */
         CHILD_CONNECT,          /* it appeared, the connection was refused */
+        CHILD_NO_CREDS,         /* cannot take the JVM's user and group (no CAP_SETUID/CAP_SETGID) */
 };
 
 /* The child: everything it needs was prepared by the parent (no allocation here). Writes the answer to OUT, then
@@ -251,7 +252,7 @@ static _Noreturn void child_request(pid_t pid, const JvmIds *ids, const char *tm
         if (geteuid() == 0 && (ids->uid != 0 || ids->gid != 0)) {
                 (void) setgroups(0, NULL);
                 if (setresgid(ids->gid, ids->gid, ids->gid) < 0 || setresuid(ids->uid, ids->uid, ids->uid) < 0)
-                        _exit(CHILD_NO_TMP);
+                        _exit(CHILD_NO_CREDS);
         }
         if (faccessat(dirfd, sock_name, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
                 int fd = openat(dirfd, trigger_name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -387,6 +388,9 @@ int java_request_threaddump(pid_t pid, uint64_t deadline_usec, char **ret, uint6
                                 "its attach listener busy)") < 0 ? -ENOMEM : -ETIME;
         if (WIFEXITED(status) && WEXITSTATUS(status) != EXIT_SUCCESS) {
                 const char *why = WEXITSTATUS(status) == CHILD_NO_TMP ? "cannot reach its /tmp as its user"
+                                : WEXITSTATUS(status) == CHILD_NO_CREDS
+                                        ? "cannot take its user and group to ask it (that needs CAP_SETUID and "
+                                          "CAP_SETGID)"
                                 : WEXITSTATUS(status) == CHILD_NO_LISTENER
                                         ? "its attach listener did not start (no /tmp/.java_pid socket)"
                                         : "its attach socket refused the connection";

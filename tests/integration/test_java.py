@@ -13,11 +13,12 @@ import select
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
 
-from conftest import SRCDIR, assert_threads_untouched, dump_json, stackctl, thread_names, thread_states, wait_until
+from conftest import STACKCTL, SRCDIR, assert_threads_untouched, dump_json, stackctl, thread_names, thread_states, wait_until
 from test_journal import journald_daemon  # noqa: F401  (a fixture)
 
 JAVA_SRC = os.path.join(SRCDIR, "tests", "fixtures", "java", "Hung.java")
@@ -354,6 +355,15 @@ def test_java_frames_and_locks_equal_jcmd(jvm):
         compared.add(jt.name)
     assert set(OURS) | {"main"} <= compared, compared
 
+    # The deadlock: the threads our wait chain puts in its lock cycle are the ones jcmd's report names.
+    [chained] = dump_json("--peers", "1", j.pid, timeout=120)
+    j.assert_untouched()
+    report = text.partition("\nFound one Java-level deadlock:")[2].partition("\nJava stack information")[0]
+    named = set(re.findall(r'^"(.+)":$', report, re.M))
+    assert named == {"sync-a", "sync-b"}, report
+    tids = {name: tid for tid, name in thread_names(j.pid).items()}
+    assert lock_cycle_tids(chained["wait_chain"]) == (j.pid, {tids[n] for n in named}), chained["wait_chain"]
+
 
 def test_wait_chain_has_the_monitor_cycle_and_the_lock_edge(jvm):
     """--peers 1: monitor edges sync-a → sync-b and sync-b → sync-a, a deadlock whose lock cycle is those two
@@ -457,6 +467,9 @@ def test_attach_disabled_is_said_and_no_sigquit_sent(jvm, tmp_path, where):
     for t in doc["threads"]:
         assert not [f for f in t["frames"] if f.get("kind") == "java"], t["frames"]
     assert sum(len(native_frames(t)) for t in doc["threads"]) > 0
+    # The text dump says it too, in words, above the native stacks.
+    text = stackctl("dump", j.pid, timeout=120).stdout.decode(errors="replace")
+    assert re.search(r"^.*no Java frames: .*DisableAttachMechanism", text, re.M), text[:3000]
     # A SIGQUIT's thread dump would be written by the JVM's Signal Dispatcher within a few ms: give it a second.
     out = j.output(within=1.0, stop_at=b"Full thread dump")
     assert "Full thread dump" not in out, out[:2000]
@@ -560,3 +573,87 @@ def test_a_jvm_in_a_container_is_asked_through_its_own_tmp(jvm, hung_classes):
     assert java_frames(a)[0] == ("Hung.takeAthenB", "Hung.java", marker_line("takeAthenB-inner")), java_frames(a)
     assert os.path.exists(f"/proc/{j.pid}/root/tmp/.java_pid{nspid[1]}")
     assert doc["java"]["deadlocks"] >= 1
+
+
+def unit_capabilities():
+    """The capabilities units/stackwatchd.service.in leaves the daemon (CapabilityBoundingSet), as setpriv names
+    them."""
+    with open(os.path.join(SRCDIR, "units", "stackwatchd.service.in")) as f:
+        [line] = [ln for ln in f if ln.startswith("CapabilityBoundingSet=")]
+    return [c.lower().removeprefix("cap_") for c in line.split("=", 1)[1].split()]
+
+
+def test_another_users_jvm_answers_under_the_units_capabilities(jvm, tmp_path):
+    """A JVM run by another user (nobody) answers only its own user: the capture asks it as that user. With only
+    the capabilities the systemd unit gives the daemon (no CAP_DAC_OVERRIDE), the dump still gets its Java frames
+    and deadlock; without CAP_SETUID and CAP_SETGID it says which capabilities are missing and keeps the native
+    stacks."""
+    if not shutil.which("setpriv"):
+        pytest.skip("needs setpriv (util-linux)")
+    # Somewhere nobody can read the classes: pytest's own temporary directories are root's alone.
+    classes = tempfile.mkdtemp(prefix="stackwatch-java-")
+    try:
+        os.chmod(classes, 0o755)
+        r = subprocess.run([JAVAC, "-g", "-d", classes, JAVA_SRC], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        subprocess.run(["chmod", "-R", "a+rX", classes], check=True)
+        j = Jvm(classes, "deadlock", tmp_path,
+                wrapper=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))
+        try:
+            with open(f"/proc/{j.pid}/status") as f:
+                assert [ln.split()[1] for ln in f if ln.startswith("Uid:")] == ["65534"]
+            caps = unit_capabilities()
+            assert "dac_override" not in caps, caps
+
+            def unit_dump(caps):
+                bounding = ",".join(["-all", *("+" + c for c in caps)])
+                r = subprocess.run(["setpriv", f"--bounding-set={bounding}", "--inh-caps=-all", "--", STACKCTL,
+                                    "dump", "--json", str(j.pid)], capture_output=True, timeout=120)
+                assert r.returncode in (0, 5), f"rc {r.returncode}: {r.stderr.decode(errors='replace')}"
+                j.assert_untouched()
+                return json.loads(r.stdout.decode().splitlines()[0])
+
+            doc = unit_dump(caps)
+            assert "error" not in doc["java"], doc["java"]
+            a = by_name(doc, j.pid)["sync-a"]
+            assert java_frames(a)[0] == ("Hung.takeAthenB", "Hung.java", marker_line("takeAthenB-inner")), a
+            assert doc["java"]["deadlocks"] >= 1
+
+            doc = unit_dump([c for c in caps if c not in ("setuid", "setgid")])
+            assert "CAP_SETUID and CAP_SETGID" in doc["java"].get("error", ""), doc["java"]
+            assert sum(len(native_frames(t)) for t in doc["threads"]) > 0
+        finally:
+            j.kill()
+    finally:
+        shutil.rmtree(classes, ignore_errors=True)
+
+
+def test_daemon_with_capture_java_off_leaves_the_jvm_alone(jvm, daemon):
+    """capture.java: false: the daemon's snapshot of the deadlocked JVM has its native stacks and no Java keys,
+    and the JVM was never asked (no attach listener, no socket): its stdout has no thread dump either."""
+    j = jvm("deadlock")
+    d = daemon("""
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+capture:
+  java: false
+rules:
+  - name: java-stuck
+    class: [waiting, blocked]
+    comm: java
+    for: 1s
+    cooldown: 1h
+    actions: [snapshot]
+""")
+    snaps = wait_until(lambda: [s for s in d.snapshots() if s["pid"] == j.pid], timeout=60, interval=0.2,
+                       what="the snapshot in the archive")
+    doc = json.loads(stackctl("--archive", d.archive, "show", "--json", snaps[0]["id"]).stdout)
+    doc = doc[0] if isinstance(doc, list) else doc
+    assert "java" not in doc
+    assert not any("java" in t or any(f.get("kind") == "java" for f in t["frames"]) for t in doc["threads"])
+    assert sum(len(native_frames(t)) for t in doc["threads"]) > 0
+    assert "Attach Listener" not in thread_names(j.pid).values()
+    assert not os.path.exists(f"/tmp/.java_pid{j.pid}")
+    assert j.output() == "", j.output()
+    j.assert_untouched()
