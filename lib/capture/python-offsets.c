@@ -13,7 +13,7 @@
         .object_type = 8, .type_name = 24, .varobject_size = 16, .bytes_data = 32, .unicode_length = 16,        \
         .unicode_state = 32, .unicode_state_kind_shift = 2
 
-/* Modules/_threadmodule.c from 3.8 to 3.12: lockobject { PyObject_HEAD; PyThread_type_lock lock_lock; … } and
+/* Modules/_threadmodule.c from 3.8 to 3.13: lockobject { PyObject_HEAD; PyThread_type_lock lock_lock; … } and
  * rlockobject { PyObject_HEAD; PyThread_type_lock rlock_lock; unsigned long rlock_owner; unsigned long rlock_count;
  * … }. The file is not installed: test_python_offsets.py checks these in each live interpreter. */
 #define PY_THREAD_LOCKS .lock_lock = 16, .rlock_lock = 16, .rlock_owner = 24, .rlock_count = 32
@@ -27,7 +27,7 @@
  * after 3.8's runtime-wide pending calls, gilstate.tstate_current; PyInterpreterState, struct _is: next,
  * tstate_head), Include/internal/pycore_gil.h (_gil_runtime_state: interval, last_holder, locked),
  * Include/cpython/pystate.h (PyThreadState: prev, next, interp, frame, …, thread_id), Include/frameobject.h
- * (PyFrameObject: f_back, f_code, …, f_lasti), Include/code.h (PyCodeObject: co_firstlineno, co_filename, co_name,
+ * (PyFrameObject: f_back, f_code, …, f_lasti, f_localsplus), Include/code.h (PyCodeObject: co_firstlineno, co_filename, co_name,
  * co_lnotab), Include/cpython/unicodeobject.h (PyASCIIObject with wstr: 48, PyCompactUnicodeObject 72),
  * Modules/_threadmodule.c (lockobject, rlockobject: PY_THREAD_LOCKS). */
 static const PyOffsets py38 = {
@@ -53,6 +53,7 @@ static const PyOffsets py38 = {
         .frame_back = 24,
         .frame_code = 32,
         .frame_lasti = 104,
+        .frame_localsplus = 360,
         PY_NO_IFRAME,
         .code_filename = 104,
         .code_name = 112,
@@ -94,6 +95,7 @@ static const PyOffsets py39 = {
         .frame_back = 24,
         .frame_code = 32,
         .frame_lasti = 104,
+        .frame_localsplus = 360,
         PY_NO_IFRAME,
         .code_filename = 104,
         .code_name = 112,
@@ -136,6 +138,7 @@ static const PyOffsets py310 = {
         .frame_back = 24,
         .frame_code = 32,
         .frame_lasti = 96,
+        .frame_localsplus = 352,
         PY_NO_IFRAME,
         .code_filename = 104,
         .code_name = 112,
@@ -180,6 +183,7 @@ static const PyOffsets py311 = {
         .frame_back = PY_OFF_NONE,
         .frame_code = PY_OFF_NONE,
         .frame_lasti = PY_OFF_NONE,
+        .frame_localsplus = PY_OFF_NONE,
         .iframe_code = 32,
         .iframe_previous = 48,
         .iframe_instr = 56,
@@ -231,6 +235,7 @@ static const PyOffsets py312 = {
         .frame_back = PY_OFF_NONE,
         .frame_code = PY_OFF_NONE,
         .frame_lasti = PY_OFF_NONE,
+        .frame_localsplus = PY_OFF_NONE,
         .iframe_code = 0,
         .iframe_previous = 8,
         .iframe_instr = 56,
@@ -257,8 +262,8 @@ static const PyOffsets py312 = {
  * (PyThreadState: current_frame, there is no _PyCFrame any more; thread_id, native_thread_id),
  * Include/internal/pycore_frame.h (_PyInterpreterFrame: f_executable, previous, …, instr_ptr, stacktop,
  * return_offset, owner, localsplus at 72), Include/cpython/code.h (PyCodeObject), Include/cpython/unicodeobject.h
- * (40, 56), Modules/_threadmodule.c (lockobject holds a PyMutex now, not a PyThread_type_lock: no lock_lock;
- * rlockobject still has rlock_lock, then rlock_owner, a PyThread_ident_t, and rlock_count). */
+ * (40, 56), Modules/_threadmodule.c (lockobject and rlockobject as before: PY_THREAD_LOCKS; rlock_owner is a
+ * PyThread_ident_t now, still 8 bytes; the lock objects hold PyMutexes only from 3.14 on). */
 static const PyOffsets py313 = {
         .version = 0x030d0000,
         .frames = PY_FRAMES_INTERP,
@@ -282,6 +287,7 @@ static const PyOffsets py313 = {
         .frame_back = PY_OFF_NONE,
         .frame_code = PY_OFF_NONE,
         .frame_lasti = PY_OFF_NONE,
+        .frame_localsplus = PY_OFF_NONE,
         .iframe_code = 0,
         .iframe_previous = 8,
         .iframe_instr = 56,
@@ -297,10 +303,7 @@ static const PyOffsets py313 = {
         PY_OBJECT_COMMON,
         .unicode_ascii_data = 40,
         .unicode_compact_data = 56,
-        .lock_lock = PY_OFF_NONE,
-        .rlock_lock = 16,
-        .rlock_owner = 24,
-        .rlock_count = 32,
+        PY_THREAD_LOCKS,
 };
 
 static const PyOffsets *const tables[] = {

@@ -57,6 +57,7 @@ typedef struct PyOffsets {
         uint32_t frame_back;
         uint32_t frame_code;
         uint32_t frame_lasti;           /* int: bytes (≤3.9) or code units (3.10) into co_code */
+        uint32_t frame_localsplus;      /* PyObject *f_localsplus[]: the locals, then the value stack */
 
         /* _PyInterpreterFrame (3.11+) */
         uint32_t iframe_code;           /* f_code, f_executable (3.13) */
@@ -86,7 +87,7 @@ typedef struct PyOffsets {
         uint32_t unicode_compact_data;  /* sizeof(PyCompactUnicodeObject) */
 
         /* Modules/_threadmodule.c */
-        uint32_t lock_lock;             /* lockobject: PyThread_type_lock lock_lock, else NONE (3.13: a PyMutex) */
+        uint32_t lock_lock;             /* lockobject: PyThread_type_lock lock_lock (a sem_t * on Linux) */
         uint32_t rlock_lock;            /* rlockobject: PyThread_type_lock rlock_lock */
         uint32_t rlock_owner;           /* unsigned long: the owner's thread ident, 0 when free */
         uint32_t rlock_count;

@@ -87,6 +87,7 @@ int main(void) {
         P("frame_back", offsetof(PyFrameObject, f_back));
         P("frame_code", offsetof(PyFrameObject, f_code));
         P("frame_lasti", offsetof(PyFrameObject, f_lasti));
+        P("frame_localsplus", offsetof(PyFrameObject, f_localsplus));
         NONE("iframe_code");
         NONE("iframe_previous");
         NONE("iframe_instr");
@@ -111,6 +112,7 @@ int main(void) {
         NONE("frame_back");
         NONE("frame_code");
         NONE("frame_lasti");
+        NONE("frame_localsplus");
         P("iframe_previous", offsetof(_PyInterpreterFrame, previous));
 #  if PY_VERSION_HEX < 0x030c0000
         P("iframe_is_entry", offsetof(_PyInterpreterFrame, is_entry));

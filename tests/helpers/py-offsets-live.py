@@ -120,6 +120,14 @@ def check_frames(tstate):
         lasti *= 2 if T["lines"] == "linetable" else 1
         assert instruction_at(code, lasti) == ("LOAD_ATTR", "value"), instruction_at(code, lasti)
         ok("tstate_frame frame_code frame_back frame_lasti")
+        # The locals come first in f_localsplus: this function has no arguments, and tstate is the caller's.
+        marker = object()
+        here = sys._getframe()
+        assert code.co_varnames[:2] == ("tstate", "frame"), code.co_varnames
+        assert ptr(id(here) + T["frame_localsplus"]) == id(tstate)
+        assert ptr(id(here) + T["frame_localsplus"] + 8) == id(here)
+        assert id(marker) in [ptr(id(here) + T["frame_localsplus"] + 8 * i) for i in range(len(code.co_varnames))]
+        ok("frame_localsplus")
         return
     if T["tstate_cframe"] is not None:
         f = read(read(tstate + T["tstate_cframe"]).value + T["cframe_current_frame"]).value
@@ -200,17 +208,25 @@ def check_locks():
         wr = ptr(ctypes.pythonapi.PyThreadState_Get() + T["tstate_on_delete_data"])
         assert ptr(wr + 16) == id(threading.main_thread()._tstate_lock)
         ok("tstate_on_delete_data")
-    if T["lock_lock"] is not None:
-        lock = _thread.allocate_lock()
-        assert ptr(id(lock) + T["lock_lock"]) != 0
-        ok("lock_lock")
+    # Each lock object's lock is a glibc semaphore (sem_t: its count in the first 32-bit word, the futex a waiter
+    # sleeps on): 1 while free, 0 while held.
+    lock = _thread.allocate_lock()
+    sem = ptr(id(lock) + T["lock_lock"])
+    assert sem and ctypes.c_uint32.from_address(sem).value == 1
+    lock.acquire()
+    assert ctypes.c_uint32.from_address(sem).value == 0
+    lock.release()
+    assert ctypes.c_uint32.from_address(sem).value == 1
+    ok("lock_lock")
     r = _thread.RLock()
-    assert ptr(id(r) + T["rlock_lock"]) != 0
+    sem = ptr(id(r) + T["rlock_lock"])
+    assert sem and ctypes.c_uint32.from_address(sem).value == 1
     assert u64(id(r) + T["rlock_owner"]) == 0 and u64(id(r) + T["rlock_count"]) == 0
     r.acquire()
     r.acquire()
     assert u64(id(r) + T["rlock_owner"]) == threading.get_ident()
     assert u64(id(r) + T["rlock_count"]) == 2
+    assert ctypes.c_uint32.from_address(sem).value == 0
     r.release()
     r.release()
     assert u64(id(r) + T["rlock_count"]) == 0

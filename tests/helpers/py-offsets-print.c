@@ -32,7 +32,7 @@ static const struct {
         FIELD(tstate_next), FIELD(tstate_interp), FIELD(tstate_frame), FIELD(tstate_cframe),
         FIELD(cframe_current_frame), FIELD(tstate_thread_id), FIELD(tstate_native_thread_id),
         FIELD(tstate_on_delete_data),
-        FIELD(frame_back), FIELD(frame_code), FIELD(frame_lasti),
+        FIELD(frame_back), FIELD(frame_code), FIELD(frame_lasti), FIELD(frame_localsplus),
         FIELD(iframe_code), FIELD(iframe_previous), FIELD(iframe_instr), FIELD(iframe_is_entry), FIELD(iframe_owner),
         FIELD(iframe_size),
         FIELD(code_filename), FIELD(code_name), FIELD(code_qualname), FIELD(code_firstlineno), FIELD(code_linetable),
