@@ -997,14 +997,15 @@ static void type_name(const PyProcess *p, uint64_t obj, char *buf, size_t n) {
 }
 
 /* The lock object whose PyThread_type_lock is the semaphore at FUTEX (the futex word of a glibc sem_t is its first
- * word): among the words of the top frame's locals and value stack, the object itself (lock.acquire()), or the
- * self of a bound builtin method there (`with lock:` keeps lock.__exit__ on the stack). Exact equality with the
- * futex address, never a guess. 0 when none. */
-static uint64_t find_lock_object(const PyProcess *p, uint64_t frame, uint64_t futex) {
+ * word): among the words of the top frame's locals and value stack (at LOCALS), the object itself
+ * (lock.acquire()), or the self of a bound builtin method there (`with lock:` keeps lock.__exit__ on the stack).
+ * Exact equality with the futex address, never a guess: whatever word leads to it, the object found is the lock
+ * whose semaphore the thread sleeps on. 0 when none. */
+static uint64_t find_lock_object(const PyProcess *p, uint64_t locals, uint64_t futex) {
         const PyOffsets *o = &p->off;
         uint64_t words[PY_LOCK_SCAN_WORDS];
 
-        if (py_read(p, frame + o->iframe_size, words, sizeof words) < 0)
+        if (py_read(p, locals, words, sizeof words) < 0)
                 return 0;
         for (size_t i = 0; i < ELEMENTSOF(words); i++) {
                 uint64_t obj[4], self;
@@ -1062,7 +1063,7 @@ static PythonWaitKind top_wait_kind(PyProcess *p, uint64_t frame_code) {
 int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         const PyOffsets *o = &p->off;
         const PyThreadRef *ref = find_thread(p, tid);
-        uint64_t frame, code = 0, lock;
+        uint64_t frame, code = 0, locals, lock;
         uint8_t buf[PY_FRAME_BYTES_MAX];
         char tn[32];
 
@@ -1076,22 +1077,24 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         if (current_frame(p, ref->tstate, &frame) < 0 || frame == 0)
                 return 0;
         if (o->frames == PY_FRAMES_OBJECT) {
-                if (py_read_ptr(p, frame + o->frame_code, &code) == 0)
-                        ret->kind = top_wait_kind(p, code);
-                if (ret->kind == PYTHON_WAIT_JOIN)
-                        ret->owner = joined_thread(p, futex);
-                return 0;
-        }
-        if (o->iframe_size > sizeof buf)
-                return 0;
-        for (unsigned i = 0; frame && i < 4; i++) {
-                if (py_read(p, frame, buf, o->iframe_size) < 0)
+                /* A C call (lock.acquire()) has no frame of its own: the top frame is its caller's. */
+                if (py_read_ptr(p, frame + o->frame_code, &code) < 0)
                         return 0;
-                if (buf[o->iframe_owner] != PY_FRAME_OWNED_BY_CSTACK || o->iframe_is_entry != PY_OFF_NONE) {
-                        code = unaligned_read_u64(buf + o->iframe_code);
-                        break;
+                locals = o->frame_localsplus == PY_OFF_NONE ? 0 : frame + o->frame_localsplus;
+        } else {
+                if (o->iframe_size > sizeof buf)
+                        return 0;
+                for (unsigned i = 0; frame && i < 4; i++) {
+                        if (py_read(p, frame, buf, o->iframe_size) < 0)
+                                return 0;
+                        if (buf[o->iframe_owner] != PY_FRAME_OWNED_BY_CSTACK || o->iframe_is_entry != PY_OFF_NONE) {
+                                code = unaligned_read_u64(buf + o->iframe_code);
+                                break;
+                        }
+                        frame = unaligned_read_u64(buf + o->iframe_previous);
                 }
-                frame = unaligned_read_u64(buf + o->iframe_previous);
+                /* The locals and the value stack follow the frame's fixed part. */
+                locals = frame + o->iframe_size;
         }
         if (!code)
                 return 0;
@@ -1100,11 +1103,11 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
                 ret->owner = joined_thread(p, futex);
         if (ret->kind != PYTHON_WAIT_NONE)
                 return 0;
-        /* The lock objects' locks are semaphores from 3.8 to 3.12 (3.13's are PyMutexes: their waits are on a
-         * parking lot, not on the lock). Their frames keep their locals inline from 3.11. */
-        if (o->lock_lock == PY_OFF_NONE || o->lock_lock % 8 != 0 || o->lock_lock >= 32)
+        /* The lock objects' locks are semaphores from 3.8 to 3.13 (PyMutexes from 3.14, whose waits are on a parking
+         * lot, not on the lock). */
+        if (!locals || o->lock_lock == PY_OFF_NONE || o->lock_lock % 8 != 0 || o->lock_lock >= 32)
                 return 0;
-        lock = find_lock_object(p, frame, futex);
+        lock = find_lock_object(p, locals, futex);
         if (!lock)
                 return 0;
         type_name(p, lock, tn, sizeof tn);
