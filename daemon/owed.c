@@ -107,6 +107,11 @@ static const char *edge_owed(Scanner *s, const WaitChain *c, const ProcessEntry 
                         return "a mutex whose holder exited";
                 if (e->peer_tid > 0 && e->peer_tid != e->tid)
                         return e->runtime ? "a Python RLock another thread holds" : "a mutex another thread holds";
+                /* A threading.Lock records no holder, but one waited on is held: by another thread, or by the
+                 * waiter itself (a Lock taken twice never returns). Parked this long on it is a lock wait, as a
+                 * mutex's is, not an idle one. */
+                if (e->runtime && e->object && startswith(e->object, "threading.Lock "))
+                        return "a threading.Lock that is held (it records no holder)";
                 return NULL;
         }
         /* Parked this long for the GIL: its holder keeps it (C code that blocked without releasing it). */

@@ -240,7 +240,8 @@ PYFIX = os.path.join(os.environ.get("STACKWATCH_SRCDIR") or os.path.join(os.path
 def test_python_lock_hangs_by_default(daemon, tmp_path):
     """A Python RLock ABBA is a deadlock the built-in rule snapshots, read from the interpreter; a thread waiting
     for the GIL that a blocked C call keeps is blocked, and says why (though it wakes every switch interval to ask
-    for it); a Lock ABBA, whose locks name no owner, is not called a deadlock."""
+    for it); a Lock ABBA, whose locks name no owner, is not called a deadlock, but its two waiters are blocked on
+    a lock, not idle."""
     procs = [subprocess.Popen(["/usr/bin/python3", os.path.join(PYFIX, f), *a], stdout=subprocess.PIPE)
              for f, a in (("abba.py", ["rlock"]), ("gil_held.py", []), ("abba.py", ["lock"]))]
     # Healthy contention: three threads of pure Python taking turns at the GIL, each waiting for it in turn.
@@ -262,10 +263,13 @@ def test_python_lock_hangs_by_default(daemon, tmp_path):
             gil_why = wait_until(lambda: why(gil), timeout=40, interval=0.2, what="the GIL waiter blocked")
         except AssertionError:
             print([t for t in d.get_json("/processes?all=1")["threads"] if t["pid"] == gil])
+            print("\n".join(ln for ln in d.log_text().splitlines() if str(gil) in ln and "scan" not in ln))
             raise
         assert list(gil_why.values()) == ["the GIL, which another thread keeps"], gil_why
+        lock_why = wait_until(lambda: len(why(lock)) == 2 and why(lock), timeout=40, interval=0.2,
+                              what="the Lock ABBA's two waiters blocked")
+        assert set(lock_why.values()) == {"a threading.Lock that is held (it records no holder)"}, lock_why
         d.wait_scans(3)
-        assert not why(lock), why(lock)
         assert not why(contention), why(contention)
         assert not [s for s in d.snapshots() if s["pid"] in (gil, lock, contention)]
     finally:
