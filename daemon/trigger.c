@@ -125,16 +125,17 @@ static void checks_expire(Trigger *t, uint64_t now) {
         t->n_checks = k;
 }
 
-/* The heads of PID's lock convoys into CHECK: threads holding a mutex another thread waits for, themselves waiting on
- * no mutex (a lock chain's last holder: in read(), on a CPU, anywhere but behind another lock). */
+/* The heads of PID's lock convoys into CHECK: threads holding a mutex (or a Python RLock, or the GIL) another thread
+ * waits for, themselves waiting on no mutex (a lock chain's last holder: in read(), on a CPU, anywhere but behind
+ * another lock). */
 static void note_convoy_heads(DeadlockCheck *check, const WaitChain *c, pid_t pid) {
         check->n_convoy_heads = 0;
         for (size_t i = 0; i < c->n_edges; i++) {
                 const WaitEdge *e = &c->edges[i];
                 bool known = false;
 
-                if (e->kind != WAIT_KIND_MUTEX || e->pid != pid || e->peer_pid != pid || e->peer_tid <= 0 ||
-                    wait_chain_mutex_wait(c, pid, e->peer_tid))
+                if ((e->kind != WAIT_KIND_MUTEX && e->kind != WAIT_KIND_GIL) || e->pid != pid || e->peer_pid != pid ||
+                    e->peer_tid <= 0 || e->peer_tid == e->tid || wait_chain_mutex_wait(c, pid, e->peer_tid))
                         continue;
                 for (unsigned k = 0; k < check->n_convoy_heads && !known; k++)
                         known = check->convoy_heads[k] == e->peer_tid;

@@ -226,3 +226,34 @@ def test_every_cpython_names_the_loop(daemon, culprit, tmp_path, exe):
     ev = wait_until(lambda: firings(out), timeout=30, interval=0.1, what=f"the hook on {version_of(exe)}")[0]
     assert ev["tid"] == c.tid("spin") and ev["python_frame"] == c.frame("spin"), (version_of(exe), ev)
     assert " busy-loop for " in ev["summary"] and ev["summary"].endswith(f" s in {c.frame('spin')}"), ev["summary"]
+
+
+def test_the_gil_holder_heads_a_convoy(daemon, tmp_path):
+    """A thread that keeps the GIL while blocked in a C call holds what every other thread waits for: the
+    lock_holder rule fires once, for the holder, not for a thread waiting for the GIL."""
+    comm = unique_comm("pyd-gil")
+    hook, out = recording_hook(tmp_path)
+    p = subprocess.Popen([SYSTEM_PYTHON, os.path.join(SRCDIR, "tests", "fixtures", "python", "gil_held.py"), comm],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        d = daemon(config(f"""
+  - name: gil-holder
+    class: [waiting, blocked]
+    for: 1s
+    comm: {json.dumps(comm)}
+    lock_holder: true
+    cooldown: 1h
+    actions: [snapshot, log, hook]
+""", hook))
+        ev = wait_until(lambda: firings(out), timeout=30, interval=0.1, what="the GIL holder's firing")[0]
+        assert ev["pid"] == p.pid and ev["tid"] == p.pid, ev
+        assert ev["python_frame"].startswith("hold_gil_in_sleep (gil_held.py:"), ev
+        d.wait_scans(15, timeout=30)
+        assert len(firings(out)) == 1, firings(out)
+        [snap] = [s for s in d.snapshots() if s["pid"] == p.pid]
+        doc = d.show(snap["id"])
+        assert doc["trigger"]["tid"] == p.pid, doc["trigger"]
+    finally:
+        p.kill()
+        p.wait()
