@@ -43,6 +43,13 @@ unsigned classify_wants(const ClassState *st, const ThreadSample *prev, const Th
         return w;
 }
 
+bool classify_may_wait_gil(const ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz) {
+        double cpu = classify_cpu_percent(prev, cur, hz);
+
+        return prev && !(st && st->parked) && asleep(cur->state) && !cur->kthread && cpu > 0 &&
+               cpu < CLASSIFY_GIL_WAIT_CPU_PERCENT;
+}
+
 bool classify_syscall_is_idle_wait(const ProcSyscall *sc) {
         static const char *const idle[] = {
                 "nanosleep", "clock_nanosleep", "pause", "rt_sigsuspend", "rt_sigtimedwait", "wait4", "waitid",

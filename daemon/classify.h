@@ -90,6 +90,10 @@ double classify_cpu_percent(const ThreadSample *prev, const ThreadSample *cur, l
  * NULL): quiet sleepers, and threads parked on the GIL, get their syscall and run count read, to tell a parked wait
  * from one that moves. */
 unsigned classify_wants(const ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz);
+/* Whether a sleeper not parked yet, which classify_wants() left unread because it used a little CPU since the last
+ * look, may be starting a wait for the GIL (its wake-ups every switch interval cost it a tick now and then, more
+ * often on a busy machine): the scanner then reads its syscall if its process runs CPython. */
+bool classify_may_wait_gil(const ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz);
 /* Update ST from PREV (NULL for a new thread) to CUR. */
 void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSample *cur, long hz);
 /* A parked thread's wait turned out to be owed (WHY, static) or not: blocked from when it parked, or waiting. */

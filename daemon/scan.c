@@ -633,6 +633,10 @@ static int thread_scan(Scanner *s, ThreadEntry *t, const TaskRecord *rec, ProcSt
                 return 0;
         }
         wants = classify_wants(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);
+        if (!(wants & CLASSIFY_READ_SYSCALL) &&
+            classify_may_wait_gil(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz) &&
+            scanner_process_python(s, t->process))
+                wants |= CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED;
         if (rec)
                 sample_deep_record(s, t, rec, &cur, wants);
         else if (wants)

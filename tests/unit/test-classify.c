@@ -266,10 +266,14 @@ START_TEST(test_gil_wait_stays_parked) {
 }
 END_TEST
 
-/* As the scan looks: the deep files only when the classifier asks for them (classify_wants). */
-static void look(ClassState *st, const ThreadSample *prev, const ThreadSample *raw) {
+/* As the scan looks: the deep files only when the classifier asks for them (classify_wants), and, in a process
+ * that runs CPython (PYTHON), for a sleeper that may be starting a wait for the GIL (classify_may_wait_gil). */
+static void look_in(ClassState *st, const ThreadSample *prev, const ThreadSample *raw, bool python) {
         ThreadSample cur = *raw;
         unsigned w = classify_wants(prev ? st : NULL, prev, &cur, HZ);
+
+        if (!(w & CLASSIFY_READ_SYSCALL) && python && classify_may_wait_gil(st, prev, &cur, HZ))
+                w |= CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED;
 
         if (!(w & CLASSIFY_READ_SYSCALL)) {
                 cur.have_syscall = false;
@@ -278,6 +282,10 @@ static void look(ClassState *st, const ThreadSample *prev, const ThreadSample *r
         if (!(w & (CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED)))
                 cur.have_sched = false;
         classify_update(st, prev, &cur, HZ);
+}
+
+static void look(ClassState *st, const ThreadSample *prev, const ThreadSample *raw) {
+        look_in(st, prev, raw, true);
 }
 
 /* The GIL waiter of a hung process on a busy machine: now and then a clock tick lands on one of its wake-ups, or a
@@ -304,6 +312,22 @@ START_TEST(test_gil_wait_with_ticks_is_looked_at) {
                 classify_set_owed(&st, true, "the GIL, which another thread keeps");
                 ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
         }
+        /* A tick at every look from the first one on (a busy machine, seen in CI: "waiting" for 50 s): it is parked
+         * on the GIL from the second look all the same, since a CPython's low-CPU sleeper has its syscall read. */
+        st = (ClassState) {};
+        for (unsigned i = 0; i < 4; i++) {
+                s[i] = with_syscall(sample(i * SEC, 'S', 5 + i, 5), "futex", 0x89, 7 + 200 * i);
+                s[i].syscall.args[0] = 0xa5b8f0;
+                s[i].gil_wait = true;
+                look(&st, i ? &s[i - 1] : NULL, &s[i]);
+        }
+        ck_assert(st.parked && st.parked_gil);
+        ck_assert_uint_eq(st.since_usec, SEC);
+        /* Outside a CPython, such a sleeper is not looked at. */
+        st = (ClassState) {};
+        for (unsigned i = 0; i < 4; i++)
+                look_in(&st, i ? &s[i - 1] : NULL, &s[i], false);
+        ck_assert(!st.parked);
         /* A thread on some other futex with the same ticks is not looked at: it leaves its place. */
         st = (ClassState) {};
         for (unsigned i = 0; i < 3; i++) {
