@@ -251,8 +251,18 @@ def test_python_lock_hangs_by_default(daemon, tmp_path):
             assert p.stdout.readline() == b"ready\n"
         rlock, gil, lock, contention = (p.pid for p in procs)
         d = daemon(DEFAULTS)
-        snaps = wait_until(lambda: [s for s in d.snapshots() if s["pid"] == rlock], timeout=40, interval=0.2,
-                           what="the RLock ABBA's snapshot")
+
+        def explain(pid):
+            """On a failure: what the daemon says of PID's threads, and its log lines about PID."""
+            print([t for t in d.get_json("/processes?all=1")["threads"] if t["pid"] == pid])
+            print("\n".join(ln for ln in d.log_text().splitlines() if str(pid) in ln and "scan" not in ln))
+
+        try:
+            snaps = wait_until(lambda: [s for s in d.snapshots() if s["pid"] == rlock], timeout=40, interval=0.2,
+                               what="the RLock ABBA's snapshot")
+        except AssertionError:
+            explain(rlock)
+            raise
         assert [s["rule"] for s in snaps] == ["deadlock"], snaps
 
         def why(pid):
@@ -262,8 +272,7 @@ def test_python_lock_hangs_by_default(daemon, tmp_path):
         try:
             gil_why = wait_until(lambda: why(gil), timeout=40, interval=0.2, what="the GIL waiter blocked")
         except AssertionError:
-            print([t for t in d.get_json("/processes?all=1")["threads"] if t["pid"] == gil])
-            print("\n".join(ln for ln in d.log_text().splitlines() if str(gil) in ln and "scan" not in ln))
+            explain(gil)
             raise
         assert list(gil_why.values()) == ["the GIL, which another thread keeps"], gil_why
         lock_why = wait_until(lambda: len(why(lock)) == 2 and why(lock), timeout=40, interval=0.2,
