@@ -23,7 +23,7 @@ VARIANTS = {"dwarf": [], "nodwarf": ["-ldflags=-w"], "stripped": ["-ldflags=-s -
 READABLE = [("dwarf", "dwarf"), ("nodwarf", "table"), ("pie", "dwarf")]   # (variant, go.layout)
 # What each named goroutine of hung/main.go shows in runtime.Stack's header (Go 1.19).
 REASONS = {"waitOnChan": "chan receive", "holdMutex": "chan receive", "lockMutex": "semacquire",
-           "selectForever": "select (no cases)", "sleeper": "sleep", "netReader": "IO wait",
+           "lockMutexToo": "semacquire", "selectForever": "select (no cases)", "sleeper": "sleep", "netReader": "IO wait",
            "lockedWaiter": "chan receive"}
 # The goroutines the runtime itself runs in this program (Go 1.19), which runtime.Stack leaves out (its
 # isSystemGoroutine(): started in a runtime.* function other than runtime.main): the ones of every program, the
@@ -66,12 +66,14 @@ def go_builds(tmp_path_factory):
 
 
 class Hung:
-    """A started hung binary: its "ready" line parsed (pid, addresses, the named goroutines' ids)."""
+    """A started hung binary: its "ready" line parsed (pid, addresses, the named goroutines' ids; with SPIN, the
+    goroutine spinning on a CPU is spin_goid, not among goids)."""
 
-    def __init__(self, fixture, builds, variant, tmp_path, idle=IDLE):
+    def __init__(self, fixture, builds, variant, tmp_path, idle=IDLE, spin=False):
         self.oracle_path = str(tmp_path / f"oracle-{variant}.txt")
         self.started = time.monotonic()
-        self.fx = fixture(builds.binary(variant), "-idle", str(idle), "-oracle", self.oracle_path, ready=False)
+        self.fx = fixture(builds.binary(variant), "-idle", str(idle), *(["-spin"] if spin else []),
+                          "-oracle", self.oracle_path, ready=False)
         self.pid = self.fx.pid
         line = self.fx.wait_line_prefix(b"ready ", timeout=60).decode()
         f = line.split()
@@ -80,8 +82,10 @@ class Hung:
         self.mutex, self.waitchan = int(kv["mutex"], 16), int(kv["waitchan"], 16)
         self.holdchan, self.idlechan = int(kv["holdchan"], 16), int(kv["idlechan"], 16)
         self.locked_tid, self.procs, self.idle = int(kv["lockedtid"]), int(kv["procs"]), int(kv["idle"])
+        self.ready = time.monotonic()
         self.goids = {k: int(v) for k, v in (x.split(":") for x in kv["goids"].split(","))}
-        assert set(self.goids) == set(REASONS) and self.idle == idle, line
+        self.spin_goid = self.goids.pop("spin", None)
+        assert set(self.goids) == set(REASONS) and self.idle == idle and (self.spin_goid is not None) == spin, line
 
     def oracle(self):
         """SIGUSR1, then the traceback the program wrote: parse_traceback()'s result."""
@@ -91,15 +95,19 @@ class Hung:
             return parse_traceback(f.read())
 
 
-Frame = collections.namedtuple("Frame", "function file line inlined")
+# offset: Go's "+0x2f", the frame's pc less its function's entry (a caller's pc is its return address); None where
+# Go prints none (an inlined call, or a pc at its function's entry).
+Frame = collections.namedtuple("Frame", "function file line inlined offset")
 Goroutine = collections.namedtuple("Goroutine", "goid reason minutes locked frames created_by")
+# What runtime.Stack prints instead of the frames of a goroutine on a CPU it could not stop (runtime/traceback.go).
+UNAVAILABLE = "\tgoroutine running on other thread; stack unavailable"
 
 
 def parse_location(line):
-    """"\\t/x/main.go:12 +0x2f" (the offset absent for an inlined call) -> (file, line)."""
-    m = re.fullmatch(r"\t(.+):(\d+)(?: \+0x[0-9a-f]+)?", line)
+    """"\\t/x/main.go:12 +0x2f" (the offset absent for an inlined call) -> (file, line, offset or None)."""
+    m = re.fullmatch(r"\t(.+):(\d+)(?: \+0x([0-9a-f]+))?", line)
     assert m, f"not a location line: {line!r}"
-    return m.group(1), int(m.group(2))
+    return m.group(1), int(m.group(2)), int(m.group(3), 16) if m.group(3) else None
 
 
 def parse_traceback(text):
@@ -122,6 +130,9 @@ def parse_traceback(text):
                 minutes = int(mm.group(1))
         frames, created_by, i = [], None, 1
         while i < len(lines):
+            if lines[i] == UNAVAILABLE:
+                i += 1
+                continue
             assert i + 1 < len(lines), f"no location after {lines[i]!r}"
             if lines[i].startswith("created by "):
                 # Go 1.21 adds " in goroutine N".
@@ -130,7 +141,8 @@ def parse_traceback(text):
             else:
                 mm = re.fullmatch(r"(.+)\(([^()]*)\)", lines[i])
                 assert mm, f"not a frame line: {lines[i]!r}"
-                frames.append(Frame(mm.group(1), *parse_location(lines[i + 1]), mm.group(2) == "..."))
+                file, line, offset = parse_location(lines[i + 1])
+                frames.append(Frame(mm.group(1), file, line, mm.group(2) == "...", offset))
             i += 2
         goid = int(m.group(1))
         assert goid not in out, f"goroutine {goid} twice"
@@ -179,10 +191,27 @@ def frames_of(doc, g):
     return doc["goroutine_stacks"][g["stack"]]
 
 
+def go_offset(f):
+    """A frame's offset as Go prints it: none for an inlined call, nor at its function's entry (traceback.go prints
+    one only when frame.pc > f.entry())."""
+    return None if f.get("inlined") or not f.get("offset") else f["offset"]
+
+
 def visible(doc, g):
     """G's frames as runtime.Stack shows them: Frame tuples, innermost first."""
-    return [Frame(f["function"], f.get("file"), f.get("line"), bool(f.get("inlined")))
+    return [Frame(f["function"], f.get("file"), f.get("line"), bool(f.get("inlined")), go_offset(f))
             for f in frames_of(doc, g) if not hidden(f["function"])]
+
+
+def creator(g):
+    """G's "created by" as runtime.Stack prints it: (function, file, line, offset)."""
+    cb = g["created_by"]
+    return cb["function"], cb["file"], cb["line"], go_offset(cb)
+
+
+def minutes(g):
+    """The minutes Go's header shows for G (goroutineheader(): whole minutes since waitsince, 0 when not known)."""
+    return int(g["wait_seconds"] // 60) if "wait_seconds" in g else 0
 
 
 def start_function(doc, g):
@@ -244,7 +273,8 @@ def test_fixture_and_oracle(fixture, go_builds, tmp_path, variant):
 def test_goroutines_equal_runtime_stack(fixture, go_builds, tmp_path, variant, layout):
     """Our dump, then the runtime's own traceback: the same goroutines (ours also has the runtime's, which
     runtime.Stack hides), and for every goroutine but two the same wait reason, locked flag, frames (function,
-    file:line, inlined calls: ours with the unexported runtime frames dropped) and creator. The two: main, which
+    file:line, inlined calls, and Go's +0x offset of each frame that is not inlined: ours with the unexported runtime
+    frames dropped), creator (its offset too) and minutes waited (none here). The two: main, which
     writes the oracle (running then, parked in main.main for us), and os/signal's loop, woken by the SIGUSR1: both
     present in both, each checked in our dump as it was. A --no-source dump has the same goroutines and functions
     (inlined ones, which it may leave out, apart). Every thread is left neither stopped nor traced."""
@@ -269,8 +299,9 @@ def test_goroutines_equal_runtime_stack(fixture, go_builds, tmp_path, variant, l
         assert header_reason(g) == o.reason, (goid, g, o)
         assert bool(g.get("locked_to_thread")) == o.locked, (goid, g)
         assert visible(doc, g) == o.frames, f"goroutine {goid}:\nours   {visible(doc, g)}\noracle {o.frames}"
-        cb = g["created_by"]
-        assert (cb["function"], cb["file"], cb["line"]) == o.created_by, (goid, cb, o.created_by)
+        assert creator(g) == o.created_by, (goid, g["created_by"], o.created_by)
+        # Ours is read first: the oracle's minutes are ours, or one more if a minute turned in between.
+        assert minutes(g) <= o.minutes <= minutes(g) + 1, (goid, g.get("wait_seconds"), o.minutes)
         compared += 1
     assert compared == IDLE + len(REASONS)
 
