@@ -336,7 +336,8 @@ def test_goroutines_equal_runtime_stack(fixture, go_builds, tmp_path, variant, l
 
 
 def test_wait_on_and_wait_seconds(fixture, go_builds, tmp_path):
-    """lockMutex waits on the fixture's sync.Mutex (its address, not its semaphore's at +4); the 10,000 idle
+    """lockMutex and lockMutexToo wait on the fixture's sync.Mutex (its address, not its semaphore's at +4), both
+    with the same address as the fixture printed it; the 10,000 idle
     goroutines all on their one channel, waitOnChan and holdMutex on theirs. Every goroutine parked before the
     fixture's runtime.GC() (os/signal's loop too, in a system call) has a wait time, at least 0 and at most how long
     the fixture has lived (measured here) + 1 s; main, which parked after that GC, has none."""
@@ -352,6 +353,7 @@ def test_wait_on_and_wait_seconds(fixture, go_builds, tmp_path):
         return (w["kind"], int(w["address"], 16)) if w else None
 
     assert addr(wait_on("lockMutex")) == ("sync.Mutex", hung.mutex), wait_on("lockMutex")
+    assert addr(wait_on("lockMutexToo")) == ("sync.Mutex", hung.mutex), wait_on("lockMutexToo")
     assert addr(wait_on("waitOnChan")) == ("channel", hung.waitchan), wait_on("waitOnChan")
     assert addr(wait_on("holdMutex")) == ("channel", hung.holdchan), wait_on("holdMutex")
     idle = [g for g in ours.values() if [f.function for f in visible(doc, g)] == ["main.idleWorker"]]
@@ -370,7 +372,10 @@ def test_wait_on_and_wait_seconds(fixture, go_builds, tmp_path):
 def test_text_is_go_traceback(fixture, go_builds, tmp_path):
     """The text dump shows goroutines as Go does after the threads: waitOnChan's goroutine under its own header
     with its frame and source line, the idle ones as one group of 10,000 ids; --folded has a "go:" line per
-    goroutine, its frames those of the JSON."""
+    goroutine, its frames those of the JSON. Its summary names what several goroutines wait on together (the two
+    waiters on the fixture's sync.Mutex, at the address the fixture printed, the oldest for as long as the JSON's
+    longer wait; the 10,000 on their channel) and, as a leak, the one creator with 100 live goroutines or more:
+    the idle ones' "created by" in the oracle, with as many as the oracle says it created."""
     hung = Hung(fixture, go_builds, "dwarf", tmp_path)
     _, doc = go_dump(hung.pid)
     _, text = go_dump(hung.pid, text=True)
@@ -393,6 +398,27 @@ def test_text_is_go_traceback(fixture, go_builds, tmp_path):
     assert len(groups) == 1, text[-3000:]
     ids = {int(x) for x in re.findall(r"\d+", groups[0])}
     assert ids and ids <= idle, sorted(ids - idle)[:20]
+
+    # The summary, between the "GOROUTINES" line and the first group.
+    summary = re.search(r"^GOROUTINES of .*\n((?:  .*\n)*)\n", text, re.M)
+    assert summary, text[-3000:]
+    lines = summary.group(1).splitlines()
+    waits = [g.get("wait_seconds") for g in ours.values() if g.get("wait_on", {}).get("kind") == "sync.Mutex"]
+    assert len(waits) == 2 and None not in waits, waits
+    m = [re.fullmatch(rf"  2 goroutines wait on the same sync\.Mutex 0x{hung.mutex:x}, the oldest for (\d+) s", ln)
+         for ln in lines]
+    assert sum(bool(x) for x in m) == 1, lines
+    oldest = int(next(x for x in m if x).group(1))
+    # The text is a second look, after the JSON's: its wait is as long, or a little longer (rounded to seconds).
+    assert max(waits) - 1 <= oldest <= max(waits) + 5, (oldest, waits)
+    assert f"  {IDLE} goroutines wait on the same channel 0x{hung.idlechan:x}" in \
+        [ln.split(",")[0] for ln in lines], lines
+    creators = collections.Counter(o.created_by[0] for o in oracle.values() if o.created_by)
+    site = oracle[min(idle)].created_by[0]
+    leaks = [ln for ln in lines if re.fullmatch(r"  \d+ goroutines created by .* are alive.*", ln)]
+    assert leaks == [f"  {creators[site]} goroutines created by {site} are alive (a leak, if they should have ended)"], \
+        (leaks, creators)
+    assert creators[site] >= IDLE
 
     # Names as the native folded lines have them: ';' and ' ' are the format's separators ("chan_receive").
     def fold(name):
