@@ -433,6 +433,41 @@ def test_text_is_go_traceback(fixture, go_builds, tmp_path):
     assert collections.Counter(lines) == want
 
 
+def test_running_goroutine_from_its_thread(fixture, go_builds, tmp_path):
+    """A goroutine on a CPU (main.spin, -spin) has no saved stack: it is listed as running, on the thread of its M
+    (m.procid), with that thread's frames as we captured them up to its goroutine's start (runtime.goexit), main.spin
+    among them, and the creator the oracle names. The oracle (runtime.Stack stops the world first, preempting it)
+    shows it with main.spin, [running] or [runnable]. The thread on a CPU was stopped for its own capture, at most:
+    no thread is left stopped or traced. A goroutine preempted (sysmon, every 10 ms) at the moment it is read is not
+    on a CPU: that dump is taken again (five tries)."""
+    hung = Hung(fixture, go_builds, "dwarf", tmp_path, idle=100, spin=True)
+    for _ in range(5):
+        _, doc = go_dump(hung.pid)
+        g = goroutines(doc)[hung.spin_goid]
+        if g["status"] == "running":
+            break
+    else:
+        pytest.fail(f"main.spin's goroutine not running in five dumps: {g}")
+    oracle = hung.oracle()
+
+    threads = {t["tid"]: t for t in doc["threads"]}
+    assert g.get("tid") in threads and g.get("tid") in thread_states(hung.pid), (g, sorted(threads))
+    fns = [f["function"] for f in frames_of(doc, g)]
+    assert "main.spin" in fns, fns
+    own = next(f for f in frames_of(doc, g) if f["function"] == "main.spin")
+    assert own["file"].endswith("/hung/main.go") and own["line"] > 0, own
+    thread = [f.get("function") for f in threads[g["tid"]]["frames"]]
+    assert thread[-1].startswith("runtime.goexit"), thread
+    assert fns == thread[:-1], f"goroutine {fns}\nthread {thread}"
+    o = oracle[hung.spin_goid]
+    assert o.reason in ("running", "runnable") and "main.spin" in [f.function for f in o.frames], o
+    assert creator(g) == o.created_by, (g["created_by"], o.created_by)
+    assert "wait_seconds" not in g and "wait_on" not in g, g
+
+    for tid, state in thread_states(hung.pid).items():
+        assert state not in ("t", "T") and tracer_of(hung.pid, tid) == 0, (tid, state)
+
+
 def ptrace_methods(doc):
     return {t["tid"]: t["capture"]["method"] for t in doc["threads"]}
 
