@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import SRCDIR, stackctl, thread_states, tracer_of
+from conftest import SRCDIR, Fixture, stackctl, thread_states, tracer_of
 
 GODIR = os.path.join(SRCDIR, "tests", "fixtures", "go", "hung")
 IDLE = 10000
@@ -63,6 +63,10 @@ def go_builds(tmp_path_factory):
     if not go:
         pytest.skip("go is not installed (apt-get install golang-go)")
     return GoBuilds(go, tmp_path_factory.mktemp("go"))
+
+
+# How long test_minutes_past_a_minute's program must have waited: past a minute, with a margin for a busy machine.
+MINUTE_WAIT = 62
 
 
 class Hung:
@@ -276,8 +280,9 @@ def test_goroutines_equal_runtime_stack(fixture, go_builds, tmp_path, variant, l
     file:line, inlined calls, and Go's +0x offset of each frame that is not inlined: ours with the unexported runtime
     frames dropped), creator (its offset too) and minutes waited (none here). The two: main, which
     writes the oracle (running then, parked in main.main for us), and os/signal's loop, woken by the SIGUSR1: both
-    present in both, each checked in our dump as it was. A --no-source dump has the same goroutines and functions
-    (inlined ones, which it may leave out, apart). Every thread is left neither stopped nor traced."""
+    present in both, each checked in our dump as it was. A --no-source dump has the same goroutines, and the
+    program's the same functions (inlined ones, which it may leave out, apart). Every thread is left neither stopped
+    nor traced."""
     hung = Hung(fixture, go_builds, variant, tmp_path)
     _, doc = go_dump(hung.pid)
     _, bare = go_dump(hung.pid, "--no-source")
@@ -320,10 +325,14 @@ def test_goroutines_equal_runtime_stack(fixture, go_builds, tmp_path, variant, l
     assert locked["locked_to_thread"] is True and locked["tid"] == hung.locked_tid, locked
     assert sum(bool(g.get("locked_to_thread")) for g in ours.values() if g["goid"] in oracle) == 1
 
-    # --no-source: the same goroutines, stacks and functions; inlined frames only if it keeps them.
+    # --no-source: the same goroutines, stacks and functions; inlined frames only if it keeps them. The runtime's
+    # own goroutines (the scavenger, between "sleep" and "GC scavenge wait") wake by themselves between the two
+    # dumps: only the program's are compared.
     bare_gs = goroutines(bare)
     assert sorted(bare_gs) == sorted(ours)
     for goid, g in ours.items():
+        if goid not in oracle:
+            continue
         b = bare_gs[goid]
         assert (b["status"], b.get("wait_reason")) == (g["status"], g.get("wait_reason")), goid
         want = [f.function for f in visible(doc, g)]
@@ -540,3 +549,62 @@ def test_go_threads_unwind_to_their_stack_top(fixture, go_builds, tmp_path, vari
         methods |= {f["method"] for f in t["frames"]}
     assert "scan" not in methods and "fp" not in methods, methods
     assert ("pclntab" in methods) == (variant == "nodwarf"), methods
+
+
+@pytest.fixture(scope="module", autouse=True)
+def minute_hung(request, go_builds, tmp_path_factory):
+    """test_minutes_past_a_minute's program, started with the module when that test is to run, so that its minute
+    of waiting passes while the other tests run; None otherwise."""
+    if not any(item.originalname == "test_minutes_past_a_minute" for item in request.session.items):
+        yield None
+        return
+    started = []
+
+    def start(name, *args, ready=True):
+        started.append(Fixture(name, args))
+        return started[-1]
+    try:
+        yield Hung(start, go_builds, "dwarf", tmp_path_factory.mktemp("minute"), idle=100)
+        for fx in started:
+            fx.assert_untouched()
+    finally:
+        for fx in started:
+            fx.kill()
+
+
+def test_minutes_past_a_minute(minute_hung):
+    """Durations as Go shows them, once there is a minute to show: a program whose goroutines have waited over a
+    minute (minute_hung, started with the module: this test waits what is left of MINUTE_WAIT s after its
+    "ready", the only way to have the runtime's clock pass a minute) shows "1 minutes" for them in our dump as in
+    the oracle's, read right after: for every goroutine the same whole minutes (the oracle's one more at most, were a
+    minute to turn in between), the parked ones' exactly 1; each named goroutine's text header (", 1 minutes" and
+    ", locked to thread" where Go puts them) equal to the oracle's; the idle ones' group and the mutex's summary line
+    say 1 minute too."""
+    hung = minute_hung
+    time.sleep(max(0.0, hung.ready + MINUTE_WAIT - time.monotonic()))
+    _, doc = go_dump(hung.pid, "--no-source")
+    _, text = go_dump(hung.pid, "--no-source", text=True)
+    oracle = hung.oracle()
+    with open(hung.oracle_path) as f:
+        oracle_text = f.read()
+    assert time.monotonic() - hung.ready < 110, "too slow to tell one minute from two"
+    ours = goroutines(doc)
+    loop = signal_loop(oracle)
+    parked = set(hung.goids.values()) | {i for i, o in oracle.items()
+                                        if [f.function for f in o.frames] == ["main.idleWorker"]}
+    assert len(parked) == 100 + len(REASONS)
+    for goid, o in oracle.items():
+        if goid in (1, loop):
+            continue
+        g = ours[goid]
+        assert minutes(g) <= o.minutes <= minutes(g) + 1, (goid, g.get("wait_seconds"), o.minutes)
+        if goid in parked:
+            assert minutes(g) == o.minutes == 1, (goid, g.get("wait_seconds"), o.minutes)
+
+    for name, goid in hung.goids.items():
+        want = re.search(rf"^goroutine {goid} \[.*\]:$", oracle_text, re.M).group(0)
+        assert ", 1 minutes" in want, want
+        assert re.search(rf"^{re.escape(want)}$", text, re.M), (name, want)
+    assert re.search(r"^100 goroutines \[chan receive, 1 minutes\]: ", text, re.M), text[-3000:]
+    assert re.search(rf"^  2 goroutines wait on the same sync\.Mutex 0x{hung.mutex:x}, the oldest for 1 minutes$",
+                     text, re.M), text[:3000]
