@@ -1037,6 +1037,25 @@ static int creator_of(const GoProcess *p, Creators *c, uint64_t pc, GoSymbolizeF
         return frame_copy(ret, &c->frames[h]);
 }
 
+/* Whether T's frames, captured before the goroutines were read, are those of the goroutine that started at STARTPC:
+ * they run down to its stack's bottom (runtime.goexit), the function just inside it the one it started in. A goroutine
+ * on a CPU when read may not be the one its M ran when the thread was captured: sysmon preempts one every 10 ms, and
+ * another takes its place (three spinning goroutines on two CPUs showed each other's frames in a dump of three), or
+ * the thread was in the scheduler. An unwind cut short by its budget cannot tell, and is taken as it is. */
+static bool thread_runs_goroutine(const ThreadSnapshot *t, uint64_t startpc) {
+        for (size_t i = 0; i < t->n_frames; i++) {
+                const UserFrame *u;
+
+                if (!go_stack_top_function(t->frames[i].function))
+                        continue;
+                if (i == 0 || !startswith(t->frames[i].function, "runtime.goexit"))
+                        return false;
+                u = &t->frames[i - 1];
+                return !u->inlined && u->function && u->pc - u->function_offset == startpc;
+        }
+        return t->truncated;
+}
+
 static int goroutine_fill(GoProcess *p, const GoRawSet *raw, const GoRawG *rg, Goroutine *g, Snapshot *s,
                           GoSymbolizeFn fn, void *userdata, ThreadSnapshot *scratch, Creators *creators) {
         GoRuntime *gr = s->go;
@@ -1058,11 +1077,18 @@ static int goroutine_fill(GoProcess *p, const GoRawSet *raw, const GoRawG *rg, G
         /* Running, or in a syscall: its frames are its thread's, captured with the threads. */
         if ((rg->status == GO_STATUS_RUNNING || rg->status == GO_STATUS_SYSCALL) && !rg->pcs) {
                 ThreadSnapshot *t = NULL;
+                bool unwound;
 
                 for (size_t i = 0; rg->tid && i < s->n_threads; i++)
                         if (s->threads[i].tid == rg->tid)
                                 t = &s->threads[i];
-                if (t && t->n_frames > 0) {
+                unwound = t && t->n_frames > 0;
+                /* On a CPU: the thread's frames only if they are its own (another goroutine's, else). */
+                if (unwound && rg->status == GO_STATUS_RUNNING && !thread_runs_goroutine(t, rg->startpc)) {
+                        if (!g->error && !(g->error = strdup("its thread ran something else when captured (the "
+                                                             "goroutine was scheduled on it since)")))
+                                return -ENOMEM;
+                } else if (unwound) {
                         r = stack_from_frames(p, gr, t, t->truncated, true, &g->stack);
                         if (r < 0)
                                 return r;
