@@ -70,14 +70,14 @@ MINUTE_WAIT = 62
 
 
 class Hung:
-    """A started hung binary: its "ready" line parsed (pid, addresses, the named goroutines' ids; with SPIN, the
-    goroutine spinning on a CPU is spin_goid, not among goids)."""
+    """A started hung binary: its "ready" line parsed (pid, addresses, the named goroutines' ids; the SPIN
+    goroutines on a CPU, main.spin …, are in spins by name, not in goids)."""
 
-    def __init__(self, fixture, builds, variant, tmp_path, idle=IDLE, spin=False):
+    def __init__(self, fixture, builds, variant, tmp_path, idle=IDLE, spin=0, env=None):
         self.oracle_path = str(tmp_path / f"oracle-{variant}.txt")
         self.started = time.monotonic()
-        self.fx = fixture(builds.binary(variant), "-idle", str(idle), *(["-spin"] if spin else []),
-                          "-oracle", self.oracle_path, ready=False)
+        self.fx = fixture(builds.binary(variant), "-idle", str(idle), "-spin", str(spin), "-oracle", self.oracle_path,
+                          env=env, ready=False)
         self.pid = self.fx.pid
         line = self.fx.wait_line_prefix(b"ready ", timeout=60).decode()
         f = line.split()
@@ -88,8 +88,8 @@ class Hung:
         self.locked_tid, self.procs, self.idle = int(kv["lockedtid"]), int(kv["procs"]), int(kv["idle"])
         self.ready = time.monotonic()
         self.goids = {k: int(v) for k, v in (x.split(":") for x in kv["goids"].split(","))}
-        self.spin_goid = self.goids.pop("spin", None)
-        assert set(self.goids) == set(REASONS) and self.idle == idle and (self.spin_goid is not None) == spin, line
+        self.spins = {k: self.goids.pop(k) for k in list(self.goids) if re.fullmatch(r"spin\d*", k)}
+        assert set(self.goids) == set(REASONS) and self.idle == idle and len(self.spins) == spin, line
 
     def oracle(self):
         """SIGUSR1, then the traceback the program wrote: parse_traceback()'s result."""
@@ -449,10 +449,11 @@ def test_running_goroutine_from_its_thread(fixture, go_builds, tmp_path):
     shows it with main.spin, [running] or [runnable]. The thread on a CPU was stopped for its own capture, at most:
     no thread is left stopped or traced. A goroutine preempted (sysmon, every 10 ms) at the moment it is read is not
     on a CPU: that dump is taken again (five tries)."""
-    hung = Hung(fixture, go_builds, "dwarf", tmp_path, idle=100, spin=True)
+    hung = Hung(fixture, go_builds, "dwarf", tmp_path, idle=100, spin=1)
+    goid = hung.spins["spin"]
     for _ in range(5):
         _, doc = go_dump(hung.pid)
-        g = goroutines(doc)[hung.spin_goid]
+        g = goroutines(doc)[goid]
         if g["status"] == "running":
             break
     else:
@@ -468,11 +469,39 @@ def test_running_goroutine_from_its_thread(fixture, go_builds, tmp_path):
     thread = [f.get("function") for f in threads[g["tid"]]["frames"]]
     assert thread[-1].startswith("runtime.goexit"), thread
     assert fns == thread[:-1], f"goroutine {fns}\nthread {thread}"
-    o = oracle[hung.spin_goid]
+    o = oracle[goid]
     assert o.reason in ("running", "runnable") and "main.spin" in [f.function for f in o.frames], o
     assert creator(g) == o.created_by, (g["created_by"], o.created_by)
     assert "wait_seconds" not in g and "wait_on" not in g, g
 
+    for tid, state in thread_states(hung.pid).items():
+        assert state not in ("t", "T") and tracer_of(hung.pid, tid) == 0, (tid, state)
+
+
+def test_running_goroutines_never_show_anothers_frames(fixture, go_builds, tmp_path):
+    """Three goroutines on a CPU take turns on two (-spin 3: main.spin, spin2, spin3; GOMAXPROCS=2): sysmon preempts
+    each every 10 ms, and the thread its M ran when we captured it may run another by the time the goroutines are
+    read. A spinner listed as running shows its own function among its frames, or no frames and why: never another
+    spinner's (before the fix, three in ten dumps did). Ten dumps: one at least shows a running spinner's own
+    frames. No thread is left stopped or traced."""
+    hung = Hung(fixture, go_builds, "dwarf", tmp_path, idle=10, spin=3, env={"GOMAXPROCS": "2"})
+    assert hung.procs == 2
+    own = unknown = 0
+    for _ in range(10):
+        _, doc = go_dump(hung.pid, "--no-source")
+        gs = {g["goid"]: g for g in doc["goroutines"]}
+        for name, goid in hung.spins.items():
+            g = gs[goid]
+            if g["status"] != "running":
+                continue
+            if "stack" not in g:
+                assert "ran something else" in g.get("error", ""), g
+                unknown += 1
+                continue
+            fns = [f["function"] for f in frames_of(doc, g)]
+            assert f"main.{name}" in fns, (name, fns)
+            own += 1
+    assert own > 0, f"no spinner running with its frames in ten dumps ({unknown} without)"
     for tid, state in thread_states(hung.pid).items():
         assert state not in ("t", "T") and tracer_of(hung.pid, tid) == 0, (tid, state)
 
@@ -560,8 +589,8 @@ def minute_hung(request, go_builds, tmp_path_factory):
         return
     started = []
 
-    def start(name, *args, ready=True):
-        started.append(Fixture(name, args))
+    def start(name, *args, env=None, ready=True):
+        started.append(Fixture(name, args, env))
         return started[-1]
     try:
         yield Hung(start, go_builds, "dwarf", tmp_path_factory.mktemp("minute"), idle=100)
