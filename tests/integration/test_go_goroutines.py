@@ -174,13 +174,17 @@ def go_dump(pid, *args, text=False):
 
 def goroutines(doc):
     """{goid: goroutine} of a dump, checked for the contract's shape: ordered by goid, no dead one, every stack
-    index valid, every frame a Go frame."""
+    index valid, every frame a Go frame. The one error allowed: a goroutine found on a CPU whose thread, captured
+    a moment before, ran something else (the runtime's own wake by themselves)."""
     gs = doc["goroutines"]
     ids = [g["goid"] for g in gs]
     assert ids == sorted(set(ids)), "goroutines not ordered by goid, or one twice"
     stacks = doc["goroutine_stacks"]
     for g in gs:
         assert g["status"] in ("idle", "runnable", "running", "syscall", "waiting", "copystack", "preempted"), g
+        if g["status"] == "running" and "ran something else" in g.get("error", ""):
+            assert "stack" not in g, g
+            continue
         assert "error" not in g, g
         assert 0 <= g["stack"] < len(stacks), g
     for s in stacks:
@@ -448,13 +452,13 @@ def test_running_goroutine_from_its_thread(fixture, go_builds, tmp_path):
     among them, and the creator the oracle names. The oracle (runtime.Stack stops the world first, preempting it)
     shows it with main.spin, [running] or [runnable]. The thread on a CPU was stopped for its own capture, at most:
     no thread is left stopped or traced. A goroutine preempted (sysmon, every 10 ms) at the moment it is read is not
-    on a CPU: that dump is taken again (five tries)."""
+    on a CPU, or was not when its thread was captured: that dump is taken again (five tries)."""
     hung = Hung(fixture, go_builds, "dwarf", tmp_path, idle=100, spin=1)
     goid = hung.spins["spin"]
     for _ in range(5):
         _, doc = go_dump(hung.pid)
         g = goroutines(doc)[goid]
-        if g["status"] == "running":
+        if g["status"] == "running" and "stack" in g:
             break
     else:
         pytest.fail(f"main.spin's goroutine not running in five dumps: {g}")
