@@ -23,8 +23,8 @@ VARIANTS = {"dwarf": [], "nodwarf": ["-ldflags=-w"], "stripped": ["-ldflags=-s -
 READABLE = [("dwarf", "dwarf"), ("nodwarf", "table"), ("pie", "dwarf")]   # (variant, go.layout)
 # What each named goroutine of hung/main.go shows in runtime.Stack's header (Go 1.19).
 REASONS = {"waitOnChan": "chan receive", "holdMutex": "chan receive", "lockMutex": "semacquire",
-           "lockMutexToo": "semacquire", "selectForever": "select (no cases)", "sleeper": "sleep", "netReader": "IO wait",
-           "lockedWaiter": "chan receive"}
+           "lockMutexToo": "semacquire", "selectForever": "select (no cases)", "sleeper": "sleep",
+           "netReader": "IO wait", "lockedWaiter": "chan receive"}
 # The goroutines the runtime itself runs in this program (Go 1.19), which runtime.Stack leaves out (its
 # isSystemGoroutine(): started in a runtime.* function other than runtime.main): the ones of every program, the
 # finalizer goroutine (os's files have finalizers), ensureSigM's (signal.Notify), and one GC mark worker per P from
@@ -429,8 +429,8 @@ def test_text_is_go_traceback(fixture, go_builds, tmp_path):
     creators = collections.Counter(o.created_by[0] for o in oracle.values() if o.created_by)
     site = oracle[min(idle)].created_by[0]
     leaks = [ln for ln in lines if re.fullmatch(r"  \d+ goroutines created by .* are alive.*", ln)]
-    assert leaks == [f"  {creators[site]} goroutines created by {site} are alive (a leak, if they should have ended)"], \
-        (leaks, creators)
+    leak = f"  {creators[site]} goroutines created by {site} are alive (a leak, if they should have ended)"
+    assert leaks == [leak], (leaks, creators)
     assert creators[site] >= IDLE
 
     # Names as the native folded lines have them: ';' and ' ' are the format's separators ("chan_receive").
