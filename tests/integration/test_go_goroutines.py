@@ -608,11 +608,12 @@ def minute_hung(request, go_builds, tmp_path_factory):
 def test_minutes_past_a_minute(minute_hung):
     """Durations as Go shows them, once there is a minute to show: a program whose goroutines have waited over a
     minute (minute_hung, started with the module: this test waits what is left of MINUTE_WAIT s after its
-    "ready", the only way to have the runtime's clock pass a minute) shows "1 minutes" for them in our dump as in
+    "ready", the only way to have the runtime's clock pass a minute) shows "1 minutes" (or more) in our dump as in
     the oracle's, read right after: for every goroutine the same whole minutes (the oracle's one more at most, were a
-    minute to turn in between), the parked ones' exactly 1; each named goroutine's text header (", 1 minutes" and
+    minute to turn in between), the parked ones' all the same, 1 or more (all parked before the one GC that set their
+    waitsince; 1 unless the other tests took two minutes); each named goroutine's text header (", 1 minutes" and
     ", locked to thread" where Go puts them) equal to the oracle's; the idle ones' group and the mutex's summary line
-    say 1 minute too."""
+    say as many minutes too."""
     hung = minute_hung
     time.sleep(max(0.0, hung.ready + MINUTE_WAIT - time.monotonic()))
     _, doc = go_dump(hung.pid, "--no-source")
@@ -620,8 +621,9 @@ def test_minutes_past_a_minute(minute_hung):
     oracle = hung.oracle()
     with open(hung.oracle_path) as f:
         oracle_text = f.read()
-    assert time.monotonic() - hung.ready < 110, "too slow to tell one minute from two"
     ours = goroutines(doc)
+    m = minutes(ours[hung.goids["waitOnChan"]])
+    assert m >= 1, ours[hung.goids["waitOnChan"]]
     loop = signal_loop(oracle)
     parked = set(hung.goids.values()) | {i for i, o in oracle.items()
                                         if [f.function for f in o.frames] == ["main.idleWorker"]}
@@ -632,12 +634,12 @@ def test_minutes_past_a_minute(minute_hung):
         g = ours[goid]
         assert minutes(g) <= o.minutes <= minutes(g) + 1, (goid, g.get("wait_seconds"), o.minutes)
         if goid in parked:
-            assert minutes(g) == o.minutes == 1, (goid, g.get("wait_seconds"), o.minutes)
+            assert minutes(g) == o.minutes == m, (goid, g.get("wait_seconds"), o.minutes, m)
 
     for name, goid in hung.goids.items():
         want = re.search(rf"^goroutine {goid} \[.*\]:$", oracle_text, re.M).group(0)
-        assert ", 1 minutes" in want, want
+        assert f", {m} minutes" in want, want
         assert re.search(rf"^{re.escape(want)}$", text, re.M), (name, want)
-    assert re.search(r"^100 goroutines \[chan receive, 1 minutes\]: ", text, re.M), text[-3000:]
-    assert re.search(rf"^  2 goroutines wait on the same sync\.Mutex 0x{hung.mutex:x}, the oldest for 1 minutes$",
+    assert re.search(rf"^100 goroutines \[chan receive, {m} minutes\]: ", text, re.M), text[-3000:]
+    assert re.search(rf"^  2 goroutines wait on the same sync\.Mutex 0x{hung.mutex:x}, the oldest for {m} minutes$",
                      text, re.M), text[:3000]
