@@ -903,7 +903,7 @@ static int pcln_expand(const GoProcess *p, const uint64_t *pcs, size_t n, bool e
         old = TAKE_PTR(t->frames);
         t->n_frames = 0;
         for (size_t k = 0; k < n_old; k++) {
-                bool activation = k == 0 && entry;
+                bool activation = (k == 0 && entry) || old[k].activation;
                 uint64_t lookup = pcs[k] - (activation ? 0 : 1) - p->pcln_bias;
                 size_t m = go_pclntab_frames(p->pcln, lookup, pf, ELEMENTSOF(pf));
 
@@ -1037,6 +1037,31 @@ static int creator_of(const GoProcess *p, Creators *c, uint64_t pc, GoSymbolizeF
         return frame_copy(ret, &c->frames[h]);
 }
 
+/* Without DWARF, T's frames as the symbol table named them: into SCRATCH, expanded from the binary's own table as a
+ * parked goroutine's are (file:line, inlined calls, as Go has them). 1 when SCRATCH has them, 0 when T's are to be
+ * taken as they are (a binary with DWARF, or without pclntab), -ENOMEM. */
+static int thread_frames_expanded(const GoProcess *p, const ThreadSnapshot *t, ThreadSnapshot *scratch) {
+        _cleanup_free_ uint64_t *pcs = NULL;
+        int r;
+
+        if (!p->pcln || p->from_dwarf)
+                return 0;
+        scratch_reset(scratch);
+        pcs = calloc(t->n_frames ?: 1, sizeof *pcs);
+        if (!pcs)
+                return -ENOMEM;
+        for (size_t i = 0; i < t->n_frames; i++) {
+                UserFrame *u = thread_add_frame(scratch);
+
+                if (!u || frame_copy(u, &t->frames[i]) < 0)
+                        return -ENOMEM;
+                pcs[i] = t->frames[i].pc;
+        }
+        /* Each frame an activation or a return address as its unwind found it (a signal's frame in between). */
+        r = pcln_expand(p, pcs, t->n_frames, false, scratch);
+        return r < 0 ? r : 1;
+}
+
 /* Whether T's frames, captured before the goroutines were read, are those of the goroutine that started at STARTPC:
  * they run down to its stack's bottom (runtime.goexit), the function just inside it the one it started in. A goroutine
  * on a CPU when read may not be the one its M ran when the thread was captured: sysmon preempts one every 10 ms, and
@@ -1089,7 +1114,11 @@ static int goroutine_fill(GoProcess *p, const GoRawSet *raw, const GoRawG *rg, G
                                                              "goroutine was scheduled on it since)")))
                                 return -ENOMEM;
                 } else if (unwound) {
-                        r = stack_from_frames(p, gr, t, t->truncated, true, &g->stack);
+                        r = thread_frames_expanded(p, t, scratch);
+                        if (r < 0)
+                                return r;
+                        r = r > 0 ? stack_from_frames(p, gr, scratch, t->truncated, false, &g->stack)
+                                  : stack_from_frames(p, gr, t, t->truncated, true, &g->stack);
                         if (r < 0)
                                 return r;
                 } else if (!g->error) {
