@@ -104,16 +104,43 @@ char *escape_string(const char *s) {
         return escape_cstring(s, strlen(s));
 }
 
-void fputs_escaped(const char *s, FILE *f) {
-        _cleanup_free_ char *e = escape_string(s);
+/* The length of S's leading run of bytes that escape_cstring() keeps as they are and that need no look at the UTF-8
+ * after them: printable ASCII but the backslash. Names, paths and Python's identifiers mostly are all of it. */
+static size_t plain_prefix(const char *s) {
+        const unsigned char *u = (const unsigned char *) s;
+        size_t n = 0;
 
+        while (u[n] >= 0x20 && u[n] < 0x7f && u[n] != '\\')
+                n++;
+        return n;
+}
+
+void fputs_escaped(const char *s, FILE *f) {
+        _cleanup_free_ char *e = NULL;
+        size_t n;
+
+        if (!s) {
+                fputs("(null)", f);
+                return;
+        }
+        /* A dump prints thousands of names: those with nothing to escape are written without a copy. */
+        n = plain_prefix(s);
+        fwrite(s, 1, n, f);
+        if (s[n] == '\0')
+                return;
+        e = escape_string(s + n);
         fputs(e ?: "?", f);
 }
 
 void fputs_folded(const char *s, FILE *f) {
-        _cleanup_free_ char *e = escape_string(s);
+        _cleanup_free_ char *e = NULL;
+        const char *p = s;
 
-        for (const char *p = e ?: "?"; *p; p++)
+        if (!s || s[plain_prefix(s)] != '\0') {
+                e = escape_string(s);
+                p = e ?: "?";
+        }
+        for (; *p; p++)
                 fputc(*p == ';' ? ':' : *p == ' ' ? '_' : *p, f);
 }
 

@@ -5,6 +5,7 @@
 
 #include "base/alloc-util.h"
 #include "base/escape.h"
+#include "base/macro.h"
 #include "base/json-util.h"
 
 START_TEST(test_escape_table) {
@@ -53,6 +54,32 @@ START_TEST(test_escape_null_and_all_bytes) {
 }
 END_TEST
 
+/* fputs_escaped() and fputs_folded() write what escape_string() gives (folded: ';' and ' ' replaced), whether the
+ * string is plain (written without a copy) or turns unplain anywhere. */
+START_TEST(test_fputs_escaped_same_as_escape_string) {
+        static const char *const cases[] = {
+                "", "plain", "/usr/lib/python3.11/threading.py", "Thread._bootstrap_inner", "a b;c",
+                "\033[2J", "tail\n", "back\\slash", "caf\xc3\xa9", "x\xc3", "ok\xe2\x80\xaetxt", "\x7f", NULL,
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *e = escape_string(cases[i]), *out = NULL, *folded = NULL;
+                size_t n = 0, m = 0;
+                FILE *f = open_memstream(&out, &n), *g = open_memstream(&folded, &m);
+
+                ck_assert_ptr_nonnull(f);
+                ck_assert_ptr_nonnull(g);
+                fputs_escaped(cases[i], f);
+                fputs_folded(cases[i], g);
+                ck_assert_int_eq(fclose(f), 0);
+                ck_assert_int_eq(fclose(g), 0);
+                ck_assert_str_eq(out, e);
+                for (char *p = e; *p; p++)
+                        *p = *p == ';' ? ':' : *p == ' ' ? '_' : *p;
+                ck_assert_str_eq(folded, e);
+        }
+}
+END_TEST
+
 /* Invalid bytes in JSON text become \udcNN, which json_parse_bounded() turns back into the bytes. */
 START_TEST(test_json_bytes_round_trip) {
         static const char raw[] = "c\033\n\xff\xfe;\x07 \\ caf\xc3\xa9 \xed\xa0\x80 \xc3";
@@ -87,4 +114,5 @@ START_TEST(test_json_bytes_round_trip) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("escape", test_escape_table, test_escape_null_and_all_bytes, test_json_bytes_round_trip)
+UNIT_TEST_MAIN("escape", test_escape_table, test_escape_null_and_all_bytes,
+               test_fputs_escaped_same_as_escape_string, test_json_bytes_round_trip)
