@@ -10,20 +10,24 @@
 #include "model/thread-groups.h"
 
 static uint64_t mix(uint64_t h, uint64_t v) {
-        /* FNV-1a, a 64-bit word at a time. */
-        for (int i = 0; i < 8; i++) {
-                h ^= (v >> (8 * i)) & 0xff;
-                h *= 0x100000001b3ULL;
-        }
-        return h;
+        /* A word at a time (FNV's prime, with the high bits folded back): a dump hashes every frame of every
+         * thread, and only equal threads need equal hashes (a group is compared in full). */
+        h = (h ^ v) * 0x100000001b3ULL;
+        return h ^ (h >> 29);
 }
 
 static uint64_t mix_str(uint64_t h, const char *s) {
-        for (; s && *s; s++) {
-                h ^= (uint8_t) *s;
-                h *= 0x100000001b3ULL;
+        size_t n = s ? strlen(s) : 0;
+        uint64_t w;
+
+        for (; n >= 8; n -= 8, s += 8) {
+                memcpy(&w, s, 8);
+                h = mix(h, w);
         }
-        return mix(h, 0xff);
+        w = 0xff;
+        if (n > 0)
+                memcpy(&w, s, n);
+        return mix(h, w);
 }
 
 static uint64_t thread_hash(const ThreadSnapshot *t) {
