@@ -744,6 +744,65 @@ static int module_find_named(Dwfl_Module *mod, const char *name, uint64_t *ret_a
         return -ENOENT;
 }
 
+/* NAME among MOD's exported symbols, through its .gnu.hash (the dynamic linker's own table): its address (with
+ * MOD's bias) and size. The answer a pass over the symbol table gives for a defined dynamic symbol, without the pass
+ * (thousands of symbols, and a dump asks once per runtime reader). -ENOENT when MOD has no such table or NAME is not
+ * in it (a symbol of .symtab only, a local one: the caller passes over the table). */
+static int module_find_dynamic(Dwfl_Module *mod, const char *name, uint64_t *ret_addr, uint64_t *ret_size) {
+        GElf_Addr bias = 0;
+        Elf *elf = dwfl_module_getelf(mod, &bias);
+        Elf_Scn *hscn = NULL, *symscn;
+        GElf_Shdr hsh, symsh;
+        Elf_Data *hd, *symd;
+        const uint32_t *w;
+        uint32_t nbuckets, symoffset, bloom_words, h = 5381, idx;
+        size_t words, nsyms;
+
+        if (!elf || gelf_getclass(elf) != ELFCLASS64)
+                return -ENOENT;
+        for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn))
+                if (gelf_getshdr(scn, &hsh) && hsh.sh_type == SHT_GNU_HASH) {
+                        hscn = scn;
+                        break;
+                }
+        if (!hscn || !(symscn = elf_getscn(elf, hsh.sh_link)) || !gelf_getshdr(symscn, &symsh) ||
+            symsh.sh_type != SHT_DYNSYM || !(hd = elf_getdata(hscn, NULL)) || !(symd = elf_getdata(symscn, NULL)) ||
+            hd->d_size < 16 || symsh.sh_entsize == 0)
+                return -ENOENT;
+        /* nbuckets, symoffset, bloom words (64-bit here), bloom shift; the bloom filter; the buckets; the chains. */
+        w = hd->d_buf;
+        words = hd->d_size / 4;
+        nbuckets = w[0];
+        symoffset = w[1];
+        bloom_words = w[2];
+        nsyms = symd->d_size / symsh.sh_entsize;
+        if (nbuckets == 0 || (size_t) bloom_words * 2 + nbuckets + 4 > words)
+                return -ENOENT;
+        for (const unsigned char *c = (const unsigned char *) name; *c; c++)
+                h = h * 33 + *c;
+        idx = w[4 + bloom_words * 2 + h % nbuckets];
+        if (idx < symoffset)
+                return -ENOENT;
+        for (; idx < nsyms; idx++) {
+                size_t ci = 4 + (size_t) bloom_words * 2 + nbuckets + (idx - symoffset);
+                GElf_Sym sym;
+                const char *sn;
+
+                if (ci >= words)
+                        break;
+                if ((w[ci] | 1) == (h | 1) && gelf_getsym(symd, (int) idx, &sym) &&
+                    (sn = elf_strptr(elf, symsh.sh_link, sym.st_name)) && streq(sn, name) &&
+                    sym.st_shndx != SHN_UNDEF) {
+                        *ret_addr = sym.st_value + bias;
+                        *ret_size = sym.st_size;
+                        return 0;
+                }
+                if (w[ci] & 1)
+                        break;
+        }
+        return -ENOENT;
+}
+
 /* The cached answer for NAME of build BID, or NULL. */
 static const struct SymNamed *named_find(const Symbolizer *s, const char *bid, const char *name) {
         for (size_t i = 0; bid && i < s->n_named; i++)
@@ -793,6 +852,14 @@ int symbolizer_find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *
         }
         if (!missing)
                 goto done;
+        /* Exported symbols by the dynamic linker's hash table: when it has every name, no pass is needed. */
+        missing = false;
+        for (size_t k = 0; k < n; k++)
+                if (!named_find(s, bid, names[k]) && (names[k][0] == '.' ||
+                    module_find_dynamic(mod, names[k], &ret_addrs[k], &ret_sizes[k]) < 0))
+                        missing = true;
+        if (!missing)
+                goto remember;
         /* One pass over the symbol table for every name not asked before (sections are looked up by name). */
         for (size_t k = 0; k < n; k++)
                 if (names[k][0] == '.' && !named_find(s, bid, names[k]) &&
@@ -812,6 +879,7 @@ int symbolizer_find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *
                                 ret_sizes[k] = sym.st_size;
                         }
         }
+remember:
         for (size_t k = 0; bid && k < n; k++)
                 if (!named_find(s, bid, names[k])) {
                         r = named_add(s, bid, names[k], ret_addrs[k] != 0, ret_addrs[k] ? ret_addrs[k] - bias : 0,
