@@ -53,13 +53,31 @@ static void print_syscall(FILE *f, const ThreadSnapshot *t) {
         }
 }
 
+/* V in decimal, at least WIDTH characters (padded with spaces on the right, as "%-2zu"): what fprintf() writes,
+ * without parsing a format for each of the hundreds of lines a deep Python stack prints. */
+static void put_decimal(FILE *f, uint64_t v, size_t width) {
+        char buf[24];
+        size_t i = sizeof buf;
+
+        do
+                buf[--i] = (char) ('0' + v % 10);
+        while ((v /= 10) > 0);
+        fwrite(buf + i, 1, sizeof buf - i, f);
+        for (size_t k = sizeof buf - i; k < width; k++)
+                fputc(' ', f);
+}
+
 /* A Python frame as a traceback shows it: #5  File "app.py", line 12, in Worker.inner */
 static void print_python_frame(FILE *f, const UserFrame *u, size_t n) {
-        fprintf(f, "#%-2zu File \"", n);
+        fputc('#', f);
+        put_decimal(f, n, 2);
+        fputs(" File \"", f);
         fputs_escaped(u->file ?: "?", f);
         fputc('"', f);
-        if (u->line)
-                fprintf(f, ", line %u", u->line);
+        if (u->line) {
+                fputs(", line ", f);
+                put_decimal(f, u->line, 0);
+        }
         fputs(", in ", f);
         fputs_escaped(u->function ?: "?", f);
         fputc('\n', f);
