@@ -287,3 +287,89 @@ int py_scan_runtime(pid_t pid, Dwfl_Module *mod, const ProcMap *maps, size_t n_m
                 return r;
         return scan_pointers(&s, o, ret);
 }
+
+/* "3.M.P" with an optional release level and serial and an optional "+" at DATA[I..], ending at a NUL inside N:
+ * its PY_VERSION_HEX, 0 when the bytes there are not one. */
+static uint32_t version_at(const uint8_t *data, size_t n, size_t i) {
+        unsigned part[3] = {}, level = 0xf, serial = 0;
+        size_t k = i;
+
+        for (size_t j = 0; j < 3; j++) {
+                size_t start = k;
+
+                while (k < n && k - start < 3 && data[k] >= '0' && data[k] <= '9')
+                        part[j] = part[j] * 10 + (unsigned) (data[k++] - '0');
+                if (k == start || (k < n && data[k] >= '0' && data[k] <= '9'))
+                        return 0;
+                if (j < 2 && (k >= n || data[k++] != '.'))
+                        return 0;
+        }
+        if (k < n && (data[k] == 'a' || data[k] == 'b' || data[k] == 'r')) {
+                size_t start;
+
+                level = data[k] == 'a' ? 0xa : data[k] == 'b' ? 0xb : 0xc;
+                k += level == 0xc ? 2 : 1;
+                if (level == 0xc && (k > n || data[k - 1] != 'c'))
+                        return 0;
+                start = k;
+                while (k < n && k - start < 2 && data[k] >= '0' && data[k] <= '9')
+                        serial = serial * 10 + (unsigned) (data[k++] - '0');
+                if (k == start)
+                        return 0;
+        }
+        if (k < n && data[k] == '+')
+                k++;
+        if (k >= n || data[k] != '\0' || part[0] != 3 || part[1] > 255 || part[2] > 255)
+                return 0;
+        return (part[0] << 24) | (part[1] << 16) | (part[2] << 8) | (level << 4) | serial;
+}
+
+int py_version_from_strings(const uint8_t *data, size_t n, uint32_t *ret) {
+        uint32_t found = 0;
+
+        for (const uint8_t *p = data; n >= 2 && (p = memmem(p, n - (size_t) (p - data), "3.", 2)); p++) {
+                size_t i = (size_t) (p - data);
+                uint32_t v;
+
+                /* The start of the number: "13.9.1" holds no "3.9.1". */
+                if (i > 0 && ((data[i - 1] >= '0' && data[i - 1] <= '9') || data[i - 1] == '.'))
+                        continue;
+                v = version_at(data, n, i);
+                if (v == 0 || (v >> 8) == 0x030200)
+                        continue;
+                if (found == 0)
+                        found = v;
+                else if ((found >> 16) != (v >> 16))
+                        return -ENOTUNIQ;
+                else if (found != v)
+                        found &= 0xffff0000U;
+        }
+        if (found == 0)
+                return -ENOENT;
+        *ret = found;
+        return 0;
+}
+
+int py_scan_version(Dwfl_Module *mod, uint32_t *ret) {
+        GElf_Addr bias = 0;
+        Elf *elf = dwfl_module_getelf(mod, &bias);
+        size_t shstrndx;
+
+        if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+                return -ENOENT;
+        for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+                GElf_Shdr shdr;
+                const char *name;
+                Elf_Data *d;
+
+                if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_PROGBITS)
+                        continue;
+                name = elf_strptr(elf, shstrndx, shdr.sh_name);
+                if (!name || strcmp(name, ".rodata") != 0)
+                        continue;
+                if (shdr.sh_size > PY_VERSION_SCAN_BYTES_MAX || !(d = elf_getdata(scn, NULL)) || !d->d_buf)
+                        return -ENOENT;
+                return py_version_from_strings(d->d_buf, d->d_size, ret);
+        }
+        return -ENOENT;
+}

@@ -103,6 +103,7 @@ typedef struct PyFind {
         UnwindProcess *up;
         const char *exe;        /* /proc/PID/exe as maps names it: " (deleted)" for a file replaced since */
         uint64_t runtime;
+        Dwfl_Module *mod;       /* the module that holds it */
         uint64_t version_addr;  /* Py_Version, 0 when the build has none (before 3.11) */
         unsigned name_minor;    /* from the module's name: libpython3.9.so → 9; 0 when none */
         const char *old;        /* why a module named as an older Python, without a runtime we know, is not read */
@@ -200,6 +201,7 @@ static int find_runtime_cb(Dwfl_Module *mod, void **userdata, const char *name, 
                 return DWARF_CB_OK;
         }
         f->runtime = addr;
+        f->mod = mod;
         f->version_addr = addrs[1];
         f->name_minor = minor_from_name(name);
         return DWARF_CB_ABORT;
@@ -228,6 +230,7 @@ static int runtime_by_scan(PyProcess *p, UnwindProcess *up, PyFind *f, const cha
                 if (r < 0)
                         return r;
                 log_debug("_PyRuntime of %d found by scan at 0x%" PRIx64, (int) p->pid, f->runtime);
+                f->mod = f->scan[i].mod;
                 f->version_addr = f->scan[i].version_addr;
                 f->name_minor = f->scan[i].minor;
                 return 0;
@@ -277,8 +280,26 @@ static bool layout_fits(const PyOffsets *o) {
                fits(o->iframe_owner, 1, o->iframe_size) && fits(o->iframe_is_entry, 1, o->iframe_size);
 }
 
-/* The layout: 3.13+ describe themselves at the start of _PyRuntime; older ones by Py_Version (3.11, 3.12) or the
- * module's name (3.8-3.10). */
+/* The version of a runtime without Py_Version (before 3.11) whose module's name says none (a renamed interpreter, a
+ * program that links libpython statically): the PY_VERSION string in the module's .rodata, which Py_GetVersion()
+ * prints. Only a version the strings name alone counts; two minor versions named say nothing. 0 when unknown. */
+static uint32_t version_from_rodata(const PyFind *f) {
+        uint32_t version = 0;
+        int r;
+
+        if (!f->mod)
+                return 0;
+        r = py_scan_version(f->mod, &version);
+        if (r < 0) {
+                log_debug("No CPython version in the .rodata of %d's runtime module: %s", (int) f->p->pid,
+                          r == -ENOTUNIQ ? "more than one named" : "none named");
+                return 0;
+        }
+        return version;
+}
+
+/* The layout: 3.13+ describe themselves at the start of _PyRuntime; older ones by Py_Version (3.11, 3.12), the
+ * module's name, or the version string in its .rodata (3.8-3.10). */
 static int py_layout(PyProcess *p, const PyFind *f, const char **ret_why) {
         uint8_t head[PY_DEBUG_OFFSETS_BYTES];
         uint32_t version = 0;
@@ -302,9 +323,10 @@ static int py_layout(PyProcess *p, const PyFind *f, const char **ret_why) {
                 return -EPROTONOSUPPORT;
         }
         if (f->version_addr == 0 || py_read(p, f->version_addr, &version, sizeof version) < 0)
-                version = f->name_minor > 0 ? (3U << 24) | (f->name_minor << 16) : 0;
+                version = f->name_minor > 0 ? (3U << 24) | (f->name_minor << 16) : version_from_rodata(f);
         if (version == 0) {
-                *ret_why = "a CPython runtime of unknown version (no Py_Version, no version in its file name)";
+                *ret_why = "a CPython runtime of unknown version (no Py_Version, no version in its file name or in "
+                           "its version string)";
                 return -EPROTONOSUPPORT;
         }
         r = py_offsets_for_version(version, &p->off);

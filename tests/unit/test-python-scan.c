@@ -120,4 +120,42 @@ START_TEST(test_not_found) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("python-scan", test_found, test_not_found)
+/* The version string in .rodata: PY_VERSION alone or as the tail of a merged string, the Unicode database's 3.2.0
+ * beside it, never a guess between two. */
+START_TEST(test_version_strings) {
+        static const struct {
+                const char *data;
+                size_t n;
+                int r;
+                uint32_t version;
+        } cases[] = {
+#define C(s, r, v) { s, sizeof s, r, v }
+                C("\0%.80s (%.80s) %.80s\0" "3.9.18\0" "3.2.0\0", 0, 0x030912f0),                 /* Debian's way */
+                C("\0/root/.pyenv/versions/3.10.13\0lib\0", 0, 0x030a0df0),  /* PY_VERSION merged into a tail */
+                C("\0" "3.12.0rc3\0", 0, 0x030c00c3),
+                C("\0" "3.13.0a1+\0", 0, 0x030d00a1),
+                C("\0" "3.11.0b4\0", 0, 0x030b00b4),
+                C("\0" "3.9.18\0" "3.9.0\0", 0, 0x03090000),     /* one minor, two micros: the minor */
+                C("\0" "3.9.18\0" "3.10.1\0", -ENOTUNIQ, 0),     /* two minors: unknown */
+                C("\0" "3.2.0\0python3.9\0", -ENOENT, 0),       /* neither is a version string */
+                C("\0" "13.9.18\0" "v3.8.1.2\0" "3.8.\0" "3.8.1x\0", -ENOENT, 0),
+                C("\0" "3.1234.1\0", -ENOENT, 0),
+                C("3.8.1", -ENOENT, 0),                           /* cut: no NUL inside the data */
+                C("", -ENOENT, 0),
+#undef C
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                uint32_t v = 0;
+                /* Without the literal's own NUL: the data ends where the section does. */
+                size_t n = cases[i].n - 1;
+
+                ck_assert_msg(py_version_from_strings((const uint8_t *) cases[i].data, n, &v) == cases[i].r,
+                              "case %zu", i);
+                if (cases[i].r == 0)
+                        ck_assert_msg(v == cases[i].version, "case %zu: 0x%08x", i, v);
+        }
+}
+END_TEST
+
+
+UNIT_TEST_MAIN("python-scan", test_found, test_not_found, test_version_strings)
