@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import dump_json, stackctl, thread_states, tracer_of, wait_until
-from test_python_frames import PYDIR, our_frames, pythons
+from test_python_frames import PYDIR, our_frames, pythons, version_of
 
 WHERE = os.path.join(PYDIR, "where.py")
 
@@ -329,27 +329,82 @@ def test_no_symbol_nor_section(exe, tmp_path):
         w.close()
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/python3.11"), reason="Debian's python3.11 is not installed")
-@pytest.mark.parametrize("how", ["renamed", "deleted"])
-def test_renamed_or_deleted(how, tmp_path):
+def pyenv_python(minor):
+    """pyenv's CPython 3.MINOR, or None."""
+    found = sorted(glob.glob(f"/root/.pyenv/versions/3.{minor}.*/bin/python3.{minor}"))
+    return found[-1] if found else None
+
+
+def renamed_cases():
+    """Debian's python3.11 renamed and deleted (Py_Version says its version); and, where pyenv has them, a
+    3.8-3.10 (no Py_Version) renamed, and linked statically into a program of another name, whose version only
+    its PY_VERSION string tells."""
+    system = "/usr/bin/python3.11"
+    cases = [pytest.param(system, how, id=f"system-{how}", marks=() if os.path.exists(system) else
+                          pytest.mark.skip(reason=f"Debian's python3.11 is not installed here: no {system}"))
+             for how in ("renamed", "deleted")]
+    for minor in (8, 9, 10):
+        exe = pyenv_python(minor)
+        for how in ("renamed", "static"):
+            cases.append(pytest.param(exe, how, id=f"3.{minor}-{how}", marks=() if exe else pytest.mark.skip(
+                reason=f"CPython 3.{minor} not installed here: no /root/.pyenv/versions/3.{minor}.*/bin/python3.{minor}")))
+    return cases
+
+
+def static_program(exe, path):
+    """A program PATH that links EXE's libpython3.X.a (its configure's LIBPL) and runs Python's own main: an
+    application with the interpreter built in, under a name that says nothing. Skips when it cannot be built."""
+    libpl, library, libs = subprocess.run(
+        [exe, "-c", "import sysconfig as s; print(s.get_config_var('LIBPL')); print(s.get_config_var('LIBRARY')); "
+         "print(s.get_config_var('LIBS'))"], capture_output=True, text=True, check=True).stdout.split("\n")[:3]
+    archive = os.path.join(libpl, library)
+    if not os.path.exists(archive) or not shutil.which("gcc"):
+        pytest.skip(f"no {archive} or no gcc to link a program with {os.path.basename(exe)} built in")
+    src = str(path) + ".c"
+    with open(src, "w") as f:
+        f.write("extern int Py_BytesMain(int, char **);\n"
+                "int main(int argc, char **argv) { return Py_BytesMain(argc, argv); }\n")
+    # -export-dynamic: the extension modules of lib-dynload find the interpreter's symbols in the program.
+    subprocess.run(["gcc", "-o", str(path), src, archive, "-Xlinker", "-export-dynamic", *libs.split(), "-lm"],
+                   check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("exe,how", renamed_cases())
+def test_renamed_or_deleted(exe, how, tmp_path):
     """The interpreter as an executable of another name (what an application linked with libpython statically
-    looks like), and one deleted since it started (a Python upgraded under a running service): its maps name it
-    "… (deleted)", and libdwfl reads it through /proc/PID/map_files."""
-    exe = str(tmp_path / ("svc-worker" if how == "renamed" else "python3.11"))
-    shutil.copy("/usr/bin/python3.11", exe)
-    w = run_where(exe, "park", "3")
+    looks like), one deleted since it started (a Python upgraded under a running service: its maps name it
+    "… (deleted)", and libdwfl reads it through /proc/PID/map_files), and a 3.8-3.10 linked into a program
+    "srv-app": no Py_Version and no version in any file name, so the version (and the layout) comes from the
+    PY_VERSION string in its .rodata, and the dump names the full version."""
+    target = str(tmp_path / ("svc-worker" if how == "renamed" else "srv-app" if how == "static"
+                             else os.path.basename(exe)))
+    env = None
+    if how == "static":
+        static_program(exe, target)
+        assert "libpython" not in subprocess.run(["ldd", target], capture_output=True, text=True).stdout
+    else:
+        shutil.copy(exe, target)
+    if exe != "/usr/bin/python3.11":
+        # The copy finds its libpython by its RUNPATH; its standard library from here.
+        env = {"PYTHONHOME": prefix_of(exe)}
+    w = run_where(target, "park", "3", env=env)
     try:
         if how == "deleted":
             tid = w.ready()
-            os.unlink(exe)
+            os.unlink(target)
             w.wait_parked(tid)
             with open(f"/proc/{w.pid}/maps") as f:
-                assert exe + " (deleted)" in f.read()
+                assert target + " (deleted)" in f.read()
             doc, t = dump_where(w, tid)
             assert our_frames(t) == where_stack(WHERE, 3, "park")
             assert not doc["capture"]["errors"]
         else:
-            check_parked(w)
+            doc, t = check_parked(w)
+        if how == "static":
+            assert doc["python"]["version"] == version_of(exe)
+            assert target in native_modules(doc, t)
+        else:
+            assert doc["python"]["version"].startswith(".".join(version_of(exe).split(".")[:2]))
     finally:
         w.close()
 
