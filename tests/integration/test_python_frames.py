@@ -16,15 +16,37 @@ PYDIR = os.path.join(SRCDIR, "tests", "fixtures", "python")
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
+SUPPORTED_MINORS = range(8, 14)     # CPython 3.8 to 3.13
+
+
+def pyenv_pythons(minor):
+    """pyenv's builds of CPython 3.MINOR here (shared libpython), oldest first."""
+    return sorted(glob.glob(f"/root/.pyenv/versions/3.{minor}.*/bin/python3.{minor}"))
+
+
 def pythons():
-    """Every CPython 3.8+ here: the system one (CI has it), and pyenv builds (shared libpython) where present."""
-    found = [SYSTEM_PYTHON] if os.path.exists(SYSTEM_PYTHON) else []
+    """Every CPython 3.8+ here as a test param: the system one (CI has it), and a pyenv build (shared libpython) of
+    each supported minor version. A version that is not here is a param too, skipped with the reason, so that the
+    report shows what was not tested."""
+    found = [pytest.param(SYSTEM_PYTHON, id="system", marks=() if os.path.exists(SYSTEM_PYTHON) else
+                          pytest.mark.skip(reason=f"the system CPython is not installed here: no {SYSTEM_PYTHON}"))]
+    for minor in SUPPORTED_MINORS:
+        exes = pyenv_pythons(minor)
+        for exe in exes:
+            found.append(pytest.param(exe, id=os.path.basename(os.path.dirname(os.path.dirname(exe)))))
+        if not exes:
+            found.append(pytest.param(None, id=f"3.{minor}", marks=pytest.mark.skip(
+                reason=f"CPython 3.{minor} not installed here: no /root/.pyenv/versions/3.{minor}.*/bin/python3.{minor}"
+                       " (STACKWATCH_PYTHONS adds others)")))
+    # A later version (3.14+) is read through its _Py_DebugOffsets: tested where pyenv has one.
     for exe in sorted(glob.glob("/root/.pyenv/versions/3.*/bin/python3.*")):
-        m = re.search(r"python3\.(\d+)$", exe)
-        if m and int(m.group(1)) >= 8:
-            found.append(exe)
+        m = re.search(r"/python3\.(\d+)$", exe)
+        if m and int(m.group(1)) > max(SUPPORTED_MINORS):
+            found.append(pytest.param(exe, id=os.path.basename(os.path.dirname(os.path.dirname(exe)))))
     extra = os.environ.get("STACKWATCH_PYTHONS")
-    return found + (extra.split(":") if extra else [])
+    for exe in extra.split(":") if extra else []:
+        found.append(pytest.param(exe, id=exe))
+    return found
 
 
 def version_of(exe):

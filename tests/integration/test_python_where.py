@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import dump_json, stackctl, thread_states, tracer_of, wait_until
-from test_python_frames import PYDIR, our_frames, pythons, version_of
+from test_python_frames import PYDIR, SUPPORTED_MINORS, our_frames, pyenv_pythons, pythons, version_of
 
 WHERE = os.path.join(PYDIR, "where.py")
 
@@ -132,9 +132,8 @@ def dump_where(w, tid, *args):
 
 
 def interpreters():
-    """pythons() with readable test ids: "system", or the pyenv version."""
-    return [pytest.param(exe, id=os.path.basename(os.path.dirname(os.path.dirname(exe))) if ".pyenv" in exe
-                         else "system") for exe in pythons()]
+    """pythons(): "system", each pyenv version, and each supported version that is not here, skipped."""
+    return pythons()
 
 
 # ---- another mount namespace ----
@@ -191,14 +190,20 @@ embedded_main()
 
 
 def libpythons():
-    """Each shared libpython 3.8+ here: Debian's and pyenv's."""
-    found = []
+    """Each shared libpython 3.8+ here: Debian's and pyenv's; a supported version with neither is a skipped param."""
+    found, minors = [], set()
     for lib in sorted(glob.glob("/usr/lib/x86_64-linux-gnu/libpython3.*.so.1.0")) + \
             sorted(glob.glob("/root/.pyenv/versions/3.*/lib/libpython3.*.so.1.0")):
         m = re.search(r"libpython3\.(\d+)\.so", lib)
         if m and int(m.group(1)) >= 8:
+            minors.add(int(m.group(1)))
             home = "/usr" if lib.startswith("/usr/") else os.path.dirname(os.path.dirname(lib))
             found.append(pytest.param(lib, home, id=os.path.basename(home) if home != "/usr" else "debian"))
+    for minor in SUPPORTED_MINORS:
+        if minor not in minors:
+            found.append(pytest.param(None, None, id=f"3.{minor}", marks=pytest.mark.skip(
+                reason=f"CPython 3.{minor} not installed here: no libpython3.{minor}.so.1.0 in "
+                       "/usr/lib/x86_64-linux-gnu or /root/.pyenv/versions/*/lib")))
     return found
 
 
@@ -331,7 +336,7 @@ def test_no_symbol_nor_section(exe, tmp_path):
 
 def pyenv_python(minor):
     """pyenv's CPython 3.MINOR, or None."""
-    found = sorted(glob.glob(f"/root/.pyenv/versions/3.{minor}.*/bin/python3.{minor}"))
+    found = pyenv_pythons(minor)
     return found[-1] if found else None
 
 
@@ -529,3 +534,92 @@ def test_pause(exe):
           f"+{with_py - without:.1f} us (with: {min(pauses[True]):.1f}-{max(pauses[True]):.1f}, "
           f"without: {min(pauses[False]):.1f}-{max(pauses[False]):.1f})")
     assert with_py - without <= PAUSE_BUDGET_US
+
+
+# ---- folded output ----
+
+@pytest.mark.parametrize("exe", interpreters())
+def test_folded(exe):
+    """stackctl dump --folded: the thread's one line holds its Python frames as function_(file), outermost first as
+    a flame graph stacks them, below the interpreter's native frames and above the read() it waits in; with
+    --no-python the line has none."""
+    w = run_where(exe, "park", "3")
+    try:
+        tid = w.ready()
+        w.wait_parked(tid)
+        lines = [line for line in stackctl("dump", "--folded", "-t", tid, w.pid, check_rc=0).stdout.decode()
+                 .splitlines() if line.strip()]
+        assert len(lines) == 1, lines
+        stack, count = lines[0].rsplit(" ", 1)
+        frames = stack.split(";")
+        assert count == "1"
+        py = [i for i, f in enumerate(frames) if f.endswith("_(where.py)")]
+        assert [frames[i][:-len("_(where.py)")] for i in py] == ["<module>", "main", "level", "level", "level",
+                                                                 "level", "park"], frames
+        # Native frames stay where they run: the interpreter's entry above, the read() below the innermost.
+        assert py[0] > 1 and "read" in frames[py[-1] + 1:], frames
+        lines = stackctl("dump", "--folded", "--no-python", "-t", tid, w.pid, check_rc=0).stdout.decode()
+        assert "_(where.py)" not in lines and ";read" in lines
+        w.assert_untouched()
+    finally:
+        w.close()
+
+
+# ---- threads without Python frames ----
+
+# A thread started by _thread with a C function as its target has a thread state but never runs a Python frame; a
+# thread that pthread_create() starts in libc's sleep() (through ctypes) has no thread state at all. Each is
+# started alone, and its TID is the one task that appears; main then waits in read().
+NO_FRAMES = r"""
+import ctypes, os, time, _thread
+def new_task(before):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        extra = set(os.listdir("/proc/self/task")) - before
+        if extra:
+            return int(extra.pop())
+        time.sleep(0.01)
+    raise SystemExit("no new thread")
+before = set(os.listdir("/proc/self/task"))
+_thread.start_new_thread(time.sleep, (3600,))
+c_state = new_task(before)
+before = set(os.listdir("/proc/self/task"))
+libc = ctypes.CDLL(None, use_errno=True)
+handle = ctypes.c_ulong()
+assert libc.pthread_create(ctypes.byref(handle), None, libc.sleep, ctypes.c_void_p(3600)) == 0
+c_only = new_task(before)
+r, _ = os.pipe()
+print("ready %d %d" % (c_state, c_only), flush=True)
+os.read(r, 1)
+"""
+
+
+@pytest.mark.parametrize("exe", interpreters())
+def test_thread_without_python_frames(exe):
+    """A thread that never ran Python code says so instead of showing native frames only, in text and JSON: "no
+    Python frames" for one with a thread state (its target a C function), "no Python thread state" for one that C
+    started; the main thread in read() has its frames and no note."""
+    w = Where([exe, "-c", NO_FRAMES])
+    try:
+        line = read_line(w.p.stdout, 20, "ready")
+        c_state, c_only = map(int, line.split()[1:])
+        w.wait_parked(w.pid)
+        wait_until(lambda: asleep(w.pid, c_state) and asleep(w.pid, c_only), 10, what="both threads asleep")
+        doc = dump_json("--no-source", w.pid)[0]
+        main, state, only = (thread_of(doc, t) for t in (w.pid, c_state, c_only))
+        assert main["python"]["note"] is None and our_frames(main)[0][2] == "<module>"
+        assert state["python"]["thread_state"] is True and state["python"]["note"] == "no Python frames"
+        assert only["python"]["thread_state"] is False
+        assert only["python"]["note"] == "no Python thread state (a thread running only C code)"
+        for t in (state, only):
+            assert not our_frames(t) and any(f.get("function") for f in t["frames"]), t["frames"]
+        assert "sleep" in [f.get("function") for f in only["frames"]]
+        text = stackctl("dump", "--no-group", w.pid, check_rc=0).stdout.decode()
+        blocks = {int(m.group(1)): m.group(2) for m in re.finditer(r"^TID (\d+):.*\n((?:(?!TID ).*\n?)*)", text,
+                                                                    re.M)}
+        assert "  (python: no Python frames)\n" in blocks[c_state]
+        assert "  (python: no Python thread state (a thread running only C code))\n" in blocks[c_only]
+        assert "(python:" not in blocks[w.pid] and 'File "<string>"' in blocks[w.pid]
+        w.assert_untouched()
+    finally:
+        w.close()
