@@ -85,6 +85,24 @@ static int py_read_ptr(const PyProcess *p, uint64_t addr, uint64_t *ret) {
         return py_read(p, addr, ret, sizeof *ret);
 }
 
+/* Up to N bytes at ADDR, as many as lie before the end of their mapping, and at least MIN_N: the bytes read, or
+ * -EFAULT. An object and the data that follows it in one read, where a read of the head would need a second. */
+static ssize_t py_read_upto(const PyProcess *p, uint64_t addr, void *buf, size_t min_n, size_t n) {
+        struct iovec local = { .iov_base = buf, .iov_len = n };
+        struct iovec remote = { .iov_base = (void *) (uintptr_t) addr, .iov_len = n };
+        ssize_t k;
+
+        if (addr == 0 || addr + n < addr)
+                return -EFAULT;
+        k = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+        if (k < 0 && errno == EFAULT && min_n < n)
+                /* The first page itself ends the mapping: the head alone. */
+                return py_read(p, addr, buf, min_n) < 0 ? -EFAULT : (ssize_t) min_n;
+        if (k < 0)
+                return -errno;
+        return (size_t) k >= min_n ? k : -EFAULT;
+}
+
 /* The bytes to read of a structure so that every field at OFFS[0..N) (each SIZE bytes at most) is covered. */
 static size_t span_of(const uint32_t *offs, size_t n) {
         size_t end = 0;
@@ -255,6 +273,10 @@ static void version_string(uint32_t v, char *buf, size_t n) {
 #define PY_TSTATE_BYTES 512U
 #define PY_CODE_BYTES 512U
 #define PY_STR_HEAD_BYTES 96U
+/* Bytes read after a str's head, for its characters, and of a bytes object with its head: one read each for the
+ * names, paths and line tables of most code objects. */
+#define PY_STR_INLINE_BYTES 160U
+#define PY_BYTES_INLINE_BYTES 512U
 #define PY_FRAME_BYTES_MAX 256U
 
 static bool fits(uint32_t off, size_t width, size_t size) {
@@ -730,15 +752,18 @@ static size_t put_utf8(char *out, uint32_t c) {
  * most PY_STRING_CHARS_MAX characters ("…" marks a cut). -EBADMSG for what is not a string we can read. */
 static int read_str(const PyProcess *p, uint64_t addr, char **ret) {
         const PyOffsets *o = &p->off;
-        uint8_t head[PY_STR_HEAD_BYTES];
+        /* The head, and the characters of a short compact string after it (a name, a path) in the same read. */
+        uint8_t head[PY_STR_HEAD_BYTES + PY_STR_INLINE_BYTES];
         _cleanup_free_ uint8_t *data = NULL;
         _cleanup_free_ char *out = NULL;
         uint64_t length, data_addr;
         unsigned kind, compact, ascii;
         uint32_t state;
         size_t n, k = 0;
+        ssize_t got;
 
-        if (py_read(p, addr, head, o->unicode_compact_data + 8) < 0)
+        got = py_read_upto(p, addr, head, o->unicode_compact_data + 8, sizeof head);
+        if (got < 0)
                 return -EBADMSG;
         length = unaligned_read_u64(head + o->unicode_length);
         memcpy(&state, head + o->unicode_state, sizeof state);
@@ -755,7 +780,9 @@ static int read_str(const PyProcess *p, uint64_t addr, char **ret) {
         out = malloc(n * 4 + sizeof "…");
         if (!data || !out)
                 return -ENOMEM;
-        if (n > 0 && py_read(p, data_addr, data, n * kind) < 0)
+        if (n > 0 && data_addr >= addr && data_addr - addr + n * kind <= (uint64_t) got)
+                memcpy(data, head + (data_addr - addr), n * kind);
+        else if (n > 0 && py_read(p, data_addr, data, n * kind) < 0)
                 return -EBADMSG;
         for (size_t i = 0; i < n; i++) {
                 uint32_t c = kind == 1 ? data[i] : kind == 2 ? ((const uint16_t *) data)[i] : ((const uint32_t *) data)[i];
@@ -773,15 +800,27 @@ static int read_str(const PyProcess *p, uint64_t addr, char **ret) {
 
 static int read_bytes(const PyProcess *p, uint64_t addr, uint8_t **ret, size_t *ret_len) {
         const PyOffsets *o = &p->off;
+        /* The head and, for a line table of a few hundred bytes, its data in one read. */
+        uint8_t head[PY_BYTES_INLINE_BYTES];
+        size_t min_n = MAX((size_t) o->varobject_size + 8, (size_t) o->bytes_data);
         uint64_t size;
+        ssize_t got;
         uint8_t *b;
 
-        if (py_read(p, addr + o->varobject_size, &size, sizeof size) < 0 || size > PY_LINETABLE_BYTES_MAX)
+        if (min_n > sizeof head)
+                return -EBADMSG;
+        got = py_read_upto(p, addr, head, min_n, sizeof head);
+        if (got < 0)
+                return -EBADMSG;
+        size = unaligned_read_u64(head + o->varobject_size);
+        if (size > PY_LINETABLE_BYTES_MAX)
                 return -EBADMSG;
         b = malloc(size ?: 1);
         if (!b)
                 return -ENOMEM;
-        if (size > 0 && py_read(p, addr + o->bytes_data, b, size) < 0) {
+        if (o->bytes_data + size <= (uint64_t) got)
+                memcpy(b, head + o->bytes_data, size);
+        else if (size > 0 && py_read(p, addr + o->bytes_data, b, size) < 0) {
                 free(b);
                 return -EBADMSG;
         }
@@ -790,13 +829,11 @@ static int read_bytes(const PyProcess *p, uint64_t addr, uint8_t **ret, size_t *
         return 0;
 }
 
-/* Whether ADDR is a code object: its type is named "code" (checked once; then the same type pointer suffices). */
-static bool is_code(PyProcess *p, uint64_t addr) {
-        uint64_t type, name;
+/* Whether TYPE is the type of code objects: it is named "code" (checked once; then the same pointer suffices). */
+static bool is_code_type(PyProcess *p, uint64_t type) {
+        uint64_t name;
         char tn[8];
 
-        if (py_read_ptr(p, addr + p->off.object_type, &type) < 0)
-                return false;
         if (p->code_type)
                 return type == p->code_type;
         if (py_read_ptr(p, type + p->off.type_name, &name) < 0 || py_read(p, name, tn, 5) < 0 ||
@@ -809,12 +846,14 @@ static bool is_code(PyProcess *p, uint64_t addr) {
 static int decode_code(PyProcess *p, PyCode *c) {
         const PyOffsets *o = &p->off;
         const uint32_t offs[] = { o->code_filename, o->code_name, o->code_qualname, o->code_firstlineno,
-                                  o->code_linetable };
+                                  o->code_linetable, o->object_type };
         size_t span = span_of(offs, ELEMENTSOF(offs));
         uint8_t buf[PY_CODE_BYTES];
         int r;
 
-        if (span > sizeof buf || !is_code(p, c->addr) || py_read(p, c->addr, buf, span) < 0)
+        /* The object and its type pointer in one read; its type checked before any field is used. */
+        if (o->object_type == PY_OFF_NONE || span > sizeof buf || py_read(p, c->addr, buf, span) < 0 ||
+            !is_code_type(p, unaligned_read_u64(buf + o->object_type)))
                 return 0;
         r = read_str(p, unaligned_read_u64(buf + (o->code_qualname != PY_OFF_NONE ? o->code_qualname : o->code_name)),
                      &c->qualname);
