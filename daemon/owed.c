@@ -205,26 +205,48 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
         return 0;
 }
 
-void owed_update(Owed *o, Scanner *s, uint64_t now) {
-        _cleanup_(peer_resolver_freep) PeerResolver *r = NULL; /* one per poll: its tables are a snapshot */
-        unsigned walks = 0;
+/* The OWED_WALKS_PER_POLL processes to walk now into PICK (their number returned): those with a thread that is a
+ * candidate and no verdict that still holds, the ones walked longest ago (or never) first. */
+static unsigned pick_processes(Owed *o, Scanner *s, uint64_t now, ProcessEntry **pick) {
+        unsigned n = 0;
 
-        checks_expire(o, s, now);
-        for (size_t i = 0; i < s->processes.size && walks < OWED_WALKS_PER_POLL; i++) {
+        for (size_t i = 0; i < s->processes.size; i++) {
                 ProcessEntry *p;
                 bool any = false;
-                uint64_t cost = 0;
-                int k;
+                unsigned at;
 
                 if (s->processes.keys[i] <= 0)
                         continue;
                 p = s->processes.values[i];
-                if (p->ours || check_find(o, p))
+                if (p->ours || (n == OWED_WALKS_PER_POLL && p->owed_walked_usec >= pick[n - 1]->owed_walked_usec) ||
+                    check_find(o, p))
                         continue;
                 for (const ThreadEntry *t = p->threads; t && !any; t = t->next)
                         any = candidate(s, t, now);
                 if (!any)
                         continue;
+                /* Insert by the time of the last walk, keeping the oldest OWED_WALKS_PER_POLL. */
+                for (at = MIN(n, OWED_WALKS_PER_POLL - 1); at > 0 && pick[at - 1]->owed_walked_usec > p->owed_walked_usec;
+                     at--)
+                        pick[at] = pick[at - 1];
+                pick[at] = p;
+                n = MIN(n + 1, OWED_WALKS_PER_POLL);
+        }
+        return n;
+}
+
+void owed_update(Owed *o, Scanner *s, uint64_t now) {
+        _cleanup_(peer_resolver_freep) PeerResolver *r = NULL; /* one per poll: its tables are a snapshot */
+        ProcessEntry *pick[OWED_WALKS_PER_POLL];
+        unsigned n;
+
+        checks_expire(o, s, now);
+        n = pick_processes(o, s, now, pick);
+        for (unsigned i = 0; i < n; i++) {
+                ProcessEntry *p = pick[i];
+                uint64_t cost = 0;
+                int k;
+
                 if (!r) {
                         Symbolizer *sym = scanner_runtime_symbolizer(s);
 
@@ -235,7 +257,7 @@ void owed_update(Owed *o, Scanner *s, uint64_t now) {
                         return (void) log_oom();
                 o->checks[o->n_checks++] = (OwedCheck) { .pid = p->pid, .starttime = p->starttime, .checked_usec = now,
                                                          .recheck_usec = OWED_RECHECK_USEC };
-                walks++;
+                p->owed_walked_usec = now;
                 k = process_judge(o, s, r, p, now, &cost);
                 /* The checks may have moved (GREEDY_REALLOC above): the one just added is the last. */
                 o->checks[o->n_checks - 1].recheck_usec = MAX((uint64_t) OWED_RECHECK_USEC, cost * OWED_COST_SHARE);

@@ -22,7 +22,9 @@
  * that costs 1.5% with BPF. */
 #define OWED_RECHECK_USEC (5 * USEC_PER_SEC)
 #define OWED_COST_SHARE 50
-/* Walks per poll: each reads the machine's fd tables once per poll and the process's waits. */
+/* Walks per poll: each reads the machine's fd tables once per poll and the process's waits. The processes walked are
+ * those whose last walk is the oldest (never walked first): a machine with more parked processes than a recheck
+ * period's walks takes them in turn, and a new wait is judged before an old one is judged again. */
 #define OWED_WALKS_PER_POLL 4U
 /* Hops a walk follows: enough to close a cycle through three processes and to see a peer's own wait. */
 #define OWED_DEPTH 3U

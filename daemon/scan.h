@@ -63,6 +63,7 @@ typedef struct ProcessEntry {
         bool ours;                      /* stackwatchd itself or a child of it (a capture job, a probe, a hook):
                                          * never classed, so never a rule's, whatever it looks like mid-scan */
         uint64_t lock_checked_usec;     /* when its fds were last matched against /proc/locks; 0: never */
+        uint64_t owed_walked_usec;      /* when its waits were last walked for their verdict (owed.h); 0: never */
         int8_t python;                  /* 0: not looked yet; 1: no CPython in it; 2: its maps hold one (a python3
                                          * executable or a libpython3): its lock waits are read from the interpreter */
         uint64_t gil_looked_usec;       /* when its GIL was looked for (found once, it stays where it is; not
