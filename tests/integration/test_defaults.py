@@ -275,13 +275,41 @@ def test_python_lock_hangs_by_default(daemon, tmp_path):
             explain(gil)
             raise
         assert list(gil_why.values()) == ["the GIL, which another thread keeps"], gil_why
-        lock_why = wait_until(lambda: len(why(lock)) == 2 and why(lock), timeout=40, interval=0.2,
-                              what="the Lock ABBA's two waiters blocked")
+        try:
+            lock_why = wait_until(lambda: len(why(lock)) == 2 and why(lock), timeout=40, interval=0.2,
+                                  what="the Lock ABBA's two waiters blocked")
+        except AssertionError:
+            explain(lock)
+            raise
         assert set(lock_why.values()) == {"a threading.Lock that is held (it records no holder)"}, lock_why
         d.wait_scans(3)
         assert not why(contention), why(contention)
         assert not [s for s in d.snapshots() if s["pid"] in (gil, lock, contention)]
     finally:
         for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_a_deadlock_among_many_parked_processes_is_caught(daemon):
+    """150 processes parked in read() on pipes whose writer is alive (each a wait the daemon must judge, 4 a poll,
+    each judged again after 5 s), then a Python RLock ABBA: its deadlock is judged in its turn and snapshotted by
+    the built-in rule, not starved by the walks of the others (it never was in 60 s when the first processes in the
+    table took every walk)."""
+    readers = [subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) for _ in range(150)]
+    abba = None
+    try:
+        d = daemon(DEFAULTS)
+        d.wait_scans(4)
+        abba = subprocess.Popen(["/usr/bin/python3", os.path.join(PYFIX, "abba.py"), "rlock"], stdout=subprocess.PIPE)
+        assert abba.stdout.readline() == b"ready\n"
+        t0 = time.monotonic()
+        snaps = wait_until(lambda: [s for s in d.snapshots() if s["pid"] == abba.pid], timeout=60, interval=0.2,
+                           what="the RLock ABBA's snapshot among 150 parked readers")
+        assert [s["rule"] for s in snaps] == ["deadlock"], snaps
+        # Parked 2 s, judged at once (never walked before), then the deadlock rule's 10 s.
+        assert time.monotonic() - t0 < 30, time.monotonic() - t0
+    finally:
+        for p in readers + ([abba] if abba else []):
             p.kill()
             p.wait()
