@@ -1,4 +1,5 @@
 /* unwind.c: the unwinder interface: per-process context, memory reads, backend dispatch, FP and scan fallbacks. */
+#include <dwarf.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -679,6 +680,242 @@ static void unwind_scan(UnwindProcess *p, uint64_t sp, uint64_t pac_mask, Unwind
         }
 }
 
+#if defined(__aarch64__)
+/* Bounds of the leaf-caller search: how far above SP the caller's saved link register may be, and how much of the
+ * caller's code is read to find its call. */
+#define LEAF_CALLER_STACK_MAX 1024
+#define LEAF_CALLER_CODE_MAX (64U * 1024)
+
+/* The CFI frame at PC (the module's .eh_frame, else its .debug_frame), and the module's bias; NULL when none. */
+static Dwarf_Frame *cfi_frame_at(UnwindProcess *p, uint64_t pc, Dwarf_Addr *ret_bias) {
+        Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
+        Dwarf_Frame *frame = NULL;
+        Dwarf_Addr bias;
+        Dwarf_CFI *cfi;
+
+        if (!mod)
+                return NULL;
+        cfi = dwfl_module_eh_cfi(mod, &bias);
+        if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0) {
+                cfi = dwfl_module_dwarf_cfi(mod, &bias);
+                if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0)
+                        return NULL;
+        }
+        *ret_bias = bias;
+        return frame;
+}
+
+/* Is FRAME's CFA "sp + offset"? The offset in *RET. */
+static bool cfa_from_sp(Dwarf_Frame *frame, uint64_t *ret) {
+        Dwarf_Op *ops;
+        size_t nops;
+
+        if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1)
+                return false;
+        if (ops[0].atom == DW_OP_bregx && ops[0].number == UNWIND_REG_SP)
+                *ret = ops[0].number2;
+        else if (ops[0].atom == DW_OP_breg31)
+                *ret = ops[0].number;
+        else
+                return false;
+        return true;
+}
+
+/* Where FRAME saved the link register: 1 and the offset from the CFA in *RET when at "CFA + offset", 0 when it keeps
+ * the same value (a leaf that never stored it), -1 for anything else. */
+static int lr_rule(Dwarf_Frame *frame, uint64_t *ret) {
+        Dwarf_Op ops_mem[3], *ops = NULL;
+        size_t nops = 0;
+
+        if (dwarf_frame_register(frame, UNWIND_REG_LR, ops_mem, &ops, &nops) != 0)
+                return -1;
+        if (nops == 0)
+                return ops == NULL ? 0 : -1;
+        if (ops[0].atom != DW_OP_call_frame_cfa || nops > 2 || (nops == 2 && ops[1].atom != DW_OP_plus_uconst))
+                return -1;
+        *ret = nops == 2 ? ops[1].number : 0;
+        return 1;
+}
+
+/* The function around ADDR, by the module's symbol table: its entry in *RET_START, its end in *RET_END. (A CFI
+ * frame's range is only that of its row.) */
+static bool function_at(UnwindProcess *p, uint64_t addr, uint64_t *ret_start, uint64_t *ret_end) {
+        Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, addr);
+        GElf_Off off = 0;
+        GElf_Sym sym;
+        GElf_Word shndx;
+        Elf *elf;
+        Dwarf_Addr bias;
+
+        if (!mod || !dwfl_module_addrinfo(mod, addr, &off, &sym, &shndx, &elf, &bias) ||
+            GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_size == 0 || off >= sym.st_size)
+                return false;
+        *ret_start = addr - off;
+        *ret_end = *ret_start + sym.st_size;
+        return true;
+}
+
+static bool read_insn(UnwindProcess *p, uint64_t addr, uint32_t *ret) {
+        return mem_read(p, addr, ret, sizeof *ret) == 0;
+}
+
+/* The target of a BL (direct call) at ADDR, or 0. */
+static uint64_t bl_target(uint32_t insn, uint64_t addr) {
+        if ((insn & 0xfc000000U) != 0x94000000U)
+                return 0;
+        return addr + (uint64_t) ((int64_t) ((int32_t) (insn << 6) >> 6) * 4);
+}
+
+/* Where the PLT stub at ADDR jumps: "adrp x16, page; ldr x17, [x16, #off]; add x16, x16, #off; br x17" (after a
+ * "bti c" where branch protection is on) loads its target from a GOT slot, which the dynamic linker filled. 0 when
+ * ADDR is no such stub or the slot cannot be read. */
+static uint64_t plt_target(UnwindProcess *p, uint64_t addr) {
+        uint32_t adrp, ldr;
+        uint64_t page, slot, target;
+        int64_t imm;
+
+        if (!read_insn(p, addr, &adrp))
+                return 0;
+        if (adrp == 0xd503245fU) { /* bti c */
+                addr += 4;
+                if (!read_insn(p, addr, &adrp))
+                        return 0;
+        }
+        if ((adrp & 0x9f00001fU) != 0x90000010U || !read_insn(p, addr + 4, &ldr) ||
+            (ldr & 0xffc003ffU) != 0xf9400211U)
+                return 0;
+        imm = (int64_t) ((((adrp >> 5) & 0x7ffffU) << 2) | ((adrp >> 29) & 3U));
+        imm = (imm << 43) >> 43; /* 21 bits, signed */
+        page = (addr & ~(uint64_t) 0xfff) + (uint64_t) (imm * 4096);
+        slot = page + ((ldr >> 10) & 0xfffU) * 8;
+        if (!unwind_process_read_word(p, slot, &target))
+                return 0;
+        return target;
+}
+
+/* How many calls the function at [START, END) makes to ENTRY, directly or through a PLT stub; the last one's address
+ * in *RET. */
+static unsigned calls_to(UnwindProcess *p, uint64_t start, uint64_t end, uint64_t entry, uint64_t *ret) {
+        _cleanup_free_ uint32_t *code = NULL;
+        size_t len = (size_t) (end - start);
+        unsigned found = 0;
+
+        if (end <= start || len > LEAF_CALLER_CODE_MAX || (len & 3) != 0 || !(code = malloc(len)) ||
+            mem_read(p, start, code, len) < 0)
+                return 0;
+        for (size_t i = 0; i < len / 4; i++) {
+                uint64_t at = start + 4 * i, t = bl_target(code[i], at);
+
+                if (t != 0 && (t == entry || plt_target(p, t) == entry)) {
+                        *ret = at;
+                        found++;
+                }
+        }
+        return found;
+}
+
+/* Frame #0 is a leaf (a libc system call wrapper: __vfork, read, …) whose CFI keeps the return address in the link
+ * register, and a passive capture has no link register (/proc/PID/syscall gives SP and PC only; ptrace cannot stop a
+ * D-state thread to read it). Its caller can still be proven, without guessing:
+ *  - the leaf's CFA is SP + k, so the caller's SP is that CFA;
+ *  - the caller saved its own link register in its frame above that SP: a word there that returns right after a
+ *    direct call (BL) names the caller's entry point, the callee of that BL;
+ *  - the caller makes exactly one call to the leaf's function (directly or through its PLT stub): the return address
+ *    is the instruction after it;
+ *  - the caller's CFI at that call puts its saved link register at exactly the word the search started from.
+ * Then *RET_PC and *RET_SP are the caller's PC and SP, from which CFI goes on. -ENOENT when anything does not hold:
+ * the caller is then unknown, and nothing is made up for it. */
+static int leaf_caller(UnwindProcess *p, const UnwindRegs *regs, uint64_t *ret_pc, uint64_t *ret_sp) {
+        uint64_t pc = regs->r[UNWIND_REG_PC], sp, entry, end, off, lr_off;
+        Dwarf_Frame *frame;
+        Dwarf_Addr bias;
+        bool leaf;
+
+        frame = cfi_frame_at(p, pc, &bias);
+        if (!frame)
+                return -ENOENT;
+        leaf = cfa_from_sp(frame, &off) && lr_rule(frame, &lr_off) == 0;
+        free(frame);
+        if (!leaf || !function_at(p, pc, &entry, &end))
+                return -ENOENT;
+        sp = regs->r[UNWIND_REG_SP] + off;
+
+        for (uint64_t a = sp; a - sp < LEAF_CALLER_STACK_MAX && in_stack(p->stack, a) &&
+                              in_stack(p->stack, a + 7); a += 8) {
+                uint64_t w, callee, cstart, cend, site = 0, cfa_off;
+                Dwarf_Addr cbias;
+                uint32_t insn;
+                bool ok;
+
+                if (!unwind_process_read_word(p, a, &w))
+                        break;
+                w = arch_code_address(regs->pac_mask, w);
+                if (w < 4 || !unwind_process_is_text(p, w) || !read_insn(p, w - 4, &insn) ||
+                    (callee = bl_target(insn, w - 4)) == 0)
+                        continue;
+                if (!function_at(p, callee, &cstart, &cend) || cstart != callee ||
+                    calls_to(p, callee, cend, entry, &site) != 1)
+                        continue;
+                /* The caller's CFI at its call: where it keeps the link register must be where we found it. */
+                frame = cfi_frame_at(p, site, &cbias);
+                if (!frame)
+                        continue;
+                ok = cfa_from_sp(frame, &cfa_off) && lr_rule(frame, &lr_off) == 1 && sp + cfa_off + lr_off == a;
+                free(frame);
+                if (!ok)
+                        continue;
+                *ret_pc = site + 4;
+                *ret_sp = sp;
+                return 0;
+        }
+        return -ENOENT;
+}
+
+/* Frame #0 is in a module without any CFI (aarch64's vDSO: the kernel drops its .eh_frame; its functions are leaves
+ * that keep the return address in the link register, signed), and the capture has the link register (ptrace). The
+ * caller is the link register when it returns, right after a call, into another module: a leaf's caller. libdw's own
+ * guess for a frame without CFI (the frame-pointer record, SP moved past it) loses the caller's caller. */
+static int cfi_less_leaf_caller(UnwindProcess *p, const UnwindRegs *regs, uint64_t *ret_pc) {
+        uint64_t pc = regs->r[UNWIND_REG_PC], lr;
+        Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
+        Dwarf_Addr bias;
+
+        if (!mod || !unwind_regs_has(regs, UNWIND_REG_LR) || dwfl_module_eh_cfi(mod, &bias))
+                return -ENOENT;
+        lr = arch_code_address(regs->pac_mask, regs->r[UNWIND_REG_LR]);
+        if (dwfl_addrmodule(p->dwfl, lr) == mod || !unwind_process_is_text(p, lr) || !after_call(p, lr))
+                return -ENOENT;
+        *ret_pc = lr;
+        return 0;
+}
+
+/* Unwind on from a leaf's caller at CALLER_PC, CALLER_SP with the backend KIND, after frame #0 (the leaf): the leaf
+ * changed no callee-saved register, so what REGS knows of them holds. */
+static void unwind_from_caller(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRegs *regs,
+                               uint64_t caller_pc, uint64_t caller_sp, UnwindFrame *frames, size_t max, size_t *n,
+                               UnwindRegs *last, UnwindResult *res) {
+        UnwindRegs from = { .pac_mask = regs->pac_mask };
+        UnwindResult res2 = {};
+
+        for (unsigned k = 19; k <= UNWIND_REG_FP; k++)
+                if (unwind_regs_has(regs, k))
+                        unwind_regs_set(&from, k, regs->r[k]);
+        unwind_regs_set(&from, UNWIND_REG_PC, caller_pc);
+        unwind_regs_set(&from, UNWIND_REG_SP, caller_sp);
+        *n = 1;
+        *last = from;
+        if (unwind_backends[kind]->unwind_thread(p, tid, &from, frames, max, n, last, &res2) < 0 || *n == 1) {
+                frames[(*n)++] = (UnwindFrame) { .pc = caller_pc };
+                *last = from;
+                snprintf(res2.end, sizeof res2.end, "no unwinding from the leaf's caller");
+        }
+        /* A return address, not an interrupted instruction; what libdw reports for a CFI leaf's caller too. */
+        frames[1].activation = false;
+        frames[1].method = FRAME_METHOD_CFI;
+        *res = res2;
+}
+#endif
+
 /* The frame-pointer "backend": just the initial frame; the fallbacks below walk the chain from it. */
 static int fp_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
                             size_t *n, UnwindRegs *last, UnwindResult *res) {
@@ -713,6 +950,23 @@ int unwind_thread(UnwindProcess *p, UnwinderKind kind, pid_t tid, const UnwindRe
                 p->stack = NULL;
                 return r;
         }
+
+#if defined(__aarch64__)
+        /* A leaf at frame #0 whose return address is only in the link register: without the link register (a passive
+         * capture), its caller where it can be proven (leaf_caller()); with it, in a module without CFI (the vDSO),
+         * the link register. CFI from there on. */
+        if (!res.truncated && n >= 1 && max > 1 && frames[0].method == FRAME_METHOD_INITIAL) {
+                uint64_t caller_pc, caller_sp = regs->r[UNWIND_REG_SP];
+
+                if (!res.clean && n == 1 && !unwind_regs_has(regs, UNWIND_REG_LR) &&
+                    leaf_caller(p, regs, &caller_pc, &caller_sp) >= 0)
+                        unwind_from_caller(p, kind, tid, regs, caller_pc, caller_sp, frames, max, &n, &last, &res);
+                /* Even where the backend ended "clean": its end came from its own guess for the frame without
+                 * CFI (libunwind's stops at the leaf's caller), not from CFI. */
+                else if (cfi_less_leaf_caller(p, regs, &caller_pc) >= 0)
+                        unwind_from_caller(p, kind, tid, regs, caller_pc, caller_sp, frames, max, &n, &last, &res);
+        }
+#endif
 
         /* Where the backend could not go on, try the frame-pointer chain, then a marked scan. */
         if (!res.clean && !res.truncated && n < max) {
