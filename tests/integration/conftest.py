@@ -1,5 +1,6 @@
 """Shared fixtures for the integration tests: real fixture processes, the real stackctl, deadlines not sleeps."""
 import json
+import platform
 import re
 import os
 import select
@@ -20,6 +21,27 @@ os.environ["STACKWATCH_CACHE_DIR"] = "off"
 # Deadlines are set for a native machine; an emulated one (tests/arm64/run: TCG, some 10-30 times slower) stretches
 # every wait for a state or a line by this factor.
 TIME_SCALE = float(os.environ.get("STACKWATCH_TIME_SCALE") or 1)
+
+# The machine the tests run on; stackwatch captures processes of its own architecture. Where glibc's system calls
+# differ, a test names the call by its x86-64 name through syscall_name(): aarch64 has only the generic table's
+# calls, so glibc's poll() is ppoll, epoll_wait() is epoll_pwait, pause() is ppoll and vfork()/fork() are clone; its
+# numbers differ too (read is 63, write 64). SYSCALL_INSN_LEN is the length of the system call instruction (x86-64's
+# `syscall`, aarch64's `svc #0`), by which a passive capture's frame #0 may differ from a ptrace one's.
+MACHINE = platform.machine()
+_AARCH64_SYSCALLS = {"poll": "ppoll", "epoll_wait": "epoll_pwait", "pause": "ppoll", "vfork": "clone",
+                     "fork": "clone"}
+_SYSCALL_NUMBERS = {"x86_64": {"read": 0, "write": 1}, "aarch64": {"read": 63, "write": 64}}
+SYSCALL_INSN_LEN = 4 if MACHINE == "aarch64" else 2
+
+
+def syscall_name(name):
+    """The name of the call glibc's NAME() issues on this machine."""
+    return _AARCH64_SYSCALLS.get(name, name) if MACHINE == "aarch64" else name
+
+
+def syscall_number(name):
+    """NAME's number in /proc/PID/syscall on this machine (read and write: the calls the tests wait for)."""
+    return _SYSCALL_NUMBERS[MACHINE][name]
 
 
 def wait_until(cond, timeout=5.0, interval=0.005, what="condition"):
@@ -225,6 +247,20 @@ def assert_chain(thread, chain):
         if names[i:i + n] == chain:
             return i
     raise AssertionError(f"chain {chain} not found contiguously in {names}")
+
+
+def assert_proven_chain(thread, chain, innermost):
+    """CHAIN is in the thread's frames right after the frames of the libc call it sleeps in (functions named with
+    INNERMOST), and every frame up to the chain's end was unwound from what is known (registers, CFI), none guessed
+    by a stack scan or a frame-pointer walk: a stale return address on the stack shown as a caller fails this, as
+    does a caller lost from a register the capture lacks (aarch64's link register in a passive capture)."""
+    i = assert_chain(thread, chain)
+    names = functions(thread)
+    assert i > 0 and all(n and innermost in n for n in names[:i]), names
+    guessed = [(n, f.get("method")) for n, f in zip(names[:i + len(chain)], thread["frames"])
+               if f.get("method") not in ("initial", "cfi")]
+    assert not guessed, (guessed, thread["capture"])
+    return i
 
 
 STACKWATCHD = os.path.join(BUILDDIR, "daemon", "stackwatchd")

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from conftest import (FIXTURES, assert_chain, dump_json, functions, read_stat, stackctl, thread_states, tracer_of,
-                      wait_until)
+from conftest import (FIXTURES, assert_chain, dump_json, functions, read_stat, stackctl, syscall_name, syscall_number,
+                      thread_states, tracer_of, wait_until)
 
 POLL = 0.2
 
@@ -145,7 +145,7 @@ def test_two_processes_waiting_on_each_other_are_a_deadlock(fixture, tmp_path, m
     assert chain["cycle"] == [a, b]
     [ea] = edges_from(chain, a)
     [eb] = edges_from(chain, b)
-    assert ea["to"]["pid"] == b and eb["to"]["pid"] == a and eb["syscall"] == b_call
+    assert ea["to"]["pid"] == b and eb["to"]["pid"] == a and eb["syscall"] == syscall_name(b_call)
     assert [p["process"]["pid"] for p in doc["peers"]] == [b]
     out = stackctl("dump", "--peers", "1", "--no-source", "--no-kernel", a, check_rc=0).stdout.decode()
     assert f"DEADLOCK: {a} (pp-a) → {b} (pp-b) → {a} (pp-a)" in out
@@ -158,7 +158,7 @@ def test_an_idle_server_in_epoll_is_not_a_deadlock(fixture):
     _, chain = chain_of(client)
     assert [e["to"]["pid"] for e in edges_from(chain, client)] == [server]
     es = edges_from(chain, server)
-    assert all(e["multiplexed"] and e["syscall"] == "epoll_wait" for e in es)
+    assert all(e["multiplexed"] and e["syscall"] == syscall_name("epoll_wait") for e in es)
     assert {(e["to"] or {}).get("pid") for e in es} == {client, None}
     listening = next(e for e in es if e["to"] is None)
     assert "listening unix socket" in listening["object"] and listening["reason"]
@@ -318,7 +318,7 @@ def test_fifo_reader_waits_on_the_writer(tmp_path):
     writer = subprocess.Popen(["/bin/sh", "-c", f"exec 3>{fifo}; exec sleep 60"])
     try:
         # cat first blocks in open() until the writer opens the FIFO: wait for its read().
-        wait_until(lambda: open(f"/proc/{reader.pid}/syscall").read().split()[0] == "0",
+        wait_until(lambda: open(f"/proc/{reader.pid}/syscall").read().split()[0] == str(syscall_number("read")),
                    what="cat blocked in read on the FIFO")
         _, chain = chain_of(reader.pid)
         [e] = edges_from(chain, reader.pid)
@@ -342,7 +342,7 @@ def test_the_chain_is_the_same_whatever_method_captured_the_thread(fixture):
             doc, chain = chain_of(b, 1, "--method", method)
             edges = sorted((e["kind"], e["syscall"], e["to"]["pid"] if e["to"] else None) for e in edges_from(chain, b))
             seen.setdefault(method, set()).add(tuple(edges))
-    assert seen["passive"] == {(("unix-socket", "poll", a),)}, seen
+    assert seen["passive"] == {(("unix-socket", syscall_name("poll"), a),)}, seen
     assert seen["ptrace"] == seen["passive"] and seen["auto"] == seen["passive"], seen
     assert_untouched(a, b)
 
@@ -391,7 +391,8 @@ def test_a_writer_on_a_terminal_whose_reader_is_stopped_leads_to_it(pty_pair):
     stopped."""
     holder, child, tty = pty_pair("stop", "yes")
     wait_until(lambda: (read_stat(holder) or (None, None))[1] == "T", what="the master's holder stopped")
-    wait_until(lambda: _in_syscall(child) and open(f"/proc/{child}/syscall").read().split()[0] == "1",
+    wait_until(lambda: _in_syscall(child) and
+               open(f"/proc/{child}/syscall").read().split()[0] == str(syscall_number("write")),
                what="yes blocked in write()")
     _, chain = chain_of(child)
     [e] = edges_from(chain, child)
@@ -407,7 +408,8 @@ def test_a_reader_on_a_terminal_leads_to_the_master_s_holder(pty_pair):
     """`cat` reading its terminal waits on whoever holds the master side (a terminal emulator, sshd, script): the
     edge names it, with no excuse made up for it."""
     holder, child, tty = pty_pair("sleep", "cat")
-    wait_until(lambda: _in_syscall(child) and open(f"/proc/{child}/syscall").read().split()[0] == "0",
+    wait_until(lambda: _in_syscall(child) and
+               open(f"/proc/{child}/syscall").read().split()[0] == str(syscall_number("read")),
                what="cat blocked in read()")
     _, chain = chain_of(child)
     [e] = edges_from(chain, child)
