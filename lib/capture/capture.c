@@ -55,6 +55,7 @@ typedef struct Capture {
         uint64_t source_deadline_usec;  /* file:line only before it: three quarters of the budget */
         unsigned source_skipped, dbgd_failed; /* the symbolizer's counts before the capture */
         unsigned budget_noted;  /* 1 << BudgetStep of the steps whose cut is noted */
+        size_t n_unstopped;     /* threads a raw pass reached but left for ptrace, which the budget never stopped */
         bool kernel_stack_missing_noted;
         SymModule **symmods;    /* per snapshot module, looked up lazily */
         bool *symmod_done;
@@ -499,6 +500,7 @@ static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferre
 
                 if (usec_left(c->raw_deadline_usec) == 0) {
                         note_budget_spent(c, BUDGET_STOPPED, done, n);
+                        c->n_unstopped += n - done;
                         for (size_t i = done; i < n; i++) {
                                 ThreadSnapshot *t = &c->s->threads[rs->raw[deferred[i]].index];
                                 c->s->truncated = t->truncated = true;
@@ -927,8 +929,9 @@ static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, size_t *
 static int capture_skip_rest(Capture *c, const int *tids, size_t n_tids, size_t next) {
         Snapshot *s = c->s;
 
+        /* Copied: the threads the raw passes reached, less those left for ptrace that were never stopped. */
         if (next < n_tids)
-                note_budget_spent(c, BUDGET_COPIED, next, n_tids);
+                note_budget_spent(c, BUDGET_COPIED, next - MIN(c->n_unstopped, next), n_tids);
         for (size_t i = next; i < n_tids; i++) {
                 ThreadSnapshot *t = snapshot_add_thread(s);
 
