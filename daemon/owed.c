@@ -226,8 +226,8 @@ static unsigned pick_processes(Owed *o, Scanner *s, uint64_t now, ProcessEntry *
                 if (!any)
                         continue;
                 /* Insert by the time of the last walk, keeping the oldest OWED_WALKS_PER_POLL. */
-                for (at = MIN(n, OWED_WALKS_PER_POLL - 1); at > 0 && pick[at - 1]->owed_walked_usec > p->owed_walked_usec;
-                     at--)
+                for (at = MIN(n, OWED_WALKS_PER_POLL - 1);
+                     at > 0 && pick[at - 1]->owed_walked_usec > p->owed_walked_usec; at--)
                         pick[at] = pick[at - 1];
                 pick[at] = p;
                 n = MIN(n + 1, OWED_WALKS_PER_POLL);

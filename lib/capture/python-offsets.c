@@ -27,9 +27,9 @@
  * after 3.8's runtime-wide pending calls, gilstate.tstate_current; PyInterpreterState, struct _is: next,
  * tstate_head), Include/internal/pycore_gil.h (_gil_runtime_state: interval, last_holder, locked),
  * Include/cpython/pystate.h (PyThreadState: prev, next, interp, frame, …, thread_id), Include/frameobject.h
- * (PyFrameObject: f_back, f_code, …, f_lasti, f_localsplus), Include/code.h (PyCodeObject: co_firstlineno, co_filename, co_name,
- * co_lnotab), Include/cpython/unicodeobject.h (PyASCIIObject with wstr: 48, PyCompactUnicodeObject 72),
- * Modules/_threadmodule.c (lockobject, rlockobject: PY_THREAD_LOCKS). */
+ * (PyFrameObject: f_back, f_code, …, f_lasti, f_localsplus), Include/code.h (PyCodeObject: co_firstlineno,
+ * co_filename, co_name, co_lnotab), Include/cpython/unicodeobject.h (PyASCIIObject with wstr: 48,
+ * PyCompactUnicodeObject 72), Modules/_threadmodule.c (lockobject, rlockobject: PY_THREAD_LOCKS). */
 static const PyOffsets py38 = {
         .version = 0x03080000,
         .frames = PY_FRAMES_OBJECT,
