@@ -126,23 +126,15 @@ static int frame_cb(Dwfl_Frame *state, void *arg) {
  * also returns "no more frames" when it merely could not compute the next one (a CFA based on a register that a
  * passive capture lacks), and only this tells the two apart. */
 static bool cfi_marks_outermost(UnwindProcess *p, Dwarf_Addr pc) {
-        Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
         Dwarf_Addr bias;
-        Dwarf_CFI *cfi;
-        Dwarf_Frame *frame = NULL;
+        Dwarf_Frame *frame = unwind_cfi_frame_at(p, pc, &bias);
         Dwarf_Op ops_mem[3], *ops = NULL;
         size_t nops = 0;
         bool outermost = false;
         int ra;
 
-        if (!mod)
+        if (!frame)
                 return false;
-        cfi = dwfl_module_eh_cfi(mod, &bias);
-        if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0) {
-                cfi = dwfl_module_dwarf_cfi(mod, &bias);
-                if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame) != 0)
-                        return false;
-        }
         ra = dwarf_frame_info(frame, NULL, NULL, NULL);
         if (ra >= 0 && dwarf_frame_register(frame, ra, ops_mem, &ops, &nops) == 0)
                 outermost = nops == 0 && ops == ops_mem;

@@ -64,6 +64,10 @@ typedef struct UnwindBackend {
         void (*process_done)(UnwindProcess *p);
 } UnwindBackend;
 
+/* The CFI frame at PC (the module's .eh_frame, else its .debug_frame; free() it), and the module's bias in
+ * *RET_BIAS; NULL when there is none. */
+Dwarf_Frame *unwind_cfi_frame_at(UnwindProcess *p, uint64_t pc, Dwarf_Addr *ret_bias);
+
 extern const UnwindBackend unwind_backend_dwfl;         /* unwind-dwfl.c */
 #ifdef HAVE_LIBUNWIND
 extern const UnwindBackend unwind_backend_libunwind;    /* unwind-libunwind.c */

@@ -680,14 +680,7 @@ static void unwind_scan(UnwindProcess *p, uint64_t sp, uint64_t pac_mask, Unwind
         }
 }
 
-#if defined(__aarch64__)
-/* Bounds of the leaf-caller search: how far above SP the caller's saved link register may be, and how much of the
- * caller's code is read to find its call. */
-#define LEAF_CALLER_STACK_MAX 1024
-#define LEAF_CALLER_CODE_MAX (64U * 1024)
-
-/* The CFI frame at PC (the module's .eh_frame, else its .debug_frame), and the module's bias; NULL when none. */
-static Dwarf_Frame *cfi_frame_at(UnwindProcess *p, uint64_t pc, Dwarf_Addr *ret_bias) {
+Dwarf_Frame *unwind_cfi_frame_at(UnwindProcess *p, uint64_t pc, Dwarf_Addr *ret_bias) {
         Dwfl_Module *mod = dwfl_addrmodule(p->dwfl, pc);
         Dwarf_Frame *frame = NULL;
         Dwarf_Addr bias;
@@ -704,6 +697,12 @@ static Dwarf_Frame *cfi_frame_at(UnwindProcess *p, uint64_t pc, Dwarf_Addr *ret_
         *ret_bias = bias;
         return frame;
 }
+
+#if defined(__aarch64__)
+/* Bounds of the leaf-caller search: how far above SP the caller's saved link register may be, and how much of the
+ * caller's code is read to find its call. */
+#define LEAF_CALLER_STACK_MAX 1024
+#define LEAF_CALLER_CODE_MAX (64U * 1024)
 
 /* Is FRAME's CFA "sp + offset"? The offset in *RET. */
 static bool cfa_from_sp(Dwarf_Frame *frame, uint64_t *ret) {
@@ -831,7 +830,7 @@ static int leaf_caller(UnwindProcess *p, const UnwindRegs *regs, uint64_t *ret_p
         Dwarf_Addr bias;
         bool leaf;
 
-        frame = cfi_frame_at(p, pc, &bias);
+        frame = unwind_cfi_frame_at(p, pc, &bias);
         if (!frame)
                 return -ENOENT;
         leaf = cfa_from_sp(frame, &off) && lr_rule(frame, &lr_off) == 0;
@@ -857,7 +856,7 @@ static int leaf_caller(UnwindProcess *p, const UnwindRegs *regs, uint64_t *ret_p
                     calls_to(p, callee, cend, entry, &site) != 1)
                         continue;
                 /* The caller's CFI at its call: where it keeps the link register must be where we found it. */
-                frame = cfi_frame_at(p, site, &cbias);
+                frame = unwind_cfi_frame_at(p, site, &cbias);
                 if (!frame)
                         continue;
                 ok = cfa_from_sp(frame, &cfa_off) && lr_rule(frame, &lr_off) == 1 && sp + cfa_off + lr_off == a;
