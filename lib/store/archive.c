@@ -31,8 +31,10 @@
 #define ARCHIVE_COLLISIONS_MAX 100U
 /* On ENOSPC, the room to make beyond the file's own bytes: a directory block, rounding up to blocks. */
 #define ARCHIVE_ENOSPC_SLACK (8U * 1024U)
-/* Tries at a free random temporary name (62^6 names) before giving up. */
-#define ARCHIVE_TMP_ATTEMPTS 16
+/* Tries at a temporary file before giving up: a random name taken (62^6 names), or the file removed by another
+ * daemon's sweep between its creation and our lock on it. Each try costs an open and a lock; a sweeper that loops
+ * won 16 tries in a row once on a loaded CI machine (test_sweep_races_writer). */
+#define ARCHIVE_TMP_ATTEMPTS 64
 /* PID_MAX_LIMIT: the largest pid the kernel hands out. */
 #define ARCHIVE_PID_MAX 4194304
 /* The last second with a four-digit year, 9999-12-31T23:59:59Z: ids are fixed-width up to there. */
