@@ -50,26 +50,44 @@ bool classify_may_wait_gil(const ClassState *st, const ThreadSample *prev, const
                cpu < CLASSIFY_GIL_WAIT_CPU_PERCENT;
 }
 
-bool classify_syscall_is_idle_wait(const ProcSyscall *sc) {
+/* The syscalls an idle program waits in, by number: a table made once from their names (the numbers differ by
+ * architecture), since the daemon asks for every parked thread it judges. */
+#define IDLE_NR_MAX 1024
+static bool idle_nr[IDLE_NR_MAX];
+static int64_t futex_nr = -1;
+
+static void idle_nr_init(void) {
         static const char *const idle[] = {
                 "nanosleep", "clock_nanosleep", "pause", "rt_sigsuspend", "rt_sigtimedwait", "wait4", "waitid",
                 "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "accept",
                 "accept4", "restart_syscall", "io_getevents", "io_uring_enter", "sigsuspend",
         };
-        const char *name;
+        static bool done;
 
-        if (sc->kind != PROC_SYSCALL_BLOCKED)
+        if (done)
+                return;
+        for (int64_t nr = 0; nr < IDLE_NR_MAX; nr++) {
+                const char *name = syscall_name(nr);
+
+                if (!name)
+                        continue;
+                if (streq(name, "futex"))
+                        futex_nr = nr;
+                for (size_t i = 0; i < ELEMENTSOF(idle); i++)
+                        if (streq(name, idle[i]))
+                                idle_nr[nr] = true;
+        }
+        done = true;
+}
+
+bool classify_syscall_is_idle_wait(const ProcSyscall *sc) {
+        if (sc->kind != PROC_SYSCALL_BLOCKED || sc->nr < 0 || sc->nr >= IDLE_NR_MAX)
                 return false;
-        name = syscall_name(sc->nr);
-        if (!name)
-                return false;
+        idle_nr_init();
         /* Condition variables and semaphores wait with FUTEX_WAIT_BITSET; a contended lock with FUTEX_WAIT. */
-        if (streq(name, "futex"))
+        if (sc->nr == futex_nr)
                 return (sc->args[1] & 0x7f) == 9 /* FUTEX_WAIT_BITSET */;
-        for (size_t i = 0; i < ELEMENTSOF(idle); i++)
-                if (streq(name, idle[i]))
-                        return true;
-        return false;
+        return idle_nr[sc->nr];
 }
 
 static void set_class(ClassState *st, ThreadClass c, uint64_t since) {
