@@ -259,7 +259,16 @@ void classify_update(ClassState *st, const ThreadSample *prev, const ThreadSampl
                         st->parked_gil = cur->gil_wait;
                         st->parked_place = cur->syscall;
                         st->parked_timeslices = cur->timeslices;
-                        st->parked_since_usec = cur->when_usec;
+                        /* Parked from the look before when that one saw it in the same call and it has not run since:
+                         * the wait is judged (owed.h) a poll sooner, as it should be. */
+                        st->parked_since_usec = prev->have_syscall && prev->have_sched &&
+                                                                prev->syscall.kind == PROC_SYSCALL_BLOCKED &&
+                                                                prev->timeslices == cur->timeslices &&
+                                                                proc_syscall_same_place(&prev->syscall, &cur->syscall) &&
+                                                                memcmp(prev->syscall.args, cur->syscall.args,
+                                                                       sizeof cur->syscall.args) == 0
+                                                        ? prev->when_usec
+                                                        : cur->when_usec;
                         st->owed = false;
                         st->owed_why = NULL;
                         /* A new place starts a new class period. */

@@ -352,19 +352,22 @@ START_TEST(test_parked_sleepers) {
         ck_assert(st.parked);
         classify_update(&st, &b, &c, HZ);
         ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
-        /* Owed: blocked from when it parked, and it stays so while it does not move. */
+        /* Owed: blocked from when it parked, and it stays so while it does not move. It parked by the first look:
+         * that one saw it in the same read() with the run count it still has. */
         classify_set_owed(&st, true, "its peer is stopped, frozen or blocked");
         ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
-        ck_assert_uint_eq(st.since_usec, SEC);
+        ck_assert_uint_eq(st.since_usec, 0);
         ck_assert_str_eq(st.owed_why, "its peer is stopped, frozen or blocked");
         classify_update(&st, &b, &c, HZ);
         ck_assert_int_eq(st.class, THREAD_CLASS_BLOCKED);
-        ck_assert_uint_eq(st.since_usec, SEC);
+        ck_assert_uint_eq(st.since_usec, 0);
         /* It woke up once: a new parking, a new period, and nothing owes it until judged again. */
         classify_update(&st, &c, &d, HZ);
         ck_assert_int_eq(st.class, THREAD_CLASS_WAITING);
         ck_assert(!st.owed && !st.owed_why);
         ck_assert_uint_eq(st.since_usec, 3 * SEC);
+        /* A look that saw it in the same call but with another run count (it ran in between) is no start. */
+        ck_assert_uint_eq(st.parked_since_usec, 3 * SEC);
         /* Judged not owed after all (its peer was continued): waiting again, from when it parked. */
         classify_set_owed(&st, true, "a mutex another thread holds");
         classify_set_owed(&st, false, NULL);
