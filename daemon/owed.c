@@ -183,7 +183,7 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
         uint64_t t0 = now_usec(CLOCK_MONOTONIC), cpu0 = now_usec(CLOCK_THREAD_CPUTIME_ID);
         int k;
 
-        k = wait_chain_build(r, p->pid, 0, OWED_DEPTH, &chain, &peers, &n_peers);
+        k = wait_chain_build(r, NULL, p->pid, 0, OWED_DEPTH, &chain, &peers, &n_peers);
         o->walks++;
         o->walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
         *ret_cost = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu0;

@@ -184,7 +184,7 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
         }
         (*walks)++;
         t0 = now_usec(CLOCK_MONOTONIC);
-        r = wait_chain_build(*resolver, p->pid, 0, TRIGGER_DEADLOCK_DEPTH, &chain, &peers, &n_peers);
+        r = wait_chain_build(*resolver, NULL, p->pid, 0, TRIGGER_DEADLOCK_DEPTH, &chain, &peers, &n_peers);
         t->deadlock_walks++;
         t->deadlock_walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
         if (r < 0) {

@@ -27,6 +27,7 @@ typedef struct ThreadWait {
         ProcSyscall syscall;
         pid_t tracer_pid;       /* 0 when not traced */
         char wchan[64];         /* the kernel function it sleeps in, when in a syscall; "" when not known */
+        bool wchan_unread;      /* not read yet (WaitThreads.wchan() reads it when the thread's edges are followed) */
         bool retrying;          /* it polls for a lock: RETRY is the last try, seen failing (lock_retry_probe()) */
         LockAttempt retry;
 } ThreadWait;

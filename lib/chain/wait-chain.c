@@ -36,6 +36,7 @@ typedef struct Builder {
         pid_t suspect_pid;              /* the process peers_lock_suspect() was last asked about, and its answer: */
         int suspect;                    /* its threads are read one after another */
         const Snapshot *recorded;       /* the capture the chain starts from, NULL for none */
+        const WaitThreads *threads;     /* where threads are read from; NULL: /proc */
 } Builder;
 
 /* What thread TID of PID waits for. A thread of the capture the chain starts from that it stopped with ptrace is
@@ -46,7 +47,7 @@ static int builder_wait_read(Builder *b, pid_t pid, pid_t tid, ThreadWait *ret) 
         const ThreadSnapshot *t;
         int k;
 
-        k = thread_wait_read(pid, tid, ret);
+        k = b->threads ? b->threads->wait(b->threads->userdata, pid, tid, ret) : thread_wait_read(pid, tid, ret);
         if (k < 0 || !b->recorded || b->recorded->pid != pid)
                 return k;
         t = snapshot_find_thread((Snapshot *) b->recorded, tid);
@@ -168,6 +169,12 @@ static int builder_follow(Builder *b, size_t idx, const ThreadWait *wait, unsign
         }
         if (!futex)
                 (*followed)++;
+        if (w->wchan_unread && b->threads) {
+                k = b->threads->wchan(b->threads->userdata, w->pid, w->tid, w->wchan, sizeof w->wchan);
+                if (k < 0)
+                        w->wchan[0] = '\0';
+                w->wchan_unread = false;
+        }
         builder_probe_lock_retry(b, w);
         k = peers_thread_edges(b->r, w, b->chain);
         if (k == -ENOMEM)
@@ -219,9 +226,13 @@ static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth
         pid_t pid = b->procs[idx].pid;
         int k;
 
-        k = proc_open_dir(pid, 0, &dirfd);
-        if (k >= 0)
-                k = proc_list_numeric(dirfd, "task", &tids, &n_tids);
+        if (b->threads)
+                k = b->threads->list(b->threads->userdata, pid, &tids, &n_tids);
+        else {
+                k = proc_open_dir(pid, 0, &dirfd);
+                if (k >= 0)
+                        k = proc_list_numeric(dirfd, "task", &tids, &n_tids);
+        }
         if (k < 0)
                 return wait_chain_add_error(b->chain, "process %d: %s", (int) pid,
                                    k == -ESRCH ? "exited before its waits were read" : strerror(-k));
@@ -434,13 +445,13 @@ static int builder_find_lock_cycle(Builder *b) {
         return 0;
 }
 
-static int chain_build(PeerResolver *r, const Snapshot *recorded, pid_t pid, pid_t tid, unsigned depth,
-                       uint64_t deadline_usec, unsigned lock_probes, WaitChain **ret, pid_t **ret_peers,
-                       size_t *ret_n_peers) {
+static int chain_build(PeerResolver *r, const WaitThreads *threads, const Snapshot *recorded, pid_t pid, pid_t tid,
+                       unsigned depth, uint64_t deadline_usec, unsigned lock_probes, WaitChain **ret,
+                       pid_t **ret_peers, size_t *ret_n_peers) {
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
         uint64_t start = now_usec(CLOCK_MONOTONIC);
         Builder b = { .r = r, .self = getpid(), .deadline_usec = deadline_usec, .lock_probes = lock_probes,
-                      .recorded = recorded };
+                      .recorded = recorded, .threads = threads };
         pid_t *peers;
         int k;
 
@@ -477,9 +488,9 @@ static int chain_build(PeerResolver *r, const Snapshot *recorded, pid_t pid, pid
         return 0;
 }
 
-int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
-                     size_t *ret_n_peers) {
-        return chain_build(r, NULL, pid, tid, depth, 0, 0, ret, ret_peers, ret_n_peers);
+int wait_chain_build(PeerResolver *r, const WaitThreads *threads, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret,
+                     pid_t **ret_peers, size_t *ret_n_peers) {
+        return chain_build(r, threads, NULL, pid, tid, depth, 0, 0, ret, ret_peers, ret_n_peers);
 }
 
 /* Whether one of T's innermost frames is a function named PREFIX… (or __PREFIX…, ___PREFIX…). */
@@ -689,7 +700,7 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
          * none) one more budget from here. Building the chain is part of it. */
         if (po.deadline_usec == 0)
                 po.deadline_usec = now_usec(CLOCK_MONOTONIC) + o->time_budget_usec;
-        k = chain_build(r, root, root->pid, tid, depth, po.deadline_usec, WAIT_CHAIN_LOCK_PROBES_MAX, &c, &peers, &n);
+        k = chain_build(r, NULL, root, root->pid, tid, depth, po.deadline_usec, WAIT_CHAIN_LOCK_PROBES_MAX, &c, &peers, &n);
         if (k < 0)
                 return k;
         root->peers = calloc(MAX(n, 1U), sizeof *root->peers);

@@ -22,6 +22,21 @@
 #define WAIT_CHAIN_LOCK_PROBES_MAX 4U
 #define WAIT_CHAIN_LOCK_PROBE_USEC (300 * 1000ULL)
 
+/* Where a walk reads the threads of a process and what each of them waits on. NULL: /proc, thread by thread. The
+ * daemon passes its scan's view instead: this poll's samples already hold every thread's state and syscall, so a walk
+ * of a process of 10,000 parked threads reads no file per thread. */
+typedef struct WaitThreads {
+        /* The tids of process PID into *RET (malloc'd); -ESRCH when it is gone. */
+        int (*list)(void *userdata, pid_t pid, pid_t **ret, size_t *ret_n);
+        /* What thread TID of PID waits on, as thread_wait_read() tells it, except that the wait channel may be left
+         * unread (ThreadWait.wchan_unread): wchan() is then asked for it before the thread's edges are followed.
+         * -ESRCH when the thread is gone. */
+        int (*wait)(void *userdata, pid_t pid, pid_t tid, ThreadWait *ret);
+        /* The wait channel of thread TID of PID into BUF ("" for none); -ESRCH when it is gone. */
+        int (*wchan)(void *userdata, pid_t pid, pid_t tid, char *buf, size_t size);
+        void *userdata;
+} WaitThreads;
+
 /*
  * Build the wait chain of thread TID of PID (TID 0: every thread of PID that waits in a syscall), DEPTH hops deep:
  * the edges of PID's thread(s), then of every thread of each process they reach, and so on. The processes at the
@@ -37,8 +52,8 @@
  * poll, select or epoll wait also leads to every child (SIGCHLD would wake it). The chain's cycle is one loop in
  * the knot, found from PID: PID may be on it, or only wait on it (a parent in wait4() for a deadlocked child).
  */
-int wait_chain_build(PeerResolver *r, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret, pid_t **ret_peers,
-                     size_t *ret_n_peers);
+int wait_chain_build(PeerResolver *r, const WaitThreads *threads, pid_t pid, pid_t tid, unsigned depth, WaitChain **ret,
+                     pid_t **ret_peers, size_t *ret_n_peers);
 
 /* The mutex edge of thread TID of PID in C (its holder known or not; the GIL counts as one), NULL when the thread
  * waits on no mutex. */

@@ -154,7 +154,7 @@ START_TEST(test_two_readers_of_each_other_are_a_deadlock_and_one_is_not) {
         wait_in_read(b);
 
         ck_assert_int_eq(peer_resolver_new(&r), 0);
-        ck_assert_int_eq(wait_chain_build(r, a, 0, 1, &c, &peers, &n), 0);
+        ck_assert_int_eq(wait_chain_build(r, NULL, a, 0, 1, &c, &peers, &n), 0);
         ck_assert_uint_eq(n, 1);
         ck_assert_int_eq(peers[0], b);
         ck_assert(c->deadlock);
@@ -166,7 +166,7 @@ START_TEST(test_two_readers_of_each_other_are_a_deadlock_and_one_is_not) {
         /* A depth of 0 sees only A's edge: no cycle to close. */
         c = wait_chain_free(c);
         peers = mfree(peers);
-        ck_assert_int_eq(wait_chain_build(r, a, 0, 0, &c, &peers, &n), 0);
+        ck_assert_int_eq(wait_chain_build(r, NULL, a, 0, 0, &c, &peers, &n), 0);
         ck_assert_uint_eq(n, 0);
         ck_assert(!c->deadlock);
         ck_assert_str_eq(c->edges[0].reason, "not followed: beyond the depth of 0");
@@ -175,7 +175,7 @@ START_TEST(test_two_readers_of_each_other_are_a_deadlock_and_one_is_not) {
         lone = spawn_reader(-1, -1);
         c = wait_chain_free(c);
         peers = mfree(peers);
-        ck_assert_int_eq(wait_chain_build(r, lone, 0, 2, &c, &peers, &n), 0);
+        ck_assert_int_eq(wait_chain_build(r, NULL, lone, 0, 2, &c, &peers, &n), 0);
         ck_assert(!c->deadlock);
         reap(a);
         reap(b);
@@ -192,7 +192,7 @@ START_TEST(test_a_vanished_process_is_an_error_in_the_chain) {
 
         reap(gone);
         ck_assert_int_eq(peer_resolver_new(&r), 0);
-        ck_assert_int_eq(wait_chain_build(r, gone, 0, 1, &c, &peers, &n), 0);
+        ck_assert_int_eq(wait_chain_build(r, NULL, gone, 0, 1, &c, &peers, &n), 0);
         ck_assert_uint_eq(c->n_edges, 0);
         ck_assert_ptr_nonnull(c->errors);
         ck_assert_ptr_nonnull(strstr(c->errors[0], "exited"));
