@@ -73,26 +73,6 @@ int thread_wait_read(pid_t pid, pid_t tid, ThreadWait *ret) {
 }
 
 /* The fd's link (what it is) and, for the direction of a pipe, its access mode from fdinfo. */
-static int fd_link(pid_t pid, int fd, char *buf, size_t size) {
-        char path[64];
-        ssize_t n;
-
-        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int) pid, fd);
-        n = readlink(path, buf, size - 1);
-        if (n < 0)
-                return proc_errno(negative_errno());
-        buf[n] = 0;
-        return 0;
-}
-
-/* O_RDONLY, O_WRONLY or O_RDWR of PID's FD; -errno when unknown. */
-static int fd_accmode(pid_t pid, int fd) {
-        uint64_t flags;
-        int k = peer_tables_fdinfo_field(pid, fd, "flags", 8, &flags);
-
-        return k < 0 ? k : (int) (flags & O_ACCMODE);
-}
-
 /* The type, inode and device of the file behind PID's FD (and the device it is, for a device node), as the kernel has them cached: AT_STATX_DONT_SYNC keeps
  * a FUSE or network file system from being asked, so a hung FUSE daemon (a dead sshfs) cannot hang us too. */
 static int fd_stat(pid_t pid, int fd, struct stat *ret) {
@@ -180,7 +160,7 @@ static int edges_to_holders(EdgeCtx *c, WaitKind kind, int fd, uint64_t inode, c
                 if (o->pid == last)
                         continue; /* one edge per process, its lowest fd */
                 if (want_mode >= 0) {
-                        int mode = fd_accmode(o->pid, o->fd);
+                        int mode = peer_tables_fd_accmode(c->r, o->pid, o->fd);
                         if (mode >= 0 && mode != want_mode && mode != O_RDWR)
                                 continue;
                 }
@@ -327,7 +307,7 @@ static int edges_socket(EdgeCtx *c, int fd, uint64_t inode) {
 
 /* A pipe or FIFO: the holders of the other end (writers for a reader, readers for a writer). */
 static int edges_pipe(EdgeCtx *c, int fd, uint64_t inode, const char *path) {
-        int mode = fd_accmode(c->w->pid, fd), want;
+        int mode = peer_tables_fd_accmode(c->r, c->w->pid, fd), want;
         char object[4200];
 
         want = mode == O_RDONLY ? O_WRONLY : mode == O_WRONLY ? O_RDONLY : -1;
@@ -409,7 +389,7 @@ static int edges_fd(EdgeCtx *c, int fd) {
         struct stat st;
         int k;
 
-        k = fd_link(c->w->pid, fd, link, sizeof link);
+        k = peer_tables_fd_link(c->r, c->w->pid, fd, link, sizeof link);
         if (k < 0) {
                 char object[32];
                 snprintf(object, sizeof object, "fd %d", fd);
@@ -501,7 +481,7 @@ static int edges_lock(EdgeCtx *c, WaitKind kind, int fd, const LockAttempt *retr
         struct stat st;
         int k;
 
-        k = fd_link(c->w->pid, fd, link, sizeof link);
+        k = peer_tables_fd_link(c->r, c->w->pid, fd, link, sizeof link);
         if (k >= 0)
                 k = fd_stat(c->w->pid, fd, &st);
         if (k < 0)

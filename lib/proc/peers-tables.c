@@ -1,4 +1,5 @@
 /* peers-tables.c: the machine-wide tables a peer resolution reads once: fd owners, sockets, /proc/locks. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,6 +13,7 @@
 #include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/intmap.h"
 #include "base/parse-util.h"
 #include "model/proc-parse.h"
 #include "proc/peers-tables.h"
@@ -35,12 +37,19 @@ void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata
         r->runtime_free = free_fn;
 }
 
+void peer_resolver_set_fd_tables(PeerResolver *r, FdTables *t, FdTablesFreshFn fresh, void *userdata, uint64_t now) {
+        r->fd_tables = t;
+        r->fd_fresh = fresh;
+        r->fd_fresh_userdata = userdata;
+        r->fd_now = now;
+}
+
 PeerResolver *peer_resolver_free(PeerResolver *r) {
         if (!r)
                 return NULL;
         if (r->runtime_free)
                 r->runtime_free(r->runtime_userdata);
-        for (size_t i = 0; i < r->n_owners; i++)
+        for (size_t i = 0; !r->fd_tables && i < r->n_owners; i++)
                 free(r->owners[i].path);
         free(r->owners);
         unix_socks_free(r->unix_socks, r->n_unix);
@@ -93,10 +102,174 @@ FdKind peer_tables_fd_link_parse(const char *link, uint64_t *ret_inode) {
 
 /* ---- the pass over every process's fds ---- */
 
-static int owners_add(PeerResolver *r, size_t *allocated, const FdOwner *o) {
-        if (!GREEDY_REALLOC(r->owners, *allocated, r->n_owners + 1))
+/* One process's fds as a pass read them. */
+typedef struct FdTable {
+        pid_t pid;
+        uint64_t read_usec;
+        unsigned gen;           /* the pass that last listed the process */
+        bool unreadable;
+        FdOwner *owners;
+        size_t n_owners;
+} FdTable;
+
+struct FdTables {
+        IntMap by_pid;          /* pid → FdTable */
+        unsigned gen;
+        uint64_t fds_read, fds_kept;
+};
+
+int fd_tables_new(FdTables **ret) {
+        FdTables *t = calloc(1, sizeof *t);
+
+        if (!t)
                 return -ENOMEM;
-        r->owners[r->n_owners++] = *o;
+        *ret = t;
+        return 0;
+}
+
+static void fd_table_clear(FdTable *e) {
+        for (size_t i = 0; i < e->n_owners; i++)
+                free(e->owners[i].path);
+        e->owners = mfree(e->owners);
+        e->n_owners = 0;
+}
+
+static void fd_table_free(FdTable *e) {
+        if (!e)
+                return;
+        fd_table_clear(e);
+        free(e);
+}
+
+FdTables *fd_tables_free(FdTables *t) {
+        if (!t)
+                return NULL;
+        for (size_t i = 0; i < t->by_pid.size; i++)
+                if (t->by_pid.keys[i] > 0)
+                        fd_table_free(t->by_pid.values[i]);
+        intmap_done(&t->by_pid);
+        free(t);
+        return NULL;
+}
+
+void fd_tables_get_stats(const FdTables *t, uint64_t *ret_read, uint64_t *ret_kept) {
+        *ret_read = t->fds_read;
+        *ret_kept = t->fds_kept;
+}
+
+/* Forget the processes the pass that just ended did not list: gone. Collected first: removing moves entries. */
+static void fd_tables_sweep(FdTables *t) {
+        _cleanup_free_ int *gone = NULL;
+        size_t n = 0;
+
+        gone = malloc(MAX(t->by_pid.used, 1U) * sizeof *gone);
+        if (!gone)
+                return;
+        for (size_t i = 0; i < t->by_pid.size; i++)
+                if (t->by_pid.keys[i] > 0 && ((FdTable *) t->by_pid.values[i])->gen != t->gen)
+                        gone[n++] = t->by_pid.keys[i];
+        for (size_t i = 0; i < n; i++)
+                fd_table_free(intmap_remove(&t->by_pid, gone[i]));
+}
+
+/* Read the fds of process PID (its fd directory FDDIR) into *RET (malloc'd, paths too). */
+static int read_fd_table(pid_t pid, int fddir, FdOwner **ret, size_t *ret_n) {
+        _cleanup_free_ int *fds = NULL;
+        FdOwner *owners = NULL;
+        size_t n_fds = 0, n = 0, allocated = 0;
+        int k;
+
+        k = proc_list_numeric(fddir, ".", &fds, &n_fds);
+        if (k < 0)
+                return k;
+        for (size_t f = 0; f < n_fds; f++) {
+                char link[4097], fdname[16];
+                FdOwner o = { .pid = pid, .fd = fds[f], .accmode = -1 };
+                ssize_t len;
+
+                snprintf(fdname, sizeof fdname, "%d", fds[f]);
+                len = readlinkat(fddir, fdname, link, sizeof link - 1);
+                if (len < 0)
+                        continue;
+                link[len] = 0;
+                o.kind = peer_tables_fd_link_parse(link, &o.inode);
+                if (o.kind == FD_KIND_PATH) {
+                        if (link[0] != '/')
+                                continue; /* anon inodes and the like lead to no other process */
+                        o.path = strdup(link);
+                        if (!o.path)
+                                goto oom;
+                }
+                if (!GREEDY_REALLOC(owners, allocated, n + 1)) {
+                        free(o.path);
+                        goto oom;
+                }
+                owners[n++] = o;
+        }
+        *ret = owners;
+        *ret_n = n;
+        return 0;
+oom:
+        for (size_t i = 0; i < n; i++)
+                free(owners[i].path);
+        free(owners);
+        return -ENOMEM;
+}
+
+/* Open and read the fds of process PID (/proc's PROCFD): -ESRCH and the like when it cannot be listed, with
+ * *RET_UNREADABLE set when it is not ours to read (a holder may hide among such). */
+static int open_fd_table(int procfd, pid_t pid, FdOwner **ret, size_t *ret_n, bool *ret_unreadable) {
+        _cleanup_close_ int fddir = -EBADF;
+        char name[32];
+
+        *ret = NULL;
+        *ret_n = 0;
+        *ret_unreadable = false;
+        snprintf(name, sizeof name, "%d/fd", pid);
+        fddir = openat(procfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fddir < 0) {
+                *ret_unreadable = errno == EACCES || errno == EPERM;
+                return *ret_unreadable ? 0 : negative_errno();
+        }
+        return read_fd_table(pid, fddir, ret, ret_n);
+}
+
+/* The fds of process PID from R's tables, read again unless they are fresh; NULL when it cannot be listed (gone).
+ * -ENOMEM. */
+static int cached_fd_table(PeerResolver *r, int procfd, pid_t pid, FdTable **ret) {
+        FdTables *t = r->fd_tables;
+        FdTable *e = intmap_get(&t->by_pid, pid);
+        int k;
+
+        if (!e) {
+                e = calloc(1, sizeof *e);
+                if (!e)
+                        return -ENOMEM;
+                e->pid = pid;
+                if (intmap_put(&t->by_pid, pid, e) < 0) {
+                        free(e);
+                        return -ENOMEM;
+                }
+        } else if (e->read_usec > 0 && r->fd_fresh(r->fd_fresh_userdata, pid, e->read_usec)) {
+                e->gen = t->gen;
+                t->fds_kept += e->n_owners;
+                *ret = e;
+                return 0;
+        }
+        e->gen = t->gen;
+        fd_table_clear(e);
+        e->read_usec = 0;
+        k = open_fd_table(procfd, pid, &e->owners, &e->n_owners, &e->unreadable);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0) {
+                *ret = NULL;
+                return 0;
+        }
+        /* An unreadable process is asked again next time: it may have changed its credentials. */
+        e->read_usec = e->unreadable ? 0 : r->fd_now;
+        t->fds_read += e->n_owners;
+        *ret = e;
         return 0;
 }
 
@@ -110,8 +283,6 @@ static int cmp_owner(const void *a, const void *b) {
         return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* One pass over /proc/[0-9]*\/fd: readlinkat into a stack buffer, keep sockets and pipes by inode, and paths (for
- * FIFOs and OFD locks). A process that vanishes or that we may not read is skipped. */
 int peer_tables_fdinfo_field(pid_t pid, int fd, const char *key, unsigned base, uint64_t *ret) {
         char path[64], buf[1024];
         ssize_t n;
@@ -123,6 +294,65 @@ int peer_tables_fdinfo_field(pid_t pid, int fd, const char *key, unsigned base, 
         return proc_parse_fdinfo_field(buf, (size_t) n, key, base, ret);
 }
 
+/* PID's FD in R's fd tables, when they hold PID's fds as they still are. */
+static FdOwner *fd_tables_lookup(PeerResolver *r, pid_t pid, int fd) {
+        FdTable *e = r->fd_tables ? intmap_get(&r->fd_tables->by_pid, pid) : NULL;
+        size_t lo = 0, hi;
+
+        if (!e || e->read_usec == 0 || !r->fd_fresh(r->fd_fresh_userdata, pid, e->read_usec))
+                return NULL;
+        /* Read in the order /proc lists them: by number. */
+        hi = e->n_owners;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (e->owners[mid].fd < fd)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < e->n_owners && e->owners[lo].fd == fd ? &e->owners[lo] : NULL;
+}
+
+int peer_tables_fd_link(PeerResolver *r, pid_t pid, int fd, char *buf, size_t size) {
+        const FdOwner *o = fd_tables_lookup(r, pid, fd);
+        char path[64];
+        ssize_t n;
+
+        assert(size > 0);
+        if (o) {
+                if (o->kind == FD_KIND_PATH)
+                        snprintf(buf, size, "%s", o->path);
+                else
+                        snprintf(buf, size, "%s:[%" PRIu64 "]", o->kind == FD_KIND_PIPE ? "pipe" : "socket", o->inode);
+                return 0;
+        }
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int) pid, fd);
+        n = readlink(path, buf, size - 1);
+        if (n < 0)
+                return proc_errno(negative_errno());
+        buf[n] = 0;
+        return 0;
+}
+
+int peer_tables_fd_accmode(PeerResolver *r, pid_t pid, int fd) {
+        FdOwner *o = fd_tables_lookup(r, pid, fd);
+        uint64_t flags;
+        int k;
+
+        if (o && o->accmode >= 0)
+                return o->accmode;
+        k = peer_tables_fdinfo_field(pid, fd, "flags", 8, &flags);
+        if (k < 0)
+                return k;
+        if (o)
+                o->accmode = (int) (flags & O_ACCMODE);
+        return (int) (flags & O_ACCMODE);
+}
+
+/* One pass over /proc/[0-9]*\/fd: readlinkat into a stack buffer, keep sockets and pipes by inode, and paths (for
+ * FIFOs and OFD locks), or take a process's from the fd tables kept across passes when it has not run since. A
+ * process that vanishes or that we may not read is skipped. */
 int peer_tables_load_owners(PeerResolver *r) {
         _cleanup_close_ int procfd = -EBADF;
         _cleanup_free_ int *pids = NULL;
@@ -137,48 +367,53 @@ int peer_tables_load_owners(PeerResolver *r) {
         k = proc_list_numeric(procfd, ".", &pids, &n_pids);
         if (k < 0)
                 return k;
+        if (r->fd_tables)
+                r->fd_tables->gen++;
         for (size_t i = 0; i < n_pids; i++) {
-                _cleanup_free_ int *fds = NULL;
-                _cleanup_close_ int fddir = -EBADF;
-                size_t n_fds = 0;
-                char name[32];
+                _cleanup_free_ FdOwner *read = NULL;
+                const FdOwner *owners;
+                size_t n = 0;
+                bool unreadable;
 
                 if (pids[i] == r->self)
                         continue;
-                snprintf(name, sizeof name, "%d/fd", pids[i]);
-                fddir = openat(procfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                if (fddir < 0) {
-                        if (errno == EACCES || errno == EPERM)
-                                r->unreadable++;
-                        continue;
-                }
-                if (proc_list_numeric(fddir, ".", &fds, &n_fds) < 0)
-                        continue;
-                r->processes++;
-                for (size_t f = 0; f < n_fds; f++) {
-                        char link[4097], fdname[16];
-                        FdOwner o = { .pid = pids[i], .fd = fds[f] };
-                        ssize_t n;
+                if (r->fd_tables) {
+                        FdTable *e;
 
-                        snprintf(fdname, sizeof fdname, "%d", fds[f]);
-                        n = readlinkat(fddir, fdname, link, sizeof link - 1);
-                        if (n < 0)
+                        /* The process's fds as they were, or read again; their paths stay the table's. */
+                        k = cached_fd_table(r, procfd, pids[i], &e);
+                        if (k < 0)
+                                return k;
+                        if (!e)
                                 continue;
-                        link[n] = 0;
-                        o.kind = peer_tables_fd_link_parse(link, &o.inode);
-                        if (o.kind == FD_KIND_PATH) {
-                                if (link[0] != '/')
-                                        continue; /* anon inodes and the like lead to no other process */
-                                o.path = strdup(link);
-                                if (!o.path)
-                                        return -ENOMEM;
-                        }
-                        if (owners_add(r, &allocated, &o) < 0) {
-                                free(o.path);
-                                return -ENOMEM;
-                        }
+                        unreadable = e->unreadable;
+                        owners = e->owners;
+                        n = e->n_owners;
+                } else {
+                        k = open_fd_table(procfd, pids[i], &read, &n, &unreadable);
+                        if (k == -ENOMEM)
+                                return k;
+                        if (k < 0)
+                                continue;
+                        owners = read;
                 }
+                if (unreadable) {
+                        r->unreadable++;
+                        continue;
+                }
+                r->processes++;
+                if (!GREEDY_REALLOC(r->owners, allocated, r->n_owners + n)) {
+                        for (size_t f = 0; f < n && read; f++)
+                                free(read[f].path);
+                        return -ENOMEM;
+                }
+                /* READ's paths are the resolver's now. */
+                if (n > 0)
+                        memcpy(r->owners + r->n_owners, owners, n * sizeof *owners);
+                r->n_owners += n;
         }
+        if (r->fd_tables)
+                fd_tables_sweep(r->fd_tables);
         /* Sockets and pipes first, by inode, for binary search; paths last. */
         if (r->n_owners > 0)
                 qsort(r->owners, r->n_owners, sizeof *r->owners, cmp_owner);

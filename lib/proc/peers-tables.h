@@ -27,6 +27,7 @@ typedef struct FdOwner {
         int fd;
         FdKind kind;
         char *path;             /* FD_KIND_PATH only */
+        int accmode;            /* O_RDONLY, O_WRONLY or O_RDWR; -1 until asked (peer_tables_fd_accmode()) */
 } FdOwner;
 
 typedef struct LockLine {
@@ -44,6 +45,21 @@ typedef struct LockLine {
  * and kept: one resolver serves one capture or one poll, then is freed, so nothing it knows gets old. */
 typedef struct PeerResolver PeerResolver;
 
+/* Every process's fds as the last pass read them, kept across resolvers by a caller that can tell which processes
+ * cannot have changed theirs since: a process changes its fd table only by running (open, close, recvmsg of
+ * SCM_RIGHTS, exec, exit), so one whose threads have not run since its fds were read has the same ones. The daemon's
+ * scan knows that of every process, and a poll's pass then reads only the fds of processes that ran. */
+typedef struct FdTables FdTables;
+
+/* Whether process PID has not run since SINCE (CLOCK_MONOTONIC usec), nor been replaced by another of its pid. */
+typedef bool (*FdTablesFreshFn)(void *userdata, pid_t pid, uint64_t since);
+
+int fd_tables_new(FdTables **ret);
+FdTables *fd_tables_free(FdTables *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(FdTables *, fd_tables_free);
+/* The fds read from /proc, and taken from T, by the passes so far. */
+void fd_tables_get_stats(const FdTables *t, uint64_t *ret_read, uint64_t *ret_kept);
+
 /* A reader of what a thread parked in a futex waits for inside a language runtime (CPython's GIL and locks), for the
  * waits no glibc lock layout explains: 1 with *RET when it knows, 0 when not, -ENOMEM. */
 typedef int (*RuntimeWaitFn)(void *userdata, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret);
@@ -54,8 +70,13 @@ struct PeerResolver {
         void *runtime_userdata;
         void (*runtime_free)(void *userdata); /* frees RUNTIME_USERDATA with the resolver; NULL: borrowed */
         bool have_owners, have_unix, have_tcp, have_udp, have_locks;
-        FdOwner *owners;        /* sockets and pipes sorted by (kind, inode); then paths */
+        FdOwner *owners;        /* sockets and pipes sorted by (kind, inode); then paths (owned by FD_TABLES
+                                 * when set) */
         size_t n_owners, n_indexed;
+        FdTables *fd_tables;    /* NULL: every process's fds are read */
+        FdTablesFreshFn fd_fresh;
+        void *fd_fresh_userdata;
+        uint64_t fd_now;        /* what the pass stamps the fds it reads with */
         size_t processes;
         size_t unreadable;      /* processes whose fds we may not list: a holder may hide among them */
         UnixSock *unix_socks;
@@ -70,6 +91,9 @@ int peer_resolver_new(PeerResolver **ret);
 /* Futex waits that no glibc lock explains are also asked of FN. USERDATA is freed with R by FREE_FN, or borrowed
  * (FREE_FN NULL: it must outlive R's use). */
 void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata, void (*free_fn)(void *));
+/* R's pass over every process's fds takes them from T where FRESH says the process has not run since they were read,
+ * and reads the others into T, stamped NOW. T must outlive R. */
+void peer_resolver_set_fd_tables(PeerResolver *r, FdTables *t, FdTablesFreshFn fresh, void *userdata, uint64_t now);
 PeerResolver *peer_resolver_free(PeerResolver *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(PeerResolver *, peer_resolver_free);
 
@@ -88,6 +112,11 @@ FdKind peer_tables_fd_link_parse(const char *link, uint64_t *ret_inode);
 int peer_tables_load_owners(PeerResolver *r);
 /* The holders of (KIND, INODE): how many, the first at *RET_FIRST in r->owners. */
 size_t peer_tables_find_owners(PeerResolver *r, FdKind kind, uint64_t inode, size_t *ret_first);
+/* What PID's FD links to ("pipe:[123]", "socket:[45]", a path) into BUF: from R's fd tables where they know it and
+ * the process has not run since, else /proc/PID/fd/FD. -ESRCH when it is gone or closed. */
+int peer_tables_fd_link(PeerResolver *r, pid_t pid, int fd, char *buf, size_t size);
+/* O_RDONLY, O_WRONLY or O_RDWR of PID's FD (its fdinfo's flags, read once and kept in R's fd tables); -errno. */
+int peer_tables_fd_accmode(PeerResolver *r, pid_t pid, int fd);
 /* The field KEY of PID's FD's fdinfo, a number in BASE: -ENOENT when the kernel does not print it. */
 int peer_tables_fdinfo_field(pid_t pid, int fd, const char *key, unsigned base, uint64_t *ret);
 /* The unix, TCP or UDP (PROTOCOL) socket table, and /proc/locks, each once. */
