@@ -2,7 +2,12 @@
  * times ROUNDS calls of task_iter_read() (one read() of every thread's fixed-size record, no conversion, no
  * classifier), so the scan's cost can be split into the kernel's pass and what the daemon does with the records.
  *
- *   task-iter-pass ROUNDS   ->  "records N" then "pass US US ..." (wall us per pass, pass 1 included)
+ *   task-iter-pass ROUNDS [changed]  ->  "pass US US ..." (wall us per pass, pass 1 included), then "records N",
+ *                                        "same N" and "groups N" (of the last pass)
+ *
+ * With "changed", passes after the first write whole records only for threads that ran or changed state (as the
+ * daemon's scans do), the others as their tid alone or, where the kernel has open-coded task iterators, as a count
+ * per process.
  *
  * Linked by bench/scan against the build tree's lib/libstackwatch.a (-lbpf -lelf -lz), as the daemon is. */
 #include <errno.h>
@@ -24,7 +29,8 @@ int main(int argc, char **argv) {
         TaskIter *it = NULL;
         char *why = NULL;
         int rounds = argc > 1 ? atoi(argv[1]) : 10;
-        size_t n = 0;
+        int changed = argc > 2 && strcmp(argv[2], "changed") == 0;
+        TaskPass pass = {};
         int r;
 
         r = task_iter_new(&it, &why);
@@ -34,17 +40,16 @@ int main(int argc, char **argv) {
         }
         printf("pass");
         for (int i = 0; i < rounds; i++) {
-                const TaskRecord *recs;
                 double t0 = now_us();
 
-                r = task_iter_read(it, &recs, &n);
+                r = task_iter_read(it, !changed || i == 0, &pass);
                 if (r < 0) {
                         fprintf(stderr, "task_iter_read: %s\n", strerror(-r));
                         return 1;
                 }
                 printf(" %.1f", now_us() - t0);
         }
-        printf("\nrecords %zu\n", n);
+        printf("\nrecords %zu\nsame %zu\ngroups %zu\n", pass.n_records, pass.n_same, pass.n_groups);
         task_iter_free(it);
         free(why);
         return 0;

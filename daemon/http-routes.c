@@ -447,7 +447,7 @@ static json_object *thread_json(const ThreadEntry *t, uint64_t now) {
                 return NULL;
         json_object_object_add(o, API_K_PID, json_object_new_int(t->pid));
         json_object_object_add(o, API_K_TID, json_object_new_int(t->tid));
-        json_object_object_add(o, API_K_COMM, json_object_new_string(t->comm));
+        json_object_object_add(o, API_K_COMM, json_object_new_string(t->tid == t->pid ? t->process->comm : t->comm));
         json_object_object_add(o, API_K_PROCESS_COMM, json_object_new_string(t->process->comm));
         json_object_object_add(o, API_K_STATE, json_object_new_string_len(&t->sample.state, t->sample.state ? 1 : 0));
         json_object_object_add(o, API_K_CLASS, json_object_new_string(thread_class_to_string(t->cls.class)));

@@ -169,10 +169,7 @@ static void set_owed(Scanner *s, ThreadEntry *t, bool owed, const char *why) {
         classify_set_owed(&t->cls, owed, why);
         if (t->cls.class == before)
                 return;
-        if (before >= 0 && before < _THREAD_CLASS_MAX && s->stats.by_class[before] > 0)
-                s->stats.by_class[before]--;
-        if (t->cls.class >= 0 && t->cls.class < _THREAD_CLASS_MAX)
-                s->stats.by_class[t->cls.class]++;
+        scanner_count_class(s, t);
 }
 
 /* Walk P's waits and set the verdict on each of its candidate threads; *RET_COST gets the walk's CPU time. */

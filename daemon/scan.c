@@ -1,6 +1,7 @@
 /* scan.c: the poll. Below the /proc floor with BPF: one read of the task iterator's records for every thread. At the
  * /proc floor (htop's way) otherwise: dir fds, openat, one pread of stat per thread into a fixed buffer through a
  * descriptor kept across polls, deep files only for suspects. Either way one classifier, and mark-and-sweep. */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
@@ -40,7 +42,9 @@ int scanner_new(Scanner **ret) {
         }
         s->hz = sysconf(_SC_CLK_TCK);
         s->self = getpid();
-        if (cgroup_freezers_new(&s->freezers) < 0) {
+        s->want_all = true;
+        if (cgroup_freezers_new(&s->freezers) < 0 || fd_tables_new(&s->fd_tables) < 0) {
+                cgroup_freezers_free(s->freezers);
                 safe_close(s->proc_fd);
                 free(s);
                 return -ENOMEM;
@@ -68,6 +72,12 @@ static void process_free(ProcessEntry *p) {
         free(p);
 }
 
+/* Whether this scan saw thread T: by a record or a read of its own, or as one of its process's threads a walk counted
+ * as still there. */
+static bool thread_seen(const Scanner *s, const ThreadEntry *t) {
+        return t->seen_gen == s->gen || t->process->all_seen_gen == s->gen;
+}
+
 /* Forget thread T: out of the map, out of its process's list, its descriptor closed. */
 static void thread_drop(Scanner *s, ThreadEntry *t) {
         if (!t)
@@ -80,12 +90,12 @@ static void thread_drop(Scanner *s, ThreadEntry *t) {
         if (t->next)
                 t->next->prev = t->prev;
         t->process->n_threads--;
-        if (t->seen_gen == s->gen && t->have_sample) {
-                /* Seen in this scan already (a leader whose pid turned out reused): uncount it. */
+        t->process->moved_usec = s->now_usec;
+        /* Seen in this scan already (a leader whose pid turned out reused): uncount it. */
+        if (thread_seen(s, t) && t->have_sample)
                 s->seen_threads--;
-                if (t->cls.class >= 0 && t->cls.class < _THREAD_CLASS_MAX)
-                        s->stats.by_class[t->cls.class]--;
-        }
+        t->cls.class = _THREAD_CLASS_INVALID;
+        scanner_count_class(s, t);
         if (t->stat_fd >= 0) {
                 safe_close(t->stat_fd);
                 s->stats.kept_fds--;
@@ -95,6 +105,7 @@ static void thread_drop(Scanner *s, ThreadEntry *t) {
                 s->stats.kept_fds--;
         }
         free(t->python_frame);
+        free(t->walk_wchan);
         free(t);
 }
 
@@ -113,6 +124,7 @@ Scanner *scanner_free(Scanner *s) {
                 return NULL;
         peer_resolver_free(s->locks);
         cgroup_freezers_free(s->freezers);
+        fd_tables_free(s->fd_tables);
         for (size_t i = 0; i < s->processes.size; i++)
                 if (s->processes.keys[i] > 0) {
                         ProcessEntry *p = s->processes.values[i];
@@ -121,6 +133,7 @@ Scanner *scanner_free(Scanner *s) {
                                 safe_close(t->stat_fd);
                                 safe_close(t->sched_fd);
                                 free(t->python_frame);
+                                free(t->walk_wchan);
                                 free(t);
                         }
                         process_free(p);
@@ -131,6 +144,9 @@ Scanner *scanner_free(Scanner *s) {
         symbolizer_free(s->runtime_sym);
         task_iter_free(s->iter);
         free(s->source_why);
+        free(s->settling);
+        free(s->settling_next);
+        free(s->wanting);
         free(s);
         return NULL;
 }
@@ -163,8 +179,10 @@ static void set_source(Scanner *s, ScanSource source, TaskIter *iter, char *why)
         s->source = source;
         free(s->source_why);
         s->source_why = why;
-        if (source == SCAN_SOURCE_BPF)
+        if (source == SCAN_SOURCE_BPF) {
                 close_kept_fds(s);
+                s->want_all = true;
+        }
 }
 
 int scanner_set_source(Scanner *s, ConfigScanSource want) {
@@ -194,6 +212,115 @@ int scanner_set_source(Scanner *s, ConfigScanSource want) {
         set_source(s, SCAN_SOURCE_BPF, iter, strdup(want == CONFIG_SCAN_BPF ? "scan.source is bpf" :
                                                     "the kernel runs the BPF task iterator"));
         return 0;
+}
+
+/* ---- the walks' view of the threads (WaitThreads): this scan's samples ---- */
+
+/* Thread TID of PID as this scan saw it; NULL when it did not (gone, or new since). */
+static ThreadEntry *seen_thread(Scanner *s, pid_t pid, pid_t tid) {
+        ThreadEntry *t = intmap_get(&s->threads, tid);
+
+        return t && t->pid == pid && thread_seen(s, t) && t->have_sample ? t : NULL;
+}
+
+static int wait_threads_list(void *userdata, pid_t pid, pid_t **ret, size_t *ret_n) {
+        Scanner *s = userdata;
+        ProcessEntry *p = intmap_get(&s->processes, pid);
+        _cleanup_close_ int dirfd = -EBADF;
+        pid_t *tids;
+        size_t n = 0;
+        int k;
+
+        if (!p || p->seen_gen != s->gen || p->n_threads == 0) {
+                /* Not in this scan (new since, or one we may not read): as /proc lists it. */
+                k = proc_open_dir(pid, 0, &dirfd);
+                return k < 0 ? k : proc_list_numeric(dirfd, "task", ret, ret_n);
+        }
+        tids = malloc(p->n_threads * sizeof *tids);
+        if (!tids)
+                return -ENOMEM;
+        /* The list holds the newest first: backwards, to give the oldest first as /proc does. */
+        for (const ThreadEntry *t = p->threads; t; t = t->next)
+                if (thread_seen(s, t))
+                        tids[n++] = t->tid;
+        for (size_t i = 0; i < n / 2; i++) {
+                pid_t x = tids[i];
+
+                tids[i] = tids[n - 1 - i];
+                tids[n - 1 - i] = x;
+        }
+        *ret = tids;
+        *ret_n = n;
+        return 0;
+}
+
+static int wait_threads_wait(void *userdata, pid_t pid, pid_t tid, ThreadWait *ret) {
+        Scanner *s = userdata;
+        const ThreadEntry *t = seen_thread(s, pid, tid);
+        const ThreadSample *cur = t ? &t->sample : NULL;
+
+        /* A stopped thread's tracer is in its status file, which no scan reads; and a sleeper whose syscall the scan
+         * did not read (it ran a little since the look before) is read as /proc shows it now. */
+        if (!cur || cur->state == 't' || cur->state == 'T' || (cur->state != 'R' && !cur->have_syscall))
+                return thread_wait_read(pid, tid, ret);
+        *ret = (ThreadWait) { .pid = pid, .tid = tid, .state = cur->state,
+                              .syscall = { .kind = PROC_SYSCALL_RUNNING, .nr = -1 } };
+        if (cur->have_syscall)
+                ret->syscall = cur->syscall;
+        if (ret->syscall.kind != PROC_SYSCALL_BLOCKED)
+                return 0;
+        if (cur->state == 'D' && t->wchan[0])
+                snprintf(ret->wchan, sizeof ret->wchan, "%s", t->wchan);
+        else if (t->walk_wchan)
+                snprintf(ret->wchan, sizeof ret->wchan, "%s", t->walk_wchan);
+        else
+                ret->wchan_unread = true;
+        return 0;
+}
+
+static int wait_threads_wchan(void *userdata, pid_t pid, pid_t tid, char *buf, size_t size) {
+        Scanner *s = userdata;
+        ThreadEntry *t = seen_thread(s, pid, tid);
+        _cleanup_close_ int dirfd = -EBADF;
+        ssize_t n;
+        int k;
+
+        assert(size > 0);
+        if (t && t->walk_wchan) {
+                snprintf(buf, size, "%s", t->walk_wchan);
+                return 0;
+        }
+        k = proc_open_dir(pid, tid, &dirfd);
+        if (k < 0)
+                return k;
+        n = proc_read_small(dirfd, "wchan", buf, size);
+        if (n < 0)
+                return (int) n;
+        if (n == 0 || streq(buf, "0"))
+                buf[0] = '\0';
+        s->stats.deep_reads++;
+        /* Kept until the thread moves: it sleeps where it slept. */
+        if (t)
+                t->walk_wchan = strdup(buf);
+        return 0;
+}
+
+/* Whether process PID, as this scan saw it, has not moved since SINCE: then its fds are what they were. */
+static bool fd_table_fresh(void *userdata, pid_t pid, uint64_t since) {
+        Scanner *s = userdata;
+        const ProcessEntry *p = intmap_get(&s->processes, pid);
+
+        return p && p->seen_gen == s->gen && p->moved_usec <= since;
+}
+
+void scanner_attach_resolver(Scanner *s, PeerResolver *r, uint64_t now) {
+        peer_resolver_set_fd_tables(r, s->fd_tables, fd_table_fresh, s, now);
+}
+
+const WaitThreads *scanner_wait_threads(Scanner *s) {
+        s->wait_threads = (WaitThreads) { .list = wait_threads_list, .wait = wait_threads_wait,
+                                          .wchan = wait_threads_wchan, .userdata = s };
+        return &s->wait_threads;
 }
 
 Symbolizer *scanner_runtime_symbolizer(Scanner *s) {
@@ -361,7 +488,8 @@ static int sample_stat(Scanner *s, ThreadEntry *t, const TaskRecord *rec, Thread
 done:
         *out = (ThreadSample) { .when_usec = now, .state = st->state, .kthread = st->flags & PROC_PF_KTHREAD,
                                 .utime = st->utime, .stime = st->stime, .faults = st->minflt + st->majflt };
-        memcpy(t->comm, st->comm, sizeof t->comm);
+        memcpy(t->comm, st->comm, sizeof t->comm - 1);
+        t->comm[sizeof t->comm - 1] = '\0';
         return 0;
 }
 
@@ -386,32 +514,25 @@ static void set_wchan(ThreadEntry *t, ThreadSample *cur, const char *wchan, size
                 proc_syscall_resolve_restart(&cur->syscall, t->wchan);
 }
 
-/* The deep tier from the record: what the classifier asked for, as the /proc files would say it. The wait channel
- * is in the record where the iterator looked for it (a D sleep, a frozen task, restart_syscall); elsewhere, or where
- * kallsyms hid the scheduler's bounds from it, /proc's is read. */
+/* The deep tier from the record, as the /proc files would say it: all of it, since the record holds it anyway (the
+ * walks of owed.h take a thread's syscall from here too). The wait channel is in the record where the iterator looked
+ * for it (a D sleep, a frozen task, restart_syscall); elsewhere, where the classifier asks for it, or where kallsyms
+ * hid the scheduler's bounds from the iterator, /proc's is read. */
 static void sample_deep_record(Scanner *s, ThreadEntry *t, const TaskRecord *rec, ThreadSample *cur,
                                unsigned wants) {
+        ProcSchedstat st;
+        ProcIo io;
+
         cur->frozen = task_record_frozen(rec);
-        if (wants & CLASSIFY_READ_IO) {
-                ProcIo io;
-
-                sample_set_io(cur, task_record_io(rec, &io) ? &io : NULL);
-        }
-        if (wants & CLASSIFY_READ_SYSCALL) {
-                cur->have_syscall = task_record_syscall(rec, &cur->syscall);
-                if (cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_BLOCKED &&
-                    cur->syscall.nr == __NR_restart_syscall)
-                        wants |= CLASSIFY_READ_WCHAN;
-        }
-        if (wants & CLASSIFY_READ_SCHED) {
-                ProcSchedstat st;
-
-                task_record_schedstat(rec, &st);
-                cur->have_sched = true;
-                cur->run_ns = st.run_ns;
-                cur->wait_ns = st.wait_ns;
-                cur->timeslices = st.timeslices;
-        }
+        sample_set_io(cur, task_record_io(rec, &io) ? &io : NULL);
+        cur->have_syscall = task_record_syscall(rec, &cur->syscall);
+        if (cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_BLOCKED && cur->syscall.nr == __NR_restart_syscall)
+                wants |= CLASSIFY_READ_WCHAN;
+        task_record_schedstat(rec, &st);
+        cur->have_sched = true;
+        cur->run_ns = st.run_ns;
+        cur->wait_ns = st.wait_ns;
+        cur->timeslices = st.timeslices;
         if (wants & CLASSIFY_READ_WCHAN) {
                 const char *w = task_record_wchan(rec);
                 char buf[128];
@@ -600,6 +721,8 @@ static ThreadEntry *thread_add(Scanner *s, ProcessEntry *p, pid_t tid) {
         t->tid = tid;
         t->process = p;
         t->stat_fd = t->sched_fd = -EBADF;
+        t->counted_class = -1;
+        t->cls.class = _THREAD_CLASS_INVALID;
         if (intmap_put(&s->threads, tid, t) < 0) {
                 free(t);
                 return NULL;
@@ -609,7 +732,66 @@ static ThreadEntry *thread_add(Scanner *s, ProcessEntry *p, pid_t tid) {
                 t->next->prev = t;
         p->threads = t;
         p->n_threads++;
+        p->moved_usec = s->now_usec;
         return t;
+}
+
+void scanner_count_class(Scanner *s, ThreadEntry *t) {
+        int c = t->cls.class >= 0 && t->cls.class < _THREAD_CLASS_MAX ? (int) t->cls.class : -1;
+
+        if (c == t->counted_class)
+                return;
+        if (t->counted_class >= 0 && s->stats.by_class[t->counted_class] > 0)
+                s->stats.by_class[t->counted_class]--;
+        if (c >= 0)
+                s->stats.by_class[c]++;
+        t->counted_class = c;
+}
+
+/* T may change class with time alone: classed again at the next scan, moved or not. A BPF scan meets it then only as
+ * a tid or a count, so it is listed. */
+static void thread_set_settle(Scanner *s, ThreadEntry *t) {
+        t->settle = true;
+        if (s->source == SCAN_SOURCE_BPF &&
+            GREEDY_REALLOC(s->settling_next, s->settling_next_allocated, s->n_settling_next + 1))
+                s->settling_next[s->n_settling_next++] = t->tid;
+}
+
+/* Whether a thread moved between two looks: ran, changed state, or changed what it waits in. A sample's deep facts
+ * count only where both looks read them. */
+static bool sample_moved(const ThreadSample *prev, const ThreadSample *cur) {
+        if (prev->state != cur->state || prev->utime != cur->utime || prev->stime != cur->stime ||
+            prev->faults != cur->faults || prev->frozen != cur->frozen || prev->lock_retry != cur->lock_retry ||
+            prev->gil_wait != cur->gil_wait || prev->have_syscall != cur->have_syscall)
+                return true;
+        if (prev->have_sched && cur->have_sched && prev->timeslices != cur->timeslices)
+                return true;
+        return cur->have_syscall && (prev->syscall.kind != cur->syscall.kind || prev->syscall.nr != cur->syscall.nr ||
+                                     prev->syscall.sp != cur->syscall.sp || prev->syscall.pc != cur->syscall.pc ||
+                                     memcmp(prev->syscall.args, cur->syscall.args, sizeof cur->syscall.args) != 0);
+}
+
+/* Classify T with sample CUR, and note what moved. */
+static void thread_classify(Scanner *s, ThreadEntry *t, ThreadSample *cur) {
+        const ThreadSample *prev = t->have_sample ? &t->sample : NULL;
+        ThreadClass before = t->cls.class;
+        bool moved = !prev || sample_moved(prev, cur);
+
+        classify_update(&t->cls, prev, cur, s->hz);
+        if (moved) {
+                t->process->moved_usec = cur->when_usec;
+                t->walk_wchan = mfree(t->walk_wchan);
+        } else if (t->cls.class != before)
+                t->process->verdict_usec = cur->when_usec;
+        /* Classed again at the next look even if nothing moves: parked from there, or no longer polling for a lock
+         * once it stops waking. */
+        t->settle = false;
+        if (moved || cur->lock_retry || t->woke_usec != 0)
+                thread_set_settle(s, t);
+        t->sample = *cur;
+        t->have_sample = true;
+        s->stats.reclassed++;
+        scanner_count_class(s, t);
 }
 
 /* Sample thread T (from its record REC, or from /proc when NULL), deep facts too when the classifier asks, and
@@ -626,6 +808,7 @@ static int thread_scan(Scanner *s, ThreadEntry *t, const TaskRecord *rec, ProcSt
         if (t->process->ours) {
                 /* Seen, so not swept, but never classed: a scan catches the daemon on a CPU in epoll_wait. */
                 t->cls.class = _THREAD_CLASS_INVALID;
+                scanner_count_class(s, t);
                 t->sample = cur;
                 t->have_sample = true;
                 s->seen_threads++;
@@ -646,13 +829,28 @@ static int thread_scan(Scanner *s, ThreadEntry *t, const TaskRecord *rec, ProcSt
         if (cur.state != 'D')
                 t->wchan[0] = '\0';
         cur.frozen = cur.frozen || t->process->frozen.version > 0;
-        classify_update(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);
-        t->sample = cur;
-        t->have_sample = true;
+        thread_classify(s, t, &cur);
         s->seen_threads++;
-        if (t->cls.class >= 0 && t->cls.class < _THREAD_CLASS_MAX)
-                s->stats.by_class[t->cls.class]++;
         return 0;
+}
+
+/* Thread T, whose BPF record says it has not moved since the last pass (its tid alone): seen. */
+static void thread_same(Scanner *s, ThreadEntry *t) {
+        t->seen_gen = s->gen;
+        s->seen_threads++;
+        if (t->process->ours)
+                s->stats.ours++;
+}
+
+/* Thread T, which did not move but may change class with time alone (ThreadEntry.settle): classed again from its
+ * last sample. */
+static void thread_settle(Scanner *s, ThreadEntry *t, uint64_t now) {
+        ThreadSample cur = t->sample;
+
+        cur.when_usec = now;
+        cur.lock_retry = thread_lock_retry(s, t, &cur);
+        cur.frozen = cur.frozen || t->process->frozen.version > 0;
+        thread_classify(s, t, &cur);
 }
 
 /* List /proc/PID/task for the threads of P not sampled in this scan yet. */
@@ -707,6 +905,18 @@ static void process_check_frozen(Scanner *s, ProcessEntry *p, uint64_t now) {
         (void) cgroup_freezers_check(s->freezers, &p->place, &p->frozen);
 }
 
+/* A freezer took P or let it go: every thread of it is classed again, moved or not. */
+static void process_note_frozen(Scanner *s, ProcessEntry *p) {
+        bool frozen = p->frozen.version > 0;
+
+        if (frozen == p->was_frozen)
+                return;
+        p->was_frozen = frozen;
+        p->moved_usec = s->now_usec;
+        for (ThreadEntry *t = p->threads; t; t = t->next)
+                thread_set_settle(s, t);
+}
+
 /* One process: its known threads through their kept descriptors, the leader first, whose stat tells whether the
  * pid still means the same process and how many threads it has; the task directory is listed only for a new
  * process or when that count and the threads we could read disagree (htop lists it every time). */
@@ -719,6 +929,7 @@ static ProcessEntry *process_enter(Scanner *s, pid_t pid, const TaskRecord *rec,
                 /* Before any of its threads is classed; a process new to this scan has its leader classed first,
                  * and is known frozen from its next scan. */
                 process_check_frozen(s, p, now);
+                process_note_frozen(s, p);
                 leader = intmap_get(&s->threads, pid);
                 if (!leader || leader->process != p || thread_scan(s, leader, rec, &st, now) < 0 ||
                     st.starttime != p->starttime) {
@@ -749,10 +960,9 @@ static ProcessEntry *process_enter(Scanner *s, pid_t pid, const TaskRecord *rec,
                 p->ours = pid == s->self || st.ppid == s->self;
                 if (p->ours) {
                         /* Classed once already, before its parent was known. */
-                        if (leader->cls.class >= 0 && leader->cls.class < _THREAD_CLASS_MAX)
-                                s->stats.by_class[leader->cls.class]--;
                         s->stats.ours++;
                         leader->cls.class = _THREAD_CLASS_INVALID;
+                        scanner_count_class(s, leader);
                 }
                 process_check_frozen(s, p, now);
         }
@@ -782,18 +992,128 @@ static void process_scan(Scanner *s, pid_t pid, uint64_t now) {
                 process_walk_tasks(s, p, now);
 }
 
+/* Process P, whose leader's BPF record says it has not moved (or of which a walk counted the threads that did not,
+ * its leader among them): its cgroups' freezers still read, the process seen. */
+static void process_same(Scanner *s, ProcessEntry *p, uint64_t now) {
+        process_check_frozen(s, p, now);
+        process_note_frozen(s, p);
+        p->seen_gen = s->gen;
+        s->seen_processes++;
+}
+
+/* The thread a bare BPF record names, when the scanner knows it; else the next pass writes every whole record (a
+ * thread it forgot, its process dropped as unreadable or reused, is learnt again). */
+static ThreadEntry *same_thread(Scanner *s, uint32_t tid) {
+        ThreadEntry *t = tid > 0 && tid <= INT32_MAX ? intmap_get(&s->threads, (int) tid) : NULL;
+
+        if (!t || !t->have_sample)
+                s->want_all = true;
+        return t && t->have_sample ? t : NULL;
+}
+
+/* The process a walk's count names, when the scanner knows it; else, as above. */
+static ProcessEntry *group_process(Scanner *s, const TaskGroup *g) {
+        ProcessEntry *p = g->tgid > 0 && g->tgid <= INT32_MAX ? intmap_get(&s->processes, (int) g->tgid) : NULL;
+
+        if (!p)
+                s->want_all = true;
+        return p;
+}
+
+/* Walk G counted the threads of P that did not move: when that is every thread of P without a record of its own in
+ * this scan, they are all still there; else one or more is gone, and the next walk names them by tid. */
+static void group_threads(Scanner *s, ProcessEntry *p, const TaskGroup *g) {
+        unsigned with_records = p->records_gen == s->gen ? p->n_records : 0;
+
+        if (p->n_threads >= with_records && g->same == p->n_threads - with_records) {
+                p->all_seen_gen = s->gen;
+                s->seen_threads += g->same;
+                if (p->ours)
+                        s->stats.ours += g->same;
+                return;
+        }
+        /* For this scan they stay (the sweep takes none of them); the next says which. */
+        p->all_seen_gen = s->gen;
+        if (task_iter_want_tids(s->iter, (uint32_t) p->pid, true) < 0 ||
+            !GREEDY_REALLOC(s->wanting, s->wanting_allocated, s->n_wanting + 1)) {
+                s->want_all = true;
+                return;
+        }
+        s->wanting[s->n_wanting++] = p->pid;
+        p->want_tids_gen = s->gen;
+}
+
+/* Forget the tids asked for before this scan: its walk gave them. */
+static void wanting_expire(Scanner *s) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < s->n_wanting; i++) {
+                const ProcessEntry *p = intmap_get(&s->processes, s->wanting[i]);
+
+                if (p && p->want_tids_gen == s->gen)
+                        s->wanting[k++] = s->wanting[i];
+                else
+                        (void) task_iter_want_tids(s->iter, (uint32_t) s->wanting[i], false);
+        }
+        s->n_wanting = k;
+}
+
+/* The threads that may change class with time alone and had no record of their own in this scan: classed again. */
+static void settle(Scanner *s, uint64_t now) {
+        pid_t *t_list;
+        size_t n;
+
+        /* Those of the last scan; this one's, listed meanwhile, are the next one's. */
+        t_list = s->settling;
+        n = s->n_settling;
+        for (size_t i = 0; i < n; i++) {
+                ThreadEntry *t = intmap_get(&s->threads, t_list[i]);
+
+                if (t && t->settle && t->have_sample && thread_seen(s, t) && t->sample.when_usec != now &&
+                    !t->process->ours)
+                        thread_settle(s, t, now);
+        }
+        s->settling = s->settling_next;
+        s->n_settling = s->n_settling_next;
+        s->settling_next = t_list;
+        s->n_settling_next = 0;
+        n = s->settling_allocated;
+        s->settling_allocated = s->settling_next_allocated;
+        s->settling_next_allocated = n;
+}
+
 /* A scan from the iterator's records: the leaders first (each one says whether its pid still means the same
  * process), then every other thread into its process. The records list every thread, so no task directory is
- * listed, and a thread not among them is gone. */
-static void scan_records(Scanner *s, const TaskRecord *recs, size_t n, uint64_t now) {
-        for (size_t i = 0; i < n; i++) {
+ * listed, and a thread not among them is gone. A thread that has not moved since the last pass is a bare tid, or one
+ * of a count per process: seen, and nothing more unless its class may change with time alone. */
+static void scan_records(Scanner *s, const TaskPass *pass, uint64_t now) {
+        for (size_t i = 0; i < pass->n_records; i++) {
+                const TaskRecord *r = &pass->records[i];
+                ProcessEntry *p;
                 ProcStat st;
 
-                if (recs[i].tid == recs[i].tgid && recs[i].tid > 0 && recs[i].tid <= INT32_MAX)
-                        (void) process_enter(s, (pid_t) recs[i].tid, &recs[i], &st, now);
+                if (r->tid == r->tgid && r->tid > 0 && r->tid <= INT32_MAX &&
+                    (p = process_enter(s, (pid_t) r->tid, r, &st, now))) {
+                        p->records_gen = s->gen;
+                        p->n_records = 1;
+                }
         }
-        for (size_t i = 0; i < n; i++) {
-                const TaskRecord *r = &recs[i];
+        for (size_t i = 0; i < pass->n_groups; i++) {
+                ProcessEntry *p = group_process(s, &pass->groups[i]);
+
+                if (p && p->seen_gen != s->gen)
+                        process_same(s, p, now);
+        }
+        for (size_t i = 0; i < pass->n_same; i++) {
+                ThreadEntry *t = same_thread(s, pass->same[i]);
+
+                if (t && t->tid == t->pid && t->process->seen_gen != s->gen) {
+                        process_same(s, t->process, now);
+                        thread_same(s, t);
+                }
+        }
+        for (size_t i = 0; i < pass->n_records; i++) {
+                const TaskRecord *r = &pass->records[i];
                 ProcessEntry *p;
                 ThreadEntry *t;
                 ProcStat st;
@@ -810,10 +1130,32 @@ static void scan_records(Scanner *s, const TaskRecord *recs, size_t n, uint64_t 
                 }
                 if (!t)
                         t = thread_add(s, p, (pid_t) r->tid);
-                if (t)
-                        (void) thread_scan(s, t, r, &st, now);
+                if (t && thread_scan(s, t, r, &st, now) >= 0) {
+                        if (p->records_gen != s->gen) {
+                                p->records_gen = s->gen;
+                                p->n_records = 0;
+                        }
+                        p->n_records++;
+                }
         }
-        s->stats.records += n;
+        for (size_t i = 0; i < pass->n_same; i++) {
+                ThreadEntry *t = same_thread(s, pass->same[i]);
+
+                if (t && t->tid != t->pid && t->process->seen_gen == s->gen && !thread_seen(s, t))
+                        thread_same(s, t);
+        }
+        for (size_t i = 0; i < pass->n_groups; i++) {
+                ProcessEntry *p = intmap_get(&s->processes, (int) pass->groups[i].tgid);
+
+                if (p && p->seen_gen == s->gen)
+                        group_threads(s, p, &pass->groups[i]);
+        }
+        wanting_expire(s);
+        settle(s, now);
+        s->stats.records += pass->n_records;
+        s->stats.same_records += pass->n_same;
+        for (size_t i = 0; i < pass->n_groups; i++)
+                s->stats.same_records += pass->groups[i].same;
 }
 
 /* Drop every thread and process this scan did not see. Collect first: dropping moves entries in the maps. */
@@ -829,7 +1171,7 @@ static void sweep(Scanner *s) {
         if (!gone_t || !gone_p)
                 return; /* next scan, then */
         for (size_t i = 0; i < s->threads.size; i++)
-                if (s->threads.keys[i] > 0 && ((ThreadEntry *) s->threads.values[i])->seen_gen != s->gen)
+                if (s->threads.keys[i] > 0 && !thread_seen(s, s->threads.values[i]))
                         gone_t[n_t++] = s->threads.values[i];
         for (size_t i = 0; i < s->processes.size; i++)
                 if (s->processes.keys[i] > 0 && ((ProcessEntry *) s->processes.values[i])->seen_gen != s->gen)
@@ -849,19 +1191,19 @@ int scanner_scan(Scanner *s, uint64_t now) {
         start = now_usec(CLOCK_MONOTONIC);
         cpu_start = now_usec(CLOCK_THREAD_CPUTIME_ID);
         s->gen++;
+        s->now_usec = now;
         s->seen_threads = s->seen_processes = 0;
         if (s->freezers)
                 cgroup_freezers_forget(s->freezers);
         s->n_lock_probe_wanted = 0;
-        memset(s->stats.by_class, 0, sizeof s->stats.by_class);
         s->stats.ours = 0;
         if (s->source == SCAN_SOURCE_BPF) {
-                const TaskRecord *recs;
-                size_t n;
+                TaskPass pass;
 
-                r = task_iter_read(s->iter, &recs, &n);
+                r = task_iter_read(s->iter, s->want_all, &pass);
                 if (r >= 0) {
-                        scan_records(s, recs, n, now);
+                        s->want_all = false;
+                        scan_records(s, &pass, now);
                         goto swept;
                 }
                 /* Not expected once loaded; /proc still works. */

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "base/intmap.h"
+#include "chain/wait-chain.h"
 #include "capture/symbolize.h"
 #include "model/config.h"
 #include "proc/cgroup-freeze.h"
@@ -54,6 +55,10 @@ typedef struct ProcessEntry {
         pid_t pid;
         uint64_t starttime;             /* with pid, identifies the process across pid reuse */
         unsigned seen_gen;
+        unsigned all_seen_gen;          /* the scan whose walk counted every thread of it with no record of its own
+                                         * as still there (a TaskGroup): those are seen in it too */
+        unsigned records_gen, n_records; /* whole records of its threads in that scan */
+        unsigned want_tids_gen;         /* when its count disagreed: the next walk gives those threads' tids */
         ThreadEntry *threads;           /* its known threads, the leader (tid == pid) among them */
         unsigned n_threads;
         char comm[64];
@@ -64,6 +69,11 @@ typedef struct ProcessEntry {
                                          * never classed, so never a rule's, whatever it looks like mid-scan */
         uint64_t lock_checked_usec;     /* when its fds were last matched against /proc/locks; 0: never */
         uint64_t owed_walked_usec;      /* when its waits were last walked for their verdict (owed.h); 0: never */
+        uint64_t moved_usec;            /* when a scan last saw a thread of it move (run, change its state or its
+                                         * wait), come or go: what a verdict on its waits, or on a wait that leads to
+                                         * it, was made before is out of date */
+        uint64_t verdict_usec;          /* when a thread of it last changed class by a verdict (owed.h): a wait that
+                                         * leads to it may be owed, or no longer */
         int8_t python;                  /* 0: not looked yet; 1: no CPython in it; 2: its maps hold one (a python3
                                          * executable or a libpython3): its lock waits are read from the interpreter */
         uint64_t gil_looked_usec;       /* when its GIL was looked for (found once, it stays where it is; not
@@ -73,6 +83,7 @@ typedef struct ProcessEntry {
         CgroupPlace place;              /* its cgroups, for their freezers */
         uint64_t place_usec;            /* when PLACE was read; 0: never */
         CgroupFrozen frozen;            /* as this scan read its cgroups: version 0 when no freezer holds it */
+        bool was_frozen;                /* as the scan before read them */
 } ProcessEntry;
 
 struct ThreadEntry {
@@ -82,12 +93,19 @@ struct ThreadEntry {
         int stat_fd;                    /* kept open across polls; -EBADF when over the descriptor budget */
         int sched_fd;                   /* schedstat, kept likewise once it sleeps (after every stat fd) */
         unsigned seen_gen;
-        char comm[64];
+        char comm[16];                  /* a task's name (TASK_COMM_LEN): a longer one is a kernel worker's, which is
+                                         * its own process's leader (ProcessEntry.comm has it whole) */
         ThreadSample sample;            /* the latest look */
         bool have_sample;
+        bool settle;                    /* its sample moved at the latest look (or it polls for a lock): classed
+                                         * again at the next even when nothing moved, as its class may follow from
+                                         * time alone (parked once a look finds it where the last one did) */
+        int counted_class;              /* the class it is counted under in ScanStats.by_class; -1: none */
         ClassState cls;
         char wchan[64];                 /* read for D-state threads */
         uint64_t woke_usec;             /* when it was last seen to have woken from a sleep it is in again; 0: not */
+        char *walk_wchan;               /* its wait channel as a walk read it (WaitThreads.wchan()), until it moves;
+                                         * NULL: not read */
         LockProbeVerdict lock_probe;    /* whether it polls for a lock, as a probe saw it */
         uint64_t lock_probe_usec;       /* when that verdict came */
         char *python_frame;             /* the innermost Python frame the daemon's latest snapshot of it caught
@@ -108,7 +126,9 @@ typedef struct ScanStats {
         unsigned kept_fds, max_kept_fds;
         uint64_t deep_reads;
         uint64_t task_walks;            /* /proc/PID/task listings: only for new processes or changed thread counts */
-        uint64_t records;               /* BPF records read, in all */
+        uint64_t records;               /* BPF whole records read, in all */
+        uint64_t same_records;          /* BPF records of threads that had not moved (their tid alone), in all */
+        uint64_t reclassed;             /* threads classed in all (the others had not moved: no work) */
 } ScanStats;
 
 /* Where a scan reads every thread's state from. */
@@ -140,6 +160,16 @@ typedef struct Scanner {
         CgroupFreezers *freezers;       /* the cgroup hierarchies and this scan's answers; NULL when none */
         ScanSource source;
         TaskIter *iter;                 /* with SCAN_SOURCE_BPF */
+        bool want_all;                  /* the next BPF pass writes every thread's whole record: the first, and
+                                         * after a record of a thread the scanner does not know */
+        pid_t *settling, *settling_next; /* the tids of threads with ThreadEntry.settle, for this scan and the next */
+        size_t n_settling, n_settling_next, settling_allocated, settling_next_allocated;
+        pid_t *wanting;                 /* processes whose tids the last walk was asked for */
+        size_t n_wanting, wanting_allocated;
+        uint64_t now_usec;              /* the time of the scan under way, or of the last one */
+        WaitThreads wait_threads;       /* the walks' view of the threads: this scan's samples */
+        FdTables *fd_tables;            /* every process's fds as the walks last read them, kept while it does not
+                                         * run: a poll's walks read the fds of the processes that moved */
         char *source_why;               /* why the source is what it is, for the log and stackctl status */
 } Scanner;
 
@@ -166,5 +196,13 @@ Symbolizer *scanner_runtime_symbolizer(Scanner *s);
 int scanner_set_python_frame(Scanner *s, pid_t pid, pid_t tid, const char *frame);
 /* Forget the Python frames kept of every thread of process PID (started at STARTTIME; 0: whichever). */
 void scanner_forget_python_frames(Scanner *s, pid_t pid, uint64_t starttime);
+/* The threads as this scan saw them, for the wait-chain walks (wait_chain_build()): the samples hold every thread's
+ * state and syscall; a wait channel is read, and kept until the thread moves, only when a walk follows its edges. */
+const WaitThreads *scanner_wait_threads(Scanner *s);
+/* Let resolver R, made for a walk of the poll at NOW, take every process's fds from the tables the scanner keeps,
+ * read again only for the processes that moved since they were read. */
+void scanner_attach_resolver(Scanner *s, PeerResolver *r, uint64_t now);
+/* Count thread T under its class in s->stats.by_class, where its class changed (a verdict of owed.h sets it). */
+void scanner_count_class(Scanner *s, ThreadEntry *t);
 /* Read exe, unit, cgroup and uid of a process once (rules that filter on them call this). */
 int scanner_load_identity(Scanner *s, ProcessEntry *p);

@@ -127,11 +127,12 @@ static int scan_benchmark(const Config *config) {
                 if (r < 0)
                         return log_error_errno(r, "Scan failed: %m");
                 printf("scan %u: threads %u processes %u duration_us %llu cpu_us %llu deep_reads %llu kept_fds %u "
-                       "max_kept_fds %u task_walks %llu\n",
+                       "max_kept_fds %u task_walks %llu records %llu same_records %llu reclassed %llu\n",
                        i, s->stats.threads, s->stats.processes, (unsigned long long) s->stats.last_duration_usec,
                        (unsigned long long) s->stats.last_cpu_usec,
                        (unsigned long long) s->stats.deep_reads, s->stats.kept_fds, s->stats.max_kept_fds,
-                       (unsigned long long) s->stats.task_walks);
+                       (unsigned long long) s->stats.task_walks, (unsigned long long) s->stats.records,
+                       (unsigned long long) s->stats.same_records, (unsigned long long) s->stats.reclassed);
         }
         return 0;
 }

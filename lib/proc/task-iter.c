@@ -4,9 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "proc/task-iter.h"
@@ -23,12 +25,20 @@
 
 /* Both compilers must agree on the record: no padding, a multiple of 8. */
 _Static_assert(sizeof(TaskRecord) % 8 == 0, "the BPF record's size must be a multiple of 8");
-_Static_assert(offsetof(TaskRecord, comm) == 216 && sizeof(TaskRecord) == 280, "the BPF record's layout moved: check task-record.h");
+_Static_assert(offsetof(TaskRecord, comm) == 224 && sizeof(TaskRecord) == 288, "the BPF record's layout moved: check task-record.h");
+_Static_assert(sizeof(struct sw_task_same) == 8 && sizeof(TaskGroup) == 16,
+               "a bare tid's record and a process's count must keep whole records 8-aligned");
 
 struct TaskIter {
         struct task_iter_bpf *skel;
+        struct bpf_link *walk;          /* the one-shot walk, attached to our own thread; NULL: the kernel has none */
+        struct ring_buffer *ring;       /* its records */
         char *buf;
         size_t size, allocated;
+        uint32_t *same;                 /* the tids of the last pass's bare records */
+        size_t n_same, same_allocated;
+        TaskGroup *groups;              /* its counts per process */
+        size_t n_groups, groups_allocated;
 };
 
 /* libbpf's own messages (it prints warnings to stderr otherwise) go to our debug log. */
@@ -94,6 +104,73 @@ bool task_iter_built(void) {
         return true;
 }
 
+/* Make room for SIZE more bytes in IT's buffer: at least 64 KiB, since the kernel fills a read up to the seq_file's
+ * buffer. */
+static int buf_reserve(TaskIter *it, size_t size) {
+        size = MAX(size, (size_t) 65536);
+        if (it->allocated - it->size < size) {
+                size_t a = MAX(MAX(it->allocated * 2, (size_t) 262144), it->size + size);
+                /* Mapped, not malloc'd: the megabytes of a pass of every whole record go back to the kernel when a
+                 * pass of changes follows (malloc would keep them in its heap). */
+                char *b = it->buf ? mremap(it->buf, it->allocated, a, MREMAP_MAYMOVE)
+                                  : mmap(NULL, a, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+                if (b == MAP_FAILED)
+                        return -ENOMEM;
+                it->buf = b;
+                it->allocated = a;
+        }
+        return 0;
+}
+
+static void buf_release(TaskIter *it) {
+        if (it->buf)
+                (void) munmap(it->buf, it->allocated);
+        it->buf = NULL;
+        it->allocated = 0;
+}
+
+/* A record of the one-shot walk, appended to the pass's stream as the per-task pass would have written it. */
+static int ring_record(void *userdata, void *data, size_t size) {
+        TaskIter *it = userdata;
+
+        if (buf_reserve(it, size) < 0)
+                return -ENOMEM;
+        memcpy(it->buf + it->size, data, size);
+        it->size += size;
+        return 0;
+}
+
+/* Open and load the object: with the one-shot walk when WALK (it needs Linux 6.7), else the per-task pass alone and a
+ * ring buffer of one page, unused. */
+static int load(TaskIter *it, bool walk) {
+        it->skel = task_iter_bpf__open();
+        if (!it->skel)
+                return -errno ?: -ENOMEM;
+        kallsyms_sched_bounds(it->skel->rodata);
+        it->skel->rodata->nr_restart_syscall = SYS_restart_syscall;
+        /* Attached by hand, to our thread only: attached to every task, it would walk them all for each. */
+        bpf_program__set_autoattach(it->skel->progs.stackwatch_walk, false);
+        if (!walk) {
+                (void) bpf_program__set_autoload(it->skel->progs.stackwatch_walk, false);
+                (void) bpf_map__set_max_entries(it->skel->maps.walk_ring, (uint32_t) getpagesize());
+        }
+        return task_iter_bpf__load(it->skel);
+}
+
+static int attach_walk(TaskIter *it) {
+        union bpf_iter_link_info info = { .task.tid = (uint32_t) gettid() };
+        LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof info);
+
+        it->walk = bpf_program__attach_iter(it->skel->progs.stackwatch_walk, &opts);
+        if (!it->walk)
+                return -errno;
+        it->ring = ring_buffer__new(bpf_map__fd(it->skel->maps.walk_ring), ring_record, it, NULL);
+        if (!it->ring)
+                return -errno;
+        return 0;
+}
+
 int task_iter_new(TaskIter **ret, char **ret_why) {
         _cleanup_(task_iter_freep) TaskIter *it = NULL;
         int r;
@@ -107,12 +184,14 @@ int task_iter_new(TaskIter **ret, char **ret_why) {
         it = calloc(1, sizeof *it);
         if (!it)
                 return -ENOMEM;
-        it->skel = task_iter_bpf__open();
+        r = load(it, true);
+        if (r < 0) {
+                log_debug_errno(r, "The one-shot task walk does not load (it needs Linux 6.7), passing per task: %m");
+                task_iter_bpf__destroy(it->skel);
+                r = load(it, false);
+        }
         if (!it->skel)
-                return fail(-errno ?: -ENOMEM, ret_why, "opening the BPF object: %s", strerror(errno));
-        kallsyms_sched_bounds(it->skel->rodata);
-        it->skel->rodata->nr_restart_syscall = SYS_restart_syscall;
-        r = task_iter_bpf__load(it->skel);
+                return fail(r, ret_why, "opening the BPF object: %s", strerror(-r));
         if (r < 0)
                 return fail(r, ret_why,
                             r == -EPERM || r == -EACCES ?
@@ -122,6 +201,16 @@ int task_iter_new(TaskIter **ret, char **ret_why) {
         r = task_iter_bpf__attach(it->skel);
         if (r < 0)
                 return fail(r, ret_why, "attaching the task iterator: %s", strerror(-r));
+        if (bpf_program__fd(it->skel->progs.stackwatch_walk) >= 0) {
+                r = attach_walk(it);
+                if (r < 0) {
+                        log_debug_errno(r, "Attaching the one-shot task walk failed, passing per task: %m");
+                        ring_buffer__free(it->ring);
+                        it->ring = NULL;
+                        bpf_link__destroy(it->walk);
+                        it->walk = NULL;
+                }
+        }
         *ret = TAKE_PTR(it);
         return 0;
 }
@@ -129,32 +218,77 @@ int task_iter_new(TaskIter **ret, char **ret_why) {
 TaskIter *task_iter_free(TaskIter *it) {
         if (!it)
                 return NULL;
+        ring_buffer__free(it->ring);
+        bpf_link__destroy(it->walk);
         task_iter_bpf__destroy(it->skel);
-        free(it->buf);
+        buf_release(it);
+        free(it->same);
+        free(it->groups);
         free(it);
         return NULL;
 }
 
-int task_iter_read(TaskIter *it, const TaskRecord **ret, size_t *ret_n) {
+/* Split the pass's stream in place: whole records moved to the front of the buffer (each is a multiple of 8 long, so
+ * they stay aligned), bare tids into IT->same, counts into IT->groups. */
+static int split_records(TaskIter *it, size_t *ret_n) {
+        size_t in = 0, out = 0, n = 0;
+
+        it->n_same = it->n_groups = 0;
+        while (in < it->size) {
+                uint32_t kind;
+
+                if (it->size - in < sizeof(struct sw_task_same))
+                        return -EIO;
+                memcpy(&kind, it->buf + in, sizeof kind);
+                if (kind == SW_RECORD_GROUP) {
+                        if (it->size - in < sizeof(TaskGroup) ||
+                            !GREEDY_REALLOC(it->groups, it->groups_allocated, it->n_groups + 1))
+                                return it->size - in < sizeof(TaskGroup) ? -EIO : -ENOMEM;
+                        memcpy(&it->groups[it->n_groups++], it->buf + in, sizeof(TaskGroup));
+                        in += sizeof(TaskGroup);
+                        continue;
+                }
+                if (kind == SW_RECORD_SAME) {
+                        struct sw_task_same rs;
+
+                        memcpy(&rs, it->buf + in, sizeof rs);
+                        if (it->n_same == it->same_allocated) {
+                                size_t a = MAX(it->same_allocated * 2, (size_t) 1024);
+                                uint32_t *b = reallocarray(it->same, a, sizeof *b);
+
+                                if (!b)
+                                        return -ENOMEM;
+                                it->same = b;
+                                it->same_allocated = a;
+                        }
+                        it->same[it->n_same++] = rs.tid;
+                        in += sizeof rs;
+                        continue;
+                }
+                if (kind != SW_RECORD_FULL || it->size - in < sizeof(TaskRecord))
+                        return -EIO;
+                if (out != in)
+                        memmove(it->buf + out, it->buf + in, sizeof(TaskRecord));
+                in += sizeof(TaskRecord);
+                out += sizeof(TaskRecord);
+                n++;
+        }
+        *ret_n = n;
+        return 0;
+}
+
+/* Run LINK's pass to its end: its records, if it writes them to the seq_file, appended to IT's buffer. */
+static int run_pass(TaskIter *it, struct bpf_link *link) {
         _cleanup_close_ int fd = -EBADF;
 
-        fd = bpf_iter_create(bpf_link__fd(it->skel->links.stackwatch_tasks));
+        fd = bpf_iter_create(bpf_link__fd(link));
         if (fd < 0)
                 return -errno;
-        it->size = 0;
         for (;;) {
                 ssize_t n;
 
-                /* Room for at least 64 KiB each read: the kernel fills a read up to the seq_file's buffer. */
-                if (it->allocated - it->size < 65536) {
-                        size_t a = MAX(it->allocated * 2, (size_t) 262144);
-                        char *b = realloc(it->buf, a);
-
-                        if (!b)
-                                return -ENOMEM;
-                        it->buf = b;
-                        it->allocated = a;
-                }
+                if (buf_reserve(it, 65536) < 0)
+                        return -ENOMEM;
                 n = read(fd, it->buf + it->size, it->allocated - it->size);
                 if (n < 0) {
                         if (errno == EINTR)
@@ -162,13 +296,57 @@ int task_iter_read(TaskIter *it, const TaskRecord **ret, size_t *ret_n) {
                         return -errno;
                 }
                 if (n == 0)
-                        break;
+                        return 0;
                 it->size += (size_t) n;
         }
-        if (it->size % sizeof(TaskRecord) != 0)
-                return -EIO;
-        *ret = (const TaskRecord *) it->buf;
-        *ret_n = it->size / sizeof(TaskRecord);
+}
+
+bool task_iter_walks(const TaskIter *it) {
+        return it->walk;
+}
+
+int task_iter_want_tids(TaskIter *it, uint32_t tgid, bool want) {
+        uint32_t one = 1;
+        int fd = bpf_map__fd(it->skel->maps.want_tids);
+
+        if (want ? bpf_map_update_elem(fd, &tgid, &one, BPF_ANY) < 0 : bpf_map_delete_elem(fd, &tgid) < 0)
+                return errno == ENOENT && !want ? 0 : -errno;
+        return 0;
+}
+
+int task_iter_read(TaskIter *it, bool all, TaskPass *ret) {
+        size_t n_full;
+        int r;
+
+        /* A pass of every whole record grew the buffer past what one of changes needs: give it back. */
+        if (!all && it->walk && it->allocated > (1U << 20))
+                buf_release(it);
+        it->size = 0;
+        it->skel->data->emit_all = all;
+        if (!all && it->walk) {
+                r = run_pass(it, it->walk);
+                if (r >= 0) {
+                        r = ring_buffer__consume(it->ring);
+                        r = r < 0 ? r : 0;
+                }
+                /* What found no room in the ring is lost to this pass: the per-task pass writes everything. */
+                if (r < 0 || it->skel->bss->walk_lost > 0) {
+                        if (r < 0)
+                                log_debug_errno(r, "The one-shot task walk failed, passing per task: %m");
+                        it->size = 0;
+                        it->skel->data->emit_all = all = true;
+                }
+        }
+        if (all || !it->walk) {
+                r = run_pass(it, it->skel->links.stackwatch_tasks);
+                if (r < 0)
+                        return r;
+        }
+        r = split_records(it, &n_full);
+        if (r < 0)
+                return r;
+        *ret = (TaskPass) { .records = (const TaskRecord *) it->buf, .n_records = n_full, .same = it->same,
+                            .n_same = it->n_same, .groups = it->groups, .n_groups = it->n_groups };
         return 0;
 }
 
@@ -193,8 +371,16 @@ TaskIter *task_iter_free(TaskIter *it) {
         return NULL;
 }
 
-int task_iter_read(TaskIter *it, const TaskRecord **ret, size_t *ret_n) {
+int task_iter_read(TaskIter *it, bool all, TaskPass *ret) {
         return -EOPNOTSUPP;
+}
+
+int task_iter_want_tids(TaskIter *it, uint32_t tgid, bool want) {
+        return -EOPNOTSUPP;
+}
+
+bool task_iter_walks(const TaskIter *it) {
+        return false;
 }
 #endif
 

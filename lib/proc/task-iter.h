@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/macro.h"
 #include "model/proc-parse.h"
@@ -24,9 +25,30 @@ bool task_iter_built(void);
 int task_iter_new(TaskIter **ret, char **ret_why);
 TaskIter *task_iter_free(TaskIter *it);
 DEFINE_TRIVIAL_CLEANUP_FUNC(TaskIter *, task_iter_free);
-/* One pass over every thread the reader's pid namespace sees, in tid order: *RET points to *RET_N records, owned by
- * IT and valid until the next call. */
-int task_iter_read(TaskIter *it, const TaskRecord **ret, size_t *ret_n);
+typedef struct sw_task_group TaskGroup;
+
+/* What one pass wrote, owned by the TaskIter and valid until its next pass. */
+typedef struct TaskPass {
+        const TaskRecord *records;      /* the threads that are new, ran, or changed their state */
+        size_t n_records;
+        const uint32_t *same;           /* the tids of threads that did not */
+        size_t n_same;
+        const TaskGroup *groups;        /* or, from a walk, how many of each process's threads did not */
+        size_t n_groups;
+} TaskPass;
+
+/* One pass over every thread the reader's pid namespace sees. With ALL, every thread's whole record; else whole
+ * records only for the threads that are new, ran, or changed their state since the pass before, and for the others
+ * their tids or, from a one-shot walk (task_iter_walks()), a count per process (a 10,000-thread pool parked in read()
+ * costs one record and no conversion). */
+int task_iter_read(TaskIter *it, bool all, TaskPass *ret);
+/* Whether the next walks give the tids of process TGID's threads that did not move (WANT), or a count: a reader whose
+ * count disagrees with the threads it knows of that process asks for the tids once, to tell which are gone. */
+int task_iter_want_tids(TaskIter *it, uint32_t tgid, bool want);
+
+/* Whether the passes that need not write everything walk the task lists in one call of the program (Linux 6.7's
+ * open-coded task iterator), rather than one call per task. */
+bool task_iter_walks(const TaskIter *it);
 
 /* The state letter of /proc's stat ("RSDTtXZPI"), from the raw bits as the kernel's task_state_index() maps them:
  * a task the freezer holds (TASK_FROZEN, Linux 6.1) shows as its /proc file shows it. */

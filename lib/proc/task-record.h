@@ -21,7 +21,31 @@ enum {
         SW_TASK_ON_CPU = 1U << 4,       /* on a CPU as the iterator passed it */
 };
 
+/* A pass writes three kinds of record, each starting with its kind: a thread that is new, ran, or changed its state
+ * since the last pass gets its whole record; one that did none of these only its tid, as struct sw_task_same (its
+ * facts are those of its last whole record); or, from the one-shot walk, which meets a process's threads one after
+ * the other, only a count of them per process, as struct sw_task_group. A pass asked for everything writes whole
+ * records only. */
+enum {
+        SW_RECORD_FULL = 0x46554c4cU,   /* "FULL" */
+        SW_RECORD_SAME = 0x53414d45U,   /* "SAME" */
+        SW_RECORD_GROUP = 0x47525550U,  /* "GRUP" */
+};
+
+struct sw_task_same {
+        __u32 kind;                     /* SW_RECORD_SAME */
+        __u32 tid;
+};
+
+struct sw_task_group {
+        __u32 kind;                     /* SW_RECORD_GROUP */
+        __u32 tgid;
+        __u32 same;                     /* its threads that did not move (none of them has a record of its own) */
+        __u32 unused;
+};
+
 struct sw_task_record {
+        __u32 kind;                     /* SW_RECORD_FULL */
         __u32 tid, tgid;
         __u32 ppid;                     /* the tgid of its real parent (what /proc's stat calls ppid) */
         __u32 state;                    /* task_struct.__state (.state before 5.14): the raw TASK_* bits */
@@ -29,6 +53,7 @@ struct sw_task_record {
         __u32 flags;                    /* PF_* */
         __u32 num_threads;              /* signal->nr_threads */
         __u32 have;                     /* SW_TASK_* */
+        __u32 unused;
         __u64 start_boottime;           /* ns after boot, suspend included: /proc's starttime in ns */
         __u64 utime, stime;             /* ns, as the tick accounts them (user space scales them as /proc does) */
         __u64 sum_exec_runtime;         /* ns on a CPU (schedstat's first field) */

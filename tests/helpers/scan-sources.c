@@ -142,8 +142,7 @@ static json_object *bpf_view(const TaskRecord *r) {
 int main(int argc, char *argv[]) {
         _cleanup_(task_iter_freep) TaskIter *it = NULL;
         _cleanup_free_ char *why = NULL;
-        const TaskRecord *recs;
-        size_t n;
+        TaskPass pass;
         int r;
 
         r = task_iter_new(&it, &why);
@@ -151,14 +150,14 @@ int main(int argc, char *argv[]) {
                 fprintf(stderr, "scan-sources: no BPF scan: %s\n", why ?: strerror(-r));
                 return 1;
         }
-        r = task_iter_read(it, &recs, &n);
+        r = task_iter_read(it, true, &pass);
         if (r < 0) {
                 fprintf(stderr, "scan-sources: reading the iterator: %s\n", strerror(-r));
                 return 1;
         }
         /* The records are one pass; copy them before /proc is read, which takes longer. */
-        for (size_t i = 0; i < n; i++) {
-                const TaskRecord *t = &recs[i];
+        for (size_t i = 0; i < pass.n_records; i++) {
+                const TaskRecord *t = &pass.records[i];
                 json_object *o, *p;
                 bool wanted = argc < 2;
 
