@@ -24,27 +24,42 @@ static OwedCheck *check_find(Owed *o, const ProcessEntry *p) {
         return NULL;
 }
 
-/* Drop the checks that are due again, and those of processes that are gone. */
+/* Whether check C still holds at NOW: its process the same, and since its walk none of the processes the walk read
+ * moved (or, another one, changed a class by its own verdict), and no thread of it became old enough to judge. */
+static bool check_holds(Scanner *s, const OwedCheck *c, uint64_t now) {
+        const ProcessEntry *p = intmap_get(&s->processes, c->pid);
+
+        if (!p || p->starttime != c->starttime)
+                return false;
+        if (now - c->checked_usec < c->hold_usec)
+                return true;
+        if (now >= c->due_usec)
+                return false;
+        for (unsigned i = 0; i < c->n_chain; i++) {
+                const ProcessEntry *q = i == 0 ? p : intmap_get(&s->processes, c->chain[i]);
+
+                if (!q || q->moved_usec > c->checked_usec || (i > 0 && q->verdict_usec > c->checked_usec))
+                        return false;
+        }
+        return true;
+}
+
+/* Drop the checks that no longer hold. */
 static void checks_expire(Owed *o, Scanner *s, uint64_t now) {
         size_t k = 0;
 
-        for (size_t i = 0; i < o->n_checks; i++) {
-                const ProcessEntry *p = intmap_get(&s->processes, o->checks[i].pid);
-
-                if (!p || p->starttime != o->checks[i].starttime ||
-                    now - o->checks[i].checked_usec >= o->checks[i].recheck_usec)
-                        continue;
-                o->checks[k++] = o->checks[i];
-        }
+        for (size_t i = 0; i < o->n_checks; i++)
+                if (check_holds(s, &o->checks[i], now))
+                        o->checks[k++] = o->checks[i];
         o->n_checks = k;
 }
 
-/* Whether T is parked, long enough, in a wait that something may owe: not a sleep, not an event loop's or a
- * condition variable's idle wait, but a read, a write, a lock, a mutex, or a wait for a child. */
-static bool candidate(Scanner *s, const ThreadEntry *t, uint64_t now) {
+/* Whether T's parked wait is one that something may owe: not a sleep, not an event loop's or a condition variable's
+ * idle wait, but a read, a write, a lock, a mutex, or a wait for a child. */
+static bool may_be_owed(Scanner *s, const ThreadEntry *t) {
         const ProcSyscall *sc = &t->cls.parked_place;
 
-        if (!t->cls.parked || now - t->cls.parked_since_usec < OWED_MIN_PARKED_USEC)
+        if (!t->cls.parked)
                 return false;
         if (sc->nr == __NR_wait4 || sc->nr == __NR_waitid)
                 return true;
@@ -53,6 +68,16 @@ static bool candidate(Scanner *s, const ThreadEntry *t, uint64_t now) {
         if (sc->nr == __NR_futex && classify_syscall_is_idle_wait(sc))
                 return scanner_process_python(s, t->process);
         return !classify_syscall_is_idle_wait(sc) && (peers_syscall_follows(sc->nr) || sc->nr == __NR_futex);
+}
+
+/* Whether T has been parked long enough to judge its wait. */
+static bool parked_long(const ThreadEntry *t, uint64_t now) {
+        return t->cls.parked && now - t->cls.parked_since_usec + OWED_PARK_SLACK_USEC >= OWED_MIN_PARKED_USEC;
+}
+
+/* Whether T is parked, long enough, in a wait that something may owe. */
+static bool candidate(Scanner *s, const ThreadEntry *t, uint64_t now) {
+        return parked_long(t, now) && may_be_owed(s, t);
 }
 
 /* Whether process PID (as the scan saw it) is stuck for good: every thread stopped, frozen, a zombie, or blocked
@@ -92,16 +117,16 @@ static bool all_parked(Scanner *s, const ProcessEntry *p, uint64_t now) {
 
                 /* A futex wait with no timeout (a join, a condition variable) wakes only if a thread of the process
                  * (all parked) wakes it. */
-                if (!candidate(s, t, now) &&
-                    !(t->cls.parked && now - t->cls.parked_since_usec >= OWED_MIN_PARKED_USEC &&
-                      sc->nr == __NR_futex && sc->args[3] == 0))
+                if (!candidate(s, t, now) && !(parked_long(t, now) && sc->nr == __NR_futex && sc->args[3] == 0))
                         return false;
         }
         return true;
 }
 
-/* Why edge E of a thread of P is owed, or NULL when its other end may still answer. */
-static const char *edge_owed(Scanner *s, const WaitChain *c, const ProcessEntry *p, const WaitEdge *e, uint64_t now) {
+/* Why edge E of a thread of P is owed, or NULL when its other end may still answer. *ALL is whether every thread of P
+ * is parked (all_parked()), -1 until an edge needs it: asked once a walk, not once an edge. */
+static const char *edge_owed(Scanner *s, const WaitChain *c, const ProcessEntry *p, const WaitEdge *e, uint64_t now,
+                             int *all) {
         if (e->kind == WAIT_KIND_MUTEX) {
                 if (e->owner_exited)
                         return "a mutex whose holder exited";
@@ -120,9 +145,12 @@ static const char *edge_owed(Scanner *s, const WaitChain *c, const ProcessEntry 
         if (e->peer_pid == 0) {
                 /* A pipe or socket whose other end only its own process holds, while every thread of it is parked
                  * in such a wait: nobody is left to write to it. */
-                if (!e->multiplexed && e->reason && streq(e->reason, "the other end is held by this process only") &&
-                    all_parked(s, p, now))
-                        return "its other end is held by its own process, whose every thread waits";
+                if (!e->multiplexed && e->reason && streq(e->reason, "the other end is held by this process only")) {
+                        if (*all < 0)
+                                *all = all_parked(s, p, now);
+                        if (*all)
+                                return "its other end is held by its own process, whose every thread waits";
+                }
                 return NULL;
         }
         if (e->peer_pid == p->pid)
@@ -134,71 +162,146 @@ static const char *edge_owed(Scanner *s, const WaitChain *c, const ProcessEntry 
         return NULL;
 }
 
-/* The verdict for thread T of P from chain C: owed when it has edges and every one of them is (a poll waits on any
- * of its fds); a thread of a lock cycle is owed by the cycle. WHY is the first reason. */
-static bool thread_owed(Scanner *s, const WaitChain *c, const ProcessEntry *p, const ThreadEntry *t, uint64_t now,
-                        const char **ret_why) {
+static bool in_lock_cycle(const WaitChain *c, const ProcessEntry *p, const ThreadEntry *t) {
+        for (size_t i = 0; c->lock_pid == p->pid && i < c->n_lock_cycle; i++)
+                if (c->lock_cycle[i] == t->tid)
+                        return true;
+        return false;
+}
+
+/* The verdict for thread T of P from chain C: owed (1) when it has edges and every one of them is (a poll waits on any
+ * of its fds), 0 when not, -1 when it has no edge; a thread of a lock cycle is owed by the cycle. WHY is the first
+ * reason. */
+static int thread_owed(Scanner *s, const WaitChain *c, const IntMap *first, const ProcessEntry *p,
+                        const ThreadEntry *t, uint64_t now, int *all, const char **ret_why) {
         const char *why = NULL;
+        uintptr_t from = (uintptr_t) intmap_get(first, t->tid);
         unsigned n = 0;
 
-        if (c->lock_pid == p->pid)
-                for (size_t i = 0; i < c->n_lock_cycle; i++)
-                        if (c->lock_cycle[i] == t->tid) {
-                                *ret_why = "a deadlock: threads that wait for each other's mutexes";
-                                return true;
-                        }
-        for (size_t i = 0; i < c->n_edges; i++) {
+        if (in_lock_cycle(c, p, t)) {
+                *ret_why = "a deadlock: threads that wait for each other's mutexes";
+                return 1;
+        }
+        /* Its edges are one run, from the first (FIRST: tid → index + 1; none: no edge). */
+        for (size_t i = from ? from - 1 : c->n_edges; i < c->n_edges; i++) {
                 const WaitEdge *e = &c->edges[i];
                 const char *w;
 
                 if (e->pid != p->pid || e->tid != t->tid)
-                        continue;
+                        break;
                 n++;
-                w = edge_owed(s, c, p, e, now);
+                w = edge_owed(s, c, p, e, now, all);
                 if (!w)
-                        return false;
+                        return 0;
                 why = why ?: w;
         }
         *ret_why = why;
-        return n > 0;
+        return n > 0 ? 1 : -1;
 }
 
-static void set_owed(Scanner *s, ThreadEntry *t, bool owed, const char *why) {
+/* The verdict on a wait on one fd (a read of a pipe, say), which every thread parked in the same call on the same fd
+ * shares: a walk follows WAIT_CHAIN_THREADS_MAX threads of a process, and the rest of a pool of 10,000 parked on one
+ * pipe waits on what the first 64 wait on. */
+typedef struct PlaceVerdict {
+        int64_t nr;
+        int fd;
+        bool owed;
+        const char *why;
+} PlaceVerdict;
+
+#define OWED_PLACES_MAX 16U
+
+static const PlaceVerdict *place_find(const PlaceVerdict *places, size_t n, const ThreadEntry *t) {
+        int fd = peers_syscall_fd(&t->cls.parked_place);
+
+        for (size_t i = 0; fd >= 0 && i < n; i++)
+                if (places[i].nr == t->cls.parked_place.nr && places[i].fd == fd)
+                        return &places[i];
+        return NULL;
+}
+
+static void set_owed(Scanner *s, ThreadEntry *t, bool owed, const char *why, uint64_t now) {
         ThreadClass before = t->cls.class;
 
         classify_set_owed(&t->cls, owed, why);
         if (t->cls.class == before)
                 return;
+        t->process->verdict_usec = now;
         scanner_count_class(s, t);
 }
 
-/* Walk P's waits and set the verdict on each of its candidate threads; *RET_COST gets the walk's CPU time. */
-static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, uint64_t now, uint64_t *ret_cost) {
-        _cleanup_(wait_chain_freep) WaitChain *chain = NULL;
-        _cleanup_free_ pid_t *peers = NULL;
-        size_t n_peers = 0;
-        uint64_t t0 = now_usec(CLOCK_MONOTONIC), cpu0 = now_usec(CLOCK_THREAD_CPUTIME_ID);
-        int k;
+/* Set the verdict OWED (WHY) on thread T of P. */
+static void judge(Owed *o, Scanner *s, ProcessEntry *p, ThreadEntry *t, bool owed, const char *why, uint64_t now) {
+        if (owed && !t->cls.owed) {
+                o->owed++;
+                log_debug("Thread %d of pid %d (%s) is blocked: %s", (int) t->tid, (int) p->pid, p->comm, why);
+        }
+        set_owed(s, t, owed, why, now);
+}
 
-        k = wait_chain_build(r, NULL, p->pid, 0, OWED_DEPTH, &chain, &peers, &n_peers);
+/* Walk P's waits and set the verdict on each of its candidate threads into check C (the processes the walk read, and
+ * when a thread of P parked too recently to judge becomes old enough); *RET_COST gets the walk's CPU time. */
+static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, uint64_t now, OwedCheck *c,
+                         uint64_t *ret_cost) {
+        _cleanup_(wait_chain_freep) WaitChain *chain = NULL;
+        _cleanup_(intmap_done) IntMap first = INTMAP_NULL;
+        _cleanup_free_ pid_t *peers = NULL;
+        PlaceVerdict places[OWED_PLACES_MAX];
+        size_t n_peers = 0, n_places = 0, unjudged = 0;
+        uint64_t t0 = now_usec(CLOCK_MONOTONIC), cpu0 = now_usec(CLOCK_THREAD_CPUTIME_ID);
+        int k, all = -1;
+
+        k = wait_chain_build(r, scanner_wait_threads(s), p->pid, 0, OWED_DEPTH, &chain, &peers, &n_peers);
         o->walks++;
-        o->walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
-        *ret_cost = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu0;
-        if (k < 0)
+        if (k >= 0)
+                /* A thread's edges are added together, one run each: where P's threads' runs start. */
+                for (size_t i = 0; i < chain->n_edges && k >= 0; i++)
+                        if (chain->edges[i].pid == p->pid && !intmap_get(&first, chain->edges[i].tid))
+                                k = intmap_put(&first, chain->edges[i].tid, (void *) (uintptr_t) (i + 1));
+        if (k < 0) {
+                *ret_cost = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+                o->walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
                 return k;
+        }
+        c->chain[0] = p->pid;
+        c->n_chain = 1;
+        for (size_t i = 0; i < n_peers && c->n_chain < OWED_CHAIN_MAX; i++)
+                c->chain[c->n_chain++] = peers[i];
         for (ThreadEntry *t = p->threads; t; t = t->next) {
                 const char *why = NULL;
-                bool owed;
+                int owed;
 
+                /* One parked too recently may be judged once it is not (and every other may then be owed, when
+                 * all of them wait on what their own process holds). */
+                if (t->cls.parked && !parked_long(t, now))
+                        c->due_usec = MIN(c->due_usec,
+                                          t->cls.parked_since_usec + OWED_MIN_PARKED_USEC - OWED_PARK_SLACK_USEC);
                 if (!candidate(s, t, now))
                         continue;
-                owed = thread_owed(s, chain, p, t, now, &why);
-                if (owed && !t->cls.owed) {
-                        o->owed++;
-                        log_debug("Thread %d of pid %d (%s) is blocked: %s", (int) t->tid, (int) p->pid, p->comm, why);
+                owed = thread_owed(s, chain, &first, p, t, now, &all, &why);
+                if (owed < 0) {
+                        unjudged++;
+                        continue;
                 }
-                set_owed(s, t, owed, why);
+                if (n_places < OWED_PLACES_MAX && peers_syscall_fd(&t->cls.parked_place) >= 0 &&
+                    !place_find(places, n_places, t))
+                        places[n_places++] = (PlaceVerdict) { .nr = t->cls.parked_place.nr, .owed = owed, .why = why,
+                                                              .fd = peers_syscall_fd(&t->cls.parked_place) };
+                judge(o, s, p, t, owed, why, now);
         }
+        /* The threads the walk did not follow: as those parked in the same call on the same fd, else not owed. */
+        for (ThreadEntry *t = p->threads; unjudged > 0 && t; t = t->next) {
+                const PlaceVerdict *v;
+
+                if (!candidate(s, t, now) || intmap_get(&first, t->tid) || in_lock_cycle(chain, p, t))
+                        continue;
+                v = place_find(places, n_places, t);
+                judge(o, s, p, t, v && v->owed, v ? v->why : NULL, now);
+        }
+        *ret_cost = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+        o->walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
+        log_debug("Walked the waits of pid %d (%s): %zu other processes, %llu us CPU", (int) p->pid, p->comm, n_peers,
+                  (unsigned long long) *ret_cost);
         return 0;
 }
 
@@ -242,6 +345,7 @@ void owed_update(Owed *o, Scanner *s, uint64_t now) {
         for (unsigned i = 0; i < n; i++) {
                 ProcessEntry *p = pick[i];
                 uint64_t cost = 0;
+                OwedCheck *c;
                 int k;
 
                 if (!r) {
@@ -249,15 +353,17 @@ void owed_update(Owed *o, Scanner *s, uint64_t now) {
 
                         if (peer_resolver_new(&r) < 0 || (sym && python_waits_attach(r, sym) < 0))
                                 return;
+                        scanner_attach_resolver(s, r, now);
                 }
                 if (!GREEDY_REALLOC(o->checks, o->n_checks_allocated, o->n_checks + 1))
                         return (void) log_oom();
-                o->checks[o->n_checks++] = (OwedCheck) { .pid = p->pid, .starttime = p->starttime, .checked_usec = now,
-                                                         .recheck_usec = OWED_RECHECK_USEC };
+                c = &o->checks[o->n_checks++];
+                *c = (OwedCheck) { .pid = p->pid, .starttime = p->starttime, .checked_usec = now,
+                                   .due_usec = now + OWED_BACKSTOP_USEC };
                 p->owed_walked_usec = now;
-                k = process_judge(o, s, r, p, now, &cost);
-                /* The checks may have moved (GREEDY_REALLOC above): the one just added is the last. */
-                o->checks[o->n_checks - 1].recheck_usec = MAX((uint64_t) OWED_RECHECK_USEC, cost * OWED_COST_SHARE);
+                k = process_judge(o, s, r, p, now, c, &cost);
+                c->hold_usec = cost * OWED_COST_SHARE;
+                c->due_usec = MAX(c->due_usec, now + c->hold_usec);
                 if (k < 0 && k != -ESRCH)
                         log_debug_errno(k, "Wait-chain walk from pid %d failed: %m", (int) p->pid);
         }

@@ -16,24 +16,36 @@
 
 /* A parked wait is judged once it has lasted this long: a read that gets its data a moment later is never walked. */
 #define OWED_MIN_PARKED_USEC (2 * USEC_PER_SEC)
-/* A process's verdict holds this long, then its waits are walked again (a stopped peer may have been continued). A
- * walk that cost more than 1/COST_SHARE of that (2% of a core) holds its verdict COST_SHARE times its cost: a
- * process of 10,000 threads parked on a pipe cost some 150 ms a walk here, 3% of a core every 5 s, on top of a scan
- * that costs 1.5% with BPF. */
-#define OWED_RECHECK_USEC (5 * USEC_PER_SEC)
+/* Polls come on a timer of 1% accuracy: a look that comes this much early still counts, else a wait parked at one
+ * poll would be judged a whole poll after its 2 s. */
+#define OWED_PARK_SLACK_USEC (100 * USEC_PER_MSEC)
+/* A process's verdict holds until a process its walk read moved (ran, changed state, came or went: ProcessEntry.
+ * moved_usec) or changed a thread's class by its own verdict (verdict_usec), or until one of its threads has been
+ * parked long enough to be judged: work follows change, so 10,000 threads parked for good cost no walk at all. Things
+ * no scan sees move are looked at again after BACKSTOP_USEC: a process the walk did not reach that took the other
+ * end of a pipe (through /proc/PID/fd, or SCM_RIGHTS from a process off the chain). */
+#define OWED_BACKSTOP_USEC (60 * USEC_PER_SEC)
+/* A walk that cost C holds its verdict at least C * COST_SHARE, changes or not (2% of a core at most): a process
+ * that moves on every poll (5 % of a 10,000-thread pool waking each second) is not walked on every poll. */
 #define OWED_COST_SHARE 50
 /* Walks per poll: each reads the machine's fd tables once per poll and the process's waits. The processes walked are
- * those whose last walk is the oldest (never walked first): a machine with more parked processes than a recheck
- * period's walks takes them in turn, and a new wait is judged before an old one is judged again. */
+ * those whose last walk is the oldest (never walked first): a machine with more parked processes than walks per poll
+ * takes them in turn, and a new wait is judged before an old one is judged again. */
 #define OWED_WALKS_PER_POLL 4U
 /* Hops a walk follows: enough to close a cycle through three processes and to see a peer's own wait. */
 #define OWED_DEPTH 3U
+/* The processes one walk can read: the first and its peers (WAIT_CHAIN_PEERS_MAX). */
+#define OWED_CHAIN_MAX (WAIT_CHAIN_PEERS_MAX + 1U)
 
 typedef struct OwedCheck {
         pid_t pid;
         uint64_t starttime;
         uint64_t checked_usec;
-        uint64_t recheck_usec;          /* OWED_RECHECK_USEC, or longer after a costly walk */
+        uint64_t hold_usec;             /* the verdict holds at least this long after CHECKED_USEC (its cost) */
+        uint64_t due_usec;              /* and at most until then: a thread of it becomes old enough to judge, or
+                                         * the backstop */
+        pid_t chain[OWED_CHAIN_MAX];    /* the processes its walk reached, itself first */
+        unsigned n_chain;
 } OwedCheck;
 
 typedef struct Owed {

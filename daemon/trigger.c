@@ -181,10 +181,12 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
 
                 if (peer_resolver_new(resolver) < 0 || (sym && python_waits_attach(*resolver, sym) < 0))
                         return false;
+                scanner_attach_resolver(s, *resolver, now);
         }
         (*walks)++;
         t0 = now_usec(CLOCK_MONOTONIC);
-        r = wait_chain_build(*resolver, NULL, p->pid, 0, TRIGGER_DEADLOCK_DEPTH, &chain, &peers, &n_peers);
+        r = wait_chain_build(*resolver, scanner_wait_threads(s), p->pid, 0, TRIGGER_DEADLOCK_DEPTH, &chain, &peers,
+                             &n_peers);
         t->deadlock_walks++;
         t->deadlock_walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
         if (r < 0) {
