@@ -10,6 +10,7 @@
 #include "store/archive.h"
 #include "firing.h"
 #include "hooks.h"
+#include "owed.h"
 #include "scan.h"
 #include "trigger.h"
 
@@ -17,6 +18,7 @@ typedef struct DaemonView {
         const Config *config;           /* the one in force (a reload replaces it) */
         Scanner *scanner;
         Trigger *trigger;
+        const Owed *owed;
         Archive *archive;
         const Hooks *hooks;             /* NULL: none */
         uint64_t start_usec;            /* CLOCK_MONOTONIC */

@@ -300,8 +300,8 @@ static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, un
 
 /* The interval the poll runs at. An explicit poll_interval is kept whatever it costs. "auto" (the rules' shortest
  * for: / 10) is stretched so that scanning takes at most 1/MANAGER_SCAN_COST_SHARE of a core, from the scans' CPU
- * time (averaged): at 10,000 idle threads on a 2-core machine, the /proc scan's 94 ms asked for 4.7 s, the BPF
- * scan's 16 ms keeps 1 s. */
+ * time (averaged): at 10,000 idle threads on a 2-core machine, the /proc scan's ~65 ms asks for 6.5 s, the BPF
+ * scan's ~1 ms keeps 1 s. */
 static uint64_t manager_poll_interval(const Manager *m) {
         uint64_t want = m->config->poll_interval_usec;
 
@@ -318,6 +318,7 @@ static void manager_view(void *userdata, DaemonView *ret) {
                 .config = m->config,
                 .scanner = m->scanner,
                 .trigger = &m->trigger,
+                .owed = &m->owed,
                 .archive = m->archive,
                 .hooks = m->hooks,
                 .start_usec = m->start_usec,
@@ -469,9 +470,11 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
                                        (1 - MANAGER_SCAN_COST_WEIGHT) * m->scan_cpu_avg_usec;
 
                 metrics_count_scan(&m->metrics, st->last_duration_usec);
-                log_debug("Scan %llu: %u threads in %u processes in %llu us, %llu deep reads so far",
+                log_debug("Scan %llu: %u threads in %u processes in %llu us, %llu deep reads so far, %llu threads "
+                          "classed so far",
                           (unsigned long long) st->scans, st->threads, st->processes,
-                          (unsigned long long) st->last_duration_usec, (unsigned long long) st->deep_reads);
+                          (unsigned long long) st->last_duration_usec, (unsigned long long) st->deep_reads,
+                          (unsigned long long) st->reclassed);
                 lock_probes_start_wanted(m->lock_probes);
                 owed_update(&m->owed, m->scanner, now);
                 (void) trigger_evaluate(&m->trigger, m->config, m->scanner, now, on_fire, on_alerting, m);

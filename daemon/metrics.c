@@ -296,6 +296,18 @@ int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len
         fprintf(f, "stackwatch_config_reload_failures_total %llu\n", (unsigned long long) m->reload_failures);
         header(f, "stackwatch_deep_reads_total", "counter", "Deep /proc reads (syscall, schedstat, io, wchan).");
         fprintf(f, "stackwatch_deep_reads_total %llu\n", (unsigned long long) st->deep_reads);
+        header(f, "stackwatch_scan_records_total", "counter",
+               "BPF scan records read: whole for threads that moved, a bare tid for those that did not.");
+        fprintf(f, "stackwatch_scan_records_total{kind=\"whole\"} %llu\n", (unsigned long long) st->records);
+        fprintf(f, "stackwatch_scan_records_total{kind=\"same\"} %llu\n", (unsigned long long) st->same_records);
+        header(f, "stackwatch_threads_classed_total", "counter",
+               "Threads classed by the scans: those that moved, and those whose class may follow from time alone.");
+        fprintf(f, "stackwatch_threads_classed_total %llu\n", (unsigned long long) st->reclassed);
+        header(f, "stackwatch_owed_walks_total", "counter",
+               "Wait-chain walks that judged whether parked waits are owed (blocked), done when something moved.");
+        fprintf(f, "stackwatch_owed_walks_total %llu\n", (unsigned long long) m->owed->walks);
+        header(f, "stackwatch_owed_walk_seconds_total", "counter", "Time the event loop spent in those walks");
+        fprintf(f, "stackwatch_owed_walk_seconds_total %.6f\n", (double) m->owed->walk_usec / 1e6);
 
         header(f, "stackwatch_rule_firings_total", "counter", "Times each rule fired.");
         for (size_t i = 0; i < m->config->n_rules; i++) {

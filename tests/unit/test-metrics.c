@@ -26,6 +26,7 @@ START_TEST(test_render) {
         _cleanup_(metrics_done) Metrics mt = {};
         _cleanup_free_ char *text = NULL;
         Trigger tr = {};
+        Owed ow = { .walks = 8 };
         Scanner sc = {};
         RuleStats rs = { .rule = (char *) "busy-loop", .fired = 3 };
         DaemonView v;
@@ -34,7 +35,7 @@ START_TEST(test_render) {
 
         ck_assert_int_eq(config_new_default(&c), 0);
         sc.stats = (ScanStats) { .scans = 42, .last_scan_usec = now_usec(CLOCK_MONOTONIC), .processes = 7,
-                                 .deep_reads = 9 };
+                                 .deep_reads = 9, .records = 12, .same_records = 9988, .reclassed = 40 };
         sc.stats.by_class[THREAD_CLASS_BLOCKED] = 2;
         sc.stats.by_class[THREAD_CLASS_WAITING] = 30;
         tr.stats = &rs;
@@ -42,7 +43,7 @@ START_TEST(test_render) {
         tr.budget_skipped = 4;
         tr.deadlock_walks = 5;
         tr.deferred = 6;
-        v = (DaemonView) { .config = c, .scanner = &sc, .trigger = &tr, .captures_running = 2,
+        v = (DaemonView) { .config = c, .scanner = &sc, .trigger = &tr, .owed = &ow, .captures_running = 2,
                            .archive_snapshots = 11, .archive_bytes = 123456 };
 
         metrics_count_capture(&mt, "busy-loop", CAPTURE_OUTCOME_OK, 250.0, 40000);
@@ -62,6 +63,10 @@ START_TEST(test_render) {
         ck_assert(has_line(text, "stackwatch_processes 7"));
         ck_assert(has_line(text, "stackwatch_scans_total 42"));
         ck_assert(has_line(text, "stackwatch_deep_reads_total 9"));
+        ck_assert(has_line(text, "stackwatch_scan_records_total{kind=\"whole\"} 12"));
+        ck_assert(has_line(text, "stackwatch_scan_records_total{kind=\"same\"} 9988"));
+        ck_assert(has_line(text, "stackwatch_threads_classed_total 40"));
+        ck_assert(has_line(text, "stackwatch_owed_walks_total 8"));
         /* Every rule of the config, fired or not. */
         ck_assert(has_line(text, "stackwatch_rule_firings_total{rule=\"busy-loop\"} 3"));
         ck_assert(has_line(text, "stackwatch_rule_firings_total{rule=\"hung-task\"} 0"));
