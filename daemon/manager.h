@@ -25,9 +25,9 @@ typedef struct ManagerJob ManagerJob;
 
 /* At most this many captures in flight (rules and HTTP together); a firing beyond it waits for the next poll. */
 #define MANAGER_JOBS_MAX 4
-/* The automatic poll interval keeps scanning within 1/SHARE of a core (2%), from the scans' CPU time averaged with
- * WEIGHT for the newest scan. */
-#define MANAGER_SCAN_COST_SHARE 50
+/* The automatic poll interval keeps scanning within 1/SHARE of a core (1%, the daemon's whole budget at 10,000
+ * threads on /proc), from the scans' CPU time averaged with WEIGHT for the newest scan. */
+#define MANAGER_SCAN_COST_SHARE 100
 #define MANAGER_SCAN_COST_WEIGHT 0.2
 
 struct Manager {
