@@ -30,7 +30,7 @@ TIME_SCALE = float(os.environ.get("STACKWATCH_TIME_SCALE") or 1)
 MACHINE = platform.machine()
 _AARCH64_SYSCALLS = {"poll": "ppoll", "epoll_wait": "epoll_pwait", "pause": "ppoll", "vfork": "clone",
                      "fork": "clone"}
-_SYSCALL_NUMBERS = {"x86_64": {"read": 0, "write": 1}, "aarch64": {"read": 63, "write": 64}}
+_SYSCALL_NUMBERS = {"x86_64": {"read": 0, "write": 1, "futex": 202}, "aarch64": {"read": 63, "write": 64, "futex": 98}}
 SYSCALL_INSN_LEN = 4 if MACHINE == "aarch64" else 2
 
 
@@ -40,7 +40,7 @@ def syscall_name(name):
 
 
 def syscall_number(name):
-    """NAME's number in /proc/PID/syscall on this machine (read and write: the calls the tests wait for)."""
+    """NAME's number in /proc/PID/syscall on this machine (read, write and futex: the calls the tests wait for)."""
     return _SYSCALL_NUMBERS[MACHINE][name]
 
 
