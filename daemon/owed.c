@@ -24,8 +24,9 @@ static OwedCheck *check_find(Owed *o, const ProcessEntry *p) {
         return NULL;
 }
 
-/* Whether check C still holds at NOW: its process the same, and since its walk none of the processes the walk read
- * moved (or, another one, changed a class by its own verdict), and no thread of it became old enough to judge. */
+/* Whether check C still holds at NOW: its process the same, and since its walk it did not move, no thread of it
+ * became old enough to judge, and no other process the walk read changed how stuck its threads are (a verdict, a
+ * stop, a D sleep) or, for longer than the peer hold, moved. */
 static bool check_holds(Scanner *s, const OwedCheck *c, uint64_t now) {
         const ProcessEntry *p = intmap_get(&s->processes, c->pid);
 
@@ -33,12 +34,13 @@ static bool check_holds(Scanner *s, const OwedCheck *c, uint64_t now) {
                 return false;
         if (now - c->checked_usec < c->hold_usec)
                 return true;
-        if (now >= c->due_usec)
+        if (now >= c->due_usec || p->moved_usec > c->checked_usec)
                 return false;
-        for (unsigned i = 0; i < c->n_chain; i++) {
-                const ProcessEntry *q = i == 0 ? p : intmap_get(&s->processes, c->chain[i]);
+        for (unsigned i = 1; i < c->n_chain; i++) {
+                const ProcessEntry *q = intmap_get(&s->processes, c->chain[i]);
 
-                if (!q || q->moved_usec > c->checked_usec || (i > 0 && q->verdict_usec > c->checked_usec))
+                if (!q || q->verdict_usec > c->checked_usec || q->stuck_usec > c->checked_usec ||
+                    (q->moved_usec > c->checked_usec && now - c->checked_usec >= c->peer_hold_usec))
                         return false;
         }
         return true;
@@ -363,6 +365,7 @@ void owed_update(Owed *o, Scanner *s, uint64_t now) {
                 p->owed_walked_usec = now;
                 k = process_judge(o, s, r, p, now, c, &cost);
                 c->hold_usec = cost * OWED_COST_SHARE;
+                c->peer_hold_usec = cost * OWED_PEER_COST_SHARE;
                 c->due_usec = MAX(c->due_usec, now + c->hold_usec);
                 if (k < 0 && k != -ESRCH)
                         log_debug_errno(k, "Wait-chain walk from pid %d failed: %m", (int) p->pid);

@@ -26,8 +26,12 @@
  * end of a pipe (through /proc/PID/fd, or SCM_RIGHTS from a process off the chain). */
 #define OWED_BACKSTOP_USEC (60 * USEC_PER_SEC)
 /* A walk that cost C holds its verdict at least C * COST_SHARE, changes or not (2% of a core at most): a process
- * that moves on every poll (5 % of a 10,000-thread pool waking each second) is not walked on every poll. */
+ * that moves on every poll (5 % of a 10,000-thread pool waking each second) is not walked on every poll. A process on
+ * its chain that moves but whose threads stay as stuck as they were (a busy client, a program reading the pool's
+ * stdout) is walked again only after C * PEER_COST_SHARE (0.2% of a core): it may have closed a deadlock, which its
+ * own walk finds then anyway, and that walk's verdict counts at once. */
 #define OWED_COST_SHARE 50
+#define OWED_PEER_COST_SHARE 500
 /* Walks per poll: each reads the machine's fd tables once per poll and the process's waits. The processes walked are
  * those whose last walk is the oldest (never walked first): a machine with more parked processes than walks per poll
  * takes them in turn, and a new wait is judged before an old one is judged again. */
@@ -42,6 +46,7 @@ typedef struct OwedCheck {
         uint64_t starttime;
         uint64_t checked_usec;
         uint64_t hold_usec;             /* the verdict holds at least this long after CHECKED_USEC (its cost) */
+        uint64_t peer_hold_usec;        /* and this long against processes of its chain that only moved */
         uint64_t due_usec;              /* and at most until then: a thread of it becomes old enough to judge, or
                                          * the backstop */
         pid_t chain[OWED_CHAIN_MAX];    /* the processes its walk reached, itself first */

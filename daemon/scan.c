@@ -771,6 +771,12 @@ static bool sample_moved(const ThreadSample *prev, const ThreadSample *cur) {
                                      memcmp(prev->syscall.args, cur->syscall.args, sizeof cur->syscall.args) != 0);
 }
 
+/* Whether a thread in class C makes a wait on it owed (owed.h's process_stuck()). */
+static bool class_is_stuck(ThreadClass c) {
+        return c == THREAD_CLASS_STOPPED || c == THREAD_CLASS_FROZEN || c == THREAD_CLASS_ZOMBIE ||
+               c == THREAD_CLASS_BLOCKED;
+}
+
 /* Classify T with sample CUR, and note what moved. */
 static void thread_classify(Scanner *s, ThreadEntry *t, ThreadSample *cur) {
         const ThreadSample *prev = t->have_sample ? &t->sample : NULL;
@@ -778,6 +784,8 @@ static void thread_classify(Scanner *s, ThreadEntry *t, ThreadSample *cur) {
         bool moved = !prev || sample_moved(prev, cur);
 
         classify_update(&t->cls, prev, cur, s->hz);
+        if (class_is_stuck(t->cls.class) != class_is_stuck(before))
+                t->process->stuck_usec = cur->when_usec;
         if (moved) {
                 t->process->moved_usec = cur->when_usec;
                 t->walk_wchan = mfree(t->walk_wchan);

@@ -74,6 +74,8 @@ typedef struct ProcessEntry {
                                          * it, was made before is out of date */
         uint64_t verdict_usec;          /* when a thread of it last changed class by a verdict (owed.h): a wait that
                                          * leads to it may be owed, or no longer */
+        uint64_t stuck_usec;            /* when a thread of it last came into or out of a class that makes a wait
+                                         * on it owed (stopped, frozen, zombie, blocked) by a scan */
         int8_t python;                  /* 0: not looked yet; 1: no CPython in it; 2: its maps hold one (a python3
                                          * executable or a libpython3): its lock waits are read from the interpreter */
         uint64_t gil_looked_usec;       /* when its GIL was looked for (found once, it stays where it is; not
