@@ -29,8 +29,10 @@ unsigned classify_wants(const ClassState *st, const ThreadSample *prev, const Th
         if (cur->state == 'R' || cpu >= CLASSIFY_ON_CPU_PERCENT)
                 w |= CLASSIFY_READ_IO;
         /* Only a sleeper that used no CPU since the last look can be parked; every one is looked at, whatever the
-         * rules, so that a thread's class is the same on every daemon. */
-        if (asleep(cur->state) && prev && cpu == 0 && !cur->kthread)
+         * rules, so that a thread's class is the same on every daemon. A new one, and one that used a sliver of CPU
+         * (it ran to get into its wait), are looked at too: a look that already saw it in its wait is where it parked
+         * from, and the wait is judged a poll sooner. */
+        if (asleep(cur->state) && (!prev || cpu < CLASSIFY_GIL_WAIT_CPU_PERCENT) && !cur->kthread)
                 w |= CLASSIFY_READ_SYSCALL;
         /* Parked on the GIL, it wakes to ask for it every switch interval: a tick lands on it now and then, or a look
          * catches it runnable. Only its syscall tells whether it still waits there (classify_update). */

@@ -275,8 +275,9 @@ static void look_in(ClassState *st, const ThreadSample *prev, const ThreadSample
         if (!(w & CLASSIFY_READ_SYSCALL) && python && classify_may_wait_gil(st, prev, &cur, HZ))
                 w |= CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED;
 
-        if (!(w & CLASSIFY_READ_SYSCALL)) {
-                cur.have_syscall = false;
+        /* The scanner knows a GIL only in a process that runs CPython. */
+        if (!(w & CLASSIFY_READ_SYSCALL) || !python) {
+                cur.have_syscall = cur.have_syscall && (w & CLASSIFY_READ_SYSCALL);
                 cur.gil_wait = false;
         }
         if (!(w & (CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED)))
@@ -323,7 +324,7 @@ START_TEST(test_gil_wait_with_ticks_is_looked_at) {
         }
         ck_assert(st.parked && st.parked_gil);
         ck_assert_uint_eq(st.since_usec, SEC);
-        /* Outside a CPython, such a sleeper is not looked at. */
+        /* Outside a CPython its futex wait is no GIL's: it uses CPU at every look, so it never parks. */
         st = (ClassState) {};
         for (unsigned i = 0; i < 4; i++)
                 look_in(&st, i ? &s[i - 1] : NULL, &s[i], false);
@@ -403,7 +404,14 @@ START_TEST(test_idle_waits_and_wants) {
         ck_assert(classify_syscall_is_idle_wait(&sleep.syscall));
         /* Deep reads only for suspects: a quiet sleeper (whatever the rules) and threads on a CPU. */
         ck_assert_uint_eq(classify_wants(NULL, &p, &q, HZ), CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
-        ck_assert_uint_eq(classify_wants(NULL, NULL, &q, HZ), 0);
+        /* A new sleeper, and one that used a sliver of CPU getting into its wait: looked at, so that the next look
+         * may find it parked from this one. One that used more is not. */
+        ck_assert_uint_eq(classify_wants(NULL, NULL, &q, HZ), CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
+        q.utime = 3; /* 2 ticks in 1 s: 2 % */
+        ck_assert_uint_eq(classify_wants(NULL, &p, &q, HZ), CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED);
+        q.utime = 11; /* 10 % */
+        ck_assert_uint_eq(classify_wants(NULL, &p, &q, HZ), 0);
+        q.utime = 1;
         /* On a CPU: the counters, and how long it waited for a CPU. */
         ck_assert_uint_eq(classify_wants(NULL, &p, &r, HZ), CLASSIFY_READ_IO | CLASSIFY_READ_SCHED);
         q.state = 'D';
