@@ -313,8 +313,25 @@ static bool fd_table_fresh(void *userdata, pid_t pid, uint64_t since) {
         return p && p->seen_gen == s->gen && p->moved_usec <= since;
 }
 
+/* Every process this scan saw. */
+static int fd_table_list(void *userdata, pid_t **ret, size_t *ret_n) {
+        Scanner *s = userdata;
+        pid_t *pids = malloc(MAX(s->processes.used, 1U) * sizeof *pids);
+        size_t n = 0;
+
+        if (!pids)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->processes.size; i++)
+                if (s->processes.keys[i] > 0 && ((ProcessEntry *) s->processes.values[i])->seen_gen == s->gen)
+                        pids[n++] = s->processes.keys[i];
+        *ret = pids;
+        *ret_n = n;
+        return 0;
+}
+
 void scanner_attach_resolver(Scanner *s, PeerResolver *r, uint64_t now) {
-        peer_resolver_set_fd_tables(r, s->fd_tables, fd_table_fresh, s, now);
+        s->fd_view = (FdTablesView) { .fresh = fd_table_fresh, .list = fd_table_list, .userdata = s };
+        peer_resolver_set_fd_tables(r, s->fd_tables, &s->fd_view, now);
 }
 
 const WaitThreads *scanner_wait_threads(Scanner *s) {

@@ -172,6 +172,7 @@ typedef struct Scanner {
         WaitThreads wait_threads;       /* the walks' view of the threads: this scan's samples */
         FdTables *fd_tables;            /* every process's fds as the walks last read them, kept while it does not
                                          * run: a poll's walks read the fds of the processes that moved */
+        FdTablesView fd_view;           /* which processes there are, and which moved: this scan's */
         char *source_why;               /* why the source is what it is, for the log and stackctl status */
 } Scanner;
 

@@ -37,10 +37,9 @@ void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata
         r->runtime_free = free_fn;
 }
 
-void peer_resolver_set_fd_tables(PeerResolver *r, FdTables *t, FdTablesFreshFn fresh, void *userdata, uint64_t now) {
+void peer_resolver_set_fd_tables(PeerResolver *r, FdTables *t, const FdTablesView *view, uint64_t now) {
         r->fd_tables = t;
-        r->fd_fresh = fresh;
-        r->fd_fresh_userdata = userdata;
+        r->fd_view = view;
         r->fd_now = now;
 }
 
@@ -250,7 +249,7 @@ static int cached_fd_table(PeerResolver *r, int procfd, pid_t pid, FdTable **ret
                         free(e);
                         return -ENOMEM;
                 }
-        } else if (e->read_usec > 0 && r->fd_fresh(r->fd_fresh_userdata, pid, e->read_usec)) {
+        } else if (e->read_usec > 0 && r->fd_view->fresh(r->fd_view->userdata, pid, e->read_usec)) {
                 e->gen = t->gen;
                 t->fds_kept += e->n_owners;
                 *ret = e;
@@ -299,7 +298,7 @@ static FdOwner *fd_tables_lookup(PeerResolver *r, pid_t pid, int fd) {
         FdTable *e = r->fd_tables ? intmap_get(&r->fd_tables->by_pid, pid) : NULL;
         size_t lo = 0, hi;
 
-        if (!e || e->read_usec == 0 || !r->fd_fresh(r->fd_fresh_userdata, pid, e->read_usec))
+        if (!e || e->read_usec == 0 || !r->fd_view->fresh(r->fd_view->userdata, pid, e->read_usec))
                 return NULL;
         /* Read in the order /proc lists them: by number. */
         hi = e->n_owners;
@@ -364,7 +363,8 @@ int peer_tables_load_owners(PeerResolver *r) {
         procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (procfd < 0)
                 return negative_errno();
-        k = proc_list_numeric(procfd, ".", &pids, &n_pids);
+        k = r->fd_tables ? r->fd_view->list(r->fd_view->userdata, &pids, &n_pids)
+                         : proc_list_numeric(procfd, ".", &pids, &n_pids);
         if (k < 0)
                 return k;
         if (r->fd_tables)
