@@ -92,6 +92,11 @@ bool classify_syscall_is_idle_wait(const ProcSyscall *sc) {
         return idle_nr[sc->nr];
 }
 
+bool classify_class_is_stuck(ThreadClass c) {
+        return c == THREAD_CLASS_STOPPED || c == THREAD_CLASS_FROZEN || c == THREAD_CLASS_ZOMBIE ||
+               c == THREAD_CLASS_BLOCKED;
+}
+
 static void set_class(ClassState *st, ThreadClass c, uint64_t since) {
         if (st->class != c) {
                 st->class = c;

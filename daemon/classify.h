@@ -101,3 +101,5 @@ void classify_set_owed(ClassState *st, bool owed, const char *why);
 /* Whether a syscall is a normal place for an idle program to wait (nanosleep, epoll_wait, accept, a condition
  * variable's FUTEX_WAIT_BITSET, …), as opposed to a read, a lock, a write that should come back. */
 bool classify_syscall_is_idle_wait(const ProcSyscall *sc);
+/* Whether a thread in class C is stuck for whoever waits on it: stopped, frozen, a zombie, or blocked. */
+bool classify_class_is_stuck(ThreadClass c);

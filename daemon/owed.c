@@ -39,7 +39,7 @@ static bool check_holds(Scanner *s, const OwedCheck *c, uint64_t now) {
         for (unsigned i = 1; i < c->n_chain; i++) {
                 const ProcessEntry *q = intmap_get(&s->processes, c->chain[i]);
 
-                if (!q || q->verdict_usec > c->checked_usec || q->stuck_usec > c->checked_usec ||
+                if (!q || q->stuck_usec > c->checked_usec ||
                     (q->moved_usec > c->checked_usec && now - c->checked_usec >= c->peer_hold_usec))
                         return false;
         }
@@ -91,8 +91,7 @@ static bool process_stuck(Scanner *s, pid_t pid) {
         if (!p || p->ours)
                 return false;
         for (const ThreadEntry *t = p->threads; t; t = t->next, n++)
-                if (t->cls.class != THREAD_CLASS_STOPPED && t->cls.class != THREAD_CLASS_FROZEN &&
-                    t->cls.class != THREAD_CLASS_ZOMBIE && t->cls.class != THREAD_CLASS_BLOCKED)
+                if (!classify_class_is_stuck(t->cls.class))
                         return false;
         return n > 0;
 }
@@ -222,23 +221,14 @@ static const PlaceVerdict *place_find(const PlaceVerdict *places, size_t n, cons
         return NULL;
 }
 
-static void set_owed(Scanner *s, ThreadEntry *t, bool owed, const char *why, uint64_t now) {
-        ThreadClass before = t->cls.class;
-
-        classify_set_owed(&t->cls, owed, why);
-        if (t->cls.class == before)
-                return;
-        t->process->verdict_usec = now;
-        scanner_count_class(s, t);
-}
-
 /* Set the verdict OWED (WHY) on thread T of P. */
-static void judge(Owed *o, Scanner *s, ProcessEntry *p, ThreadEntry *t, bool owed, const char *why, uint64_t now) {
+static void judge(Owed *o, Scanner *s, ProcessEntry *p, ThreadEntry *t, bool owed, const char *why) {
         if (owed && !t->cls.owed) {
                 o->owed++;
                 log_debug("Thread %d of pid %d (%s) is blocked: %s", (int) t->tid, (int) p->pid, p->comm, why);
         }
-        set_owed(s, t, owed, why, now);
+        classify_set_owed(&t->cls, owed, why);
+        scanner_count_class(s, t);
 }
 
 /* Walk P's waits and set the verdict on each of its candidate threads into check C (the processes the walk read, and
@@ -289,7 +279,7 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
                     !place_find(places, n_places, t))
                         places[n_places++] = (PlaceVerdict) { .nr = t->cls.parked_place.nr, .owed = owed, .why = why,
                                                               .fd = peers_syscall_fd(&t->cls.parked_place) };
-                judge(o, s, p, t, owed, why, now);
+                judge(o, s, p, t, owed, why);
         }
         /* The threads the walk did not follow: as those parked in the same call on the same fd, else not owed. */
         for (ThreadEntry *t = p->threads; unjudged > 0 && t; t = t->next) {
@@ -298,7 +288,7 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
                 if (!candidate(s, t, now) || intmap_get(&first, t->tid) || in_lock_cycle(chain, p, t))
                         continue;
                 v = place_find(places, n_places, t);
-                judge(o, s, p, t, v && v->owed, v ? v->why : NULL, now);
+                judge(o, s, p, t, v && v->owed, v ? v->why : NULL);
         }
         *ret_cost = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu0;
         o->walk_usec += now_usec(CLOCK_MONOTONIC) - t0;

@@ -20,7 +20,7 @@
  * poll would be judged a whole poll after its 2 s. */
 #define OWED_PARK_SLACK_USEC (100 * USEC_PER_MSEC)
 /* A process's verdict holds until a process its walk read moved (ran, changed state, came or went: ProcessEntry.
- * moved_usec) or changed a thread's class by its own verdict (verdict_usec), or until one of its threads has been
+ * moved_usec) or had a thread come into or out of a stuck class (stuck_usec), or until one of its threads has been
  * parked long enough to be judged: work follows change, so 10,000 threads parked for good cost no walk at all. Things
  * no scan sees move are looked at again after BACKSTOP_USEC: a process the walk did not reach that took the other
  * end of a pipe (through /proc/PID/fd, or SCM_RIGHTS from a process off the chain). */

@@ -758,6 +758,8 @@ void scanner_count_class(Scanner *s, ThreadEntry *t) {
 
         if (c == t->counted_class)
                 return;
+        if (classify_class_is_stuck(c) != classify_class_is_stuck(t->counted_class))
+                t->process->stuck_usec = s->now_usec;
         if (t->counted_class >= 0 && s->stats.by_class[t->counted_class] > 0)
                 s->stats.by_class[t->counted_class]--;
         if (c >= 0)
@@ -788,26 +790,16 @@ static bool sample_moved(const ThreadSample *prev, const ThreadSample *cur) {
                                      memcmp(prev->syscall.args, cur->syscall.args, sizeof cur->syscall.args) != 0);
 }
 
-/* Whether a thread in class C makes a wait on it owed (owed.h's process_stuck()). */
-static bool class_is_stuck(ThreadClass c) {
-        return c == THREAD_CLASS_STOPPED || c == THREAD_CLASS_FROZEN || c == THREAD_CLASS_ZOMBIE ||
-               c == THREAD_CLASS_BLOCKED;
-}
-
 /* Classify T with sample CUR, and note what moved. */
 static void thread_classify(Scanner *s, ThreadEntry *t, ThreadSample *cur) {
         const ThreadSample *prev = t->have_sample ? &t->sample : NULL;
-        ThreadClass before = t->cls.class;
         bool moved = !prev || sample_moved(prev, cur);
 
         classify_update(&t->cls, prev, cur, s->hz);
-        if (class_is_stuck(t->cls.class) != class_is_stuck(before))
-                t->process->stuck_usec = cur->when_usec;
         if (moved) {
                 t->process->moved_usec = cur->when_usec;
                 t->walk_wchan = mfree(t->walk_wchan);
-        } else if (t->cls.class != before)
-                t->process->verdict_usec = cur->when_usec;
+        }
         /* Classed again at the next look even if nothing moves: parked from there, or no longer polling for a lock
          * once it stops waking. */
         t->settle = false;

@@ -72,10 +72,9 @@ typedef struct ProcessEntry {
         uint64_t moved_usec;            /* when a scan last saw a thread of it move (run, change its state or its
                                          * wait), come or go: what a verdict on its waits, or on a wait that leads to
                                          * it, was made before is out of date */
-        uint64_t verdict_usec;          /* when a thread of it last changed class by a verdict (owed.h): a wait that
+        uint64_t stuck_usec;            /* when a thread of it last came into or out of a stuck class (stopped,
+                                         * frozen, zombie, blocked: by a scan or by a verdict of owed.h): a wait that
                                          * leads to it may be owed, or no longer */
-        uint64_t stuck_usec;            /* when a thread of it last came into or out of a class that makes a wait
-                                         * on it owed (stopped, frozen, zombie, blocked) by a scan */
         int8_t python;                  /* 0: not looked yet; 1: no CPython in it; 2: its maps hold one (a python3
                                          * executable or a libpython3): its lock waits are read from the interpreter */
         uint64_t gil_looked_usec;       /* when its GIL was looked for (found once, it stays where it is; not
@@ -205,7 +204,8 @@ const WaitThreads *scanner_wait_threads(Scanner *s);
 /* Let resolver R, made for a walk of the poll at NOW, take every process's fds from the tables the scanner keeps,
  * read again only for the processes that moved since they were read. */
 void scanner_attach_resolver(Scanner *s, PeerResolver *r, uint64_t now);
-/* Count thread T under its class in s->stats.by_class, where its class changed (a verdict of owed.h sets it). */
+/* Count thread T under its class in s->stats.by_class, where its class changed (a verdict of owed.h sets it), and
+ * note when its process's threads came into or out of a stuck class (ProcessEntry.stuck_usec). */
 void scanner_count_class(Scanner *s, ThreadEntry *t);
 /* Read exe, unit, cgroup and uid of a process once (rules that filter on them call this). */
 int scanner_load_identity(Scanner *s, ProcessEntry *p);
