@@ -24,23 +24,28 @@ static OwedCheck *check_find(Owed *o, const ProcessEntry *p) {
         return NULL;
 }
 
-/* Whether check C still holds at NOW: its process the same, and since its walk it did not move, no thread of it
- * became old enough to judge, and no other process the walk read changed how stuck its threads are (a verdict, a
- * stop, a D sleep) or, for longer than the peer hold, moved. */
+static uint64_t process_waits_key(Scanner *s, ProcessEntry *p);
+
+/* Whether check C still holds at NOW: its process the same, and since its walk none of the waits its verdicts rest
+ * on moved (process_waits_key()) and no thread of it became old enough to judge; and no other process the walk read
+ * changed how stuck its threads are (a verdict, a stop, a D sleep) or, for longer than the peer hold, where its
+ * threads wait (it may have closed a deadlock). */
 static bool check_holds(Scanner *s, const OwedCheck *c, uint64_t now) {
-        const ProcessEntry *p = intmap_get(&s->processes, c->pid);
+        ProcessEntry *p = intmap_get(&s->processes, c->pid);
 
         if (!p || p->starttime != c->starttime)
                 return false;
         if (now - c->checked_usec < c->hold_usec)
                 return true;
-        if (now >= c->due_usec || p->moved_usec > c->checked_usec)
+        if (now >= c->due_usec || (p->moved_usec > c->checked_usec && process_waits_key(s, p) != c->keys[0]))
                 return false;
         for (unsigned i = 1; i < c->n_chain; i++) {
-                const ProcessEntry *q = intmap_get(&s->processes, c->chain[i]);
+                ProcessEntry *q = intmap_get(&s->processes, c->chain[i]);
 
-                if (!q || q->stuck_usec > c->checked_usec ||
-                    (q->moved_usec > c->checked_usec && now - c->checked_usec >= c->peer_hold_usec))
+                if (!q || q->stuck_usec > c->checked_usec)
+                        return false;
+                if (q->moved_usec > c->checked_usec && now - c->checked_usec >= c->peer_hold_usec &&
+                    process_waits_key(s, q) != c->keys[i])
                         return false;
         }
         return true;
@@ -122,6 +127,44 @@ static bool all_parked(Scanner *s, const ProcessEntry *p, uint64_t now) {
                         return false;
         }
         return true;
+}
+
+/* Whether T's wait is one a verdict on its process rests on: a wait that may be owed (judged), or a futex wait with
+ * no timeout (one all_parked() counts), long parked or not. */
+static bool wait_counts(Scanner *s, const ThreadEntry *t) {
+        const ProcSyscall *sc = &t->cls.parked_place;
+
+        return t->cls.parked && (may_be_owed(s, t) || (sc->nr == __NR_futex && sc->args[3] == 0));
+}
+
+/* What the verdicts on P's threads, and on waits that lead to P, rest on in P itself, as one number: each thread in a
+ * wait that counts (wait_counts()), where it waits and since when, and whether any thread is elsewhere (on a CPU, in
+ * an idle wait or a sleep: then all_parked() is false). The rest of P may move as it likes: an event loop waking
+ * each second next to two threads parked for good on pipes does not call for a new walk of those, nor does a busy
+ * client of a parked server. Made once a scan (ProcessEntry.waits_key). */
+static uint64_t process_waits_key(Scanner *s, ProcessEntry *p) {
+        uint64_t key = 0;
+        bool elsewhere = false;
+
+        if (p->waits_key_gen == s->gen)
+                return p->waits_key;
+        for (const ThreadEntry *t = p->threads; t; t = t->next) {
+                const ProcSyscall *sc = &t->cls.parked_place;
+                uint64_t h;
+
+                if (!wait_counts(s, t)) {
+                        elsewhere = true;
+                        continue;
+                }
+                h = hash_u64((uint64_t) t->tid ^ hash_u64(t->cls.parked_since_usec));
+                h = hash_u64(h ^ (uint64_t) sc->nr);
+                for (size_t i = 0; i < ELEMENTSOF(sc->args); i++)
+                        h = hash_u64(h ^ sc->args[i]);
+                key += h; /* the threads' order in the list does not count */
+        }
+        p->waits_key = hash_u64(key ^ elsewhere);
+        p->waits_key_gen = s->gen;
+        return p->waits_key;
 }
 
 /* Why edge E of a thread of P is owed, or NULL when its other end may still answer. *ALL is whether every thread of P
@@ -256,16 +299,21 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
                 return k;
         }
         c->chain[0] = p->pid;
+        c->keys[0] = process_waits_key(s, p);
         c->n_chain = 1;
-        for (size_t i = 0; i < n_peers && c->n_chain < OWED_CHAIN_MAX; i++)
+        for (size_t i = 0; i < n_peers && c->n_chain < OWED_CHAIN_MAX; i++) {
+                ProcessEntry *q = intmap_get(&s->processes, peers[i]);
+
+                c->keys[c->n_chain] = q ? process_waits_key(s, q) : 0;
                 c->chain[c->n_chain++] = peers[i];
+        }
         for (ThreadEntry *t = p->threads; t; t = t->next) {
                 const char *why = NULL;
                 int owed;
 
-                /* One parked too recently may be judged once it is not (and every other may then be owed, when
-                 * all of them wait on what their own process holds). */
-                if (t->cls.parked && !parked_long(t, now))
+                /* One parked too recently in a wait that counts may be judged once it is not (and every other
+                 * may then be owed, when all of them wait on what their own process holds). */
+                if (wait_counts(s, t) && !parked_long(t, now))
                         c->due_usec = MIN(c->due_usec,
                                           t->cls.parked_since_usec + OWED_MIN_PARKED_USEC - OWED_PARK_SLACK_USEC);
                 if (!candidate(s, t, now))

@@ -19,17 +19,19 @@
 /* Polls come on a timer of 1% accuracy: a look that comes this much early still counts, else a wait parked at one
  * poll would be judged a whole poll after its 2 s. */
 #define OWED_PARK_SLACK_USEC (100 * USEC_PER_MSEC)
-/* A process's verdict holds until a process its walk read moved (ran, changed state, came or went: ProcessEntry.
- * moved_usec) or had a thread come into or out of a stuck class (stuck_usec), or until one of its threads has been
- * parked long enough to be judged: work follows change, so 10,000 threads parked for good cost no walk at all. Things
- * no scan sees move are looked at again after BACKSTOP_USEC: a process the walk did not reach that took the other
- * end of a pipe (through /proc/PID/fd, or SCM_RIGHTS from a process off the chain). */
+/* A process's verdict holds until a wait it rests on moves: a thread of it, or of a process its walk read, left the
+ * wait it was parked in, parked in a new one, came or went (owed.c keys each process's parked waits); or a process the
+ * walk read had a thread come into or out of a stuck class (ProcessEntry.stuck_usec); or a thread of it has been
+ * parked long enough to be judged. Work follows change: 10,000 threads parked for good cost no walk at all, and a
+ * thread that runs or sleeps next to them (an event loop, a timer) costs none either. Things no scan sees move are
+ * looked at again after BACKSTOP_USEC: a process the walk did not reach that took the other end of a pipe (through
+ * /proc/PID/fd, or SCM_RIGHTS from a process off the chain). */
 #define OWED_BACKSTOP_USEC (60 * USEC_PER_SEC)
 /* A walk that cost C holds its verdict at least C * COST_SHARE, changes or not (2% of a core at most): a process
- * that moves on every poll (5 % of a 10,000-thread pool waking each second) is not walked on every poll. A process on
- * its chain that moves but whose threads stay as stuck as they were (a busy client, a program reading the pool's
- * stdout) is walked again only after C * PEER_COST_SHARE (0.2% of a core): it may have closed a deadlock, which its
- * own walk finds then anyway, and that walk's verdict counts at once. */
+ * whose waits move on every poll (5 % of a 10,000-thread pool waking each second) is not walked on every poll. A
+ * process on its chain whose parked threads come and go (a server's workers) is walked again for that only after
+ * C * PEER_COST_SHARE (0.2% of a core): it may have closed a deadlock, which its own walk finds then anyway, and that
+ * walk's verdict counts at once. */
 #define OWED_COST_SHARE 50
 #define OWED_PEER_COST_SHARE 500
 /* Walks per poll: each reads the machine's fd tables once per poll and the process's waits. The processes walked are
@@ -50,6 +52,8 @@ typedef struct OwedCheck {
         uint64_t due_usec;              /* and at most until then: a thread of it becomes old enough to judge, or
                                          * the backstop */
         pid_t chain[OWED_CHAIN_MAX];    /* the processes its walk reached, itself first */
+        uint64_t keys[OWED_CHAIN_MAX];  /* theirs then: what its verdicts rest on in each (a key of the waits of
+                                         * its threads), which their other threads may move without */
         unsigned n_chain;
 } OwedCheck;
 

@@ -75,6 +75,8 @@ typedef struct ProcessEntry {
         uint64_t stuck_usec;            /* when a thread of it last came into or out of a stuck class (stopped,
                                          * frozen, zombie, blocked: by a scan or by a verdict of owed.h): a wait that
                                          * leads to it may be owed, or no longer */
+        uint64_t waits_key;             /* where its parked threads wait, as owed.c keys it (one number), */
+        unsigned waits_key_gen;         /* made in this scan (0: never) */
         int8_t python;                  /* 0: not looked yet; 1: no CPython in it; 2: its maps hold one (a python3
                                          * executable or a libpython3): its lock waits are read from the interpreter */
         uint64_t gil_looked_usec;       /* when its GIL was looked for (found once, it stays where it is; not

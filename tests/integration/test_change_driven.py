@@ -183,3 +183,60 @@ def test_parked_threads_cost_no_walk_until_a_process_on_their_chain_moves(daemon
             os.kill(writer, signal.SIGKILL)
         except (NameError, ProcessLookupError):
             pass
+
+
+# THREADS threads parked in read() on a pipe the process itself holds both ends of, next to a ticker thread that
+# wakes every 50 ms, and a main thread reading stdin, whose writer (TICKING_PEER) wakes as often: the process and its
+# peer move on every poll, but the readers' wait does not (waiting: the ticker may still write). On SIGUSR1, the ticker
+# parks in the same read: now nobody is left to write to it.
+TICKING_READERS = """
+import os, signal, sys, threading, time
+r, w = os.pipe()
+stop = threading.Event()
+signal.signal(signal.SIGUSR1, lambda *_: stop.set())
+def ticker():
+    while not stop.is_set():
+        time.sleep(0.05)
+    os.read(r, 1)
+for _ in range(int(sys.argv[1])):
+    threading.Thread(target=os.read, args=(r, 1), daemon=True).start()
+threading.Thread(target=ticker, daemon=True).start()
+print("READY", r, flush=True)
+sys.stdin.readline()
+"""
+TICKING_PEER = "import time\nwhile True: time.sleep(0.05)"
+
+
+def test_threads_that_wake_each_poll_cost_no_walk_of_their_parked_neighbours(daemon):
+    d = daemon(DEFAULTS)
+    peer = subprocess.Popen([sys.executable, "-c", TICKING_PEER], stdout=subprocess.PIPE)
+    p = subprocess.Popen([sys.executable, "-c", TICKING_READERS, "50"], stdin=peer.stdout, stdout=subprocess.PIPE)
+    peer.stdout.close()
+    try:
+        r = int(p.stdout.readline().split()[1])
+        tids = set(map(int, os.listdir(f"/proc/{p.pid}/task")))
+        readers = wait_until(lambda: len(rs := {t for t in tids if in_syscall(p.pid, t, syscall_number("read"), r)})
+                             == 50 and rs, timeout=10, what="50 readers in read()")
+        wait_until(lambda: walks_of(d, p.pid) >= 1, timeout=20, interval=0.1, what="the first walk")
+        d.wait_scans(2)
+        assert {c for (_, t), c in classes(d, {p.pid}).items() if t in readers} == {"waiting"}
+        # The ticker and the peer run at every poll; the waits the verdicts rest on stay where they were: no walk.
+        walked = walks_of(d, p.pid)
+        d.wait_scans(7)
+        assert walks_of(d, p.pid) == walked
+        # The ticker parks in the readers' read: every thread waits, none is left to write to their pipe.
+        ticker = list(tids - readers - {p.pid})
+        os.kill(p.pid, signal.SIGUSR1)
+        wait_until(lambda: in_syscall(p.pid, ticker[0], syscall_number("read")), timeout=10, interval=0.002,
+                   what="the ticker in read()")
+        t0 = time.monotonic()
+        wait_until(lambda: {c for k, c in classes(d, {p.pid}).items() if k[1] != p.pid} == {"blocked"}, timeout=20,
+                   interval=0.05, what="the readers and the ticker blocked on their own pipe")
+        took = time.monotonic() - t0
+        assert took <= poll_interval(d) + 2 + 0.3, took
+        # The main thread reads what the ticking peer may write: waiting still.
+        assert classes(d, {p.pid})[(p.pid, p.pid)] == "waiting"
+    finally:
+        for q in (p, peer):
+            q.kill()
+            q.wait()
