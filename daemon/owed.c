@@ -8,7 +8,6 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "chain/peers.h"
-#include "chain/python-waits.h"
 #include "chain/wait-chain.h"
 #include "owed.h"
 
@@ -388,13 +387,8 @@ void owed_update(Owed *o, Scanner *s, uint64_t now) {
                 OwedCheck *c;
                 int k;
 
-                if (!r) {
-                        Symbolizer *sym = scanner_runtime_symbolizer(s);
-
-                        if (peer_resolver_new(&r) < 0 || (sym && python_waits_attach(r, sym) < 0))
-                                return;
-                        scanner_attach_resolver(s, r, now);
-                }
+                if (!r && scanner_resolver_new(s, now, &r) < 0)
+                        return (void) log_oom();
                 if (!GREEDY_REALLOC(o->checks, o->n_checks_allocated, o->n_checks + 1))
                         return (void) log_oom();
                 c = &o->checks[o->n_checks++];

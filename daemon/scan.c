@@ -329,9 +329,31 @@ static int fd_table_list(void *userdata, pid_t **ret, size_t *ret_n) {
         return 0;
 }
 
-void scanner_attach_resolver(Scanner *s, PeerResolver *r, uint64_t now) {
+/* Whether process PID, as this scan saw it, runs a CPython. */
+static bool resolver_may_run_python(void *userdata, pid_t pid) {
+        Scanner *s = userdata;
+        ProcessEntry *p = intmap_get(&s->processes, pid);
+
+        return p && scanner_process_python(s, p);
+}
+
+int scanner_resolver_new(Scanner *s, uint64_t now, PeerResolver **ret) {
+        _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
+        Symbolizer *sym = scanner_runtime_symbolizer(s);
+        int k;
+
+        k = peer_resolver_new(&r);
+        if (k < 0)
+                return k;
+        if (sym) {
+                k = python_waits_attach(r, sym, resolver_may_run_python, s);
+                if (k < 0)
+                        return k;
+        }
         s->fd_view = (FdTablesView) { .fresh = fd_table_fresh, .list = fd_table_list, .userdata = s };
         peer_resolver_set_fd_tables(r, s->fd_tables, &s->fd_view, now);
+        *ret = TAKE_PTR(r);
+        return 0;
 }
 
 const WaitThreads *scanner_wait_threads(Scanner *s) {

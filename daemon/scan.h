@@ -203,9 +203,10 @@ void scanner_forget_python_frames(Scanner *s, pid_t pid, uint64_t starttime);
 /* The threads as this scan saw them, for the wait-chain walks (wait_chain_build()): the samples hold every thread's
  * state and syscall; a wait channel is read, and kept until the thread moves, only when a walk follows its edges. */
 const WaitThreads *scanner_wait_threads(Scanner *s);
-/* Let resolver R, made for a walk of the poll at NOW, take every process's fds from the tables the scanner keeps,
- * read again only for the processes that moved since they were read. */
-void scanner_attach_resolver(Scanner *s, PeerResolver *r, uint64_t now);
+/* A resolver for the walks of the poll at NOW into *RET: every process's fds from the tables the scanner keeps, read
+ * again only for the processes that moved since they were read; a Python thread's lock waits from its interpreter,
+ * for the processes that run one (scanner_process_python()). -ENOMEM. */
+int scanner_resolver_new(Scanner *s, uint64_t now, PeerResolver **ret);
 /* Count thread T under its class in s->stats.by_class, where its class changed (a verdict of owed.h sets it), and
  * note when its process's threads came into or out of a stuck class (ProcessEntry.stuck_usec). */
 void scanner_count_class(Scanner *s, ThreadEntry *t);

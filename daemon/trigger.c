@@ -8,7 +8,6 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/time-util.h"
-#include "chain/python-waits.h"
 #include "chain/wait-chain.h"
 #include "model/rules.h"
 #include "trigger.h"
@@ -176,13 +175,8 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
         }
         if (*walks >= TRIGGER_DEADLOCK_WALKS_PER_POLL)
                 return false; /* next poll */
-        if (!*resolver) {
-                Symbolizer *sym = scanner_runtime_symbolizer(s);
-
-                if (peer_resolver_new(resolver) < 0 || (sym && python_waits_attach(*resolver, sym) < 0))
-                        return false;
-                scanner_attach_resolver(s, *resolver, now);
-        }
+        if (!*resolver && scanner_resolver_new(s, now, resolver) < 0)
+                return false;
         (*walks)++;
         t0 = now_usec(CLOCK_MONOTONIC);
         r = wait_chain_build(*resolver, scanner_wait_threads(s), p->pid, 0, TRIGGER_DEADLOCK_DEPTH, &chain, &peers,

@@ -19,6 +19,8 @@ typedef struct PythonWaitsEntry {
 
 struct PythonWaits {
         Symbolizer *sym;
+        PythonWaitsMayRunFn may_run;
+        void *may_run_userdata;
         PythonWaitsEntry entries[PYTHON_WAITS_PROCESSES_MAX];
         size_t n;
 };
@@ -89,6 +91,8 @@ int python_waits_read(void *userdata, pid_t pid, pid_t tid, uint64_t futex, Runt
         PyProcess *py;
         int r;
 
+        if (w->may_run && !w->may_run(w->may_run_userdata, pid))
+                return 0;
         r = interpreter_of(w, pid, &py);
         if (r < 0)
                 return r;
@@ -104,12 +108,14 @@ static void python_waits_free_void(void *w) {
         python_waits_free(w);
 }
 
-int python_waits_attach(PeerResolver *r, Symbolizer *sym) {
+int python_waits_attach(PeerResolver *r, Symbolizer *sym, PythonWaitsMayRunFn may_run, void *userdata) {
         PythonWaits *w;
         int k = python_waits_new(sym, &w);
 
         if (k < 0)
                 return k;
+        w->may_run = may_run;
+        w->may_run_userdata = userdata;
         peer_resolver_set_runtime(r, python_waits_read, w, python_waits_free_void);
         return 0;
 }

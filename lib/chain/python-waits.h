@@ -3,6 +3,7 @@
  * found once per reader. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -18,8 +19,13 @@ int python_waits_new(Symbolizer *sym, PythonWaits **ret);
 PythonWaits *python_waits_free(PythonWaits *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(PythonWaits *, python_waits_free);
 
-/* Give resolver R a new reader of Python waits with SYM, freed with R. -ENOMEM. */
-int python_waits_attach(PeerResolver *r, Symbolizer *sym);
+/* Whether process PID may run a CPython at all (its maps name a python3 executable or a libpython3, say): a reader
+ * asks before it opens a process's interpreter, which lists its threads and reads its memory. */
+typedef bool (*PythonWaitsMayRunFn)(void *userdata, pid_t pid);
+
+/* Give resolver R a new reader of Python waits with SYM, freed with R; MAY_RUN (with USERDATA; NULL: any process
+ * may) tells which processes it reads. -ENOMEM. */
+int python_waits_attach(PeerResolver *r, Symbolizer *sym, PythonWaitsMayRunFn may_run, void *userdata);
 
 /* Where the GIL of the CPython in PID lies (py_process_gil_range()), found with SYM: 0, -ENOENT when PID runs no
  * CPython we can read, -ENOMEM. */
