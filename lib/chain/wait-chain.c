@@ -28,7 +28,8 @@ typedef struct Builder {
         WaitChain *chain;
         ChainProc procs[WAIT_CHAIN_PEERS_MAX + 1];
         size_t n_procs;
-        size_t n_lock_edges;
+        size_t n_lock_edges;            /* edges of futex() waits (mutexes, joins) */
+        size_t n_futex_followed;        /* futex() waits followed */
         pid_t self;
         uint64_t deadline_usec;         /* CLOCK_MONOTONIC: the capture's time budget; 0 for none */
         bool cut;                       /* the deadline passed: nothing more was read */
@@ -162,13 +163,19 @@ static int builder_follow(Builder *b, size_t idx, const ThreadWait *wait, unsign
         ThreadWait tw = *wait, *w = &tw;
         int k;
 
-        if (futex ? b->n_lock_edges >= WAIT_CHAIN_LOCK_EDGES_MAX
+        if (futex ? b->n_futex_followed >= WAIT_CHAIN_FUTEX_WAITS_MAX
                   : *followed >= WAIT_CHAIN_THREADS_MAX || first - b->n_lock_edges >= WAIT_CHAIN_EDGES_MAX) {
                 b->chain->truncated = true;
                 return 0;
         }
-        if (!futex)
+        if (futex)
+                b->n_futex_followed++;
+        else
                 (*followed)++;
+        /* The wait channel tells a FUSE request (or a restarted call) apart: a futex wait asleep in S waits on the
+         * futex and nothing else (a fault on a FUSE page would sleep in D), and a pool has thousands of them. */
+        if (w->wchan_unread && futex && w->state == 'S')
+                w->wchan_unread = false;
         if (w->wchan_unread && b->threads) {
                 k = b->threads->wchan(b->threads->userdata, w->pid, w->tid, w->wchan, sizeof w->wchan);
                 if (k < 0)

@@ -16,7 +16,8 @@
 #define WAIT_CHAIN_PEERS_MAX 16U        /* processes reached besides the first */
 #define WAIT_CHAIN_EDGES_MAX 256U       /* edges other than mutex waits */
 #define WAIT_CHAIN_THREADS_MAX 64U      /* threads of one process whose waits are followed, futex() waits aside */
-#define WAIT_CHAIN_LOCK_EDGES_MAX 1024U /* mutex waits: one read of the lock each, so many more of them */
+#define WAIT_CHAIN_FUTEX_WAITS_MAX 1024U /* futex() waits followed: one read of the lock each, so many more of them
+                                          * (a pool of 10,000 parked threads would cost 10,000 reads a walk) */
 /* A capture's chain (never the daemon's own walks) traces at most this many sleeping threads that may poll for a
  * lock, each until a lock call fails or this long: SQLite's busy handler sleeps 100 ms at most between tries. */
 #define WAIT_CHAIN_LOCK_PROBES_MAX 4U
