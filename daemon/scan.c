@@ -782,10 +782,24 @@ void scanner_count_class(Scanner *s, ThreadEntry *t) {
                 return;
         if (classify_class_is_stuck(c) != classify_class_is_stuck(t->counted_class))
                 t->process->stuck_usec = s->now_usec;
-        if (t->counted_class >= 0 && s->stats.by_class[t->counted_class] > 0)
-                s->stats.by_class[t->counted_class]--;
-        if (c >= 0)
+        if (t->counted_class >= 0) {
+                if (s->stats.by_class[t->counted_class] > 0)
+                        s->stats.by_class[t->counted_class]--;
+                if (t->class_prev)
+                        t->class_prev->class_next = t->class_next;
+                else
+                        s->by_class[t->counted_class] = t->class_next;
+                if (t->class_next)
+                        t->class_next->class_prev = t->class_prev;
+                t->class_next = t->class_prev = NULL;
+        }
+        if (c >= 0) {
                 s->stats.by_class[c]++;
+                t->class_next = s->by_class[c];
+                if (t->class_next)
+                        t->class_next->class_prev = t;
+                s->by_class[c] = t;
+        }
         t->counted_class = c;
 }
 

@@ -104,6 +104,7 @@ struct ThreadEntry {
                                          * again at the next even when nothing moved, as its class may follow from
                                          * time alone (parked once a look finds it where the last one did) */
         int counted_class;              /* the class it is counted under in ScanStats.by_class; -1: none */
+        ThreadEntry *class_next, *class_prev; /* in Scanner.by_class, under COUNTED_CLASS */
         ClassState cls;
         char wchan[64];                 /* read for D-state threads */
         uint64_t woke_usec;             /* when it was last seen to have woken from a sleep it is in again; 0: not */
@@ -158,6 +159,7 @@ typedef struct Scanner {
         size_t n_lock_probe_wanted;
         uint64_t python_frames_changed; /* counts changes of ThreadEntry.python_frame between scans */
         ScanStats stats;
+        ThreadEntry *by_class[_THREAD_CLASS_MAX]; /* the threads of each class (as counted): rules look at theirs */
         Symbolizer *runtime_sym;        /* where the runtimes (CPython) of processes live, by build-id, for the
                                          * walks that read their waits; made on first need */
         CgroupFreezers *freezers;       /* the cgroup hierarchies and this scan's answers; NULL when none */
@@ -207,8 +209,9 @@ const WaitThreads *scanner_wait_threads(Scanner *s);
  * again only for the processes that moved since they were read; a Python thread's lock waits from its interpreter,
  * for the processes that run one (scanner_process_python()). -ENOMEM. */
 int scanner_resolver_new(Scanner *s, uint64_t now, PeerResolver **ret);
-/* Count thread T under its class in s->stats.by_class, where its class changed (a verdict of owed.h sets it), and
- * note when its process's threads came into or out of a stuck class (ProcessEntry.stuck_usec). */
+/* Count thread T under its class in s->stats.by_class and list it in s->by_class, where its class changed (a verdict
+ * of owed.h sets it), and note when its process's threads came into or out of a stuck class (ProcessEntry.
+ * stuck_usec). */
 void scanner_count_class(Scanner *s, ThreadEntry *t);
 /* Read exe, unit, cgroup and uid of a process once (rules that filter on them call this). */
 int scanner_load_identity(Scanner *s, ProcessEntry *p);

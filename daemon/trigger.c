@@ -248,6 +248,109 @@ static bool alert_open(const Rule *r, const ProcessEntry *p, const DeadlockCheck
         return false;
 }
 
+/* Every rule on thread TH of this poll: fire those that match, outside their cooldown. RESOLVER and WALKS are the
+ * poll's, for the deadlock walks. */
+static int thread_evaluate(Trigger *t, const Config *c, Scanner *s, ThreadEntry *th, uint64_t now,
+                           PeerResolver **resolver, unsigned *walks, TriggerFire fire, TriggerAlerting alerting,
+                           void *userdata) {
+        for (size_t k = 0; k < c->n_rules; k++) {
+                const Rule *r = &c->rules[k];
+                ProcessEntry *p = th->process;
+                const DeadlockCheck *dl = NULL;
+                unsigned peers = r->peers;
+                ThreadFacts f;
+                RuleStats *st;
+                bool capture, cooled;
+
+                if (!(r->classes & (1U << th->cls.class)) || now - th->cls.since_usec < r->for_usec)
+                        continue;
+                /* Inside the cooldown only to re-open an alert that resolved while the hang went on. */
+                cooled = cooldown_find(t, r->name, p);
+                if (cooled && (!alerting || !(r->actions & RULE_ACTION_HOOK) || alerting(r, p, userdata)))
+                        continue;
+                if (rule_needs_identity(r))
+                        (void) scanner_load_identity(s, p);
+                f = (ThreadFacts) {
+                        .class = th->cls.class,
+                        .class_usec = now - th->cls.since_usec,
+                        .state = th->sample.state,
+                        .comm = p->comm,
+                        .exe = p->exe,
+                        .unit = p->unit,
+                        .cgroup = p->cgroup,
+                        .wchan = th->wchan[0] ? th->wchan : NULL,
+                        .uid = p->uid,
+                        .syscall_nr = th->sample.have_syscall && th->sample.syscall.kind == PROC_SYSCALL_BLOCKED
+                                              ? th->sample.syscall.nr
+                                              : -1,
+                        .cpu_percent = th->cls.cpu_percent,
+                        .deadlock = r->deadlock, /* decided last, below: a walk costs far more */
+                        .lock_holder = r->lock_holder, /* likewise */
+                };
+                if (!rule_matches(r, &f))
+                        continue;
+                if (r->deadlock) {
+                        /* A thread in nanosleep() waits on nothing we can follow: no walk. One in futex()
+                         * may wait on a mutex, whose holder the walk names. */
+                        if (!th->sample.have_syscall || th->sample.syscall.kind != PROC_SYSCALL_BLOCKED ||
+                            !(peers_syscall_follows(th->sample.syscall.nr) ||
+                              th->sample.syscall.nr == __NR_futex) ||
+                            !trigger_deadlock(t, s, resolver, walks, p, now, &dl))
+                                continue;
+                        /* A deadlock inside the process fires from a thread in it, whose chain shows it. */
+                        if (dl->lock_tid > 0 && dl->lock_tid != th->tid)
+                                continue;
+                        peers = MAX(peers, dl->n_cycle);
+                }
+                if (r->lock_holder) {
+                        /* The same walk, from any thread: the head of a convoy may wait anywhere. */
+                        const DeadlockCheck *hc = NULL;
+
+                        (void) trigger_deadlock(t, s, resolver, walks, p, now, &hc);
+                        if (!heads_convoy(hc, th->tid))
+                                continue;
+                }
+                /* One deadlock, one alert: re-opened from one process of the cycle only. */
+                if (cooled && dl && alert_open(r, p, dl, s, alerting, userdata))
+                        continue;
+                capture = !cooled && (r->actions & RULE_ACTION_SNAPSHOT) && trigger_budget_take(t, c, now);
+                if (!cooled && (r->actions & RULE_ACTION_SNAPSHOT) && !capture) {
+                        /* No cooldown: the rule fires again once the budget frees up. */
+                        t->budget_skipped++;
+                        if (now - t->budget_logged_usec >= TRIGGER_BUDGET_WINDOW_USEC) {
+                                t->budget_logged_usec = now;
+                                log_warning("Capture budget (%u per minute) spent; rule \"%s\" on pid %d "
+                                            "waits for it", c->max_per_minute, r->name, (int) p->pid);
+                        }
+                        continue;
+                }
+                if (fire(r, th, peers, capture, userdata) == -EBUSY) {
+                        /* No slot for the capture: give the budget back and try again next poll, without
+                         * a cooldown that would lose the evidence for the whole cooldown. */
+                        if (capture)
+                                capture_budget_give_back(&t->budget);
+                        t->deferred++;
+                        continue;
+                }
+                if (!cooled && cooldown_set(t, r, p, now) < 0)
+                        return log_oom();
+                /* One deadlock, one firing: the other processes of the cycle go quiet for this rule too. */
+                for (unsigned k2 = 0; !cooled && dl && k2 < dl->n_cycle; k2++) {
+                        ProcessEntry *q = intmap_get(&s->processes, dl->cycle[k2]);
+                        if (q && q != p && cooldown_set(t, r, q, now) < 0)
+                                return log_oom();
+                }
+                st = stats_for(t, r->name);
+                if (st) {
+                        struct timespec ts;
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        st->fired++;
+                        st->last_fired_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+                }
+        }
+        return 0;
+}
+
 int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, TriggerFire fire,
                      TriggerAlerting alerting, void *userdata) {
         _cleanup_(peer_resolver_freep) PeerResolver *resolver = NULL; /* one per poll: its tables are a snapshot */
@@ -257,109 +360,19 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
         checks_expire(t, now);
         for (size_t i = 0; i < c->n_rules; i++)
                 classes |= c->rules[i].classes;
+        /* The threads of the rules' classes only: 10,000 parked in a wait no rule asks about cost nothing. */
+        for (ThreadClass cl = 0; cl < _THREAD_CLASS_MAX; cl++) {
+                ThreadEntry *next;
 
-        for (size_t i = 0; i < s->threads.size; i++) {
-                ThreadEntry *th;
-
-                if (s->threads.keys[i] <= 0)
+                if (!(classes & (1U << cl)))
                         continue;
-                th = s->threads.values[i];
-                if (th->cls.class < 0 || !(classes & (1U << th->cls.class)))
-                        continue;
-                for (size_t k = 0; k < c->n_rules; k++) {
-                        const Rule *r = &c->rules[k];
-                        ProcessEntry *p = th->process;
-                        const DeadlockCheck *dl = NULL;
-                        unsigned peers = r->peers;
-                        ThreadFacts f;
-                        RuleStats *st;
-                        bool capture, cooled;
+                for (ThreadEntry *th = s->by_class[cl]; th; th = next) {
+                        int r;
 
-                        if (!(r->classes & (1U << th->cls.class)) || now - th->cls.since_usec < r->for_usec)
-                                continue;
-                        /* Inside the cooldown only to re-open an alert that resolved while the hang went on. */
-                        cooled = cooldown_find(t, r->name, p);
-                        if (cooled && (!alerting || !(r->actions & RULE_ACTION_HOOK) || alerting(r, p, userdata)))
-                                continue;
-                        if (rule_needs_identity(r))
-                                (void) scanner_load_identity(s, p);
-                        f = (ThreadFacts) {
-                                .class = th->cls.class,
-                                .class_usec = now - th->cls.since_usec,
-                                .state = th->sample.state,
-                                .comm = p->comm,
-                                .exe = p->exe,
-                                .unit = p->unit,
-                                .cgroup = p->cgroup,
-                                .wchan = th->wchan[0] ? th->wchan : NULL,
-                                .uid = p->uid,
-                                .syscall_nr = th->sample.have_syscall && th->sample.syscall.kind == PROC_SYSCALL_BLOCKED
-                                                      ? th->sample.syscall.nr
-                                                      : -1,
-                                .cpu_percent = th->cls.cpu_percent,
-                                .deadlock = r->deadlock, /* decided last, below: a walk costs far more */
-                                .lock_holder = r->lock_holder, /* likewise */
-                        };
-                        if (!rule_matches(r, &f))
-                                continue;
-                        if (r->deadlock) {
-                                /* A thread in nanosleep() waits on nothing we can follow: no walk. One in futex()
-                                 * may wait on a mutex, whose holder the walk names. */
-                                if (!th->sample.have_syscall || th->sample.syscall.kind != PROC_SYSCALL_BLOCKED ||
-                                    !(peers_syscall_follows(th->sample.syscall.nr) ||
-                                      th->sample.syscall.nr == __NR_futex) ||
-                                    !trigger_deadlock(t, s, &resolver, &walks, p, now, &dl))
-                                        continue;
-                                /* A deadlock inside the process fires from a thread in it, whose chain shows it. */
-                                if (dl->lock_tid > 0 && dl->lock_tid != th->tid)
-                                        continue;
-                                peers = MAX(peers, dl->n_cycle);
-                        }
-                        if (r->lock_holder) {
-                                /* The same walk, from any thread: the head of a convoy may wait anywhere. */
-                                const DeadlockCheck *hc = NULL;
-
-                                (void) trigger_deadlock(t, s, &resolver, &walks, p, now, &hc);
-                                if (!heads_convoy(hc, th->tid))
-                                        continue;
-                        }
-                        /* One deadlock, one alert: re-opened from one process of the cycle only. */
-                        if (cooled && dl && alert_open(r, p, dl, s, alerting, userdata))
-                                continue;
-                        capture = !cooled && (r->actions & RULE_ACTION_SNAPSHOT) && trigger_budget_take(t, c, now);
-                        if (!cooled && (r->actions & RULE_ACTION_SNAPSHOT) && !capture) {
-                                /* No cooldown: the rule fires again once the budget frees up. */
-                                t->budget_skipped++;
-                                if (now - t->budget_logged_usec >= TRIGGER_BUDGET_WINDOW_USEC) {
-                                        t->budget_logged_usec = now;
-                                        log_warning("Capture budget (%u per minute) spent; rule \"%s\" on pid %d "
-                                                    "waits for it", c->max_per_minute, r->name, (int) p->pid);
-                                }
-                                continue;
-                        }
-                        if (fire(r, th, peers, capture, userdata) == -EBUSY) {
-                                /* No slot for the capture: give the budget back and try again next poll, without
-                                 * a cooldown that would lose the evidence for the whole cooldown. */
-                                if (capture)
-                                        capture_budget_give_back(&t->budget);
-                                t->deferred++;
-                                continue;
-                        }
-                        if (!cooled && cooldown_set(t, r, p, now) < 0)
-                                return log_oom();
-                        /* One deadlock, one firing: the other processes of the cycle go quiet for this rule too. */
-                        for (unsigned k2 = 0; !cooled && dl && k2 < dl->n_cycle; k2++) {
-                                ProcessEntry *q = intmap_get(&s->processes, dl->cycle[k2]);
-                                if (q && q != p && cooldown_set(t, r, q, now) < 0)
-                                        return log_oom();
-                        }
-                        st = stats_for(t, r->name);
-                        if (st) {
-                                struct timespec ts;
-                                clock_gettime(CLOCK_REALTIME, &ts);
-                                st->fired++;
-                                st->last_fired_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-                        }
+                        next = th->class_next;
+                        r = thread_evaluate(t, c, s, th, now, &resolver, &walks, fire, alerting, userdata);
+                        if (r < 0)
+                                return r;
                 }
         }
         return 0;

@@ -53,13 +53,15 @@ static ThreadEntry *world_add(World *w, pid_t pid, ThreadClass class, char state
         *p = (ProcessEntry) { .pid = pid, .starttime = 100 + (uint64_t) pid, .threads = t, .n_threads = 1,
                               .identity_loaded = true };
         snprintf(p->comm, sizeof p->comm, "proc%d", (int) pid);
-        *t = (ThreadEntry) { .pid = pid, .tid = pid, .process = p, .stat_fd = -EBADF, .have_sample = true };
+        *t = (ThreadEntry) { .pid = pid, .tid = pid, .process = p, .stat_fd = -EBADF, .have_sample = true,
+                             .counted_class = -1 };
         memcpy(t->comm, p->comm, sizeof t->comm);
         t->sample.state = state;
         t->cls.class = class;
         t->cls.since_usec = since;
         ck_assert_int_eq(intmap_put(&w->s.processes, pid, p), 0);
         ck_assert_int_eq(intmap_put(&w->s.threads, pid, t), 0);
+        scanner_count_class(&w->s, t); /* listed under its class, as a scan lists it */
         w->n++;
         return t;
 }
