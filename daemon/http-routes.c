@@ -408,6 +408,7 @@ static json_object *scan_json(const DaemonView *m, bool by_class) {
         json_object_object_add(o, API_K_LAST_SCAN_DURATION_US, json_object_new_uint64(st->last_duration_usec));
         json_object_object_add(o, API_K_POLL_INTERVAL_MS, json_object_new_uint64(m->poll_interval_usec / USEC_PER_MSEC));
         json_object_object_add(o, API_K_LAST_SCAN_CPU_US, json_object_new_uint64(st->last_cpu_usec));
+        json_object_object_add(o, API_K_LAST_POLL_CPU_US, json_object_new_uint64(m->last_poll_cpu_usec));
         json_object_object_add(o, API_K_SOURCE, json_object_new_string(scan_source_to_string(m->scanner->source)));
         json_object_object_add(o, API_K_SOURCE_WHY,
                                m->scanner->source_why ? json_object_new_string(m->scanner->source_why) : NULL);

@@ -299,15 +299,15 @@ static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, un
 }
 
 /* The interval the poll runs at. An explicit poll_interval is kept whatever it costs. "auto" (the rules' shortest
- * for: / 10) is stretched so that scanning takes at most 1/MANAGER_SCAN_COST_SHARE of a core, from the scans' CPU
- * time (averaged): at 10,000 idle threads on a 2-core machine, the /proc scan's ~65 ms asks for 6.5 s, the BPF
- * scan's ~1 ms keeps 1 s. */
+ * for: / 10) is stretched so that polling takes at most 1/MANAGER_SCAN_COST_SHARE of a core, from the polls' CPU
+ * time (averaged: the scan, and the walks and the rules after it): at 10,000 idle threads on a 2-core machine, the
+ * /proc scan's ~65 ms asks for 6.5 s, the BPF scan's ~1 ms keeps 1 s. */
 static uint64_t manager_poll_interval(const Manager *m) {
         uint64_t want = m->config->poll_interval_usec;
 
         if (!m->config->poll_interval_auto)
                 return want;
-        return MAX(want, MIN((uint64_t) (m->scan_cpu_avg_usec * MANAGER_SCAN_COST_SHARE), CONFIG_POLL_AUTO_MAX_USEC));
+        return MAX(want, MIN((uint64_t) (m->poll_cpu_avg_usec * MANAGER_SCAN_COST_SHARE), CONFIG_POLL_AUTO_MAX_USEC));
 }
 
 /* HttpDaemon.view and HttpRoutesDaemon.view: what the transport, the routes and /metrics read. */
@@ -334,6 +334,7 @@ static void manager_view(void *userdata, DaemonView *ret) {
                 .reload_error = m->reload_error,
                 .alerts = &m->alerts,
                 .poll_interval_usec = manager_poll_interval(m),
+                .last_poll_cpu_usec = m->last_poll_cpu_usec,
         };
 }
 
@@ -452,7 +453,7 @@ static uint64_t manager_next_scan(uint64_t interval, uint64_t start, uint64_t en
 
 static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
-        uint64_t now = now_usec(CLOCK_MONOTONIC), interval;
+        uint64_t now = now_usec(CLOCK_MONOTONIC), cpu0 = now_usec(CLOCK_THREAD_CPUTIME_ID), interval;
         int r;
 
         r = scanner_scan(m->scanner, now);
@@ -463,12 +464,6 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
 
                 if (r > 0)
                         log_warning("Scanning /proc from now on: %s.", m->scanner->source_why ?: "the BPF scan failed");
-                /* The first scan is not one to judge by: it makes an entry for every thread. */
-                m->scan_cpu_avg_usec = st->scans == 1 ? 0 :
-                                       st->scans == 2 ? (double) st->last_cpu_usec :
-                                       MANAGER_SCAN_COST_WEIGHT * (double) st->last_cpu_usec +
-                                       (1 - MANAGER_SCAN_COST_WEIGHT) * m->scan_cpu_avg_usec;
-
                 metrics_count_scan(&m->metrics, st->last_duration_usec);
                 log_debug("Scan %llu: %u threads in %u processes in %llu us, %llu deep reads so far, %llu threads "
                           "classed so far",
@@ -479,6 +474,12 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
                 owed_update(&m->owed, m->scanner, now);
                 (void) trigger_evaluate(&m->trigger, m->config, m->scanner, now, on_fire, on_alerting, m);
                 alerts_check(&m->alerts, m->hooks, m->scanner, m->config, now);
+                /* The first poll is not one to judge by: it makes an entry for every thread. */
+                m->last_poll_cpu_usec = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+                m->poll_cpu_avg_usec = st->scans == 1 ? 0 :
+                                       st->scans == 2 ? (double) m->last_poll_cpu_usec :
+                                       MANAGER_SCAN_COST_WEIGHT * (double) m->last_poll_cpu_usec +
+                                       (1 - MANAGER_SCAN_COST_WEIGHT) * m->poll_cpu_avg_usec;
         }
         manager_update_status(m);
 

@@ -57,6 +57,7 @@
 #define API_K_LAST_SCAN_DURATION_US "last_scan_duration_us"
 #define API_K_POLL_INTERVAL_MS "poll_interval_ms"   /* the interval in force (auto: stretched by the scan's cost) */
 #define API_K_LAST_SCAN_CPU_US "last_scan_cpu_us"
+#define API_K_LAST_POLL_CPU_US "last_poll_cpu_us"
 #define API_K_SOURCE "source"                       /* scan: "bpf" or "proc" */
 #define API_K_SOURCE_WHY "source_why"
 #define API_K_THREADS "threads"
