@@ -136,11 +136,19 @@ static bool wait_counts(Scanner *s, const ThreadEntry *t) {
         return t->cls.parked && (may_be_owed(s, t) || (sc->nr == __NR_futex && sc->args[3] == 0));
 }
 
+/* Whether T is parked where a walk last found nobody owes it its wait (ThreadEntry.quiet_place). */
+static bool in_quiet_place(const ThreadEntry *t) {
+        return t->quiet_place.nr == t->cls.parked_place.nr && t->quiet_place.fd >= 0 &&
+               t->quiet_place.fd == peers_syscall_fd(&t->cls.parked_place);
+}
+
 /* What the verdicts on P's threads, and on waits that lead to P, rest on in P itself, as one number: each thread in a
  * wait that counts (wait_counts()), where it waits and since when, and whether any thread is elsewhere (on a CPU, in
  * an idle wait or a sleep: then all_parked() is false). The rest of P may move as it likes: an event loop waking
  * each second next to two threads parked for good on pipes does not call for a new walk of those, nor does a busy
- * client of a parked server. Made once a scan (ProcessEntry.waits_key). */
+ * client of a parked server. Nor do threads that park again where a walk found nobody owes them their wait (a pool's
+ * workers woken one by one from the read of a pipe, ThreadEntry.quiet_place): they wait as they did, the verdict a
+ * thread gets when it parks. Made once a scan (ProcessEntry.waits_key). */
 static uint64_t process_waits_key(Scanner *s, ProcessEntry *p) {
         uint64_t key = 0;
         bool elsewhere = false;
@@ -155,6 +163,8 @@ static uint64_t process_waits_key(Scanner *s, ProcessEntry *p) {
                         elsewhere = true;
                         continue;
                 }
+                if (in_quiet_place(t))
+                        continue;
                 h = hash_u64((uint64_t) t->tid ^ hash_u64(t->cls.parked_since_usec));
                 h = hash_u64(h ^ (uint64_t) sc->nr);
                 for (size_t i = 0; i < ELEMENTSOF(sc->args); i++)
@@ -271,6 +281,8 @@ static void judge(Owed *o, Scanner *s, ProcessEntry *p, ThreadEntry *t, bool owe
         }
         classify_set_owed(&t->cls, owed, why);
         scanner_count_class(s, t);
+        t->quiet_place = (WaitPlace) { .nr = owed ? -1 : t->cls.parked_place.nr,
+                                       .fd = owed ? -1 : peers_syscall_fd(&t->cls.parked_place) };
 }
 
 /* Walk P's waits and set the verdict on each of its candidate threads into check C (the processes the walk read, and
@@ -298,7 +310,6 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
                 return k;
         }
         c->chain[0] = p->pid;
-        c->keys[0] = process_waits_key(s, p);
         c->n_chain = 1;
         for (size_t i = 0; i < n_peers && c->n_chain < OWED_CHAIN_MAX; i++) {
                 ProcessEntry *q = intmap_get(&s->processes, peers[i]);
@@ -311,8 +322,9 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
                 int owed;
 
                 /* One parked too recently in a wait that counts may be judged once it is not (and every other
-                 * may then be owed, when all of them wait on what their own process holds). */
-                if (wait_counts(s, t) && !parked_long(t, now))
+                 * may then be owed, when all of them wait on what their own process holds); back where nobody
+                 * owed it its wait, it waits as it did. */
+                if (wait_counts(s, t) && !parked_long(t, now) && !in_quiet_place(t))
                         c->due_usec = MIN(c->due_usec,
                                           t->cls.parked_since_usec + OWED_MIN_PARKED_USEC - OWED_PARK_SLACK_USEC);
                 if (!candidate(s, t, now))
@@ -337,6 +349,8 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
                 v = place_find(places, n_places, t);
                 judge(o, s, p, t, v && v->owed, v ? v->why : NULL);
         }
+        p->waits_key_gen = 0; /* made again with the threads' quiet places */
+        c->keys[0] = process_waits_key(s, p);
         *ret_cost = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu0;
         o->walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
         log_debug("Walked the waits of pid %d (%s): %zu other processes, %llu us CPU", (int) p->pid, p->comm, n_peers,

@@ -761,6 +761,7 @@ static ThreadEntry *thread_add(Scanner *s, ProcessEntry *p, pid_t tid) {
         t->process = p;
         t->stat_fd = t->sched_fd = -EBADF;
         t->counted_class = -1;
+        t->quiet_place = (WaitPlace) { .nr = -1, .fd = -1 };
         t->cls.class = _THREAD_CLASS_INVALID;
         if (intmap_put(&s->threads, tid, t) < 0) {
                 free(t);

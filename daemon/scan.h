@@ -51,6 +51,12 @@ const char *lock_probe_verdict_to_string(LockProbeVerdict v);
 
 typedef struct ThreadEntry ThreadEntry;
 
+/* A wait on one fd: a syscall and the fd it waits on (a read of a pipe, say). */
+typedef struct WaitPlace {
+        int64_t nr;
+        int fd;
+} WaitPlace;
+
 typedef struct ProcessEntry {
         pid_t pid;
         uint64_t starttime;             /* with pid, identifies the process across pid reuse */
@@ -110,6 +116,8 @@ struct ThreadEntry {
         uint64_t woke_usec;             /* when it was last seen to have woken from a sleep it is in again; 0: not */
         char *walk_wchan;               /* its wait channel as a walk read it (WaitThreads.wchan()), until it moves;
                                          * NULL: not read */
+        WaitPlace quiet_place;          /* the wait on one fd a walk last found nobody owes it (nr -1: none): parked
+                                         * there again, it waits as it did, and needs no new walk (owed.c) */
         LockProbeVerdict lock_probe;    /* whether it polls for a lock, as a probe saw it */
         uint64_t lock_probe_usec;       /* when that verdict came */
         char *python_frame;             /* the innermost Python frame the daemon's latest snapshot of it caught
