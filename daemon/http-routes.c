@@ -779,12 +779,14 @@ static json_object *config_json(const DaemonView *m) {
         return o;
 }
 
-/* Stalled: no scan for API_STALLED_POLLS intervals (plus a scan's own time, at least a second). */
+/* Stalled: no scan for API_STALLED_POLLS intervals (the one in force: auto stretches it up to 10 s on a big machine
+ * scanned through /proc) plus a scan's own time, at least a second. */
 static bool health_stalled(const DaemonView *m) {
         const ScanStats *st = &m->scanner->stats;
         uint64_t now = now_usec(CLOCK_MONOTONIC), age = st->scans ? now - st->last_scan_usec : now - m->start_usec;
+        uint64_t interval = MAX(m->poll_interval_usec, m->config->poll_interval_usec);
 
-        return age > API_STALLED_POLLS * m->config->poll_interval_usec + MAX(st->last_duration_usec, USEC_PER_SEC);
+        return age > API_STALLED_POLLS * interval + MAX(st->last_duration_usec, USEC_PER_SEC);
 }
 
 static enum MHD_Result routes_health_public(void *userdata, Http *h, struct MHD_Connection *c) {

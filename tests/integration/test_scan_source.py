@@ -195,3 +195,19 @@ def test_the_auto_interval_follows_the_scans_cost(bpf, daemon, fixture):
             assert ms > 1000, interval
         if cpu * 125 // 1000 < 750:
             assert ms == 1000, interval
+
+
+def test_a_stretched_interval_is_not_a_stall(daemon, fixture):
+    """/healthz calls the daemon stalled after 3 polls without a scan: polls of the interval in force, which auto
+    stretches on /proc, not the configured 1 s (a 10,000-thread machine answered 503 between its 10 s polls)."""
+    fixture("thread-crowd", "5000", "0", ready=True)
+    d = daemon("archive:\n  directory: @ARCHIVE@\nscan:\n  source: proc\n")
+    d.wait_scans(3, timeout=120)
+    scan = d.get_json("/healthz")["scan"]
+    if scan["poll_interval_ms"] < 5000:
+        pytest.skip(f"5,000 threads scanned in {scan['last_poll_cpu_us']} us CPU: the interval stays at "
+                    f"{scan['poll_interval_ms']} ms, under the 4 s after which a configured 1 s would say stalled")
+    # Past 3 configured polls and a second since the last scan, before the next: healthy (get_json asserts 200).
+    wait_until(lambda: d.get_json("/healthz")["scan"]["last_scan_age_ms"] > 4500, timeout=30, interval=0.2,
+               what="4.5 s since the last scan")
+    assert d.get_json("/healthz")["status"] == "ok"
