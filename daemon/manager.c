@@ -541,7 +541,8 @@ static int manager_apply_scan_source(Manager *m) {
         }
         m->scan_source_applied = (int) m->config->scan_source;
         if (s->source == SCAN_SOURCE_BPF)
-                log_info("Scanning with the BPF task iterator (%s).", s->source_why ?: "bpf");
+                log_info("Scanning with the BPF task iterator (%s), walk: %s.", s->source_why ?: "bpf",
+                         task_iter_walk_to_string(task_iter_walk(s->iter)));
         else
                 log_info("Scanning /proc: %s.", s->source_why ?: "proc");
         return 0;

@@ -1,4 +1,5 @@
 /* task-iter.c: loading the BPF task iterator and reading its records (see task-iter.h). */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ struct TaskIter {
         struct task_iter_bpf *skel;
         struct bpf_link *walk;          /* the one-shot walk, attached to our own thread; NULL: the kernel has none */
         struct ring_buffer *ring;       /* its records */
+        TaskIterWalk walk_kind;
         char *buf;
         size_t size, allocated;
         uint32_t *same;                 /* the tids of the last pass's bare records */
@@ -141,17 +143,18 @@ static int ring_record(void *userdata, void *data, size_t size) {
         return 0;
 }
 
-/* Open and load the object: with the one-shot walk when WALK (it needs Linux 6.7), else the per-task pass alone and a
- * ring buffer of one page, unused. */
-static int load(TaskIter *it, bool walk) {
+/* Open and load the object: with the one-shot walk along lanes or along the task list (both Linux 6.7; the list for a
+ * verifier that refuses the lanes), else the per-task pass alone and a ring buffer of one page, unused. */
+static int load(TaskIter *it, TaskIterWalk walk) {
         it->skel = task_iter_bpf__open();
         if (!it->skel)
                 return -errno ?: -ENOMEM;
         kallsyms_sched_bounds(it->skel->rodata);
         it->skel->rodata->nr_restart_syscall = SYS_restart_syscall;
+        it->skel->rodata->walk_lanes_on = walk == TASK_ITER_WALK_LANES;
         /* Attached by hand, to our thread only: attached to every task, it would walk them all for each. */
         bpf_program__set_autoattach(it->skel->progs.stackwatch_walk, false);
-        if (!walk) {
+        if (walk == TASK_ITER_WALK_PER_TASK) {
                 (void) bpf_program__set_autoload(it->skel->progs.stackwatch_walk, false);
                 (void) bpf_map__set_max_entries(it->skel->maps.walk_ring, (uint32_t) getpagesize());
         }
@@ -172,8 +175,15 @@ static int attach_walk(TaskIter *it) {
 }
 
 int task_iter_new(TaskIter **ret, char **ret_why) {
+        return task_iter_new_walk(ret, TASK_ITER_WALK_BEST, ret_why);
+}
+
+int task_iter_new_walk(TaskIter **ret, TaskIterWalk walk, char **ret_why) {
         _cleanup_(task_iter_freep) TaskIter *it = NULL;
+        TaskIterWalk w = walk == TASK_ITER_WALK_BEST ? TASK_ITER_WALK_LANES : walk;
         int r;
+
+        assert(walk >= 0 && walk < _TASK_ITER_WALK_MAX);
 
         if (ret_why)
                 *ret_why = NULL;
@@ -184,12 +194,21 @@ int task_iter_new(TaskIter **ret, char **ret_why) {
         it = calloc(1, sizeof *it);
         if (!it)
                 return -ENOMEM;
-        r = load(it, true);
-        if (r < 0) {
-                log_debug_errno(r, "The one-shot task walk does not load (it needs Linux 6.7), passing per task: %m");
+        /* Asked for the best, the next when one does not load. */
+        for (;;) {
+                r = load(it, w);
+                if (r >= 0 || walk != TASK_ITER_WALK_BEST || w == TASK_ITER_WALK_PER_TASK)
+                        break;
+                if (w == TASK_ITER_WALK_LANES)
+                        log_debug_errno(r, "The task walk along lanes does not load, walking the task list: %m");
+                else
+                        log_debug_errno(r, "The one-shot task walk does not load (it needs Linux 6.7), passing per "
+                                           "task: %m");
                 task_iter_bpf__destroy(it->skel);
-                r = load(it, false);
+                it->skel = NULL;
+                w++;
         }
+        it->walk_kind = w;
         if (!it->skel)
                 return fail(r, ret_why, "opening the BPF object: %s", strerror(-r));
         if (r < 0)
@@ -205,10 +224,13 @@ int task_iter_new(TaskIter **ret, char **ret_why) {
                 r = attach_walk(it);
                 if (r < 0) {
                         log_debug_errno(r, "Attaching the one-shot task walk failed, passing per task: %m");
+                        if (walk != TASK_ITER_WALK_BEST)
+                                return fail(r, ret_why, "attaching the task walk: %s", strerror(-r));
                         ring_buffer__free(it->ring);
                         it->ring = NULL;
                         bpf_link__destroy(it->walk);
                         it->walk = NULL;
+                        it->walk_kind = TASK_ITER_WALK_PER_TASK;
                 }
         }
         *ret = TAKE_PTR(it);
@@ -301,8 +323,8 @@ static int run_pass(TaskIter *it, struct bpf_link *link) {
         }
 }
 
-bool task_iter_walks(const TaskIter *it) {
-        return it->walk;
+TaskIterWalk task_iter_walk(const TaskIter *it) {
+        return it->walk_kind;
 }
 
 int task_iter_want_tids(TaskIter *it, uint32_t tgid, bool want) {
@@ -346,7 +368,8 @@ int task_iter_read(TaskIter *it, bool all, TaskPass *ret) {
         if (r < 0)
                 return r;
         *ret = (TaskPass) { .records = (const TaskRecord *) it->buf, .n_records = n_full, .same = it->same,
-                            .n_same = it->n_same, .groups = it->groups, .n_groups = it->n_groups };
+                            .n_same = it->n_same, .groups = it->groups, .n_groups = it->n_groups,
+                            .n_laned = it->walk && !all ? it->skel->bss->walk_laned : 0 };
         return 0;
 }
 
@@ -379,10 +402,25 @@ int task_iter_want_tids(TaskIter *it, uint32_t tgid, bool want) {
         return -EOPNOTSUPP;
 }
 
-bool task_iter_walks(const TaskIter *it) {
-        return false;
+int task_iter_new_walk(TaskIter **ret, TaskIterWalk walk, char **ret_why) {
+        return task_iter_new(ret, ret_why);
+}
+
+TaskIterWalk task_iter_walk(const TaskIter *it) {
+        return TASK_ITER_WALK_PER_TASK;
 }
 #endif
+
+const char *task_iter_walk_to_string(TaskIterWalk w) {
+        static const char *const names[_TASK_ITER_WALK_MAX] = {
+                [TASK_ITER_WALK_BEST] = "best",
+                [TASK_ITER_WALK_LANES] = "lanes",
+                [TASK_ITER_WALK_LIST] = "list",
+                [TASK_ITER_WALK_PER_TASK] = "per-task",
+        };
+
+        return w >= 0 && w < _TASK_ITER_WALK_MAX ? names[w] : NULL;
+}
 
 /* The kernel's TASK_* bits (include/linux/sched.h). */
 #define TASK_INTERRUPTIBLE 0x0001U

@@ -20,9 +20,22 @@ typedef struct TaskIter TaskIter;
 
 /* Whether this build has the BPF scan at all. */
 bool task_iter_built(void);
+/* How the passes that need not write everything meet the threads: in one call of the program along the task lists
+ * (Linux 6.7's open-coded task iterators), a large process's list along four lanes at once (LANES) or from end to end
+ * (LIST); else one call of the program per task (PER_TASK), found by its tid. BEST is the first of those that loads. */
+typedef enum TaskIterWalk {
+        TASK_ITER_WALK_BEST,
+        TASK_ITER_WALK_LANES,
+        TASK_ITER_WALK_LIST,
+        TASK_ITER_WALK_PER_TASK,
+        _TASK_ITER_WALK_MAX,
+} TaskIterWalk;
+
 /* Load and attach the iterator. On failure -errno, and *RET_WHY (malloc'd; may be NULL on OOM) says why in words a
  * log line can carry ("the kernel has no BTF (/sys/kernel/btf/vmlinux)", "built without BPF", …). */
 int task_iter_new(TaskIter **ret, char **ret_why);
+/* The same, with the walk WALK or nothing (BEST: the best that loads). For the benches and tests that compare them. */
+int task_iter_new_walk(TaskIter **ret, TaskIterWalk walk, char **ret_why);
 TaskIter *task_iter_free(TaskIter *it);
 DEFINE_TRIVIAL_CLEANUP_FUNC(TaskIter *, task_iter_free);
 typedef struct sw_task_group TaskGroup;
@@ -35,20 +48,22 @@ typedef struct TaskPass {
         size_t n_same;
         const TaskGroup *groups;        /* or, from a walk, how many of each process's threads did not */
         size_t n_groups;
+        unsigned n_laned;               /* processes walked along lanes */
 } TaskPass;
 
 /* One pass over every thread the reader's pid namespace sees. With ALL, every thread's whole record; else whole
  * records only for the threads that are new, ran, or changed their state since the pass before, and for the others
- * their tids or, from a one-shot walk (task_iter_walks()), a count per process (a 10,000-thread pool parked in read()
+ * their tids or, from a one-shot walk (task_iter_walk() not PER_TASK), a count per process (a 10,000-thread pool parked in read()
  * costs one record and no conversion). */
 int task_iter_read(TaskIter *it, bool all, TaskPass *ret);
 /* Whether the next walks give the tids of process TGID's threads that did not move (WANT), or a count: a reader whose
  * count disagrees with the threads it knows of that process asks for the tids once, to tell which are gone. */
 int task_iter_want_tids(TaskIter *it, uint32_t tgid, bool want);
 
-/* Whether the passes that need not write everything walk the task lists in one call of the program (Linux 6.7's
- * open-coded task iterator), rather than one call per task. */
-bool task_iter_walks(const TaskIter *it);
+/* How the passes that need not write everything meet the threads (never BEST). */
+TaskIterWalk task_iter_walk(const TaskIter *it);
+/* "lanes", "list", "per-task". */
+const char *task_iter_walk_to_string(TaskIterWalk w);
 
 /* The state letter of /proc's stat ("RSDTtXZPI"), from the raw bits as the kernel's task_state_index() maps them:
  * a task the freezer holds (TASK_FROZEN, Linux 6.1) shows as its /proc file shows it. */

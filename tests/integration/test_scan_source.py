@@ -211,3 +211,140 @@ def test_a_stretched_interval_is_not_a_stall(daemon, fixture):
     wait_until(lambda: d.get_json("/healthz")["scan"]["last_scan_age_ms"] > 4500, timeout=30, interval=0.2,
                what="4.5 s since the last scan")
     assert d.get_json("/healthz")["status"] == "ok"
+
+
+WALK_COUNT = os.path.join(BUILDDIR, "tests", "helpers", "walk-count")
+
+# A pool of threads each parked in read() on its own pipe; on stdin "end A B" ends threads A..B-1 (by creation) and
+# "add N" starts N more, each answered with "ok" once they are gone or parked.
+POOL = r"""
+import os, sys, threading
+pipes, threads = [], []
+def park(fd):
+    os.read(fd, 1)
+def add(n):
+    for _ in range(n):
+        r, w = os.pipe()
+        t = threading.Thread(target=park, args=(r,), daemon=True)
+        t.start()
+        pipes.append(w)
+        threads.append(t)
+add(int(sys.argv[1]))
+print("ok", flush=True)
+for line in sys.stdin:
+    cmd, *a = line.split()
+    if cmd == "end":
+        for i in range(int(a[0]), int(a[1])):
+            os.write(pipes[i], b"x")
+            threads[i].join()
+    else:
+        add(int(a[0]))
+    print("ok", flush=True)
+"""
+
+
+class Pool:
+    def __init__(self, n):
+        self.proc = subprocess.Popen(["python3", "-c", POOL, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        self.pid = self.proc.pid
+        assert self.proc.stdout.readline().strip() == "ok"
+        self.wait_parked()
+
+    def do(self, cmd):
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "ok"
+        self.wait_parked()
+
+    def tids(self):
+        return {int(t) for t in os.listdir(f"/proc/{self.pid}/task")}
+
+    def wait_parked(self):
+        """Until every thread but the main one sleeps in read() (a thread just started may not be there yet)."""
+        def parked():
+            return all((read_stat(self.pid, t) or ("", "S"))[1] == "S" for t in self.tids() if t != self.pid)
+        wait_until(parked, timeout=30, interval=0.05, what="the pool's threads parked")
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+class WalkCount:
+    def __init__(self, walk, pid):
+        self.proc = subprocess.Popen([WALK_COUNT, walk, str(pid)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        if line != "READY":
+            err = self.proc.stderr.read()
+            self.proc.wait()
+            pytest.skip(f"no {walk} walk here: {err.strip()}")
+
+    def passes(self, n):
+        out = []
+        for _ in range(n):
+            self.proc.stdin.write("pass\n")
+            self.proc.stdin.flush()
+            out.append(json.loads(self.proc.stdout.readline()))
+        return out
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("walk", ["lanes", "list", "per-task"])
+def test_every_walk_counts_each_thread_once_as_threads_come_and_go(bpf, walk):
+    """The passes of changes meet every thread of a 600-thread pool exactly once, however they walk: the lanes walk a
+    large process's list in four stretches from starts marked by the last walk, so the test ends the threads around
+    every start, then adds more threads than were there (the last lane would carry them all): each pass still counts
+    what /proc lists, none twice, and the lanes are walked again once marked anew."""
+    pool = Pool(600)
+    wc = WalkCount(walk, pool.pid)
+    try:
+        def check(passes, what):
+            n = len(pool.tids())
+            for p in passes:
+                assert p["walk"] == walk and p["twice"] == 0 and p["seen"] == n, (what, n, passes)
+            if walk == "lanes":
+                # The starts are marked by a walk along one lane, and taken by the next.
+                assert passes[-1]["laned"] >= 1, (what, passes)
+            else:
+                assert all(p["laned"] == 0 for p in passes), (what, passes)
+
+        check(wc.passes(3), "600 threads parked")
+        # The starts sit at a quarter, a half and three quarters of the list (the main thread first): end the
+        # threads around each.
+        pool.do("end 130 170")
+        pool.do("end 280 320")
+        pool.do("end 430 470")
+        check(wc.passes(3), "120 ended around the starts")
+        pool.do("add 900")
+        check(wc.passes(3), "900 added")
+        pool.do("end 0 300")
+        check(wc.passes(3), "the first 300 ended")
+    finally:
+        wc.close()
+        pool.close()
+
+
+def test_the_daemon_follows_a_large_pool_as_threads_come_and_go(bpf, daemon):
+    """The daemon's view of a 600-thread pool, walked along lanes, is /proc's after each change: threads ended around
+    the lanes' starts are gone from /processes, threads added are there."""
+    d = daemon("archive:\n  directory: @ARCHIVE@\nscan:\n  source: bpf\n")
+    assert re.search(r"^Scanning with the BPF task iterator .*walk: lanes\.$", d.log_text(), re.M), \
+        d.log_text()[-2000:]
+    pool = Pool(600)
+    try:
+        def daemon_tids():
+            return {t["tid"] for t in d.get_json("/processes?all=1")["threads"] if t["pid"] == pool.pid}
+
+        for cmd in (None, "end 130 170", "end 280 320", "add 900", "end 0 300"):
+            if cmd:
+                pool.do(cmd)
+            want = pool.tids()
+            wait_until(lambda: daemon_tids() == want, timeout=15, interval=0.2,
+                       what=f"the daemon's view after {cmd or 'the start'}: {len(want)} threads")
+    finally:
+        pool.close()
