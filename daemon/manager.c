@@ -671,6 +671,7 @@ int manager_new(const char *config_path, const char *rules_dir, Config *config, 
         r = scanner_new(&m->scanner);
         if (r < 0)
                 return log_error_errno(r, "Failed to open /proc: %m");
+        m->trigger.waits_key = owed_waits_key;
         m->scan_source_applied = -1;
         r = manager_apply_config(m);
         if (r < 0)

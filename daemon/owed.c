@@ -23,10 +23,8 @@ static OwedCheck *check_find(Owed *o, const ProcessEntry *p) {
         return NULL;
 }
 
-static uint64_t process_waits_key(Scanner *s, ProcessEntry *p);
-
 /* Whether check C still holds at NOW: its process the same, and since its walk none of the waits its verdicts rest
- * on moved (process_waits_key()) and no thread of it became old enough to judge; and no other process the walk read
+ * on moved (owed_waits_key()) and no thread of it became old enough to judge; and no other process the walk read
  * changed how stuck its threads are (a verdict, a stop, a D sleep) or, for longer than the peer hold, where its
  * threads wait (it may have closed a deadlock). */
 static bool check_holds(Scanner *s, const OwedCheck *c, uint64_t now) {
@@ -36,7 +34,7 @@ static bool check_holds(Scanner *s, const OwedCheck *c, uint64_t now) {
                 return false;
         if (now - c->checked_usec < c->hold_usec)
                 return true;
-        if (now >= c->due_usec || (p->moved_usec > c->checked_usec && process_waits_key(s, p) != c->keys[0]))
+        if (now >= c->due_usec || (p->moved_usec > c->checked_usec && owed_waits_key(s, p) != c->keys[0]))
                 return false;
         for (unsigned i = 1; i < c->n_chain; i++) {
                 ProcessEntry *q = intmap_get(&s->processes, c->chain[i]);
@@ -44,7 +42,7 @@ static bool check_holds(Scanner *s, const OwedCheck *c, uint64_t now) {
                 if (!q || q->stuck_usec > c->checked_usec)
                         return false;
                 if (q->moved_usec > c->checked_usec && now - c->checked_usec >= c->peer_hold_usec &&
-                    process_waits_key(s, q) != c->keys[i])
+                    owed_waits_key(s, q) != c->keys[i])
                         return false;
         }
         return true;
@@ -149,7 +147,7 @@ static bool in_quiet_place(const ThreadEntry *t) {
  * client of a parked server. Nor do threads that park again where a walk found nobody owes them their wait (a pool's
  * workers woken one by one from the read of a pipe, ThreadEntry.quiet_place): they wait as they did, the verdict a
  * thread gets when it parks. Made once a scan (ProcessEntry.waits_key). */
-static uint64_t process_waits_key(Scanner *s, ProcessEntry *p) {
+uint64_t owed_waits_key(Scanner *s, ProcessEntry *p) {
         uint64_t key = 0;
         bool elsewhere = false;
 
@@ -314,7 +312,7 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
         for (size_t i = 0; i < n_peers && c->n_chain < OWED_CHAIN_MAX; i++) {
                 ProcessEntry *q = intmap_get(&s->processes, peers[i]);
 
-                c->keys[c->n_chain] = q ? process_waits_key(s, q) : 0;
+                c->keys[c->n_chain] = q ? owed_waits_key(s, q) : 0;
                 c->chain[c->n_chain++] = peers[i];
         }
         for (ThreadEntry *t = p->threads; t; t = t->next) {
@@ -350,7 +348,7 @@ static int process_judge(Owed *o, Scanner *s, PeerResolver *r, ProcessEntry *p, 
                 judge(o, s, p, t, v && v->owed, v ? v->why : NULL);
         }
         p->waits_key_gen = 0; /* made again with the threads' quiet places */
-        c->keys[0] = process_waits_key(s, p);
+        c->keys[0] = owed_waits_key(s, p);
         *ret_cost = now_usec(CLOCK_THREAD_CPUTIME_ID) - cpu0;
         o->walk_usec += now_usec(CLOCK_MONOTONIC) - t0;
         log_debug("Walked the waits of pid %d (%s): %zu other processes, %llu us CPU", (int) p->pid, p->comm, n_peers,

@@ -69,3 +69,7 @@ void owed_done(Owed *o);
 /* After a scan at NOW: walk the waits of processes whose threads have been parked OWED_MIN_PARKED_USEC in a wait
  * that may be owed, and set the verdict on those threads' classes (and the scan's counts by class). */
 void owed_update(Owed *o, Scanner *s, uint64_t now);
+/* What the verdicts on P's threads, and on waits that lead to P, rest on in P itself, as one number: each thread in a
+ * wait that counts, where it waits and since when, and whether any thread is elsewhere. The same number while only
+ * P's other threads move. Made once a scan. */
+uint64_t owed_waits_key(Scanner *s, ProcessEntry *p);

@@ -115,13 +115,53 @@ static DeadlockCheck *check_get(Trigger *t, pid_t pid, uint64_t starttime) {
         return c;
 }
 
-static void checks_expire(Trigger *t, uint64_t now) {
+/* Whether check C still holds at NOW: keyed, while none of the processes its walk read moved the waits the verdict
+ * rests on (a process gone, or a new one under its pid, moved), up to the hold; else for the recheck interval. A
+ * deadlock is then found at the poll its last wait forms, not up to a recheck interval later, and a pool parked for
+ * good beside it is not walked again every few seconds. */
+static bool check_holds(Trigger *t, Scanner *s, const DeadlockCheck *c, uint64_t now) {
+        const ProcessEntry *p = intmap_get(&s->processes, c->pid);
+
+        if (c->n_chain == 0 || !t->waits_key)
+                return now - c->checked_usec < TRIGGER_DEADLOCK_RECHECK_USEC;
+        if (now - c->checked_usec >= TRIGGER_DEADLOCK_HOLD_USEC || !p || p->starttime != c->starttime)
+                return false;
+        /* The walk's processes: for a process of a cycle, the walk another one of it made. */
+        for (unsigned i = 0; i < c->n_chain; i++) {
+                ProcessEntry *q = intmap_get(&s->processes, c->chain[i]);
+
+                if (!q)
+                        return false;
+                if (q->moved_usec > c->checked_usec && t->waits_key(s, q) != c->keys[i])
+                        return false;
+        }
+        return true;
+}
+
+static void checks_expire(Trigger *t, Scanner *s, uint64_t now) {
         size_t k = 0;
 
         for (size_t i = 0; i < t->n_checks; i++)
-                if (now - t->checks[i].checked_usec < 2 * TRIGGER_DEADLOCK_RECHECK_USEC)
+                if (check_holds(t, s, &t->checks[i], now))
                         t->checks[k++] = t->checks[i];
         t->n_checks = k;
+}
+
+/* The processes CHAIN's walk from P read (P, then PEERS), each with what a verdict rests on in it now, into RES;
+ * none when there are more than it keeps. */
+static void check_key(Trigger *t, Scanner *s, DeadlockCheck *res, pid_t pid, const pid_t *peers, size_t n_peers) {
+        res->n_chain = 0;
+        if (!t->waits_key || n_peers + 1 > ELEMENTSOF(res->chain))
+                return;
+        for (size_t i = 0; i <= n_peers; i++) {
+                ProcessEntry *q = intmap_get(&s->processes, i == 0 ? pid : peers[i - 1]);
+
+                if (!q)
+                        return; /* gone meanwhile: no key, the recheck interval */
+                res->chain[i] = q->pid;
+                res->keys[i] = t->waits_key(s, q);
+        }
+        res->n_chain = (unsigned) n_peers + 1;
 }
 
 /* The heads of PID's lock convoys into CHECK: threads holding a mutex (or a Python RLock, or the GIL) another thread
@@ -158,7 +198,7 @@ static pid_t chain_orphaned_lock_waiter(const WaitChain *c, pid_t pid) {
         return 0;
 }
 
-/* Whether P is in a deadlock: from a walk done less than a recheck interval ago (by P, or by a process of the same
+/* Whether P is in a deadlock: from a walk whose check still holds (check_holds(), by P or by a process of the same
  * cycle), or from a new walk while this poll has walks left. *RET_CHECK is the record, for the cycle. */
 static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, unsigned *walks, const ProcessEntry *p,
                              uint64_t now, const DeadlockCheck **ret_check) {
@@ -169,7 +209,7 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
         uint64_t t0;
         int r;
 
-        if (c && now - c->checked_usec < TRIGGER_DEADLOCK_RECHECK_USEC) {
+        if (c) { /* the checks that no longer hold went at the start of the evaluation */
                 *ret_check = c;
                 return c->deadlock;
         }
@@ -212,6 +252,10 @@ static bool trigger_deadlock(Trigger *t, Scanner *s, PeerResolver **resolver, un
                 memcpy(res.cycle, chain->cycle, chain->n_cycle * sizeof *res.cycle);
                 res.n_cycle = (unsigned) chain->n_cycle;
         }
+        check_key(t, s, &res, p->pid, peers, n_peers);
+        log_debug("Deadlock walk from pid %d (%s): %s, %zu other processes, %llu us", (int) p->pid, p->comm,
+                  res.deadlock ? "a deadlock" : "no deadlock", n_peers,
+                  (unsigned long long) (now_usec(CLOCK_MONOTONIC) - t0));
         /* Recorded for P, and for the other members of the cycle, who learn the same from this walk. */
         for (size_t i = 0; i < MAX(res.n_cycle, 1U); i++) {
                 const ProcessEntry *q = res.n_cycle > 0 ? intmap_get(&s->processes, res.cycle[i]) : p;
@@ -371,7 +415,7 @@ int trigger_evaluate(Trigger *t, const Config *c, Scanner *s, uint64_t now, Trig
         if (!quiet)
                 return log_oom();
         cooldowns_expire(t, now);
-        checks_expire(t, now);
+        checks_expire(t, s, now);
         for (size_t i = 0; i < c->n_rules; i++)
                 classes |= c->rules[i].classes;
         /* The threads of the rules' classes only: 10,000 parked in a wait no rule asks about cost nothing. */

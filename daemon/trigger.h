@@ -25,10 +25,12 @@ typedef struct RuleStats {
         uint64_t last_fired_usec;       /* CLOCK_REALTIME, 0 never */
 } RuleStats;
 
-/* Deadlock rules walk wait chains: at most this many walks per poll, each process at most once per recheck
- * interval, following at most this many hops (a longer cycle is not seen). */
+/* Deadlock rules walk wait chains: at most this many walks per poll, following at most this many hops (a longer
+ * cycle is not seen). A walk's verdict holds while the waits it rests on in every process it read stay as they were
+ * (Trigger.waits_key), up to the hold; without a key, for the recheck interval. */
 #define TRIGGER_DEADLOCK_WALKS_PER_POLL 8U
 #define TRIGGER_DEADLOCK_RECHECK_USEC (5 * USEC_PER_SEC)
+#define TRIGGER_DEADLOCK_HOLD_USEC (60 * USEC_PER_SEC)
 #define TRIGGER_DEADLOCK_DEPTH 4U
 #define TRIGGER_DEADLOCK_CYCLE_MAX (WAIT_CHAIN_PEERS_MAX + 1U) /* a chain's processes */
 #define TRIGGER_CONVOY_HEADS_MAX 8U
@@ -46,7 +48,14 @@ typedef struct DeadlockCheck {
         pid_t convoy_heads[TRIGGER_CONVOY_HEADS_MAX];   /* threads holding a mutex others wait for, themselves
                                                          * waiting on none (lock_holder rules) */
         unsigned n_convoy_heads;
+        pid_t chain[TRIGGER_DEADLOCK_CYCLE_MAX];        /* the processes the walk read, the walk's first first */
+        uint64_t keys[TRIGGER_DEADLOCK_CYCLE_MAX];      /* what the verdict rests on in each, then (waits_key) */
+        unsigned n_chain;                               /* 0: no keys, the check holds for the recheck interval */
 } DeadlockCheck;
+
+/* What a deadlock verdict rests on in process P, as one number (owed_waits_key()): the same number, the same
+ * verdict. */
+typedef uint64_t (*TriggerWaitsKey)(Scanner *s, ProcessEntry *p);
 
 typedef struct Trigger {
         Cooldown *cooldowns;
@@ -63,6 +72,7 @@ typedef struct Trigger {
         uint64_t deadlock_walk_usec;    /* and the time they took */
         uint64_t lock_edges_found;      /* mutex waits those walks met whose holder they named */
         uint64_t lock_edges_unknown;    /* and whose holder is gone or cannot be told */
+        TriggerWaitsKey waits_key;      /* NULL: a deadlock check holds for the recheck interval, whatever moved */
 } Trigger;
 
 /* Called for every (rule, process) that matched, outside its cooldown (or inside it, to re-open an alert: see

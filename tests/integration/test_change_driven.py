@@ -109,6 +109,37 @@ def test_a_pipe_deadlock_is_blocked_within_the_poll_and_the_park_of_forming(daem
         dl.wait()
 
 
+def deadlock_walks_of(d, pids):
+    return len([m for m in re.findall(r"^Deadlock walk from pid (\d+) ", d.log_text(), re.M) if int(m) in pids])
+
+
+def test_a_deadlock_verdict_holds_while_nothing_on_its_chain_moves(daemon):
+    """Readers blocked by their stopped writer are no deadlock: the deadlock rule's walk says so once, and is not
+    made again while neither process moves (it was every 5 s: a pool parked for good was walked 12 times a
+    minute)."""
+    d = daemon(DEFAULTS)
+    readers = subprocess.Popen([sys.executable, "-c", PARKED_READERS, "20"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE)
+    try:
+        writer = int(readers.stdout.readline().split()[1])
+        os.kill(writer, signal.SIGSTOP)
+        blocked_after(d, {readers.pid}, time.monotonic(), "the readers blocked by their stopped writer")
+        wait_until(lambda: deadlock_walks_of(d, {readers.pid}) >= 1, timeout=10, interval=0.1,
+                   what="the deadlock rule's walk")
+        walked = deadlock_walks_of(d, {readers.pid})
+        d.wait_scans(8)
+        assert deadlock_walks_of(d, {readers.pid}) == walked, d.log_text()[-3000:]
+        assert set(classes(d, {readers.pid}).values()) == {"blocked"}
+        assert not [s for s in d.snapshots() if s["rule"] == "deadlock" and s["pid"] == readers.pid]
+    finally:
+        readers.kill()
+        readers.wait()
+        try:
+            os.kill(writer, signal.SIGKILL)
+        except (NameError, ProcessLookupError):
+            pass
+
+
 def test_a_mutex_abba_is_blocked_within_the_poll_and_the_park_of_forming(daemon, fixture):
     d = daemon(DEFAULTS)
     d.wait_scans(2)
