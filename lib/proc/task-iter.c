@@ -34,6 +34,8 @@ struct TaskIter {
         struct task_iter_bpf *skel;
         struct bpf_link *walk;          /* the one-shot walk, attached to our own thread; NULL: the kernel has none */
         struct ring_buffer *ring;       /* its records */
+        size_t ring_bytes;              /* its size (walk_ring's max_entries) */
+        bool need_all;                  /* reloaded: the next pass writes everything, as the first did */
         TaskIterWalk walk_kind;
         char *buf;
         size_t size, allocated;
@@ -143,8 +145,41 @@ static int ring_record(void *userdata, void *data, size_t size) {
         return 0;
 }
 
+/* The walk's ring buffer holds the records of the threads that moved since the last pass: what does not fit is lost
+ * to the walk, and that pass writes every thread per task, a hundred times the walk's cost (50,000 threads, 5 % of
+ * them waking each second: 60 ms a pass, and the poll stretched to 8 s). Sized for an eighth of the machine's threads
+ * moving in a poll, at least 512 KiB (some 1,700 records), and made again twice the size of what a pass that
+ * overflowed wanted to write, up to 16 MiB. */
+#define WALK_RING_MIN_BYTES ((size_t) 512 << 10)
+#define WALK_RING_MAX_BYTES ((size_t) 16 << 20)
+#define WALK_RING_RECORD_BYTES (sizeof(TaskRecord) + 8) /* and the ring's header */
+
+static size_t ring_bytes_for(size_t records) {
+        size_t want = records * WALK_RING_RECORD_BYTES, b = WALK_RING_MIN_BYTES;
+
+        while (b < want && b < WALK_RING_MAX_BYTES)
+                b <<= 1;
+        return b;
+}
+
+/* The machine's threads, as the kernel counts its scheduling entities (/proc/loadavg's "running/total"); 0 when
+ * unreadable. */
+static size_t machine_threads(void) {
+        char buf[128];
+        unsigned long total;
+        const char *slash;
+        FILE *f = fopen("/proc/loadavg", "re");
+        bool ok = f && fgets(buf, sizeof buf, f);
+
+        if (f)
+                fclose(f);
+        slash = ok ? strchr(buf, '/') : NULL;
+        return slash && sscanf(slash + 1, "%lu", &total) == 1 ? (size_t) total : 0;
+}
+
 /* Open and load the object: with the one-shot walk along lanes or along the task list (both Linux 6.7; the list for a
- * verifier that refuses the lanes), else the per-task pass alone and a ring buffer of one page, unused. */
+ * verifier that refuses the lanes) and a ring of IT->ring_bytes, else the per-task pass alone and a ring buffer of
+ * one page, unused. */
 static int load(TaskIter *it, TaskIterWalk walk) {
         it->skel = task_iter_bpf__open();
         if (!it->skel)
@@ -157,7 +192,8 @@ static int load(TaskIter *it, TaskIterWalk walk) {
         if (walk == TASK_ITER_WALK_PER_TASK) {
                 (void) bpf_program__set_autoload(it->skel->progs.stackwatch_walk, false);
                 (void) bpf_map__set_max_entries(it->skel->maps.walk_ring, (uint32_t) getpagesize());
-        }
+        } else
+                (void) bpf_map__set_max_entries(it->skel->maps.walk_ring, (uint32_t) it->ring_bytes);
         return task_iter_bpf__load(it->skel);
 }
 
@@ -194,6 +230,7 @@ int task_iter_new_walk(TaskIter **ret, TaskIterWalk walk, char **ret_why) {
         it = calloc(1, sizeof *it);
         if (!it)
                 return -ENOMEM;
+        it->ring_bytes = ring_bytes_for(machine_threads() / 8);
         /* Asked for the best, the next when one does not load. */
         for (;;) {
                 r = load(it, w);
@@ -235,6 +272,42 @@ int task_iter_new_walk(TaskIter **ret, TaskIterWalk walk, char **ret_why) {
         }
         *ret = TAKE_PTR(it);
         return 0;
+}
+
+/* Load the walk again with a ring of RING_BYTES; where that fails, pass per task. The maps start empty: the next pass
+ * writes everything. */
+static int walk_reload(TaskIter *it, size_t ring_bytes) {
+        int r;
+
+        log_debug("The task walk's ring of %zu KiB overflowed: loading it again with %zu KiB.", it->ring_bytes >> 10,
+                  ring_bytes >> 10);
+        ring_buffer__free(it->ring);
+        it->ring = NULL;
+        bpf_link__destroy(it->walk);
+        it->walk = NULL;
+        task_iter_bpf__destroy(it->skel);
+        it->skel = NULL;
+        it->need_all = true;
+        it->ring_bytes = ring_bytes;
+        r = load(it, it->walk_kind);
+        if (r >= 0)
+                r = task_iter_bpf__attach(it->skel);
+        if (r >= 0)
+                r = attach_walk(it);
+        if (r >= 0)
+                return 0;
+        log_debug_errno(r, "Loading the task walk again failed, passing per task: %m");
+        ring_buffer__free(it->ring);
+        it->ring = NULL;
+        bpf_link__destroy(it->walk);
+        it->walk = NULL;
+        task_iter_bpf__destroy(it->skel);
+        it->skel = NULL;
+        it->walk_kind = TASK_ITER_WALK_PER_TASK;
+        r = load(it, TASK_ITER_WALK_PER_TASK);
+        if (r >= 0)
+                r = task_iter_bpf__attach(it->skel);
+        return r;
 }
 
 TaskIter *task_iter_free(TaskIter *it) {
@@ -337,13 +410,17 @@ int task_iter_want_tids(TaskIter *it, uint32_t tgid, bool want) {
 }
 
 int task_iter_read(TaskIter *it, bool all, TaskPass *ret) {
-        size_t n_full;
+        size_t n_full, grow = 0;
+        bool overflowed = false;
+        unsigned laned = 0;
         int r;
 
         /* A pass of every whole record grew the buffer past what one of changes needs: give it back. */
         if (!all && it->walk && it->allocated > (1U << 20))
                 buf_release(it);
         it->size = 0;
+        all = all || it->need_all;
+        it->need_all = false;
         it->skel->data->emit_all = all;
         if (!all && it->walk) {
                 r = run_pass(it, it->walk);
@@ -351,12 +428,19 @@ int task_iter_read(TaskIter *it, bool all, TaskPass *ret) {
                         r = ring_buffer__consume(it->ring);
                         r = r < 0 ? r : 0;
                 }
-                /* What found no room in the ring is lost to this pass: the per-task pass writes everything. */
-                if (r < 0 || it->skel->bss->walk_lost > 0) {
+                laned = it->skel->bss->walk_laned;
+                /* What found no room in the ring is lost to this pass: the per-task pass writes everything, and the
+                 * ring is made for twice what this pass wanted to write. */
+                if (r >= 0 && it->skel->bss->walk_lost > 0) {
+                        overflowed = true;
+                        grow = ring_bytes_for((it->size / WALK_RING_RECORD_BYTES + it->skel->bss->walk_lost) * 2);
+                }
+                if (r < 0 || overflowed) {
                         if (r < 0)
                                 log_debug_errno(r, "The one-shot task walk failed, passing per task: %m");
                         it->size = 0;
                         it->skel->data->emit_all = all = true;
+                        laned = 0;
                 }
         }
         if (all || !it->walk) {
@@ -367,10 +451,20 @@ int task_iter_read(TaskIter *it, bool all, TaskPass *ret) {
         r = split_records(it, &n_full);
         if (r < 0)
                 return r;
+        /* The pass's records stay in IT's buffer, which the reload leaves alone. */
+        if (grow > it->ring_bytes) {
+                r = walk_reload(it, grow);
+                if (r < 0)
+                        return r;
+        }
         *ret = (TaskPass) { .records = (const TaskRecord *) it->buf, .n_records = n_full, .same = it->same,
                             .n_same = it->n_same, .groups = it->groups, .n_groups = it->n_groups,
-                            .n_laned = it->walk && !all ? it->skel->bss->walk_laned : 0 };
+                            .n_laned = laned, .overflowed = overflowed };
         return 0;
+}
+
+size_t task_iter_ring_bytes(const TaskIter *it) {
+        return it->walk ? it->ring_bytes : 0;
 }
 
 #else /* !HAVE_BPF */
@@ -408,6 +502,10 @@ int task_iter_new_walk(TaskIter **ret, TaskIterWalk walk, char **ret_why) {
 
 TaskIterWalk task_iter_walk(const TaskIter *it) {
         return TASK_ITER_WALK_PER_TASK;
+}
+
+size_t task_iter_ring_bytes(const TaskIter *it) {
+        return 0;
 }
 #endif
 

@@ -49,6 +49,8 @@ typedef struct TaskPass {
         const TaskGroup *groups;        /* or, from a walk, how many of each process's threads did not */
         size_t n_groups;
         unsigned n_laned;               /* processes walked along lanes */
+        bool overflowed;                /* the walk's ring had no room for every record of a thread that moved: this
+                                         * pass wrote every thread's, and the ring grew for the next */
 } TaskPass;
 
 /* One pass over every thread the reader's pid namespace sees. With ALL, every thread's whole record; else whole
@@ -62,6 +64,8 @@ int task_iter_want_tids(TaskIter *it, uint32_t tgid, bool want);
 
 /* How the passes that need not write everything meet the threads (never BEST). */
 TaskIterWalk task_iter_walk(const TaskIter *it);
+/* The size of the walk's ring buffer (0: no walk): it grows when a pass finds it too small. */
+size_t task_iter_ring_bytes(const TaskIter *it);
 /* "lanes", "list", "per-task". */
 const char *task_iter_walk_to_string(TaskIterWalk w);
 

@@ -3,10 +3,11 @@
  *
  *   walk-count WALK PID    WALK: lanes, list or per-task
  *
- * Makes the first pass (every whole record), prints "READY", then one pass of changes for each line read on stdin,
- * and for each one JSON line: {"walk":"lanes","seen":N,"twice":N,"laned":N}: the threads of PID the pass gave, as a
- * whole record, a bare tid or a count; how many tids it gave more than once; and how many processes the pass walked
- * along lanes. Exits 0 at the end of stdin; 1 with the reason on stderr when the walk cannot be loaded. */
+ * Makes the first pass (every whole record), prints "READY", then one pass of changes for each line read on stdin
+ * ("pass", or "pass MS": MS milliseconds after the last pass ended, as the daemon's polls come),
+ * and for each one JSON line: {"walk":"lanes","seen":N,"twice":N,"laned":N,"overflowed":B,"ring_kib":N}: the
+ * threads of PID the pass gave, as a whole record, a bare tid or a count; how many tids it gave more than once; how
+ * many processes the pass walked along lanes; whether the walk's ring overflowed; and its size after the pass. Exits 0 at the end of stdin; 1 with the reason on stderr when the walk cannot be loaded. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,8 +71,10 @@ int main(int argc, char *argv[]) {
         fflush(stdout);
         while (fgets(line, sizeof line, stdin)) {
                 _cleanup_(intmap_done) IntMap seen = {};
-                unsigned n = 0, twice = 0;
+                unsigned n = 0, twice = 0, after_ms = 0;
 
+                if (sscanf(line, "pass %u", &after_ms) == 1 && after_ms > 0)
+                        usleep(after_ms * 1000U);
                 r = task_iter_read(it, false, &pass);
                 if (r < 0) {
                         fprintf(stderr, "walk-count: reading the iterator: %s\n", strerror(-r));
@@ -90,8 +93,10 @@ int main(int argc, char *argv[]) {
                 for (size_t i = 0; i < pass.n_groups; i++)
                         if ((int) pass.groups[i].tgid == pid)
                                 n += pass.groups[i].same;
-                printf("{\"walk\":\"%s\",\"seen\":%u,\"twice\":%u,\"laned\":%u}\n",
-                       task_iter_walk_to_string(task_iter_walk(it)), n, twice, pass.n_laned);
+                printf("{\"walk\":\"%s\",\"seen\":%u,\"twice\":%u,\"laned\":%u,\"overflowed\":%s,"
+                       "\"ring_kib\":%zu}\n",
+                       task_iter_walk_to_string(task_iter_walk(it)), n, twice, pass.n_laned,
+                       pass.overflowed ? "true" : "false", task_iter_ring_bytes(it) >> 10);
                 fflush(stdout);
         }
         return 0;

@@ -281,10 +281,11 @@ class WalkCount:
             self.proc.wait()
             pytest.skip(f"no {walk} walk here: {err.strip()}")
 
-    def passes(self, n):
+    def passes(self, n, after_ms=0):
+        """N passes of changes, each AFTER_MS after the last (the time between two of the daemon's polls)."""
         out = []
         for _ in range(n):
-            self.proc.stdin.write("pass\n")
+            self.proc.stdin.write(f"pass {after_ms}\n")
             self.proc.stdin.flush()
             out.append(json.loads(self.proc.stdout.readline()))
         return out
@@ -348,3 +349,19 @@ def test_the_daemon_follows_a_large_pool_as_threads_come_and_go(bpf, daemon):
                        what=f"the daemon's view after {cmd or 'the start'}: {len(want)} threads")
     finally:
         pool.close()
+
+
+def test_the_walk_ring_grows_when_more_threads_move_than_it_holds(bpf, fixture):
+    """2,500 threads waking every 100 ms move between any two passes: more whole records than the walk's first ring
+    holds (512 KiB, some 1,700). That pass writes every thread's record per task, as before, and the ring is made
+    again for twice what it wanted to write: the passes after it fit, and count every thread."""
+    crowd = fixture("thread-crowd", "--waking", "2500", "0", "0")
+    wc = WalkCount("lanes", crowd.pid)
+    try:
+        first = wc.passes(1, after_ms=300)
+        assert first[0]["overflowed"] and first[0]["ring_kib"] >= 2048, first
+        later = wc.passes(4, after_ms=300)
+        n = len(os.listdir(f"/proc/{crowd.pid}/task"))
+        assert all(not p["overflowed"] and p["seen"] == n and p["twice"] == 0 for p in later), (n, later)
+    finally:
+        wc.close()
