@@ -275,6 +275,16 @@ int task_iter_new_walk(TaskIter **ret, TaskIterWalk walk, char **ret_why) {
         return 0;
 }
 
+/* Drop the loaded object, its links and the walk's ring. */
+static void unload(TaskIter *it) {
+        ring_buffer__free(it->ring);
+        it->ring = NULL;
+        bpf_link__destroy(it->walk);
+        it->walk = NULL;
+        task_iter_bpf__destroy(it->skel);
+        it->skel = NULL;
+}
+
 /* Load the walk again with a ring of RING_BYTES; where that fails, pass per task. The maps start empty: the next pass
  * writes everything. */
 static int walk_reload(TaskIter *it, size_t ring_bytes) {
@@ -282,12 +292,7 @@ static int walk_reload(TaskIter *it, size_t ring_bytes) {
 
         log_debug("The task walk's ring of %zu KiB overflowed: loading it again with %zu KiB.", it->ring_bytes >> 10,
                   ring_bytes >> 10);
-        ring_buffer__free(it->ring);
-        it->ring = NULL;
-        bpf_link__destroy(it->walk);
-        it->walk = NULL;
-        task_iter_bpf__destroy(it->skel);
-        it->skel = NULL;
+        unload(it);
         it->need_all = true;
         it->ring_bytes = ring_bytes;
         r = load(it, it->walk_kind);
@@ -298,12 +303,7 @@ static int walk_reload(TaskIter *it, size_t ring_bytes) {
         if (r >= 0)
                 return 0;
         log_debug_errno(r, "Loading the task walk again failed, passing per task: %m");
-        ring_buffer__free(it->ring);
-        it->ring = NULL;
-        bpf_link__destroy(it->walk);
-        it->walk = NULL;
-        task_iter_bpf__destroy(it->skel);
-        it->skel = NULL;
+        unload(it);
         it->walk_kind = TASK_ITER_WALK_PER_TASK;
         r = load(it, TASK_ITER_WALK_PER_TASK);
         if (r >= 0)
@@ -314,9 +314,7 @@ static int walk_reload(TaskIter *it, size_t ring_bytes) {
 TaskIter *task_iter_free(TaskIter *it) {
         if (!it)
                 return NULL;
-        ring_buffer__free(it->ring);
-        bpf_link__destroy(it->walk);
-        task_iter_bpf__destroy(it->skel);
+        unload(it);
         buf_release(it);
         free(it->same);
         free(it->groups);

@@ -2,6 +2,7 @@
 timer, so a deadlock is classed blocked within the poll interval plus the 2 s park of forming, and fires the built-in
 deadlock rule within its for: plus one poll; threads that stay parked cost no walk and, with the BPF scan, no
 classification. Both scan sources (the suite runs on each)."""
+import contextlib
 import os
 import re
 import signal
@@ -50,6 +51,25 @@ for _ in range(int(sys.argv[1])):
 print("READY", pid, flush=True)
 os.read(r, 1)
 """
+
+
+@contextlib.contextmanager
+def parked_readers(n):
+    """PARKED_READERS with N threads: (the readers' process, the writer's pid); both killed on the way out."""
+    readers = subprocess.Popen([sys.executable, "-c", PARKED_READERS, str(n)], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE)
+    writer = None
+    try:
+        writer = int(readers.stdout.readline().split()[1])
+        yield readers, writer
+    finally:
+        readers.kill()
+        readers.wait()
+        if writer:
+            try:
+                os.kill(writer, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def in_syscall(pid, tid, nr, arg0=None):
@@ -118,10 +138,7 @@ def test_a_deadlock_verdict_holds_while_nothing_on_its_chain_moves(daemon):
     made again while neither process moves (it was every 5 s: a pool parked for good was walked 12 times a
     minute)."""
     d = daemon(DEFAULTS)
-    readers = subprocess.Popen([sys.executable, "-c", PARKED_READERS, "20"], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE)
-    try:
-        writer = int(readers.stdout.readline().split()[1])
+    with parked_readers(20) as (readers, writer):
         os.kill(writer, signal.SIGSTOP)
         blocked_after(d, {readers.pid}, time.monotonic(), "the readers blocked by their stopped writer")
         wait_until(lambda: deadlock_walks_of(d, {readers.pid}) >= 1, timeout=10, interval=0.1,
@@ -131,13 +148,6 @@ def test_a_deadlock_verdict_holds_while_nothing_on_its_chain_moves(daemon):
         assert deadlock_walks_of(d, {readers.pid}) == walked, d.log_text()[-3000:]
         assert set(classes(d, {readers.pid}).values()) == {"blocked"}
         assert not [s for s in d.snapshots() if s["rule"] == "deadlock" and s["pid"] == readers.pid]
-    finally:
-        readers.kill()
-        readers.wait()
-        try:
-            os.kill(writer, signal.SIGKILL)
-        except (NameError, ProcessLookupError):
-            pass
 
 
 def test_a_mutex_abba_is_blocked_within_the_poll_and_the_park_of_forming(daemon, fixture):
@@ -178,10 +188,7 @@ def walks_of(d, pid):
 
 def test_parked_threads_cost_no_walk_until_a_process_on_their_chain_moves(daemon):
     d = daemon(DEFAULTS)
-    readers = subprocess.Popen([sys.executable, "-c", PARKED_READERS, "200"], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE)
-    try:
-        writer = int(readers.stdout.readline().split()[1])
+    with parked_readers(200) as (readers, writer):
         # Judged once they have been parked 2 s: waiting (the writer is idle, not stuck).
         wait_until(lambda: walks_of(d, readers.pid) >= 1, timeout=20, interval=0.1, what="the first walk")
         d.wait_scans(2)
@@ -207,13 +214,6 @@ def test_parked_threads_cost_no_walk_until_a_process_on_their_chain_moves(daemon
         os.kill(writer, signal.SIGCONT)
         wait_until(lambda: set(classes(d, {readers.pid}).values()) == {"waiting"}, timeout=5, interval=0.05,
                    what="the readers waiting again")
-    finally:
-        readers.kill()
-        readers.wait()
-        try:
-            os.kill(writer, signal.SIGKILL)
-        except (NameError, ProcessLookupError):
-            pass
 
 
 # THREADS threads parked in read() on a pipe the process itself holds both ends of, next to a ticker thread that
