@@ -192,8 +192,8 @@ extern void bpf_task_release(struct task_struct *p) __weak __ksym;
  * current one's list node is read, a cache miss each when the pass comes a second after the last (10,000 threads:
  * 1.9 ms cold, 0.7 ms warm, however little the program reads of each). A large process's list is walked instead in
  * WALK_LANES stretches at once, each from a thread the last walk marked (a lane start) to the next start or the end:
- * the lanes' misses overlap (10,000 threads cold: 0.85 ms, 0.6 ms of it the walk alone). A start is marked by tid, found again with
- * bpf_task_from_pid; where one is gone, moved to another process or exiting, the process is walked as one lane and
+ * the lanes' misses overlap (10,000 threads cold: 0.85 ms, 0.6 ms of it the walk alone). A start is marked by tid,
+ * found again with bpf_task_from_pid; where one is gone, moved to another process or exiting, the process is walked as one lane and
  * its starts marked again. Set by the loader: 0 keeps the plain walk (a verifier that refuses the lanes). */
 const volatile __u32 walk_lanes_on = 0;
 #define WALK_LANES 4
@@ -259,6 +259,13 @@ static __always_inline void emit(struct seq_file *seq, void *rec, __u32 size) {
                 walk_lost++;
 }
 
+/* TASK's state bits (before 5.14 a long named state). */
+static __always_inline __u32 task_state(struct task_struct *task) {
+        if (bpf_core_field_exists(task->__state))
+                return task->__state;
+        return (__u32) BPF_CORE_READ((struct task_struct___pre514 *) task, state);
+}
+
 /* Whether TASK did not move since the last pass, its slot brought up to date either way. A thread that did not run
  * and kept its state since the last pass: its tid says it is still there. Asleep now, it ran since only if it was
  * switched out since, so its switch count tells (a task the freezer took, or one that exited, ran to get there). A
@@ -270,10 +277,7 @@ static __always_inline bool unmoved(struct task_struct *task) {
         __u64 switches, start;
         bool same;
 
-        if (bpf_core_field_exists(task->__state))
-                state = task->__state;
-        else
-                state = (__u32) BPF_CORE_READ((struct task_struct___pre514 *) task, state);
+        state = task_state(task);
         switches = task->nvcsw + task->nivcsw;
         slot = (__u32) task->pid & (LAST_SEEN_SLOTS - 1);
         last = bpf_map_lookup_elem(&last_seen, &slot);
@@ -306,10 +310,7 @@ static __always_inline void write_record(struct seq_file *seq, struct task_struc
         r->tid = task->pid;
         r->tgid = task->tgid;
         r->ppid = task->real_parent->tgid;
-        if (bpf_core_field_exists(task->__state))
-                r->state = task->__state;
-        else
-                r->state = (__u32) BPF_CORE_READ((struct task_struct___pre514 *) task, state);
+        r->state = task_state(task);
         r->exit_state = task->exit_state;
         r->flags = task->flags;
         r->num_threads = task->signal->nr_threads;

@@ -55,8 +55,8 @@ typedef struct TaskPass {
 
 /* One pass over every thread the reader's pid namespace sees. With ALL, every thread's whole record; else whole
  * records only for the threads that are new, ran, or changed their state since the pass before, and for the others
- * their tids or, from a one-shot walk (task_iter_walk() not PER_TASK), a count per process (a 10,000-thread pool parked in read()
- * costs one record and no conversion). */
+ * their tids or, from a one-shot walk (task_iter_walk() not PER_TASK), a count per process (a 10,000-thread pool
+ * parked in read() costs one record and no conversion). */
 int task_iter_read(TaskIter *it, bool all, TaskPass *ret);
 /* Whether the next walks give the tids of process TGID's threads that did not move (WANT), or a count: a reader whose
  * count disagrees with the threads it knows of that process asks for the tids once, to tell which are gone. */

@@ -7,7 +7,8 @@
  * ("pass", or "pass MS": MS milliseconds after the last pass ended, as the daemon's polls come),
  * and for each one JSON line: {"walk":"lanes","seen":N,"twice":N,"laned":N,"overflowed":B,"ring_kib":N}: the
  * threads of PID the pass gave, as a whole record, a bare tid or a count; how many tids it gave more than once; how
- * many processes the pass walked along lanes; whether the walk's ring overflowed; and its size after the pass. Exits 0 at the end of stdin; 1 with the reason on stderr when the walk cannot be loaded. */
+ * many processes the pass walked along lanes; whether the walk's ring overflowed; and its size after the pass.
+ * Exits 0 at the end of stdin; 1 with the reason on stderr when the walk cannot be loaded. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
