@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -127,22 +128,53 @@ static void builder_mark_peer_tid(Builder *b, const ThreadWait *w) {
         }
 }
 
-/* Add the edges of thread W of process IDX (one more of the threads followed there, unless it waits in futex():
- * those cost one read of the lock, and a lock table wants every one), and queue what they reach. */
-/* A thread that sleeps, in a process with a file open that another owner holds a lock on, may be polling for that
- * lock: watch its syscalls until a lock call fails (it then waits on the holder) or the window ends. */
+/* Whether process PID has a file open that another owner holds a lock on (asked once per process in a row). */
+static bool builder_lock_suspect(Builder *b, pid_t pid) {
+        pid_t holder;
+        int fd;
+
+        if (b->suspect_pid != pid) {
+                b->suspect_pid = pid;
+                b->suspect = peers_lock_suspect(b->r, pid, &fd, &holder);
+        }
+        return b->suspect > 0;
+}
+
+/* Thread W was caught on a CPU, or waiting for one. In a process that may poll for a lock it may be a poller that
+ * woke to try again, and is back in its sleep as soon as it has had a CPU (a loaded machine delays that by
+ * milliseconds): look again, without stopping it, for a little while. W's state and syscall are updated when it went
+ * to sleep; a thread that stays on a CPU uses up one of the lock probes, as the wait for it costs as much. */
+static void builder_settle_poller(Builder *b, ThreadWait *w) {
+        uint64_t deadline = now_usec(CLOCK_MONOTONIC) + WAIT_CHAIN_LOCK_SETTLE_USEC;
+        ThreadWait now;
+
+        if (b->lock_probes == 0 || w->syscall.kind != PROC_SYSCALL_RUNNING || !builder_lock_suspect(b, w->pid))
+                return;
+        if (b->deadline_usec > 0)
+                deadline = MIN(deadline, b->deadline_usec);
+        while (now_usec(CLOCK_MONOTONIC) < deadline) {
+                nanosleep(&(struct timespec) { .tv_nsec = WAIT_CHAIN_LOCK_SETTLE_STEP_NSEC }, NULL);
+                if (thread_wait_read(w->pid, w->tid, &now) < 0)
+                        return;
+                if (now.syscall.kind == PROC_SYSCALL_RUNNING)
+                        continue;
+                if (peers_syscall_is_sleep(&now.syscall)) {
+                        w->state = now.state;
+                        w->syscall = now.syscall;
+                }
+                return; /* asleep, or waiting on something else: what it was caught doing stands */
+        }
+        b->lock_probes--;
+}
+
+/* A thread that sleeps (or went back to sleep: builder_settle_poller()), in a process with a file open that another
+ * owner holds a lock on, may be polling for that lock: watch its syscalls until a lock call fails (it then waits on
+ * the holder) or the window ends. */
 static void builder_probe_lock_retry(Builder *b, ThreadWait *w) {
         uint64_t window = WAIT_CHAIN_LOCK_PROBE_USEC, now;
-        pid_t holder;
-        int fd, k;
+        int k;
 
-        if (b->lock_probes == 0 || !peers_syscall_is_sleep(&w->syscall))
-                return;
-        if (b->suspect_pid != w->pid) {
-                b->suspect_pid = w->pid;
-                b->suspect = peers_lock_suspect(b->r, w->pid, &fd, &holder);
-        }
-        if (b->suspect <= 0)
+        if (b->lock_probes == 0 || !peers_syscall_is_sleep(&w->syscall) || !builder_lock_suspect(b, w->pid))
                 return;
         if (b->deadline_usec > 0) {
                 now = now_usec(CLOCK_MONOTONIC);
@@ -157,6 +189,8 @@ static void builder_probe_lock_retry(Builder *b, ThreadWait *w) {
         w->retrying = k > 0;
 }
 
+/* Add the edges of thread W of process IDX (one more of the threads followed there, unless it waits in futex():
+ * those cost one read of the lock, and a lock table wants every one), and queue what they reach. */
 static int builder_follow(Builder *b, size_t idx, const ThreadWait *wait, unsigned depth, size_t *followed) {
         bool futex = wait->syscall.kind == PROC_SYSCALL_BLOCKED && wait->syscall.nr == __NR_futex;
         size_t first = b->chain->n_edges;
@@ -264,6 +298,7 @@ static int builder_expand(Builder *b, size_t idx, pid_t only_tid, unsigned depth
                 builder_mark_peer_tid(b, &w);
                 if (only_tid > 0 && tids[t] != only_tid)
                         continue;
+                builder_settle_poller(b, &w);
                 if (w.syscall.kind != PROC_SYSCALL_BLOCKED && w.state != 't')
                         continue;
                 k = builder_follow(b, idx, &w, depth, &followed);

@@ -22,6 +22,10 @@
  * lock, each until a lock call fails or this long: SQLite's busy handler sleeps 100 ms at most between tries. */
 #define WAIT_CHAIN_LOCK_PROBES_MAX 4U
 #define WAIT_CHAIN_LOCK_PROBE_USEC (300 * 1000ULL)
+/* Such a thread caught on a CPU, or waiting for one, is looked at again this often for this long (reads of /proc: it
+ * does not stop), until it sleeps. */
+#define WAIT_CHAIN_LOCK_SETTLE_USEC (50 * 1000ULL)
+#define WAIT_CHAIN_LOCK_SETTLE_STEP_NSEC (500 * 1000L)
 
 /* Where a walk reads the threads of a process and what each of them waits on. NULL: /proc, thread by thread. The
  * daemon passes its scan's view instead: this poll's samples already hold every thread's state and syscall, so a walk

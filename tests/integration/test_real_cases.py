@@ -620,6 +620,50 @@ def test_a_flock_poller_leads_to_the_holder(tmp_path):
         holder.wait()
 
 
+# A poller that works between tries (10 ms on a CPU, then a 5 ms sleep) is mostly caught on a CPU, where its syscall
+# says only "running": the dump looks again until it sleeps, then watches it try.
+BUSY_FLOCK_POLL = r'''
+import fcntl, sys, time
+f = open(sys.argv[1], "w")
+print("ready", flush=True)
+while True:
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        break
+    except BlockingIOError:
+        end = time.monotonic() + 0.01
+        while time.monotonic() < end:
+            pass
+        time.sleep(0.005)
+'''
+
+
+def test_a_flock_poller_caught_on_a_cpu_still_leads_to_the_holder(tmp_path):
+    path = tmp_path / "job.lock"
+    holder = subprocess.Popen(["flock", str(path), "sleep", "600"])
+    try:
+        wait_until(lambda: children(holder.pid), what="flock(1) to take the lock and start its command")
+        poller = subprocess.Popen([sys.executable, "-c", BUSY_FLOCK_POLL, str(path)], stdout=subprocess.PIPE)
+        try:
+            assert poller.stdout.readline() == b"ready\n"
+            caught = []
+            for _ in range(12):
+                [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", poller.pid)
+                caught.append(doc["threads"][0]["state"])
+                [e] = retry_edges(doc, poller.pid)
+                assert (e["kind"], e["to"]["pid"]) == ("flock", holder.pid), e
+            # Two thirds of its time on a CPU: twelve dumps that all found it asleep would not have tested a thing.
+            assert "R" in caught, caught
+        finally:
+            poller.kill()
+            poller.wait()
+    finally:
+        for c in children(holder.pid):
+            os.kill(c, signal.SIGKILL)
+        holder.kill()
+        holder.wait()
+
+
 def children(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
