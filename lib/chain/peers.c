@@ -536,7 +536,7 @@ bool peers_syscall_is_sleep(const ProcSyscall *sc) {
         if (sc->kind != PROC_SYSCALL_BLOCKED)
                 return false;
         switch (sc->nr) {
-        case __NR_nanosleep: case __NR_clock_nanosleep:
+        case __NR_nanosleep: case __NR_clock_nanosleep: case __NR_restart_syscall:
                 return true;
 #ifdef __NR_poll /* x86-64's; aarch64 has only ppoll and pselect6 */
         case __NR_poll:

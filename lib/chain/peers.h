@@ -76,7 +76,9 @@ int peers_syscall_fd(const ProcSyscall *sc);
 bool peers_syscall_follows(int64_t nr);
 
 /* Whether SC is a sleep with nothing to wait for but time (nanosleep, clock_nanosleep, a poll or select of no fds):
- * where a program polling for a lock spends the time between tries. */
+ * where a program polling for a lock spends the time between tries. A restart_syscall that its wait channel did not
+ * resolve (proc_syscall_resolve_restart(): the thread woke before it was read) may be one too: a sleep that a stop
+ * (a capture's, a debugger's) cut short continues that way. */
 bool peers_syscall_is_sleep(const ProcSyscall *sc);
 
 /* Whether process PID could be polling for a lock: it has a regular file open (one of its first

@@ -161,9 +161,14 @@ static void builder_settle_poller(Builder *b, ThreadWait *w) {
                 if (peers_syscall_is_sleep(&now.syscall)) {
                         w->state = now.state;
                         w->syscall = now.syscall;
+                        return;
                 }
-                return; /* asleep, or waiting on something else: what it was caught doing stands */
+                log_debug("Thread %d, caught on a CPU, went on to wait in %s: not watched for a lock", (int) w->tid,
+                          now.syscall.kind == PROC_SYSCALL_BLOCKED ? syscall_name(now.syscall.nr) ?: "?" : "no call");
+                return; /* what it was caught doing stands */
         }
+        log_debug("Thread %d stayed on a CPU for %llu ms: not watched for a lock", (int) w->tid,
+                  (unsigned long long) (WAIT_CHAIN_LOCK_SETTLE_USEC / 1000));
         b->lock_probes--;
 }
 
@@ -186,6 +191,9 @@ static void builder_probe_lock_retry(Builder *b, ThreadWait *w) {
         k = lock_retry_probe(w->tid, window, &w->retry);
         if (k < 0)
                 log_debug_errno(k, "Could not watch thread %d for a lock it polls for: %m", (int) w->tid);
+        else if (k == 0)
+                log_debug("Thread %d made no lock call that failed in %llu ms", (int) w->tid,
+                          (unsigned long long) (w->retry.window_usec / 1000));
         w->retrying = k > 0;
 }
 
