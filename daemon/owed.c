@@ -208,6 +208,10 @@ static const char *edge_owed(Scanner *s, const WaitChain *c, const ProcessEntry 
                 return NULL; /* inside the process: its mutexes say more */
         if (in_cycle(c, p->pid) && in_cycle(c, e->peer_pid))
                 return "a deadlock: processes that wait only on each other";
+        /* A file lock is a mutex between processes: its holder may run, or sleep, but this wait ends only when the
+         * holder lets go, however it spends its time. */
+        if (e->kind == WAIT_KIND_FLOCK || e->kind == WAIT_KIND_POSIX_LOCK || e->kind == WAIT_KIND_OFD_LOCK)
+                return "a file lock another process holds";
         if (e->peer_tid > 0 ? thread_stuck(s, e->peer_tid) : process_stuck(s, e->peer_pid))
                 return e->kind == WAIT_KIND_CHILD ? "its child is stuck" : "its peer is stopped, frozen or blocked";
         return NULL;

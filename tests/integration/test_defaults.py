@@ -312,3 +312,93 @@ def test_a_deadlock_among_many_parked_processes_is_caught(daemon):
         for p in readers + ([abba] if abba else []):
             p.kill()
             p.wait()
+
+
+LOCKF_HOLDER = """
+import fcntl, sys
+f = open(sys.argv[1], "w")
+fcntl.lockf(f, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+LOCKF_WAITER = """
+import fcntl, sys
+f = open(sys.argv[1], "w")
+print("asking", flush=True)
+fcntl.lockf(f, fcntl.LOCK_EX)
+"""
+
+
+def test_file_lock_waits_are_owed_by_default(daemon, tmp_path):
+    """A file lock another process holds is owed as a mutex is, however the holder spends its time (here asleep, or
+    reading an idle pipe): a flock(1) waiting behind another flock(1), and a python3 waiting in lockf() behind
+    another one, are blocked within 3 s of asking, with the holder named; two flock(1)s that each hold one file and
+    wait for the other's (through the shell each runs) are a deadlock the built-in rule snapshots."""
+    d = daemon(DEFAULTS)
+    lk, lk2, a, b = (str(tmp_path / n) for n in ("job.lock", "db.lock", "a.lock", "b.lock"))
+    procs = [subprocess.Popen(["flock", lk, "sleep", "600"]),
+             subprocess.Popen([sys.executable, "-c", LOCKF_HOLDER, lk2], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)]
+    try:
+        wait_until(lambda: locked(lk), what="flock(1) holding its lock")
+        assert procs[1].stdout.readline() == b"held\n"
+        d.wait_scans(2)  # the daemon past its start: the waiters are new processes to a running daemon
+        flock_waiter = subprocess.Popen(["flock", lk, "true"])
+        lockf_waiter = subprocess.Popen([sys.executable, "-c", LOCKF_WAITER, lk2], stdout=subprocess.PIPE)
+        procs += [flock_waiter, lockf_waiter]
+        assert lockf_waiter.stdout.readline() == b"asking\n"
+        t0 = time.monotonic()
+
+        def why(pid):
+            return [t["blocked_because"] for t in d.get_json("/processes")["threads"]
+                    if t["pid"] == pid and t["class"] == "blocked"]
+        for w in (flock_waiter, lockf_waiter):
+            assert wait_until(lambda: why(w.pid), timeout=10, interval=0.1,
+                              what=f"the waiter {w.pid} blocked") == ["a file lock another process holds"]
+        took = time.monotonic() - t0
+        # Seen parked at the first poll (1 s by default), owed 2 s later.
+        assert took < 3.5, took
+        assert not why(procs[0].pid) and not why(procs[1].pid), "the holders are not blocked"
+        # Neither is snapshotted yet: the built-in blocked rule waits 120 s.
+        assert not [s for s in d.snapshots() if s["pid"] in (flock_waiter.pid, lockf_waiter.pid)]
+        # The lock cycle: a holds a.lock and waits for b.lock, b the other way round.
+        cyc = [subprocess.Popen(["flock", x, "sh", "-c", f"sleep 0.5; exec flock {y} true"])
+               for x, y in ((a, b), (b, a))]
+        procs += cyc
+        snaps = wait_until(lambda: [s for s in d.snapshots() if s["rule"] == "deadlock" and
+                                    s["pid"] in {p.pid for p in cyc} | set(descendants(cyc))],
+                           timeout=40, interval=0.2, what="the flock cycle's snapshot")
+        assert snaps[0]["class"] == "blocked", snaps
+        assert any(w.startswith("a deadlock") for p in descendants(cyc) for w in why(p)), \
+            {p: why(p) for p in descendants(cyc)}
+    finally:
+        for p in procs:
+            for c in descendants([p]):
+                os.kill(c, 9)
+            p.kill()
+            p.wait()
+
+
+def locked(path):
+    """Whether /proc/locks has a lock on PATH's inode."""
+    try:
+        ino = os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+    with open("/proc/locks") as f:
+        return any(line.split()[5].endswith(f":{ino}") for line in f if len(line.split()) > 5)
+
+
+def descendants(procs):
+    """The pids of the children and grandchildren of PROCS (Popen objects)."""
+    out, todo = [], [p.pid for p in procs]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                kids = [int(c) for c in f.read().split()]
+        except FileNotFoundError:
+            kids = []
+        out += kids
+        todo += kids
+    return out
