@@ -59,7 +59,8 @@ static void checks_expire(Owed *o, Scanner *s, uint64_t now) {
 }
 
 /* Whether T's parked wait is one that something may owe: not a sleep, not an event loop's or a condition variable's
- * idle wait, but a read, a write, a lock, a mutex, or a wait for a child. */
+ * idle wait, but a read, a write, a lock, a mutex, a wait for a child, or a call on a file that its file system
+ * (a FUSE daemon's) holds up. */
 static bool may_be_owed(Scanner *s, const ThreadEntry *t) {
         const ProcSyscall *sc = &t->cls.parked_place;
 
@@ -71,7 +72,8 @@ static bool may_be_owed(Scanner *s, const ThreadEntry *t) {
          * interpreter says what it is (chain/python-waits.h). */
         if (sc->nr == __NR_futex && classify_syscall_is_idle_wait(sc))
                 return scanner_process_python(s, t->process);
-        return !classify_syscall_is_idle_wait(sc) && (peers_syscall_follows(sc->nr) || sc->nr == __NR_futex);
+        return !classify_syscall_is_idle_wait(sc) &&
+               (peers_syscall_follows(sc->nr) || sc->nr == __NR_futex || peers_syscall_is_path_call(sc->nr));
 }
 
 /* Whether T has been parked long enough to judge its wait. */

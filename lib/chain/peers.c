@@ -1229,6 +1229,26 @@ bool peers_syscall_follows(int64_t nr) {
         }
 }
 
+bool peers_syscall_is_path_call(int64_t nr) {
+        switch (nr) {
+#ifdef __NR_open /* x86-64's; aarch64 has only the *at forms */
+        case __NR_open: case __NR_creat: case __NR_stat: case __NR_lstat: case __NR_access: case __NR_readlink:
+        case __NR_mkdir: case __NR_rmdir: case __NR_unlink: case __NR_rename: case __NR_chmod: case __NR_chown:
+        case __NR_lchown: case __NR_link: case __NR_symlink:
+#endif
+        case __NR_openat: case __NR_openat2: case __NR_newfstatat: case __NR_statx: case __NR_fstat:
+        case __NR_faccessat: case __NR_faccessat2: case __NR_readlinkat: case __NR_getdents64: case __NR_mkdirat:
+        case __NR_unlinkat: case __NR_renameat: case __NR_renameat2: case __NR_linkat: case __NR_symlinkat:
+        case __NR_fchmodat: case __NR_fchownat: case __NR_truncate: case __NR_ftruncate: case __NR_statfs:
+        case __NR_fstatfs: case __NR_chdir: case __NR_execve: case __NR_execveat: case __NR_getxattr:
+        case __NR_lgetxattr: case __NR_fgetxattr: case __NR_listxattr: case __NR_llistxattr: case __NR_flistxattr:
+        case __NR_fsync: case __NR_fdatasync: case __NR_close:
+                return true;
+        default:
+                return false;
+        }
+}
+
 int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
         const ProcSyscall *sc = &w->syscall;
         EdgeCtx c = { .r = r, .w = w, .chain = chain };

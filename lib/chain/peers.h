@@ -75,6 +75,11 @@ int peers_syscall_fd(const ProcSyscall *sc);
  * nanosleep and the like are not. Cheap: the daemon asks it before paying for a walk. */
 bool peers_syscall_follows(int64_t nr);
 
+/* Whether NR is a call on a path or a file that waits only while its file system does (open, stat, getdents,
+ * exec, fsync, …): parked in one for seconds, a thread waits on the file system, a FUSE daemon say, which its wait
+ * channel tells (peers_thread_edges() then follows it there). */
+bool peers_syscall_is_path_call(int64_t nr);
+
 /* Whether SC is a sleep with nothing to wait for but time (nanosleep, clock_nanosleep, a poll or select of no fds):
  * where a program polling for a lock spends the time between tries. A restart_syscall that its wait channel did not
  * resolve (proc_syscall_resolve_restart(): the thread woke before it was read) may be one too: a sleep that a stop

@@ -353,6 +353,30 @@ def test_a_request_to_a_hung_fuse_daemon_leads_to_the_daemon(fixture, fuse_mount
     assert f"→ fuse.fxhang mount {fuse_mount} (connection " in out and f"→ {fuse_daemon} (fuse-hang)" in out, out
 
 
+def test_a_request_to_a_stopped_fuse_daemon_is_blocked(daemon, fixture, fuse_mount):
+    """A stat() held up by a FUSE daemon that sleeps may still be answered: waiting. Once the daemon is stopped
+    (SIGSTOP, as a debugger or a job control stop leaves it), nothing answers: the client is blocked, and says
+    why; SIGCONT makes it waiting again."""
+    d = daemon("poll_interval: 200ms\narchive:\n  directory: @ARCHIVE@\nrules: []\n")
+    fx, fuse_daemon, client = start_fuse(fixture, fuse_mount, "hung")
+    wait_until(lambda: open(f"/proc/{client}/wchan").read() == "request_wait_answer", what="the client's request")
+
+    def verdict():
+        return [(t["class"], t.get("blocked_because")) for t in d.get_json("/processes?all=1")["threads"]
+                if t["tid"] == client]
+    # Parked 2 s and walked: its peer sleeps in pause(), it may answer.
+    d.wait_scans(15)
+    assert verdict() == [("waiting", None)], verdict()
+    os.kill(fuse_daemon, signal.SIGSTOP)
+    try:
+        wait_until(lambda: verdict() == [("blocked", "its peer is stopped, frozen or blocked")], timeout=10,
+                   interval=0.1, what="the client blocked on the stopped FUSE daemon")
+    finally:
+        os.kill(fuse_daemon, signal.SIGCONT)
+    wait_until(lambda: verdict() == [("waiting", None)], timeout=10, interval=0.1,
+               what="the client waiting again once its daemon runs")
+
+
 def test_an_idle_fuse_mount_leads_nowhere(fixture, fuse_mount):
     fx, fuse_daemon, client = start_fuse(fixture, fuse_mount, "idle")
     wait_until(lambda: syscall_nr(client) in ("35", "230"), what="the idle client asleep")
