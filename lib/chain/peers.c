@@ -1081,6 +1081,38 @@ static int read_target_string(pid_t pid, uint64_t addr, char *buf, size_t size) 
         return -ENAMETOOLONG;
 }
 
+/* The path the call of thread W names, as its process sees it (made absolute with its working directory or its
+ * dirfd, as readlink() of /proc names them: without asking any file system) into BUF. -ENOENT when its call names
+ * no path, -errno when the path could not be read. */
+static int call_path(const ThreadWait *w, char *buf, size_t size) {
+        const ProcSyscall *sc = &w->syscall;
+        char path[PATH_MAX], base[PATH_MAX], link[64];
+        int arg, dirfd_arg, dirfd, k;
+        ssize_t n;
+
+        arg = fuse_path_arg(sc->nr, &dirfd_arg);
+        if (arg < 0)
+                return -ENOENT;
+        k = read_target_string(w->pid, sc->args[arg], path, sizeof path);
+        if (k < 0)
+                return k;
+        if (path[0] == '/') {
+                snprintf(buf, size, "%s", path);
+                return 0;
+        }
+        dirfd = dirfd_arg >= 0 ? (int) (int32_t) sc->args[dirfd_arg] : AT_FDCWD;
+        if (dirfd == AT_FDCWD)
+                snprintf(link, sizeof link, "/proc/%d/cwd", (int) w->pid);
+        else
+                snprintf(link, sizeof link, "/proc/%d/fd/%d", (int) w->pid, dirfd);
+        n = readlink(link, base, sizeof base - 1);
+        if (n < 0)
+                n = 0;
+        base[n] = '\0';
+        snprintf(buf, size, "%s/%s", base, path);
+        return 0;
+}
+
 /* The FUSE mount of PID's mount table that is mount MNT_ID (>= 0), or else that holds PATH (the longest mount point
  * that is a prefix of it, at a component boundary), or else whose connection is CONNECTION (> 0). Paths are as PID
  * sees them. 1 when found, 0 when that mount is not FUSE or there is none. Nothing here touches a FUSE file. */
@@ -1107,8 +1139,8 @@ static int fuse_mount_find(pid_t pid, int mnt_id, const char *path, unsigned con
  * connection with requests waiting. */
 static int fuse_request_mount(EdgeCtx *c, int fd, FuseMount *ret) {
         const ProcSyscall *sc = &c->w->syscall;
-        char path[PATH_MAX], base[PATH_MAX], full[2 * PATH_MAX];
-        int arg, dirfd_arg, k;
+        char full[2 * PATH_MAX];
+        int dirfd_arg, k;
         uint64_t mnt_id;
 
         if (fd < 0 && sc->args[0] <= INT32_MAX && fuse_path_arg(sc->nr, &dirfd_arg) < 0)
@@ -1116,26 +1148,7 @@ static int fuse_request_mount(EdgeCtx *c, int fd, FuseMount *ret) {
         if (fd >= 0 && peer_tables_fdinfo_field(c->w->pid, fd, "mnt_id", 10, &mnt_id) >= 0 && mnt_id <= INT32_MAX &&
             fuse_mount_find(c->w->pid, (int) mnt_id, NULL, 0, ret) > 0)
                 return 1;
-        arg = fuse_path_arg(sc->nr, &dirfd_arg);
-        if (arg >= 0 && read_target_string(c->w->pid, sc->args[arg], path, sizeof path) >= 0) {
-                if (path[0] == '/')
-                        snprintf(full, sizeof full, "%s", path);
-                else {
-                        char link[64];
-                        int dirfd = dirfd_arg >= 0 ? (int) (int32_t) sc->args[dirfd_arg] : AT_FDCWD;
-                        ssize_t n;
-
-                        if (dirfd == AT_FDCWD)
-                                snprintf(link, sizeof link, "/proc/%d/cwd", (int) c->w->pid);
-                        else
-                                snprintf(link, sizeof link, "/proc/%d/fd/%d", (int) c->w->pid, dirfd);
-                        /* readlink() names the directory without asking its file system anything. */
-                        n = readlink(link, base, sizeof base - 1);
-                        if (n < 0)
-                                n = 0;
-                        base[n] = '\0';
-                        snprintf(full, sizeof full, "%s/%s", base, path);
-                }
+        if (call_path(c->w, full, sizeof full) >= 0) {
                 k = fuse_mount_find(c->w->pid, -1, full, 0, ret);
                 if (k != 0)
                         return k;
@@ -1195,6 +1208,51 @@ static int edges_fuse(EdgeCtx *c, int fd) {
                                 unknown ? "this kernel does not say which /dev/fuse serves a connection"
                                         : "no process holds /dev/fuse for it (the daemon is gone)");
         return 0;
+}
+
+/* ---- A FIFO's open ---- */
+
+/* Whether WCHAN is where an open() of a FIFO waits for the other side (fifo_open(): nobody has it open the other
+ * way, or it would have returned). */
+static bool wchan_is_fifo_open(const char *wchan) {
+        return startswith(wchan, "wait_for_partner");
+}
+
+/* A thread in the open() of a FIFO that nobody has open the other way: an edge to nobody that names the FIFO and
+ * the side it waits for. */
+static int edges_fifo_open(EdgeCtx *c) {
+        const ProcSyscall *sc = &c->w->syscall;
+        char path[2 * PATH_MAX], object[2 * PATH_MAX + 32];
+        uint64_t flags = UINT64_MAX;
+
+        switch (sc->nr) {
+#ifdef __NR_open
+        case __NR_open:
+                flags = sc->args[1];
+                break;
+#endif
+        case __NR_openat:
+                flags = sc->args[2];
+                break;
+        case __NR_openat2: /* struct open_how: its flags come first */
+                if (read_target(c->w->pid, sc->args[2], &flags, sizeof flags) < 0)
+                        flags = UINT64_MAX;
+                break;
+        default:
+                break;
+        }
+        if (call_path(c->w, path, sizeof path) < 0)
+                snprintf(path, sizeof path, "(its path could not be read)");
+        if ((flags & O_ACCMODE) == O_RDONLY) {
+                snprintf(object, sizeof object, "fifo %s (read end)", path);
+                return edge_add(c, WAIT_KIND_FIFO, -1, 0, object, 0, -1, "no process has it open for writing");
+        }
+        if ((flags & O_ACCMODE) == O_WRONLY) {
+                snprintf(object, sizeof object, "fifo %s (write end)", path);
+                return edge_add(c, WAIT_KIND_FIFO, -1, 0, object, 0, -1, "no process has it open for reading");
+        }
+        snprintf(object, sizeof object, "fifo %s", path);
+        return edge_add(c, WAIT_KIND_FIFO, -1, 0, object, 0, -1, "no process has it open the other way");
 }
 
 int peers_syscall_fd(const ProcSyscall *sc) {
@@ -1278,6 +1336,10 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
         /* Waiting for a FUSE daemon, whatever the call: its file is not to be looked at (a stat would wait too). */
         if (wchan_is_fuse_request(w->wchan)) {
                 k = edges_fuse(&c, fd);
+                return k < 0 ? k : c.added;
+        }
+        if (wchan_is_fifo_open(w->wchan)) {
+                k = edges_fifo_open(&c);
                 return k < 0 ? k : c.added;
         }
         switch (sc->nr) {

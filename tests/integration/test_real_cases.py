@@ -377,6 +377,31 @@ def test_a_request_to_a_stopped_fuse_daemon_is_blocked(daemon, fixture, fuse_mou
                what="the client waiting again once its daemon runs")
 
 
+def test_a_fifo_opened_with_nobody_at_the_other_end_is_named(tmp_path):
+    """cat on a FIFO nobody writes to waits in open() (wait_for_partner), holding no fd yet: the edge names the
+    FIFO and says that no process has it open for writing; a writer with no reader, the other way round. Relative
+    paths are made absolute with the working directory."""
+    os.mkfifo(tmp_path / "in")
+    os.mkfifo(tmp_path / "out")
+    reader = subprocess.Popen(["cat", "in"], cwd=tmp_path, stdout=subprocess.DEVNULL)
+    writer = subprocess.Popen(["sh", "-c", f"echo hello > {tmp_path}/out"])
+    try:
+        for p in (reader, writer):
+            wait_until(lambda: open(f"/proc/{p.pid}/wchan").read() == "wait_for_partner",
+                       what=f"{p.args[0]} in the FIFO's open")
+        _, [e] = client_edge(reader.pid)
+        assert (e["kind"], e["syscall"], e["to"]) == ("fifo", "openat", None), e
+        assert e["object"] == f"fifo {tmp_path}/in (read end)", e
+        assert e["reason"] == "no process has it open for writing", e
+        _, [e] = client_edge(writer.pid)
+        assert e["object"] == f"fifo {tmp_path}/out (write end)", e
+        assert e["reason"] == "no process has it open for reading", e
+    finally:
+        for p in (reader, writer):
+            p.kill()
+            p.wait()
+
+
 def test_an_idle_fuse_mount_leads_nowhere(fixture, fuse_mount):
     fx, fuse_daemon, client = start_fuse(fixture, fuse_mount, "idle")
     wait_until(lambda: syscall_nr(client) in ("35", "230"), what="the idle client asleep")
