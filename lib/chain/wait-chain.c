@@ -175,26 +175,31 @@ static void builder_settle_poller(Builder *b, ThreadWait *w) {
 /* A thread that sleeps (or went back to sleep: builder_settle_poller()), in a process with a file open that another
  * owner holds a lock on, may be polling for that lock: watch its syscalls until a lock call fails (it then waits on
  * the holder) or the window ends. */
-static void builder_probe_lock_retry(Builder *b, ThreadWait *w) {
+static int builder_probe_lock_retry(Builder *b, ThreadWait *w) {
         uint64_t window = WAIT_CHAIN_LOCK_PROBE_USEC, now;
         int k;
 
         if (b->lock_probes == 0 || !peers_syscall_is_sleep(&w->syscall) || !builder_lock_suspect(b, w->pid))
-                return;
+                return 0;
         if (b->deadline_usec > 0) {
                 now = now_usec(CLOCK_MONOTONIC);
                 if (now >= b->deadline_usec)
-                        return;
+                        return 0;
                 window = MIN(window, b->deadline_usec - now);
         }
         b->lock_probes--;
         k = lock_retry_probe(w->tid, window, &w->retry);
-        if (k < 0)
-                log_debug_errno(k, "Could not watch thread %d for a lock it polls for: %m", (int) w->tid);
-        else if (k == 0)
+        w->retrying = k > 0;
+        if (k == 0)
                 log_debug("Thread %d made no lock call that failed in %llu ms", (int) w->tid,
                           (unsigned long long) (w->retry.window_usec / 1000));
-        w->retrying = k > 0;
+        else if (k == -EPERM)
+                /* Another tracer (a debugger, strace, another watcher's probe): the chain may lack the holder. */
+                return wait_chain_add_error(b->chain, "thread %d of process %d may poll for a lock but was not "
+                                            "watched: another process traces it", (int) w->tid, (int) w->pid);
+        else if (k < 0)
+                log_debug_errno(k, "Could not watch thread %d for a lock it polls for: %m", (int) w->tid);
+        return 0;
 }
 
 /* Add the edges of thread W of process IDX (one more of the threads followed there, unless it waits in futex():
@@ -224,7 +229,8 @@ static int builder_follow(Builder *b, size_t idx, const ThreadWait *wait, unsign
                         w->wchan[0] = '\0';
                 w->wchan_unread = false;
         }
-        builder_probe_lock_retry(b, w);
+        if (builder_probe_lock_retry(b, w) < 0)
+                return -ENOMEM;
         k = peers_thread_edges(b->r, w, b->chain);
         if (k == -ENOMEM)
                 return k;

@@ -713,6 +713,44 @@ def test_a_flock_poller_caught_on_a_cpu_still_leads_to_the_holder(tmp_path):
         holder.wait()
 
 
+# Traces PID (PTRACE_SEIZE: it goes on running, as under strace between stops) until killed.
+SEIZER = r'''
+import ctypes, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(0x4206, int(sys.argv[1]), None, None) != 0:  # PTRACE_SEIZE
+    sys.exit(ctypes.get_errno())
+print("seized", flush=True)
+signal.pause()
+'''
+
+
+def test_a_flock_poller_traced_by_another_says_why_it_was_not_watched(tmp_path):
+    """A poller that a debugger (or another watcher's probe) traces cannot be watched for its lock: the dump says
+    so in the chain's errors instead of leaving a chain without the holder unexplained."""
+    path = tmp_path / "job.lock"
+    holder = subprocess.Popen(["flock", str(path), "sleep", "600"])
+    poller = seizer = None
+    try:
+        wait_until(lambda: children(holder.pid), what="flock(1) to take the lock and start its command")
+        poller = subprocess.Popen([sys.executable, "-c", FLOCK_POLL, str(path)], stdout=subprocess.PIPE)
+        assert poller.stdout.readline() == b"ready\n"
+        seizer = subprocess.Popen([sys.executable, "-c", SEIZER, str(poller.pid)], stdout=subprocess.PIPE)
+        assert seizer.stdout.readline() == b"seized\n"
+        [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", poller.pid)
+        assert not retry_edges(doc, poller.pid), doc["wait_chain"]
+        assert f"thread {poller.pid} of process {poller.pid} may poll for a lock but was not watched: another " \
+               "process traces it" in doc["wait_chain"]["errors"], doc["wait_chain"]
+    finally:
+        for p in (seizer, poller):
+            if p:
+                p.kill()
+                p.wait()
+        for c in children(holder.pid):
+            os.kill(c, signal.SIGKILL)
+        holder.kill()
+        holder.wait()
+
+
 def children(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
