@@ -646,71 +646,70 @@ while True:
 '''
 
 
-def test_a_flock_poller_leads_to_the_holder(tmp_path):
+@pytest.fixture
+def held_flock(tmp_path):
+    """flock(1) holding TMP/job.lock, its command a sleep: (the path, flock's pid); both gone at the end."""
     path = tmp_path / "job.lock"
     holder = subprocess.Popen(["flock", str(path), "sleep", "600"])
     try:
         wait_until(lambda: children(holder.pid), what="flock(1) to take the lock and start its command")
-        poller = subprocess.Popen([sys.executable, "-c", FLOCK_POLL, str(path)], stdout=subprocess.PIPE)
-        try:
-            assert poller.stdout.readline() == b"ready\n"
-            [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", poller.pid)
-            [e] = retry_edges(doc, poller.pid)
-            assert (e["kind"], e["syscall"]) == ("flock", "flock"), e
-            assert e["to"]["pid"] == holder.pid, e
-            assert e["object"] == f"flock {path}, retried: flock(LOCK_EX|LOCK_NB) = -EAGAIN", e
-        finally:
-            poller.kill()
-            poller.wait()
+        yield path, holder.pid
     finally:
         for c in children(holder.pid):
             os.kill(c, signal.SIGKILL)
         holder.kill()
         holder.wait()
+
+
+@pytest.fixture
+def python_procs():
+    """start(PROGRAM, *ARGS, first_line): a python3 -c PROGRAM that has printed FIRST_LINE; all killed at the end."""
+    procs = []
+
+    def start(program, *args, first_line):
+        p = subprocess.Popen([sys.executable, "-c", program, *map(str, args)], stdout=subprocess.PIPE)
+        procs.append(p)
+        assert p.stdout.readline() == first_line + b"\n"
+        return p.pid
+    try:
+        yield start
+    finally:
+        for p in reversed(procs):
+            p.kill()
+            p.wait()
+
+
+def test_a_flock_poller_leads_to_the_holder(held_flock, python_procs):
+    path, holder = held_flock
+    poller = python_procs(FLOCK_POLL, path, first_line=b"ready")
+    [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", poller)
+    [e] = retry_edges(doc, poller)
+    assert (e["kind"], e["syscall"]) == ("flock", "flock"), e
+    assert e["to"]["pid"] == holder, e
+    assert e["object"] == f"flock {path}, retried: flock(LOCK_EX|LOCK_NB) = -EAGAIN", e
 
 
 # A poller that works between tries (10 ms on a CPU, then a 5 ms sleep) is mostly caught on a CPU, where its syscall
 # says only "running": the dump looks again until it sleeps, then watches it try.
-BUSY_FLOCK_POLL = r'''
-import fcntl, sys, time
-f = open(sys.argv[1], "w")
-print("ready", flush=True)
-while True:
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        break
-    except BlockingIOError:
+BUSY_FLOCK_POLL = FLOCK_POLL.replace("        time.sleep(0.05)\n", """\
         end = time.monotonic() + 0.01
         while time.monotonic() < end:
             pass
         time.sleep(0.005)
-'''
+""")
 
 
-def test_a_flock_poller_caught_on_a_cpu_still_leads_to_the_holder(tmp_path):
-    path = tmp_path / "job.lock"
-    holder = subprocess.Popen(["flock", str(path), "sleep", "600"])
-    try:
-        wait_until(lambda: children(holder.pid), what="flock(1) to take the lock and start its command")
-        poller = subprocess.Popen([sys.executable, "-c", BUSY_FLOCK_POLL, str(path)], stdout=subprocess.PIPE)
-        try:
-            assert poller.stdout.readline() == b"ready\n"
-            caught = []
-            for _ in range(12):
-                [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", poller.pid)
-                caught.append(doc["threads"][0]["state"])
-                [e] = retry_edges(doc, poller.pid)
-                assert (e["kind"], e["to"]["pid"]) == ("flock", holder.pid), e
-            # Two thirds of its time on a CPU: twelve dumps that all found it asleep would not have tested a thing.
-            assert "R" in caught, caught
-        finally:
-            poller.kill()
-            poller.wait()
-    finally:
-        for c in children(holder.pid):
-            os.kill(c, signal.SIGKILL)
-        holder.kill()
-        holder.wait()
+def test_a_flock_poller_caught_on_a_cpu_still_leads_to_the_holder(held_flock, python_procs):
+    path, holder = held_flock
+    poller = python_procs(BUSY_FLOCK_POLL, path, first_line=b"ready")
+    caught = []
+    for _ in range(12):
+        [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", poller)
+        caught.append(doc["threads"][0]["state"])
+        [e] = retry_edges(doc, poller)
+        assert (e["kind"], e["to"]["pid"]) == ("flock", holder), e
+    # Two thirds of its time on a CPU: twelve dumps that all found it asleep would not have tested a thing.
+    assert "R" in caught, caught
 
 
 # Traces PID (PTRACE_SEIZE: it goes on running, as under strace between stops) until killed.
@@ -724,31 +723,16 @@ signal.pause()
 '''
 
 
-def test_a_flock_poller_traced_by_another_says_why_it_was_not_watched(tmp_path):
+def test_a_flock_poller_traced_by_another_says_why_it_was_not_watched(held_flock, python_procs):
     """A poller that a debugger (or another watcher's probe) traces cannot be watched for its lock: the dump says
     so in the chain's errors instead of leaving a chain without the holder unexplained."""
-    path = tmp_path / "job.lock"
-    holder = subprocess.Popen(["flock", str(path), "sleep", "600"])
-    poller = seizer = None
-    try:
-        wait_until(lambda: children(holder.pid), what="flock(1) to take the lock and start its command")
-        poller = subprocess.Popen([sys.executable, "-c", FLOCK_POLL, str(path)], stdout=subprocess.PIPE)
-        assert poller.stdout.readline() == b"ready\n"
-        seizer = subprocess.Popen([sys.executable, "-c", SEIZER, str(poller.pid)], stdout=subprocess.PIPE)
-        assert seizer.stdout.readline() == b"seized\n"
-        [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", poller.pid)
-        assert not retry_edges(doc, poller.pid), doc["wait_chain"]
-        assert f"thread {poller.pid} of process {poller.pid} may poll for a lock but was not watched: another " \
-               "process traces it" in doc["wait_chain"]["errors"], doc["wait_chain"]
-    finally:
-        for p in (seizer, poller):
-            if p:
-                p.kill()
-                p.wait()
-        for c in children(holder.pid):
-            os.kill(c, signal.SIGKILL)
-        holder.kill()
-        holder.wait()
+    path, _ = held_flock
+    poller = python_procs(FLOCK_POLL, path, first_line=b"ready")
+    python_procs(SEIZER, poller, first_line=b"seized")
+    [doc] = dump_json("--peers", "1", "--no-source", "--no-kernel", poller)
+    assert not retry_edges(doc, poller), doc["wait_chain"]
+    assert f"thread {poller} of process {poller} may poll for a lock but was not watched: another process " \
+           "traces it" in doc["wait_chain"]["errors"], doc["wait_chain"]
 
 
 def children(pid):
