@@ -383,8 +383,8 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 r = job_render(s, spec);
                 if (r < 0)
                         return -r;
-                dprintf(out_fd, "OK - %.1f %llu %zu\n", s->max_pause_us, (unsigned long long) s->duration_usec,
-                        s->n_threads);
+                dprintf(out_fd, "OK - %.1f %llu %zu %zu\n", s->max_pause_us, (unsigned long long) s->duration_usec,
+                        s->n_threads, snapshot_fallback_stops(s, true));
                 job_flush_cache(sym, options.deadline_usec);
                 return 0;
         }
@@ -426,8 +426,8 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 r = archive_write_rotating(a, json, json_len, &summary, &spec->limits, &id);
         if (r < 0)
                 return -r;
-        dprintf(out_fd, "OK %s %.1f %llu %zu\n", id, s->max_pause_us, (unsigned long long) s->duration_usec,
-                s->n_threads);
+        dprintf(out_fd, "OK %s %.1f %llu %zu %zu\n", id, s->max_pause_us, (unsigned long long) s->duration_usec,
+                s->n_threads, snapshot_fallback_stops(s, true));
         r = job_report_identity(s, spec->trigger.tid, out_fd);
         if (r == 0)
                 job_flush_cache(sym, options.deadline_usec);
@@ -527,7 +527,8 @@ static void job_finish(CaptureJob *j, int error) {
                 buf[len] = 0;
         nl = buf ? strchr(buf, '\n') : NULL;
         if (error == 0 && nl &&
-            sscanf(buf, "OK %35s %lf %llu %u", id, &res.max_pause_us, &duration, &res.threads) == 4) {
+            sscanf(buf, "OK %35s %lf %llu %u %u", id, &res.max_pause_us, &duration, &res.threads,
+                   &res.fallback_stops) == 5) {
                 res.error = 0;
                 res.duration_usec = duration;
                 res.id = streq(id, "-") ? NULL : id;

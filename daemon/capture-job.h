@@ -47,6 +47,7 @@ typedef struct CaptureJobResult {
         double max_pause_us;            /* the longest a thread was held stopped */
         uint64_t duration_usec;         /* of the capture, in the child */
         unsigned threads;
+        unsigned fallback_stops;        /* threads (of the process and its peers) the auto method had to stop */
         char **cmdline;                 /* an archived capture: the process's command line; NULL when unknown */
         char **frames;                  /* and the top of the trigger thread's stack (snapshot_top_frames()) */
         char *stack;                    /* and that thread's kernel and user stack as text; NULL when unknown */

@@ -173,7 +173,7 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
         const char *rule = j->rule ?: METRICS_RULE_API;
 
         metrics_count_capture(&m->metrics, rule, capture_outcome_from_error(res->error), res->max_pause_us,
-                              res->duration_usec);
+                              res->duration_usec, res->fallback_stops);
         if (j->done)
                 j->done(cj, res, j->userdata);
         else if (res->id) {

@@ -69,7 +69,8 @@ static MetricsRule *metrics_rule(Metrics *m, const char *rule) {
         return n;
 }
 
-void metrics_count_capture(Metrics *m, const char *rule, CaptureOutcome o, double max_pause_us, uint64_t duration_usec) {
+void metrics_count_capture(Metrics *m, const char *rule, CaptureOutcome o, double max_pause_us, uint64_t duration_usec,
+                           unsigned fallback_stops) {
         MetricsRule *r = metrics_rule(m, rule);
 
         if (r)
@@ -79,6 +80,7 @@ void metrics_count_capture(Metrics *m, const char *rule, CaptureOutcome o, doubl
         m->pause_seconds_sum += max_pause_us / 1e6;
         m->pause_seconds_max = MAX(m->pause_seconds_max, max_pause_us / 1e6);
         m->pause_count++;
+        m->fallback_stops += fallback_stops;
         m->capture_seconds_sum += (double) duration_usec / 1e6;
         m->capture_count++;
 }
@@ -347,6 +349,9 @@ int metrics_render(Metrics *mt, const DaemonView *m, char **ret, size_t *ret_len
         fprintf(f, "stackwatch_capture_pause_seconds_count %llu\n", (unsigned long long) mt->pause_count);
         header(f, "stackwatch_capture_pause_max_seconds", "gauge", "The longest pause of any capture since start.");
         fprintf(f, "stackwatch_capture_pause_max_seconds %.6f\n", mt->pause_seconds_max);
+        header(f, "stackwatch_capture_fallback_stops_total", "counter",
+               "Threads the auto capture method stopped with ptrace, the passive capture not having them.");
+        fprintf(f, "stackwatch_capture_fallback_stops_total %llu\n", (unsigned long long) mt->fallback_stops);
         header(f, "stackwatch_capture_duration_seconds", "summary", "Wall time of successful captures.");
         fprintf(f, "stackwatch_capture_duration_seconds_sum %.6f\n", mt->capture_seconds_sum);
         fprintf(f, "stackwatch_capture_duration_seconds_count %llu\n", (unsigned long long) mt->capture_count);

@@ -55,6 +55,7 @@ typedef struct Metrics {
         double pause_seconds_sum;       /* the longest pause of each successful capture, summed */
         double pause_seconds_max;
         uint64_t pause_count;
+        uint64_t fallback_stops;        /* threads the auto method stopped (snapshot_fallback_stops()), summed */
         double capture_seconds_sum;
         uint64_t capture_count;
         uint64_t captures_refused;      /* budget spent or too many in flight (rules and HTTP) */
@@ -75,8 +76,9 @@ typedef struct Metrics {
 
 void metrics_done(Metrics *m);
 /* Count one finished capture for RULE (METRICS_RULE_API for HTTP) with its outcome and, when it succeeded, its
- * longest pause and duration. Out of memory only loses the count. */
-void metrics_count_capture(Metrics *m, const char *rule, CaptureOutcome o, double max_pause_us, uint64_t duration_usec);
+ * longest pause, duration and the threads its auto method stopped. Out of memory only loses the count. */
+void metrics_count_capture(Metrics *m, const char *rule, CaptureOutcome o, double max_pause_us, uint64_t duration_usec,
+                           unsigned fallback_stops);
 void metrics_count_http(Metrics *m, unsigned code);
 void metrics_count_scan(Metrics *m, uint64_t duration_usec);
 

@@ -675,6 +675,7 @@ json_object *snapshot_to_json(const Snapshot *s) {
         ADD(cap, "unwinder", json_new_string_or_null(s->unwinder));
         ADD(cap, "duration_us", json_object_new_uint64(s->duration_usec));
         ADD(cap, "max_pause_us", json_object_new_double(s->max_pause_us));
+        ADD(cap, "fallback_stops", json_object_new_uint64(snapshot_fallback_stops(s, false)));
         ADD(cap, "symbolize_us", json_object_new_uint64(s->symbolize_usec));
         ADD(cap, "threads_total", json_object_new_uint64(s->threads_total));
         ADD(cap, "truncated", json_object_new_boolean(s->truncated));

@@ -303,6 +303,17 @@ static int strv_push_vprintf(char ***v, const char *fmt, va_list ap) {
         return strv_consume(v, msg);
 }
 
+size_t snapshot_fallback_stops(const Snapshot *s, bool peers) {
+        size_t n = 0;
+
+        if (s->method_requested == CAPTURE_METHOD_AUTO)
+                for (size_t i = 0; i < s->n_threads; i++)
+                        n += s->threads[i].method == CAPTURE_METHOD_PTRACE;
+        for (size_t i = 0; peers && i < s->n_peers; i++)
+                n += snapshot_fallback_stops(s->peers[i], false);
+        return n;
+}
+
 int snapshot_add_error(Snapshot *s, const char *fmt, ...) {
         va_list ap;
         int r;

@@ -410,6 +410,9 @@ int snapshot_add_error(Snapshot *s, const char *fmt, ...) __attribute__((format(
 int thread_set_error(Snapshot *s, ThreadSnapshot *t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 ThreadSnapshot *snapshot_find_thread(Snapshot *s, pid_t tid);
+/* The threads of S that the auto method had to stop (ptrace) because the passive capture could not have them: on a
+ * CPU, or moving, or blocked where the passive unwind lacked a register. PEERS: those of its peers too. */
+size_t snapshot_fallback_stops(const Snapshot *s, bool peers);
 /* The name a flame graph gives user frame U of S, unescaped: its function; a runtime frame's (Python, Java) as
  * "function (file)", the file by its base name and without the line, so that a function's threads add up; a frame
  * without a function as "module+0xOFFSET" (the ELF address) or its bare pc. NULL on OOM. */

@@ -225,7 +225,42 @@ def stackctl(*args, timeout=30, check_rc=None):
 
 def dump_json(*args, check_rc=0, timeout=30):
     r = stackctl("dump", "--json", *args, check_rc=check_rc, timeout=timeout)
-    return [json.loads(line) for line in r.stdout.decode().splitlines() if line.strip()]
+    docs = [json.loads(line) for line in r.stdout.decode().splitlines() if line.strip()]
+    tally_fallback_stops(docs)
+    return docs
+
+
+# What the suite's dumps (auto method) cost their targets: the threads the ptrace fall-back stopped, those asleep
+# apart (a thread on a CPU can only be had stopped; one asleep, only when the passive capture lacked something).
+# Printed at the end of the run (pytest_terminal_summary), with the first tests that stopped a sleeping thread.
+FALLBACK = {"threads": 0, "asleep": 0, "stopped": 0, "stopped_asleep": 0, "where": []}
+
+
+def tally_fallback_stops(docs):
+    for doc in docs:
+        for d in [doc, *(doc.get("peers") or [])]:
+            if d.get("capture", {}).get("method") != "auto":
+                continue
+            for t in d.get("threads") or []:
+                asleep = t.get("state") not in ("R", None)
+                stopped = (t.get("capture") or {}).get("method") == "ptrace"
+                FALLBACK["threads"] += 1
+                FALLBACK["asleep"] += asleep
+                FALLBACK["stopped"] += stopped
+                if stopped and asleep:
+                    FALLBACK["stopped_asleep"] += 1
+                    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+                    if len(FALLBACK["where"]) < 10 and test not in FALLBACK["where"]:
+                        FALLBACK["where"].append(test)
+
+
+def pytest_terminal_summary(terminalreporter):
+    f = FALLBACK
+    terminalreporter.write_line(
+        f"fallback stops: the dumps (auto method) had {f['threads']} threads, {f['asleep']} of them asleep; the "
+        f"ptrace fall-back stopped {f['stopped']}, {f['stopped_asleep']} of them asleep")
+    for test in f["where"]:
+        terminalreporter.write_line(f"  a sleeping thread stopped in {test}")
 
 
 def thread_by_comm(doc, comm):

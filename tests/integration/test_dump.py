@@ -50,6 +50,8 @@ def test_busy_loop_ptrace_short_pause(fixture):
     [doc] = dump_json(fx.pid)
     t = main_thread(doc)
     assert t["capture"]["method"] == "ptrace"
+    # On a CPU, it could only be had stopped: the auto method's fall-back, counted.
+    assert doc["capture"]["fallback_stops"] == sum(u["capture"]["method"] == "ptrace" for u in doc["threads"]) >= 1
     # A generous bound for a loaded CI machine; bench/dump reports the real numbers.
     assert 0 < t["capture"]["pause_us"] < 20000
     assert functions(t)[0] == "bl_level_16"
@@ -139,7 +141,7 @@ def test_threads64_every_thread_its_own_chain(fixture):
         t = thread_by_comm(doc, f"t{i:02d}")
         assert t["capture"]["method"] == "passive" and t["capture"]["pause_us"] == 0
         assert_chain(t, t64_chain(i))
-    assert doc["capture"]["max_pause_us"] == 0
+    assert doc["capture"]["max_pause_us"] == 0 and doc["capture"]["fallback_stops"] == 0
 
 
 def all_threads_in(fx, wchan, n):
@@ -162,6 +164,8 @@ def test_passive_and_ptrace_give_the_same_frames(fixture, name, setup):
     [passive] = dump_json("--method", "passive", fx.pid)
     [ptraced] = dump_json("--method", "ptrace", fx.pid)
     assert len(passive["threads"]) == len(ptraced["threads"])
+    # Stops asked for are no fall-back.
+    assert passive["capture"]["fallback_stops"] == ptraced["capture"]["fallback_stops"] == 0
     for tp, tq in zip(passive["threads"], ptraced["threads"]):
         assert tp["tid"] == tq["tid"]
         assert tp["capture"]["method"] == "passive" and tq["capture"]["method"] == "ptrace"

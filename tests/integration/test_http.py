@@ -394,6 +394,14 @@ def test_metrics_parse_and_move(daemon, fixture):
     assert after[ok] == 1
     assert after[("stackwatch_capture_duration_seconds_count", ())] == 1
     assert after[("stackwatch_capture_pause_seconds_count", ())] == 1
+    # A thread parked in read(): had passively, nobody stopped.
+    assert before[("stackwatch_capture_fallback_stops_total", ())] == 0
+    assert after[("stackwatch_capture_fallback_stops_total", ())] == 0
+    # A busy loop can only be had stopped: the auto method's fall-back, counted.
+    busy = fixture("busy-loop").wait_state("R")
+    assert d.get(f"/stacks/{busy.pid}")[0] == 200
+    busy_after = parse_metrics(d.get("/metrics")[2].decode())
+    assert busy_after[("stackwatch_capture_fallback_stops_total", ())] >= 1
     assert after[("stackwatch_scans_total", ())] > before[("stackwatch_scans_total", ())]
     assert after[("stackwatch_scan_duration_seconds_sum", ())] > before[("stackwatch_scan_duration_seconds_sum", ())]
     req200 = ("stackwatch_http_requests_total", (("code", "200"),))

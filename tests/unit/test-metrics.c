@@ -46,9 +46,9 @@ START_TEST(test_render) {
         v = (DaemonView) { .config = c, .scanner = &sc, .trigger = &tr, .owed = &ow, .captures_running = 2,
                            .archive_snapshots = 11, .archive_bytes = 123456 };
 
-        metrics_count_capture(&mt, "busy-loop", CAPTURE_OUTCOME_OK, 250.0, 40000);
-        metrics_count_capture(&mt, "busy-loop", CAPTURE_OUTCOME_OK, 750.0, 60000);
-        metrics_count_capture(&mt, METRICS_RULE_API, CAPTURE_OUTCOME_GONE, 0, 0);
+        metrics_count_capture(&mt, "busy-loop", CAPTURE_OUTCOME_OK, 250.0, 40000, 1);
+        metrics_count_capture(&mt, "busy-loop", CAPTURE_OUTCOME_OK, 750.0, 60000, 2);
+        metrics_count_capture(&mt, METRICS_RULE_API, CAPTURE_OUTCOME_GONE, 0, 0, 5);
         mt.captures_refused = 1;
         for (int i = 0; i < 3; i++)
                 metrics_count_http(&mt, 200);
@@ -82,6 +82,8 @@ START_TEST(test_render) {
         ck_assert(has_line(text, "stackwatch_capture_pause_seconds_count 2"));
         ck_assert(has_line(text, "stackwatch_capture_pause_max_seconds 0.000750"));
         ck_assert(has_line(text, "stackwatch_capture_duration_seconds_sum 0.100000"));
+        /* The threads the fall-back stopped, of the captures that succeeded. */
+        ck_assert(has_line(text, "stackwatch_capture_fallback_stops_total 3"));
         ck_assert(has_line(text, "stackwatch_archive_snapshots 11"));
         ck_assert(has_line(text, "stackwatch_archive_bytes 123456"));
         ck_assert(has_line(text, "stackwatch_http_requests_total{code=\"200\"} 3"));
