@@ -520,6 +520,9 @@ def test_pause(exe):
     pauses = {True: [], False: []}
     try:
         tid = w.ready()
+        # "ready" is printed from inside ready(): a dump at once may still find it there, a frame deeper (CI did).
+        wait_until(lambda: our_frames(dump_where(w, tid)[1]) == where_stack(WHERE, PAUSE_DEPTH - 4, "spin"),
+                   what="the thread spinning in spin()")
         for _ in range(PAUSE_DUMPS):
             for python in (True, False):
                 doc, t = dump_where(w, tid, *(() if python else ("--no-python",)))
