@@ -49,7 +49,7 @@ struct CaptureJob {
         pid_t target;
         char *rule;                     /* a render: the snapshot id */
         bool render;
-        int pipe_fd;                    /* the child reports "OK <id|-> <max pause µs> <duration µs> <threads>" here,
+        int pipe_fd;                    /* the child reports its first line here (job_report_ok()),
                                          * and for an archived capture a second line: {"cmdline": [..],
                                          * "frames": [..]} */
         bool timed_out;
@@ -116,6 +116,14 @@ static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
         if (fflush(f) != 0)
                 return negative_errno();
         return 0;
+}
+
+/* The child's first line: "OK <id|-> <max pause µs> <duration µs> <threads> <fallback stops>", of S (NULL: a
+ * render, which captured nothing), job_finish() reads it. */
+static void job_report_ok(int out_fd, const char *id, const Snapshot *s) {
+        dprintf(out_fd, "OK %s %.1f %llu %zu %zu\n", id ?: "-", s ? s->max_pause_us : 0.0,
+                (unsigned long long) (s ? s->duration_usec : 0), s ? s->n_threads : 0,
+                s ? snapshot_fallback_stops(s, true) : 0);
 }
 
 /* Cap the data segment (every private writable mapping: the heap, malloc's mmaps) at what it is now plus EXTRA.
@@ -212,7 +220,7 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
                 (void) loop_write(spec->output_fd, why, strlen(why));
         if (r < 0)
                 return -r;
-        dprintf(out_fd, "OK - 0 0 0\n");
+        job_report_ok(out_fd, NULL, NULL);
         return 0;
 }
 
@@ -383,8 +391,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 r = job_render(s, spec);
                 if (r < 0)
                         return -r;
-                dprintf(out_fd, "OK - %.1f %llu %zu %zu\n", s->max_pause_us, (unsigned long long) s->duration_usec,
-                        s->n_threads, snapshot_fallback_stops(s, true));
+                job_report_ok(out_fd, NULL, s);
                 job_flush_cache(sym, options.deadline_usec);
                 return 0;
         }
@@ -426,8 +433,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 r = archive_write_rotating(a, json, json_len, &summary, &spec->limits, &id);
         if (r < 0)
                 return -r;
-        dprintf(out_fd, "OK %s %.1f %llu %zu %zu\n", id, s->max_pause_us, (unsigned long long) s->duration_usec,
-                s->n_threads, snapshot_fallback_stops(s, true));
+        job_report_ok(out_fd, id, s);
         r = job_report_identity(s, spec->trigger.tid, out_fd);
         if (r == 0)
                 job_flush_cache(sym, options.deadline_usec);
