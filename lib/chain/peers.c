@@ -1048,7 +1048,8 @@ static int fuse_path_arg(int64_t nr, int *ret_dirfd_arg) {
                 { __NR_rename, 0, -1 }, { __NR_creat, 0, -1 },
 #endif
                 { __NR_chdir, 0, -1 }, { __NR_execve, 0, -1 }, { __NR_truncate, 0, -1 },
-                { __NR_getxattr, 0, -1 }, { __NR_lgetxattr, 0, -1 },
+                { __NR_getxattr, 0, -1 }, { __NR_lgetxattr, 0, -1 }, { __NR_listxattr, 0, -1 },
+                { __NR_llistxattr, 0, -1 }, { __NR_statfs, 0, -1 }, { __NR_fchmodat, 1, 0 }, { __NR_fchownat, 1, 0 },
                 { __NR_openat, 1, 0 }, { __NR_newfstatat, 1, 0 }, { __NR_statx, 1, 0 }, { __NR_faccessat, 1, 0 },
                 { __NR_faccessat2, 1, 0 }, { __NR_readlinkat, 1, 0 }, { __NR_mkdirat, 1, 0 },
                 { __NR_unlinkat, 1, 0 }, { __NR_renameat, 1, 0 }, { __NR_renameat2, 1, 0 }, { __NR_openat2, 1, 0 },
@@ -1288,19 +1289,13 @@ bool peers_syscall_follows(int64_t nr) {
 }
 
 bool peers_syscall_is_path_call(int64_t nr) {
-        switch (nr) {
-#ifdef __NR_open /* x86-64's; aarch64 has only the *at forms */
-        case __NR_open: case __NR_creat: case __NR_stat: case __NR_lstat: case __NR_access: case __NR_readlink:
-        case __NR_mkdir: case __NR_rmdir: case __NR_unlink: case __NR_rename: case __NR_chmod: case __NR_chown:
-        case __NR_lchown: case __NR_link: case __NR_symlink:
-#endif
-        case __NR_openat: case __NR_openat2: case __NR_newfstatat: case __NR_statx: case __NR_fstat:
-        case __NR_faccessat: case __NR_faccessat2: case __NR_readlinkat: case __NR_getdents64: case __NR_mkdirat:
-        case __NR_unlinkat: case __NR_renameat: case __NR_renameat2: case __NR_linkat: case __NR_symlinkat:
-        case __NR_fchmodat: case __NR_fchownat: case __NR_truncate: case __NR_ftruncate: case __NR_statfs:
-        case __NR_fstatfs: case __NR_chdir: case __NR_execve: case __NR_execveat: case __NR_getxattr:
-        case __NR_lgetxattr: case __NR_fgetxattr: case __NR_listxattr: case __NR_llistxattr: case __NR_flistxattr:
-        case __NR_fsync: case __NR_fdatasync: case __NR_close:
+        int dirfd_arg;
+
+        if (fuse_path_arg(nr, &dirfd_arg) >= 0)
+                return true;
+        switch (nr) { /* the calls on an fd that wait on its file system */
+        case __NR_fstat: case __NR_getdents64: case __NR_ftruncate: case __NR_fstatfs: case __NR_fgetxattr:
+        case __NR_flistxattr: case __NR_fsync: case __NR_fdatasync: case __NR_close:
                 return true;
         default:
                 return false;
