@@ -11,7 +11,7 @@
 #include "base/io-util.h"
 #include "base/json-util.h"
 #include "base/log.h"
-#include "model/snapshot-svg.h"
+#include "render/snapshot-svg.h"
 #include "serve/api.h"
 #include "serve/token-file.h"
 #include "stackctl-args.h"

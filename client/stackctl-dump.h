@@ -1,7 +1,7 @@
 /* stackctl-dump.h: the symbolizer "stackctl dump" sets up from the options, which show --resymbolize uses too. */
 #pragma once
 
-#include "capture/symbolize.h"
+#include "unwind/symbolize.h"
 
 /* The symbolizer dump and show --resymbolize use, as the options say; logs and returns an exit status on failure. */
 int symbolizer_from_args(Symbolizer **ret);

@@ -9,8 +9,8 @@
 #include <systemd/sd-event.h>
 
 #include "capture/capture.h"
-#include "capture/symbolize.h"
-#include "model/config.h"
+#include "unwind/symbolize.h"
+#include "config/config.h"
 #include "model/snapshot.h"
 #include "store/archive.h"
 

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/config.h"
+#include "config/config.h"
 #include "store/archive.h"
 #include "firing.h"
 #include "hooks.h"

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "model/config.h"
+#include "config/config.h"
 #include "hooks.h"
 #include "scan.h"
 

@@ -20,7 +20,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/strv.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "hooks.h"
 #include "journal.h"
 

@@ -6,7 +6,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "model/config.h"
+#include "config/config.h"
 #include "store/archive.h"
 #include "capture-budget.h"
 #include "capture-job.h"

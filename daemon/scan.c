@@ -20,7 +20,7 @@
 #include "base/string-table.h"
 #include "base/time-util.h"
 #include "chain/peers.h"
-#include "chain/python-waits.h"
+#include "runtime/python-waits.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
 #include "scan.h"

@@ -9,8 +9,8 @@
 
 #include "base/intmap.h"
 #include "chain/wait-chain.h"
-#include "capture/symbolize.h"
-#include "model/config.h"
+#include "unwind/symbolize.h"
+#include "config/config.h"
 #include "proc/cgroup-freeze.h"
 #include "proc/peers-tables.h"
 #include "proc/task-iter.h"

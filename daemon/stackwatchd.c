@@ -16,7 +16,7 @@
 #include "base/macro.h"
 #include "base/parse-util.h"
 #include "base/time-util.h"
-#include "model/config-load.h"
+#include "config/config-load.h"
 #include "http.h"
 #include "journal.h"
 #include "manager.h"

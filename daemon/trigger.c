@@ -9,7 +9,7 @@
 #include "base/macro.h"
 #include "base/time-util.h"
 #include "chain/wait-chain.h"
-#include "model/rules.h"
+#include "config/rules.h"
 #include "trigger.h"
 
 void trigger_done(Trigger *t) {

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "chain/wait-chain.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "capture-budget.h"
 #include "scan.h"
 

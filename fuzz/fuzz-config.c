@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "model/config-load.h"
-#include "model/rules.h"
+#include "config/config-load.h"
+#include "config/rules.h"
 #include "fuzz.h"
 
 static char main_path[PATH_MAX], dropin_dir[PATH_MAX], dropin_path[PATH_MAX];

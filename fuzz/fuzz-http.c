@@ -14,7 +14,7 @@
 
 #include "../daemon/http.c"
 #include "../daemon/http-routes.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "fuzz.h"
 #include "base/intmap.h"
 #include "base/string-table.h"

@@ -5,7 +5,7 @@
  * 'p' an hsperfdata file. The seeds are a real OpenJDK 17 answer and a real hsperfdata file. */
 #include <errno.h>
 
-#include "capture/java.h"
+#include "runtime/java.h"
 #include "fuzz.h"
 #include "model/snapshot.h"
 

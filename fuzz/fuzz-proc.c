@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/strv.h"
-#include "capture/fuse-conn.h"
+#include "proc/fuse-conn.h"
 #include "model/proc-parse.h"
 #include "proc/peers-tables.h"
 #include "fuzz.h"

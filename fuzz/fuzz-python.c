@@ -3,8 +3,8 @@
  * write anything there; a bad table must give no line, never a wrong read. The first byte picks: 'n' lnotab, 't'
  * 3.10 linetable, 'l' location table (then 4 bytes of first line and 4 of byte offset, little-endian, then the
  * table), 'd' a _PyRuntime head. The seeds are real tables and a real 3.13.0 head. */
-#include "capture/python-lines.h"
-#include "capture/python-offsets.h"
+#include "runtime/python-lines.h"
+#include "runtime/python-offsets.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -7,9 +7,9 @@
 #include "base/escape.h"
 #include "base/json-util.h"
 #include "base/strv.h"
-#include "model/snapshot-json.h"
-#include "model/snapshot-pprof.h"
-#include "model/snapshot-text.h"
+#include "render/snapshot-json.h"
+#include "render/snapshot-pprof.h"
+#include "render/snapshot-text.h"
 #include "fuzz.h"
 
 static void render(const Snapshot *s, const TextOptions *o) {

@@ -6,7 +6,7 @@
 #include <sys/uio.h>
 
 #include "base/macro.h"
-#include "capture/arch.h"
+#include "unwind/arch.h"
 #include "capture/capture-passive.h"
 #include "proc/proc-read.h"
 

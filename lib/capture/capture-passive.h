@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "capture/unwind.h"
+#include "unwind/unwind.h"
 #include "model/proc-parse.h"
 
 /* The registers a /proc syscall record gives: SP and PC always, and for a thread inside a syscall the registers

@@ -13,7 +13,7 @@
 #include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "capture/arch.h"
+#include "unwind/arch.h"
 #include "capture/capture-passive.h"
 #include "capture/capture-ptrace.h"
 #include "proc/proc-read.h"

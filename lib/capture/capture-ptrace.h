@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "capture/unwind.h"
+#include "unwind/unwind.h"
 
 /* An attached thread. ptrace_session_done() (run by _cleanup_ptrace_session_) always detaches, so no return path
  * leaves a target stopped or traced. */

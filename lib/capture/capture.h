@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "capture/python.h"
-#include "capture/symbolize.h"
-#include "capture/unwind.h"
+#include "runtime/python.h"
+#include "unwind/symbolize.h"
+#include "unwind/unwind.h"
 #include "model/snapshot.h"
 
 /* Budgets (each overrun is recorded in the snapshot, never silent). */

@@ -24,7 +24,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
-#include "capture/fuse-conn.h"
+#include "proc/fuse-conn.h"
 #include "chain/peers.h"
 #include "proc/proc-read.h"
 #include "proc/sock-diag.h"

@@ -13,7 +13,7 @@
 #include "base/strv.h"
 #include "base/time-util.h"
 #include "capture/syscall-probe.h"
-#include "chain/python-waits.h"
+#include "runtime/python-waits.h"
 #include "chain/wait-chain.h"
 #include "proc/proc-read.h"
 

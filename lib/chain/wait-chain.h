@@ -7,7 +7,7 @@
 #include <sys/types.h>
 
 #include "capture/capture.h"
-#include "capture/symbolize.h"
+#include "unwind/symbolize.h"
 #include "chain/peers.h"
 #include "model/snapshot.h"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "capture/go-offsets.h"
+#include "runtime/go-offsets.h"
 
 #define FIELD(f) { #f, offsetof(GoOffsets, f) }
 

@@ -17,7 +17,7 @@
 
 #include "base/macro.h"
 #include "base/parse-util.h"
-#include "capture/python-offsets.h"
+#include "runtime/python-offsets.h"
 
 #define FIELD(f) { #f, offsetof(PyOffsets, f) }
 

@@ -2,7 +2,7 @@
 DWARF that lays out runtime.g, runtime.m, runtime.sudog and runtime.semaRoot as that release does: every field of
 the table go_offsets_for() holds for the release (printed by tests/helpers/go-offsets-print) is compared with it,
 g_size included. Only the installed release can be checked so; the other tables were walked by hand from their
-sources, which lib/capture/go-offsets.c cites."""
+sources, which lib/runtime/go-offsets.c cites."""
 import os
 import re
 import shutil
@@ -153,7 +153,7 @@ def ours(version):
         pytest.skip(f"{HELPER} is not built (make tests/helpers/go-offsets-print)")
     r = subprocess.run([HELPER, version], capture_output=True, text=True, timeout=30)
     if r.returncode == 1:
-        pytest.skip(f"{version}: {r.stderr.strip()} (lib/capture/go-offsets.c has no table for it yet)")
+        pytest.skip(f"{version}: {r.stderr.strip()} (lib/runtime/go-offsets.c has no table for it yet)")
     assert r.returncode == 0, r.stderr
     return {k: None if v == "none" else int(v) for k, v in (line.split() for line in r.stdout.splitlines())}
 

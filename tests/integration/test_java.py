@@ -259,7 +259,7 @@ def jcmd_thread_print(pid):
 # -- wait chain edges, read whichever way an edge names its two ends --
 
 def edge_from(e):
-    """(pid, tid) waiting: "from": {"pid", "tid", "comm"} as every edge of lib/model/snapshot-json.c has it, or
+    """(pid, tid) waiting: "from": {"pid", "tid", "comm"} as every edge of lib/render/snapshot-json.c has it, or
     flat "pid"/"tid" keys."""
     if "from" in e:
         return (e["from"] or {}).get("pid"), (e["from"] or {}).get("tid")

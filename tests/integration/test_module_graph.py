@@ -23,7 +23,7 @@ def test_our_tree_has_no_cycle():
     # The graph it printed names the modules the daemon is wired from, and lib/'s by their layer's folder.
     assert any(line.startswith("daemon/manager:") for line in lines)
     assert any(line.startswith("lib/base/macro") for line in lines)
-    assert any(line.startswith("lib/capture/unwind:") for line in lines)
+    assert any(line.startswith("lib/unwind/unwind:") for line in lines)
     # The daemon's transport knows no routes; the client's snapshot sources do not know each other.
     http = next(line for line in lines if line.startswith("daemon/http:"))
     routes = next(line for line in lines if line.startswith("daemon/http-routes:"))

@@ -5,7 +5,7 @@
 #include <sys/syscall.h>
 
 #include "base/macro.h"
-#include "capture/arch.h"
+#include "unwind/arch.h"
 
 START_TEST(test_regs_from_syscall) {
         ProcSyscall blocked = { .kind = PROC_SYSCALL_BLOCKED, .nr = __NR_read, .args = { 3, 0x1000, 64, 4, 5, 6 },

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "base/strv.h"
-#include "model/config-load.h"
+#include "config/config-load.h"
 
 #define SEC USEC_PER_SEC
 #define MSEC USEC_PER_MSEC

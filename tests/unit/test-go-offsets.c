@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "capture/go-offsets.h"
+#include "runtime/go-offsets.h"
 
 START_TEST(test_parse_version) {
         static const struct {

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "model/goroutine-text.h"
-#include "model/snapshot-json.h"
-#include "model/snapshot-text.h"
+#include "render/goroutine-text.h"
+#include "render/snapshot-json.h"
+#include "render/snapshot-text.h"
 
 #define MINUTE INT64_C(60000000)
 

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "capture/java.h"
-#include "model/snapshot-json.h"
+#include "runtime/java.h"
+#include "render/snapshot-json.h"
 
 #define SYNC_A 0xb88
 #define SYNC_B 0xb89

@@ -7,7 +7,7 @@
 
 #include "unit.h"
 
-#include "model/config.h"
+#include "config/config.h"
 #include "base/macro.h"
 #include "../../daemon/metrics.h"
 #include "base/time-util.h"

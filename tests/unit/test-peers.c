@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "capture/fuse-conn.h"
+#include "proc/fuse-conn.h"
 #include "chain/peers.h"
 #include "chain/wait-chain.h"
 #include "proc/sock-diag.h"

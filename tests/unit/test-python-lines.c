@@ -5,7 +5,7 @@
 #include <limits.h>
 
 #include "base/macro.h"
-#include "capture/python-lines.h"
+#include "runtime/python-lines.h"
 
 typedef struct LineCase {
         unsigned offset;        /* bytes into the code, as dis shows it */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "capture/python-offsets.h"
+#include "runtime/python-offsets.h"
 
 /* The first 584 bytes of _PyRuntime in CPython 3.13.0 (pyenv's build, x86-64), read with ctypes.string_at() and
  * printed as uint64_t, one group of the table per line, in Include/internal/pycore_runtime.h's order. */

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "base/macro.h"
-#include "capture/python-scan.h"
-#include "capture/unwind.h"
+#include "runtime/python-scan.h"
+#include "unwind/unwind.h"
 
 /* In this executable's writable segment, which the scan reads; zeroed at the start of each test. */
 static uint64_t runtime_a[64], runtime_b[64], interp_a[64], interp_b[64], tstate_a[64], tstate_b[64];

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "model/rules.h"
+#include "config/rules.h"
 
 /* The tables below start from a base rule and base facts and override a field or two with designated
  * initializers: that is the point, so the "overridden initializer" warning is off for this file. */

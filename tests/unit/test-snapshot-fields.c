@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/model/snapshot-json.c"
+#include "../../lib/render/snapshot-json.c"
 
 static const struct {
         const char *name;

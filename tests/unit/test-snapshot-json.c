@@ -6,8 +6,8 @@
 
 #include "base/macro.h"
 #include "base/strv.h"
-#include "model/snapshot-json.h"
-#include "model/snapshot-text.h"
+#include "render/snapshot-json.h"
+#include "render/snapshot-text.h"
 
 static Snapshot *make_snapshot(void) {
         Snapshot *s = snapshot_new();

@@ -10,8 +10,8 @@
 #include <zlib.h>
 
 #include "base/macro.h"
-#include "model/snapshot-json.h"
-#include "model/snapshot-pprof.h"
+#include "render/snapshot-json.h"
+#include "render/snapshot-pprof.h"
 
 /* 5 threads reading alike (12-15 and 20), one in D running Python code (the rule's), one whose frames were not
  * read. Names from /proc are hostile: an escape sequence, a newline, a NUL-free byte soup. */

@@ -10,8 +10,8 @@
 #include "base/escape.h"
 #include "base/json-util.h"
 #include "base/macro.h"
-#include "model/snapshot-json.h"
-#include "model/snapshot-svg.h"
+#include "render/snapshot-json.h"
+#include "render/snapshot-svg.h"
 #include "unit.h"
 
 static const char *srcdir(void) {

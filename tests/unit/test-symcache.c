@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capture/symcache.h"
+#include "unwind/symcache.h"
 
 static char *tmpdir_new(void) {
         char *d;

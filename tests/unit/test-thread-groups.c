@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "model/snapshot-json.h"
-#include "model/snapshot-text.h"
-#include "model/thread-groups.h"
+#include "render/snapshot-json.h"
+#include "render/snapshot-text.h"
+#include "render/thread-groups.h"
 
 static void add_frames(ThreadSnapshot *t, const uint64_t *pcs, size_t n) {
         for (size_t i = 0; i < n; i++) {

@@ -5,7 +5,7 @@
 
 #include "unit.h"
 
-#include "model/config.h"
+#include "config/config.h"
 #include "base/macro.h"
 #include "../../daemon/trigger.h"
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "base/macro.h"
-#include "capture/unwind.h"
+#include "unwind/unwind.h"
 
 #define COPY_BYTES 65536
 
