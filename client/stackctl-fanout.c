@@ -15,6 +15,7 @@
 #include "base/escape.h"
 #include "base/io-util.h"
 #include "base/log.h"
+#include "base/process-util.h"
 #include "base/time-util.h"
 #include "stackctl-args.h"
 #include "stackctl-daemon.h"
@@ -95,7 +96,7 @@ int fanout_get(const char *path, uint64_t timeout_usec, long also_ok, FanoutRepl
         fflush(stdout);
         fflush(stderr);
         for (size_t i = 0; i < n; i++) {
-                int out[2], err[2];
+                int out[2], err[2], k;
 
                 r[i].host = arg.hosts[i].name;
                 r[i].exit = EXIT_FAIL;
@@ -103,12 +104,15 @@ int fanout_get(const char *path, uint64_t timeout_usec, long also_ok, FanoutRepl
                         r[i].error = strdup("cannot create a pipe");
                         continue;
                 }
-                pids[i] = fork();
-                if (pids[i] == 0)
+                k = fork_child(&(ForkOptions) { .flags = FORK_DEATHSIG | FORK_RESET_SIGNALS | FORK_CLOSE_FDS |
+                                                          FORK_KEEP_STDIO,
+                                                .keep_fds = (const int[]) { out[1], err[1] }, .n_keep_fds = 2 },
+                               &pids[i]);
+                if (k == 0)
                         child(i, path, timeout_usec, also_ok, out[1], err[1]);
                 close(out[1]);
                 close(err[1]);
-                if (pids[i] < 0) {
+                if (k < 0) {
                         close(out[0]);
                         close(err[0]);
                         r[i].error = strdup("cannot fork");
@@ -159,7 +163,7 @@ int fanout_get(const char *path, uint64_t timeout_usec, long also_ok, FanoutRepl
                 for (size_t k = 0; k < 2; k++)
                         if (p[2 * i + k].fd >= 0)
                                 close(p[2 * i + k].fd);
-                if (pids[i] > 0 && waitpid(pids[i], &status, 0) == pids[i] && WIFEXITED(status) &&
+                if (pids[i] > 0 && process_wait(pids[i], &status) == pids[i] && WIFEXITED(status) &&
                     !(r[i].error && strstr(r[i].error, "within the timeout")))
                         r[i].exit = WEXITSTATUS(status);
                 /* The last line of what the child said on stderr is the reason, escaped for the terminal. */

@@ -11,6 +11,7 @@
 #include "base/json-util.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/process-util.h"
 #include "stackctl-args.h"
 #include "stackctl-output.h"
 
@@ -28,7 +29,7 @@ static const char *pager_command(void) {
 
 void pager_open(void) {
         const char *cmd = pager_command();
-        int fds[2];
+        int fds[2], r;
         pid_t pid;
 
         if (arg.no_pager || pager_pid > 0 || !isatty(STDOUT_FILENO) || !cmd[0] || streq(cmd, "cat"))
@@ -36,13 +37,14 @@ void pager_open(void) {
         if (pipe2(fds, O_CLOEXEC) < 0)
                 return;
         fflush(stdout);
-        pid = fork();
-        if (pid < 0) {
+        /* It dies with us: a pager left behind would hold the terminal. */
+        r = fork_child(&(ForkOptions) { .flags = FORK_DEATHSIG | FORK_RESET_SIGNALS }, &pid);
+        if (r < 0) {
                 close(fds[0]);
                 close(fds[1]);
                 return;
         }
-        if (pid == 0) {
+        if (r == 0) {
                 /* The pager: reads the pipe, writes to the terminal. Quit at once on one screen (F), keep colour (R),
                  * no termcap init/deinit (X), as systemd's tools set it. */
                 (void) dup2(fds[0], STDIN_FILENO);
@@ -65,8 +67,7 @@ void pager_close(void) {
                 return;
         fflush(stdout);
         (void) close(STDOUT_FILENO);
-        while (waitpid(pager_pid, NULL, 0) < 0 && errno == EINTR)
-                ;
+        (void) process_wait(pager_pid, NULL);
         pager_pid = 0;
 }
 

@@ -10,7 +10,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <linux/close_range.h>
 #include <unistd.h>
 
 #include "base/io-util.h"
@@ -440,36 +439,6 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         return r;
 }
 
-/* The child keeps only its two pipes: a copy of an HTTP client's connection or of a listening socket must not
- * outlive the daemon's own (a client would wait for an EOF the child holds up). The loop's fds go too. */
-static void close_all_but(int a, int b) {
-        unsigned lo = 3;
-        int keep[2] = { MIN(a, b), MAX(a, b) };
-
-        for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
-                if (keep[i] < (int) lo)
-                        continue;
-                if ((unsigned) keep[i] > lo)
-                        (void) close_range(lo, (unsigned) keep[i] - 1, 0);
-                lo = (unsigned) keep[i] + 1;
-        }
-        (void) close_range(lo, ~0U, 0);
-}
-
-bool capture_job_child_init(pid_t parent, int keep_a, int keep_b) {
-        sigset_t none;
-
-        /* Die with the daemon: the kernel then detaches anything we hold. */
-        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-                return false;
-        sigemptyset(&none);
-        (void) sigprocmask(SIG_SETMASK, &none, NULL);
-        close_all_but(keep_a, keep_b);
-        return true;
-}
-
-
 /* The report's "python" array; entries that are not what the child writes are skipped. -ENOMEM. */
 static int job_python_parse(json_object *a, CaptureJobPython **ret, size_t *ret_n) {
         size_t n = a ? MIN(json_object_array_length(a), (size_t) CAPTURE_JOB_PYTHON_MAX) : 0, k = 0;
@@ -589,7 +558,7 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
                       CaptureJob **ret) {
         CaptureJob *j;
         int fds[2], r;
-        pid_t parent = getpid(), child;
+        pid_t child;
 
         j = calloc(1, sizeof *j);
         if (!j)
@@ -607,18 +576,19 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
         }
         /* Best effort: the default 64 KiB holds every report but the most hostile one. */
         (void) fcntl(fds[1], F_SETPIPE_SZ, JOB_REPORT_MAX);
-        child = fork();
-        if (child < 0) {
-                r = negative_errno();
+        /* The child keeps only its two pipes: a copy of an HTTP client's connection or of a listening socket must not
+         * outlive the daemon's own (a client would wait for an EOF the child holds up). The loop's fds go too. Dying
+         * with the daemon, the kernel detaches anything it holds. */
+        r = fork_child(&(ForkOptions) { .flags = FORK_CHILD_OF_DAEMON, .keep_fds = (const int[]) { fds[1],
+                                        spec->output_fd }, .n_keep_fds = 2, .setup_failed_status = ESRCH },
+                       &child);
+        if (r < 0) {
                 safe_close(fds[0]);
                 safe_close(fds[1]);
                 capture_job_free(j);
                 return r;
         }
-        if (child == 0) {
-                safe_close(fds[0]);
-                if (!capture_job_child_init(parent, fds[1], spec->output_fd))
-                        _exit(ESRCH);
+        if (r == 0) {
                 free(j->rule); /* the parent's bookkeeping, not ours */
                 free(j);
                 _exit(job_child(spec, fds[1]));
@@ -643,10 +613,7 @@ CaptureJob *capture_job_free(CaptureJob *j) {
                 return NULL;
         sd_event_source_disable_unref(j->child_source);
         sd_event_source_disable_unref(j->timeout_source);
-        if (j->child > 0) {
-                (void) kill(j->child, SIGKILL);
-                (void) waitpid(j->child, NULL, 0);
-        }
+        process_kill(j->child, true);
         safe_close(j->pipe_fd);
         free(j->rule);
         free(j);

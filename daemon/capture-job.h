@@ -8,11 +8,12 @@
 
 #include <systemd/sd-event.h>
 
+#include "base/process-util.h"
 #include "capture/capture.h"
-#include "unwind/symbolize.h"
 #include "config/config.h"
 #include "model/snapshot.h"
 #include "store/archive.h"
+#include "unwind/symbolize.h"
 
 typedef struct CaptureJob CaptureJob;
 
@@ -73,9 +74,9 @@ const CaptureJobPython *capture_job_result_python(const CaptureJobResult *res, p
 /* And of the threads whose Python frame it reports (CaptureJobResult.python), each cut at CAPTURE_JOB_FRAME_MAX. */
 #define CAPTURE_JOB_PYTHON_MAX 32
 
-/* In a child the daemon (PARENT) just forked for a job: die with the daemon, take the default signal mask, and
- * close every fd above stderr but KEEP_A and KEEP_B (-1: none). false when the daemon is gone already. */
-bool capture_job_child_init(pid_t parent, int keep_a, int keep_b);
+/* How the daemon starts a child for a job (fork_child()): it dies with the daemon, takes the default signal mask,
+ * and keeps no fd above stderr but those it is given. */
+#define FORK_CHILD_OF_DAEMON (FORK_DEATHSIG | FORK_RESET_SIGNALS | FORK_CLOSE_FDS | FORK_KEEP_STDIO)
 
 /* Called in the daemon when the job ended. */
 typedef void (*CaptureJobDone)(CaptureJob *job, const CaptureJobResult *result, void *userdata);

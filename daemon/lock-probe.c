@@ -2,10 +2,10 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/process-util.h"
 #include "base/time-util.h"
 #include "capture/syscall-probe.h"
 #include "capture-job.h"
@@ -48,10 +48,7 @@ int lock_probes_new(sd_event *e, Scanner *scanner, Metrics *metrics, LockProbes 
 static void probe_free(LockProbe *p) {
         sd_event_source_disable_unref(p->child_source);
         sd_event_source_disable_unref(p->timeout_source);
-        if (p->child > 0) {
-                (void) kill(p->child, SIGKILL);
-                (void) waitpid(p->child, NULL, 0);
-        }
+        process_kill(p->child, true);
         for (size_t i = 0; i < LOCK_PROBES_MAX; i++)
                 if (p->owner->running[i] == p)
                         p->owner->running[i] = NULL;
@@ -95,13 +92,10 @@ static int on_probe_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static _Noreturn void probe_child(pid_t parent, pid_t tid) {
+static _Noreturn void probe_child(pid_t tid) {
         LockAttempt a;
         int r;
 
-        /* Dying with the daemon, the kernel detaches the thread we trace. */
-        if (!capture_job_child_init(parent, -1, -1))
-                _exit(PROBE_EXIT_FAILED);
         r = lock_retry_probe(tid, LOCK_PROBE_WINDOW_USEC, &a);
         if (r < 0)
                 log_debug_errno(r, "Could not trace thread %d for a lock it polls for: %m", (int) tid);
@@ -110,23 +104,23 @@ static _Noreturn void probe_child(pid_t parent, pid_t tid) {
 
 static int probe_start(LockProbes *lp, size_t slot, ThreadEntry *t) {
         LockProbe *p = calloc(1, sizeof *p);
-        pid_t parent = getpid();
         int r;
 
         if (!p)
                 return -ENOMEM;
         *p = (LockProbe) { .owner = lp, .pid = t->pid, .tid = t->tid, .starttime = t->process->starttime };
-        p->child = fork();
-        if (p->child < 0) {
-                r = negative_errno();
+        /* Dying with the daemon, the kernel detaches the thread it traces. */
+        r = fork_child(&(ForkOptions) { .flags = FORK_CHILD_OF_DAEMON, .setup_failed_status = PROBE_EXIT_FAILED },
+                       &p->child);
+        if (r < 0) {
                 free(p);
                 return r;
         }
-        if (p->child == 0) {
+        if (r == 0) {
                 pid_t tid = p->tid;
 
                 free(p); /* the parent's bookkeeping, not ours */
-                probe_child(parent, tid);
+                probe_child(tid);
         }
         lp->running[slot] = p;
         r = sd_event_add_child(lp->event, &p->child_source, p->child, WEXITED, on_probe_exit, p);

@@ -8,14 +8,13 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/alloc-util.h"
 #include "base/macro.h"
+#include "base/process-util.h"
 #include "proc/fuse-conn.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
@@ -243,11 +242,6 @@ __attribute__((noreturn)) static void copy_child(int sock, const char *path, con
         struct stat st;
         int err = 0, fd, mfd = -1;
 
-        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-        /* It may outlive us in D: it must not keep our files open (a pipe our parent waits to see closed). */
-        if (sock > 0)
-                (void) close_range(0, (unsigned) sock - 1, 0);
-        (void) close_range((unsigned) sock + 1, ~0U, 0);
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0 || fstat(fd, &st) < 0)
                 err = errno;
@@ -292,17 +286,17 @@ int fuse_copy_file(const char *path, const struct stat *want, uint64_t timeout_u
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
-        child = fork();
-        if (child < 0) {
-                k = -errno;
+        /* It may outlive us in D: it must not keep our files open (a pipe our parent waits to see closed). */
+        k = fork_child(&(ForkOptions) { .flags = FORK_DEATHSIG | FORK_RESET_SIGNALS | FORK_CLOSE_FDS,
+                                        .keep_fds = &sv[1], .n_keep_fds = 1 },
+                       &child);
+        if (k < 0) {
                 close(sv[0]);
                 close(sv[1]);
                 return k;
         }
-        if (child == 0) {
-                close(sv[0]);
+        if (k == 0)
                 copy_child(sv[1], path, want);
-        }
         close(sv[1]);
         p = (struct pollfd) { .fd = sv[0], .events = POLLIN };
         do
@@ -312,8 +306,7 @@ int fuse_copy_file(const char *path, const struct stat *want, uint64_t timeout_u
         n = k > 0 ? recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) : -1;
         close(sv[0]);
         /* Done, or given up: it is not waited for (it may hang in close() or in the daemon's request, in D). */
-        (void) kill(child, SIGKILL);
-        (void) waitpid(child, NULL, WNOHANG);
+        process_kill(child, false);
         if (k == 0)
                 return -ETIMEDOUT;
         if (n != (ssize_t) sizeof err)

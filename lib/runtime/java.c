@@ -10,7 +10,6 @@
  * problem, killed at the deadline. */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,9 +26,10 @@
 #include "base/alloc-util.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
+#include "base/process-util.h"
 #include "base/time-util.h"
-#include "runtime/java.h"
 #include "proc/proc-read.h"
+#include "runtime/java.h"
 
 #define JAVA_ANSWER_MAX (64U * 1024 * 1024)
 #define JAVA_LISTENER_POLL_USEC (5 * USEC_PER_MSEC)
@@ -235,25 +235,16 @@ enum {
 
 /* The child: everything it needs was prepared by the parent (no allocation here). Writes the answer to OUT, then
  * a NUL and the time from the request to the answer's end, in µs, as decimal digits. */
-static _Noreturn void child_request(pid_t pid, const JvmIds *ids, const char *tmp, const char *sock_name,
-                                    const char *trigger_name, uint64_t deadline_usec, int out) {
+static _Noreturn void child_request(pid_t pid, int dirfd, const char *sock_name, const char *trigger_name,
+                                    uint64_t deadline_usec, int out) {
         static const char request[] = "1\0threaddump\0-l\0\0";
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         uint8_t buf[65536];
         uint64_t t0, usec;
         char digits[24];
-        int dirfd, sock, k;
+        int sock, k;
         bool triggered = false;
 
-        dirfd = open(tmp, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (dirfd < 0)
-                _exit(CHILD_NO_TMP);
-        /* The JVM's credentials: its check of the peer, and of the trigger file's owner (JDK 8 wants both its own). */
-        if (geteuid() == 0 && (ids->uid != 0 || ids->gid != 0)) {
-                (void) setgroups(0, NULL);
-                if (setresgid(ids->gid, ids->gid, ids->gid) < 0 || setresuid(ids->uid, ids->uid, ids->uid) < 0)
-                        _exit(CHILD_NO_CREDS);
-        }
         if (faccessat(dirfd, sock_name, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
                 int fd = openat(dirfd, trigger_name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 
@@ -300,7 +291,7 @@ static _Noreturn void child_request(pid_t pid, const JvmIds *ids, const char *tm
 }
 
 int java_request_threaddump(pid_t pid, uint64_t deadline_usec, char **ret, uint64_t *ret_usec, char **ret_why) {
-        _cleanup_close_ int dirfd = -EBADF, rfd = -EBADF;
+        _cleanup_close_ int dirfd = -EBADF, tmpfd = -EBADF, rfd = -EBADF;
         _cleanup_free_ char *buf = NULL;
         char tmp[64], sock_name[48], trigger_name[48];
         size_t n = 0, alloc = 0;
@@ -328,19 +319,24 @@ int java_request_threaddump(pid_t pid, uint64_t deadline_usec, char **ret, uint6
         snprintf(sock_name, sizeof sock_name, ".java_pid%d", (int) ids.nspid);
         snprintf(trigger_name, sizeof trigger_name, ".attach_pid%d", (int) ids.nspid);
 
+        /* Opened as we are, then handed to a child that asks as the JVM's user: its check of the peer, and of the
+         * trigger file's owner (JDK 8 wants both its own). */
+        tmpfd = open(tmp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (tmpfd < 0)
+                return (*ret_why = strdup("cannot reach its /tmp")) ? -ECONNREFUSED : -ENOMEM;
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
-        child = fork();
-        if (child < 0) {
-                r = -errno;
+        r = fork_child(&(ForkOptions) { .flags = FORK_DEATHSIG | FORK_RESET_SIGNALS | FORK_CLOSE_FDS | FORK_SET_USER,
+                                        .keep_fds = (const int[]) { tmpfd, pipefd[1] }, .n_keep_fds = 2,
+                                        .uid = ids.uid, .gid = ids.gid, .setup_failed_status = CHILD_NO_CREDS },
+                       &child);
+        if (r < 0) {
                 close(pipefd[0]);
                 close(pipefd[1]);
                 return r;
         }
-        if (child == 0) {
-                close(pipefd[0]);
-                child_request(pid, &ids, tmp, sock_name, trigger_name, deadline_usec, pipefd[1]);
-        }
+        if (r == 0)
+                child_request(pid, tmpfd, sock_name, trigger_name, deadline_usec, pipefd[1]);
         close(pipefd[1]);
         rfd = pipefd[0];
         for (;;) {
@@ -364,8 +360,7 @@ int java_request_threaddump(pid_t pid, uint64_t deadline_usec, char **ret, uint6
                                 break;
                         }
                         if (!GREEDY_REALLOC(buf, alloc, n + 65536 + 1)) {
-                                (void) kill(child, SIGKILL);
-                                (void) waitpid(child, NULL, 0);
+                                process_kill(child, true);
                                 return -ENOMEM;
                         }
                 }
@@ -378,11 +373,8 @@ int java_request_threaddump(pid_t pid, uint64_t deadline_usec, char **ret, uint6
         }
         if (timed_out)
                 (void) kill(child, SIGKILL);
-        while (waitpid(child, &status, 0) < 0)
-                if (errno != EINTR) {
-                        status = 0;
-                        break;
-                }
+        if (process_wait(child, &status) < 0)
+                status = 0;
         if (timed_out)
                 return asprintf(ret_why, "the JVM did not answer within the deadline (its safepoint not reached, or "
                                 "its attach listener busy)") < 0 ? -ENOMEM : -ETIME;
