@@ -41,17 +41,13 @@ static size_t stack_extent(const ProcMap *maps, size_t n_maps, uint64_t sp, size
 int capture_read_stack(pid_t pid, const ProcMap *maps, size_t n_maps, uint64_t sp, uint8_t *buf, size_t max,
                        UnwindStack *ret, bool *ret_truncated) {
         size_t len = stack_extent(maps, n_maps, sp, max, ret_truncated);
-        struct iovec local = { .iov_base = buf, .iov_len = len };
-        struct iovec remote = { .iov_base = (void *) (uintptr_t) sp, .iov_len = len };
         ssize_t n;
 
         if (len == 0)
                 return -EFAULT;
-        n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-        if (n <= 0) {
-                int r = n < 0 ? negative_errno() : -EFAULT;
-                return r == -ENOENT ? -ESRCH : r;
-        }
+        n = proc_mem_read_upto(pid, sp, buf, len);
+        if (n < 0)
+                return (int) n;
         *ret = (UnwindStack) { .base = sp, .data = buf, .len = (size_t) n };
         return 0;
 }

@@ -18,6 +18,7 @@
 #include "capture/capture-ptrace.h"
 #include "capture/capture-sched.h"
 #include "capture/syscall-probe.h"
+#include "proc/proc-read.h"
 
 /* Distinct (syscall, result) pairs counted; a spinning thread has one or two. */
 #define PROBE_PAIRS 16
@@ -209,9 +210,7 @@ static void lock_call_enter(pid_t tid, const struct __ptrace_syscall_info *info,
         if (a[0] > INT32_MAX)
                 return;
         if (info->entry.nr == __NR_fcntl && (a[1] == F_SETLK || a[1] == F_OFD_SETLK)) {
-                struct iovec local = { &fl, sizeof fl }, remote = { (void *) (uintptr_t) a[2], sizeof fl };
-
-                if (process_vm_readv(tid, &local, 1, &remote, 1, 0) != (ssize_t) sizeof fl || fl.l_type == F_UNLCK)
+                if (proc_mem_read(tid, a[2], &fl, sizeof fl) < 0 || fl.l_type == F_UNLCK)
                         return;
                 *ret = (LockAttempt) { .nr = __NR_fcntl, .fd = (int) a[0], .cmd = (int) a[1],
                                        .write = fl.l_type == F_WRLCK, .whence = fl.l_whence, .start = fl.l_start,

@@ -638,13 +638,7 @@ static int edges_children(EdgeCtx *c, pid_t only, const char *why, bool none_edg
 
 /* Read COUNT bytes at ADDR of the thread's process. */
 static int read_target(pid_t pid, uint64_t addr, void *buf, size_t count) {
-        struct iovec local = { .iov_base = buf, .iov_len = count };
-        struct iovec remote = { .iov_base = (void *) (uintptr_t) addr, .iov_len = count };
-        ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-
-        if (n < 0)
-                return proc_errno(negative_errno());
-        return (size_t) n == count ? 0 : -EFAULT;
+        return proc_errno(proc_mem_read(pid, addr, buf, count));
 }
 
 /* glibc's pthread_mutex_t (x86-64, aarch64 and the other 64-bit ABIs alike for these fields): the futex word, a

@@ -168,7 +168,7 @@ void proc_fds_free(ProcFd *fds, size_t n) {
         free(fds);
 }
 
-int proc_mem_read(pid_t pid, uint64_t addr, void *buf, size_t n) {
+ssize_t proc_mem_read_upto(pid_t pid, uint64_t addr, void *buf, size_t n) {
         struct iovec local = { .iov_base = buf, .iov_len = n };
         struct iovec remote = { .iov_base = (void *) (uintptr_t) addr, .iov_len = n };
         ssize_t k;
@@ -177,6 +177,62 @@ int proc_mem_read(pid_t pid, uint64_t addr, void *buf, size_t n) {
                 return -EFAULT;
         k = process_vm_readv(pid, &local, 1, &remote, 1, 0);
         if (k < 0)
-                return -errno;
+                return errno == ENOENT ? -ESRCH : negative_errno();
+        return k > 0 || n == 0 ? k : -EFAULT;
+}
+
+int proc_mem_read(pid_t pid, uint64_t addr, void *buf, size_t n) {
+        ssize_t k = proc_mem_read_upto(pid, addr, buf, n);
+
+        if (k < 0)
+                return (int) k;
         return (size_t) k == n ? 0 : -EFAULT;
+}
+
+ssize_t proc_mem_readv(pid_t pid, const ProcMemBlock *blocks, size_t n, bool *ok) {
+        struct iovec local[PROC_MEM_BATCH], remote[PROC_MEM_BATCH];
+        size_t total = 0, n_ok = 0;
+
+        for (size_t i = 0; i < n;) {
+                size_t k = MIN(n - i, (size_t) PROC_MEM_BATCH), want = 0, whole = 0;
+                ssize_t got;
+
+                for (size_t j = 0; j < k; j++) {
+                        const ProcMemBlock *b = &blocks[i + j];
+
+                        local[j] = (struct iovec) { .iov_base = b->buf, .iov_len = b->size };
+                        remote[j] = (struct iovec) { .iov_base = (void *) (uintptr_t) b->addr, .iov_len = b->size };
+                        want += b->size;
+                }
+                got = process_vm_readv(pid, local, k, remote, k, 0);
+                if (got < 0 && errno != EFAULT) {
+                        /* Gone, or not ours to read: no block will do better. */
+                        int r = errno == ENOENT ? -ESRCH : negative_errno();
+
+                        if (!ok)
+                                return total > 0 ? (ssize_t) total : r;
+                        for (size_t j = i; j < n; j++)
+                                ok[j] = false;
+                        return r;
+                }
+                if (!ok) {
+                        total += (size_t) MAX(got, (ssize_t) 0);
+                        if (got < 0 || (size_t) got < want)
+                                break;
+                        i += k;
+                        continue;
+                }
+                /* The blocks read whole, then the one the read stopped at: marked, and skipped. */
+                for (size_t left = got < 0 ? 0 : (size_t) got; whole < k && blocks[i + whole].size <= left; whole++) {
+                        left -= blocks[i + whole].size;
+                        ok[i + whole] = true;
+                }
+                n_ok += whole;
+                if (whole < k)
+                        ok[i + whole++] = false;
+                i += whole;
+        }
+        if (!ok)
+                return total > 0 || n == 0 ? (ssize_t) total : -EFAULT;
+        return (ssize_t) n_ok;
 }

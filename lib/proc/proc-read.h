@@ -2,6 +2,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -33,6 +34,26 @@ typedef struct ProcFd {
 /* N bytes at ADDR of process PID's memory (process_vm_readv: the process is not stopped). -EFAULT when not all of
  * them could be read (or ADDR is 0, or the range wraps), else -errno (-ESRCH, -EPERM). */
 int proc_mem_read(pid_t pid, uint64_t addr, void *buf, size_t n);
+/* Up to N bytes at ADDR: the bytes read from ADDR on until the first that cannot be (a mapping's end), or -errno
+ * (-EFAULT when none could, -ESRCH when the process is gone). */
+ssize_t proc_mem_read_upto(pid_t pid, uint64_t addr, void *buf, size_t n);
+
+/* One block of another process's memory to read: SIZE bytes at ADDR into BUF. */
+typedef struct ProcMemBlock {
+        uint64_t addr;
+        void *buf;
+        size_t size;
+} ProcMemBlock;
+
+/* Blocks per process_vm_readv call (the kernel takes at most UIO_MAXIOV, 1024). */
+#define PROC_MEM_BATCH 512U
+
+/* Read N blocks of PID's memory, PROC_MEM_BATCH a system call, the process not stopped.
+ * With OK: every block is tried, OK[i] says whether block i was read whole (a read stops at the first block it
+ * cannot read, which is marked and skipped, and goes on after it); returns the number read whole, or -errno when
+ * no block can be (-ESRCH: the process is gone, -EPERM), every block then marked unread. Without OK: the blocks are one run, read until the first byte that cannot be; returns the
+ * bytes read from the first block on, or -errno (-EFAULT when none could be). */
+ssize_t proc_mem_readv(pid_t pid, const ProcMemBlock *blocks, size_t n, bool *ok);
 
 /* Read every /proc/PID/fd link below an open /proc/PID directory. Descriptors closed while we read are skipped. */
 int proc_read_fds(int pid_dirfd, ProcFd **ret, size_t *ret_n);

@@ -8,16 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <time.h>
 
 #include "base/alloc-util.h"
 #include "base/macro.h"
 #include "base/unaligned.h"
-#include "runtime/go-offsets.h"
-#include "unwind/go-pclntab.h"
-#include "runtime/golang.h"
 #include "proc/proc-read.h"
+#include "runtime/go-offsets.h"
+#include "runtime/golang.h"
+#include "unwind/go-pclntab.h"
 
 /* runtime._Gscan: set while the GC scans a goroutine's stack, on top of its status. */
 #define GO_STATUS_SCAN 0x1000U
@@ -25,8 +24,8 @@
 /* A goroutine's stack copied up to this much from its saved sp (deeper frames are read one by one). */
 #define GO_STACK_COPY_BYTES (16U * 1024)
 #define GO_STACK_BYTES_MAX (1ULL << 30)
-/* Reads batched per process_vm_readv call (the kernel takes at most UIO_MAXIOV, 1024). */
-#define GO_BATCH 512U
+/* The goroutines (g structures) read into memory at once. */
+#define GO_BATCH PROC_MEM_BATCH
 #define GO_WAIT_REASONS_MAX 64U
 #define GO_WAIT_REASON_CHARS 64U
 /* runtime.semtable's size (runtime/sema.go: semTabSize, 251 from 1.0 to 1.23) and the sudogs walked in it. */
@@ -59,30 +58,17 @@ static int go_read_u64(const GoProcess *p, uint64_t addr, uint64_t *ret) {
         return go_read(p, addr, ret, sizeof *ret);
 }
 
-/* Read N blocks, block K of SIZES[K] bytes at ADDRS[K] into BUFS[K], in batches; OK[K] says which were read whole
- * (a batch that stops at an unreadable block is finished one block at a time). */
+/* Read N blocks, block K of SIZES[K] bytes at ADDRS[K] into BUFS[K], batched (proc_mem_readv()); OK[K] says which
+ * were read whole. */
 static void go_read_many(const GoProcess *p, const uint64_t *addrs, const size_t *sizes, uint8_t *const *bufs,
                          bool *ok, size_t n) {
-        struct iovec local[GO_BATCH], remote[GO_BATCH];
+        ProcMemBlock b[PROC_MEM_BATCH];
 
-        for (size_t done = 0; done < n;) {
-                size_t k = MIN(n - done, (size_t) GO_BATCH), want = 0;
-                ssize_t got;
-
-                for (size_t i = 0; i < k; i++) {
-                        local[i] = (struct iovec) { .iov_base = bufs[done + i], .iov_len = sizes[done + i] };
-                        remote[i] = (struct iovec) { .iov_base = (void *) (uintptr_t) addrs[done + i],
-                                                     .iov_len = sizes[done + i] };
-                        want += sizes[done + i];
-                }
-                got = process_vm_readv(p->pid, local, k, remote, k, 0);
-                if (got >= 0 && (size_t) got == want) {
-                        for (size_t i = 0; i < k; i++)
-                                ok[done + i] = true;
-                } else
-                        for (size_t i = 0; i < k; i++)
-                                ok[done + i] = go_read(p, addrs[done + i], bufs[done + i], sizes[done + i]) == 0;
-                done += k;
+        for (size_t done = 0, k; done < n; done += k) {
+                k = MIN(n - done, (size_t) PROC_MEM_BATCH);
+                for (size_t i = 0; i < k; i++)
+                        b[i] = (ProcMemBlock) { .addr = addrs[done + i], .buf = bufs[done + i], .size = sizes[done + i] };
+                (void) proc_mem_readv(p->pid, b, k, ok + done);
         }
 }
 

@@ -5,16 +5,14 @@
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include "base/macro.h"
 #include "base/unaligned.h"
+#include "proc/proc-read.h"
 #include "runtime/python-scan.h"
 
 /* The bytes of one read of the data. */
 #define PY_SCAN_CHUNK_BYTES (64U * 1024)
-/* Words read by one process_vm_readv when following pointers. */
-#define PY_SCAN_BATCH 512U
 /* Distinct interpreter pointers followed at most: past that, the data is not what we look for. */
 #define PY_SCAN_POINTERS_MAX 65536U
 #define PY_SCAN_SEGMENTS_MAX 8U
@@ -81,11 +79,9 @@ static int scan_copy(Scan *s) {
                 for (uint64_t a = r->start; a < r->end; a += PY_SCAN_CHUNK_BYTES) {
                         size_t n = (size_t) MIN((uint64_t) PY_SCAN_CHUNK_BYTES, r->end - a);
                         uint8_t *to = r->data + (a - r->start);
-                        struct iovec local = { .iov_base = to, .iov_len = n };
-                        struct iovec remote = { .iov_base = (void *) (uintptr_t) a, .iov_len = n };
-                        ssize_t k = process_vm_readv(s->pid, &local, 1, &remote, 1, 0);
+                        ssize_t k = proc_mem_read_upto(s->pid, a, to, n);
 
-                        if (k < 0 && errno == ESRCH)
+                        if (k == -ESRCH)
                                 return -ESRCH;
                         if (k < (ssize_t) n)
                                 memset(to + MAX(k, (ssize_t) 0), 0, n - (size_t) MAX(k, (ssize_t) 0));
@@ -114,28 +110,17 @@ static bool writable(const Scan *s, uint64_t addr, uint64_t n) {
         return false;
 }
 
-/* VALS[i] = the word at ADDRS[i], OK[i] whether it could be read: PY_SCAN_BATCH words per process_vm_readv, which
- * stops at a word it cannot read; that one is skipped and the batch goes on after it. */
+/* VALS[i] = the word at ADDRS[i], OK[i] whether it could be read, batched (proc_mem_readv()). -ESRCH when the
+ * process is gone. */
 static int read_words(const Scan *s, const uint64_t *addrs, size_t n, uint64_t *vals, bool *ok) {
-        for (size_t i = 0; i < n;) {
-                struct iovec local[PY_SCAN_BATCH], remote[PY_SCAN_BATCH];
-                size_t k = MIN(n - i, (size_t) PY_SCAN_BATCH), done;
-                ssize_t got;
+        ProcMemBlock b[PROC_MEM_BATCH];
 
-                for (size_t j = 0; j < k; j++) {
-                        local[j] = (struct iovec) { .iov_base = &vals[i + j], .iov_len = sizeof vals[0] };
-                        remote[j] = (struct iovec) { .iov_base = (void *) (uintptr_t) addrs[i + j],
-                                                     .iov_len = sizeof vals[0] };
-                }
-                got = process_vm_readv(s->pid, local, k, remote, k, 0);
-                if (got < 0 && errno == ESRCH)
+        for (size_t i = 0, k; i < n; i += k) {
+                k = MIN(n - i, (size_t) PROC_MEM_BATCH);
+                for (size_t j = 0; j < k; j++)
+                        b[j] = (ProcMemBlock) { .addr = addrs[i + j], .buf = &vals[i + j], .size = sizeof vals[0] };
+                if (proc_mem_readv(s->pid, b, k, ok + i) == -ESRCH)
                         return -ESRCH;
-                done = got < 0 ? 0 : (size_t) got / sizeof vals[0];
-                for (size_t j = 0; j < done; j++)
-                        ok[i + j] = true;
-                if (done < k)
-                        ok[i + done] = false;
-                i += MIN(done + 1, k);
         }
         return 0;
 }

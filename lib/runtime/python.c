@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/alloc-util.h"
@@ -88,18 +87,13 @@ static int py_read_ptr(const PyProcess *p, uint64_t addr, uint64_t *ret) {
 /* Up to N bytes at ADDR, as many as lie before the end of their mapping, and at least MIN_N: the bytes read, or
  * -EFAULT. An object and the data that follows it in one read, where a read of the head would need a second. */
 static ssize_t py_read_upto(const PyProcess *p, uint64_t addr, void *buf, size_t min_n, size_t n) {
-        struct iovec local = { .iov_base = buf, .iov_len = n };
-        struct iovec remote = { .iov_base = (void *) (uintptr_t) addr, .iov_len = n };
-        ssize_t k;
+        ssize_t k = proc_mem_read_upto(p->pid, addr, buf, n);
 
-        if (addr == 0 || addr + n < addr)
-                return -EFAULT;
-        k = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
-        if (k < 0 && errno == EFAULT && min_n < n)
+        if (k == -EFAULT && min_n < n && addr != 0)
                 /* The first page itself ends the mapping: the head alone. */
                 return py_read(p, addr, buf, min_n) < 0 ? -EFAULT : (ssize_t) min_n;
         if (k < 0)
-                return -errno;
+                return k;
         return (size_t) k >= min_n ? k : -EFAULT;
 }
 
@@ -612,7 +606,7 @@ typedef struct PyWindow {
 /* Fill W with [ADDR, ADDR + N) and, WIDE, with what lies below it, down to PY_WINDOW_BYTES in all: the granules
  * from the top down, so that a read stops at the first one that cannot be read and keeps what came above. */
 static int window_fill(const PyProcess *p, PyWindow *w, uint64_t addr, size_t n, bool wide) {
-        struct iovec local[PY_WINDOW_BYTES / PY_WINDOW_GRANULE + 1], remote[ELEMENTSOF(local)];
+        ProcMemBlock b[PY_WINDOW_BYTES / PY_WINDOW_GRANULE + 1];
         uint64_t end = addr + n, lo = wide && end > PY_WINDOW_BYTES ? end - PY_WINDOW_BYTES : addr;
         size_t k = 0;
         ssize_t got;
@@ -620,17 +614,16 @@ static int window_fill(const PyProcess *p, PyWindow *w, uint64_t addr, size_t n,
         if (addr == 0 || end < addr || n > PY_WINDOW_BYTES)
                 return -EFAULT;
         lo = MIN(lo, addr);
-        for (uint64_t hi = end; hi > lo && k < ELEMENTSOF(remote);) {
+        for (uint64_t hi = end; hi > lo && k < ELEMENTSOF(b);) {
                 uint64_t g = MAX((hi - 1) / PY_WINDOW_GRANULE * PY_WINDOW_GRANULE, lo);
 
-                remote[k] = (struct iovec) { .iov_base = (void *) (uintptr_t) g, .iov_len = hi - g };
-                local[k++] = (struct iovec) { .iov_base = w->buf + (g - lo), .iov_len = hi - g };
+                b[k++] = (ProcMemBlock) { .addr = g, .buf = w->buf + (g - lo), .size = hi - g };
                 hi = g;
         }
         w->start = w->end = 0;
-        got = process_vm_readv(p->pid, local, k, remote, k, 0);
+        got = proc_mem_readv(p->pid, b, k, NULL);
         if (got < 0)
-                return -errno;
+                return (int) got;
         if ((size_t) got < n)
                 return -EFAULT;
         w->start = end - (uint64_t) got;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -81,4 +82,75 @@ START_TEST(test_list_tasks) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("proc-read", test_read_self, test_fd_links, test_vanished_is_esrch, test_list_tasks)
+/* A child's memory read in blocks: 3 pages, the middle one unreadable, and more blocks than one batch holds. */
+START_TEST(test_mem_readv_blocks) {
+        size_t page = (size_t) sysconf(_SC_PAGESIZE), n = PROC_MEM_BATCH + 100;
+        uint8_t *map = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        uint64_t *words = calloc(n, sizeof *words), *got = calloc(n, sizeof *got);
+        ProcMemBlock *b = calloc(n, sizeof *b);
+        bool *ok = calloc(n, sizeof *ok);
+        int p[2];
+        pid_t child;
+
+        ck_assert_ptr_ne(map, MAP_FAILED);
+        ck_assert(words && got && b && ok);
+        for (size_t i = 0; i < 3 * page; i++)
+                map[i] = (uint8_t) (i / page + 1);
+        for (size_t i = 0; i < n; i++)
+                words[i] = 1000 + i;
+        ck_assert_int_eq(mprotect(map + page, page, PROT_NONE), 0);
+        ck_assert_int_eq(pipe(p), 0);
+        child = fork();
+        ck_assert_int_ge(child, 0);
+        if (child == 0) {
+                char c;
+
+                close(p[1]);
+                (void) read(p[0], &c, 1); /* until the parent is done */
+                _exit(0);
+        }
+        /* The words, with every 100th block pointing into the unreadable page. */
+        for (size_t i = 0; i < n; i++)
+                b[i] = (ProcMemBlock) { .addr = i % 100 == 7 ? (uint64_t) (uintptr_t) (map + page)
+                                                              : (uint64_t) (uintptr_t) &words[i],
+                                        .buf = &got[i], .size = sizeof got[i] };
+        ck_assert_int_eq(proc_mem_readv(child, b, n, ok), (ssize_t) (n - (n + 92) / 100));
+        for (size_t i = 0; i < n; i++) {
+                ck_assert_msg(ok[i] == (i % 100 != 7), "block %zu", i);
+                if (ok[i])
+                        ck_assert_uint_eq(got[i], 1000 + i);
+        }
+        /* One run without OK: it stops at the first byte it cannot read. */
+        {
+                uint8_t buf[3 * 4096];
+                ProcMemBlock run[3];
+
+                ck_assert_uint_le(page, 4096);
+                for (size_t i = 0; i < 3; i++)
+                        run[i] = (ProcMemBlock) { .addr = (uint64_t) (uintptr_t) (map + i * page), .buf = buf + i * page,
+                                                  .size = page };
+                ck_assert_int_eq(proc_mem_readv(child, run, 3, NULL), (ssize_t) page);
+                ck_assert_uint_eq(buf[0], 1);
+                ck_assert_int_eq(proc_mem_readv(child, run + 1, 2, NULL), -EFAULT);
+                ck_assert_int_eq(proc_mem_read_upto(child, (uint64_t) (uintptr_t) map, buf, 2 * page), (ssize_t) page);
+                ck_assert_int_eq(proc_mem_read(child, (uint64_t) (uintptr_t) map, buf, 2 * page), -EFAULT);
+                ck_assert_int_eq(proc_mem_read(child, (uint64_t) (uintptr_t) (map + 2 * page), buf, page), 0);
+                ck_assert_uint_eq(buf[page - 1], 3);
+        }
+        close(p[1]);
+        ck_assert_int_eq(waitpid(child, NULL, 0), child);
+        /* Gone: -ESRCH, and every block marked unread. */
+        ck_assert_int_eq(proc_mem_readv(child, b, n, ok), -ESRCH);
+        for (size_t i = 0; i < n; i++)
+                ck_assert(!ok[i]);
+        close(p[0]);
+        munmap(map, 3 * page);
+        free(words);
+        free(got);
+        free(b);
+        free(ok);
+}
+END_TEST
+
+UNIT_TEST_MAIN("proc-read", test_read_self, test_fd_links, test_vanished_is_esrch, test_list_tasks,
+               test_mem_readv_blocks)
