@@ -346,6 +346,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         _cleanup_(archive_freep) Archive *a = NULL;
         _cleanup_free_ char *id = NULL, *json = NULL;
         ArchiveSummary summary;
+        ArchiveRoom room = {};
         CaptureOptions options;
         json_object *j;
         size_t json_len;
@@ -429,7 +430,14 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         };
         r = archive_open(spec->archive_dir, &a);
         if (r >= 0)
-                r = archive_write_rotating(a, json, json_len, &summary, &spec->limits, &id);
+                r = archive_write_rotating(a, json, json_len, &summary, &spec->limits, &id, &room);
+        if (room.full && room.removed == -EFBIG)
+                log_warning("No room in the archive for a snapshot of pid %d, and it would not fit even in an empty "
+                            "one: kept the old snapshots.", (int) s->pid);
+        else if (room.full)
+                log_warning("No room in the archive for a snapshot of pid %d: removed %d old snapshot(s)%s%s.",
+                            (int) s->pid, MAX(room.removed, 0), room.removed < 0 ? " (vacuum failed)" : "",
+                            r >= 0 ? " and stored it" : ", still no room");
         if (r < 0)
                 return -r;
         job_report_ok(out_fd, id, s);

@@ -113,11 +113,25 @@ int archive_vacuum(Archive *a, const ArchiveLimits *limits, uint64_t now) {
         return archive_vacuum_make_room(a, limits, 0, now);
 }
 
+typedef struct RoomRequest {
+        const ArchiveLimits *limits;
+        ArchiveRoom room;
+} RoomRequest;
+
 static int make_room(Archive *a, uint64_t need, void *userdata) {
-        return archive_vacuum_make_room(a, userdata, need, now_usec(CLOCK_REALTIME));
+        RoomRequest *q = userdata;
+
+        q->room = (ArchiveRoom) { .full = true,
+                                  .removed = archive_vacuum_make_room(a, q->limits, need, now_usec(CLOCK_REALTIME)) };
+        return q->room.removed;
 }
 
 int archive_write_rotating(Archive *a, const char *json, size_t len, const ArchiveSummary *summary,
-                           const ArchiveLimits *limits, char **ret_id) {
-        return archive_write(a, json, len, summary, limits ? make_room : NULL, (void *) limits, ret_id);
+                           const ArchiveLimits *limits, char **ret_id, ArchiveRoom *ret_room) {
+        RoomRequest q = { .limits = limits };
+        int r = archive_write(a, json, len, summary, limits ? make_room : NULL, &q, ret_id);
+
+        if (ret_room)
+                *ret_room = q.room;
+        return r;
 }

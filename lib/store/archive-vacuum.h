@@ -19,7 +19,15 @@ int archive_vacuum(Archive *a, const ArchiveLimits *limits, uint64_t now_usec);
  * nothing is deleted and -EFBIG is returned. */
 int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t make_room, uint64_t now_usec);
 
+/* What archive_write_rotating() did to find room, for its caller to tell. */
+typedef struct ArchiveRoom {
+        bool full;      /* the file system was full at the first try */
+        int removed;    /* then: the old snapshots removed for this one, or -errno (-EFBIG: it would not fit even in
+                         * an empty archive, and nothing was removed) */
+} ArchiveRoom;
+
 /* archive_write() that rotates: on ENOSPC with LIMITS set, the archive is vacuumed with LIMITS and the oldest
- * snapshots make room for this one (archive_vacuum_make_room()), then the write is retried once. */
+ * snapshots make room for this one (archive_vacuum_make_room()), then the write is retried once. RET_ROOM
+ * (optional) says whether that happened and what it removed. */
 int archive_write_rotating(Archive *a, const char *json, size_t len, const ArchiveSummary *summary,
-                           const ArchiveLimits *limits, char **ret_id);
+                           const ArchiveLimits *limits, char **ret_id, ArchiveRoom *ret_room);

@@ -762,12 +762,9 @@ int archive_write(Archive *a, const char *json, size_t len, const ArchiveSummary
 
                         k = make_room(a, need, userdata);
                 }
-                if (k == -EFBIG) {
-                        log_warning_errno(r, "No room in the archive for a snapshot of pid %d (%m), and it would not "
-                                          "fit even in an empty one: kept the old snapshots.", summary->pid);
-                        return r;
-                }
-                log_warning_errno(r, "No room in the archive for a snapshot of pid %d (%m); removed %d old "
+                if (k == -EFBIG)
+                        return r; /* it would not fit even in an empty archive: the old snapshots stay */
+                log_debug_errno(r, "No room in the archive for a snapshot of pid %d (%m); removed %d old "
                                 "snapshot(s)%s, retrying.",
                                 summary->pid, MAX(k, 0), k < 0 ? " (vacuum failed)" : "");
                 r = archive_write_once(a, frame, frame_size, summary, timestamp_usec, len, &id);

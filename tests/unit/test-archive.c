@@ -1084,6 +1084,7 @@ static void enospc_run(const char *dir) {
         const ArchiveLimits none = {}, keep = { .keep_free = 96 * 1024 };
         ArchiveSummary *s = NULL, sum;
         size_t n = 0, skipped = 99, written = 0, made_room;
+        ArchiveRoom room;
         _cleanup_close_ int filler = -EBADF;
         char block[4096];
         int r;
@@ -1123,7 +1124,8 @@ static void enospc_run(const char *dir) {
 
         /* 3. With limits (even all 0) the oldest make room for the newest, and the retry succeeds. */
         sum = summary_at(T0 + 6000 * SEC, 101);
-        ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &none, &id), 0);
+        ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &none, &id, &room), 0);
+        ck_assert(room.full);
         ck_assert_str_eq(id, "20240102T044405.000006Z-101");
         ck_assert_int_eq(archive_read(a, id, &json, NULL, NULL), 0);
         ck_assert_str_eq(json, doc);
@@ -1133,6 +1135,8 @@ static void enospc_run(const char *dir) {
         ck_assert_uint_lt(n, written + 1);
         ck_assert_uint_eq(skipped, 0);
         made_room = written + 1 - n;
+        /* The caller is told what was removed for it (and logs it: lib/ does not). */
+        ck_assert_int_eq(room.removed, (int) made_room);
         ck_assert_str_eq(s[n - 1].id, id);
         archive_summaries_free(s, n);
         free(TAKE_PTR(id));
@@ -1143,7 +1147,7 @@ static void enospc_run(const char *dir) {
         ck_assert_int_gt(r, 0);
         ck_assert_uint_ge(free_bytes(dir), keep.keep_free);
         sum = summary_at(T0 + 7000 * SEC, 102);
-        ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &keep, NULL), 0);
+        ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &keep, NULL, NULL), 0);
 
         /* 5. Full of someone else's data: vacuum deletes all of ours but the newest, making room takes that one
          * too, still no room, -ENOSPC, foreign data kept. */
@@ -1164,7 +1168,7 @@ static void enospc_run(const char *dir) {
         /* A last few bytes of room: the header fits, the document does not. */
         ck_assert_int_eq(ftruncate(filler, lseek(filler, 0, SEEK_CUR) - 4096), 0);
         sum = summary_at(T0 + 8000 * SEC, 103);
-        ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &none, &id), -ENOSPC);
+        ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &none, &id, NULL), -ENOSPC);
         ck_assert_ptr_null(id);
         ck_assert_uint_eq(count_entries(dir, ""), 1);
         ck_assert(file_exists(dir, "filler"));
@@ -1174,7 +1178,8 @@ static void enospc_run(const char *dir) {
         /* 6. Two snapshots for the integration test to check with the zstd program. */
         for (int i = 0; i < 2; i++) {
                 sum = summary_at(T0 + (9000 + (uint64_t) i) * SEC, 104);
-                ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &keep, NULL), 0);
+                ck_assert_int_eq(archive_write_rotating(a, doc, strlen(doc), &sum, &keep, NULL, &room), 0);
+                ck_assert(!room.full);
         }
         /* 7. A snapshot larger than the whole file system: deleting every old one could not make room for it, so
          * none is deleted (they are the evidence we have) and the write fails at once. */
@@ -1193,7 +1198,9 @@ static void enospc_run(const char *dir) {
                 memcpy(big + big_len, "\"}", 3);
                 ck_assert_uint_ge(kept, 2);
                 sum = summary_at(T0 + 9500 * SEC, 105);
-                ck_assert_int_eq(archive_write_rotating(a, big, strlen(big), &sum, &none, &id), -ENOSPC);
+                ck_assert_int_eq(archive_write_rotating(a, big, strlen(big), &sum, &none, &id, &room), -ENOSPC);
+                ck_assert(room.full);
+                ck_assert_int_eq(room.removed, -EFBIG);
                 ck_assert_ptr_null(id);
                 ck_assert_uint_eq(count_entries(dir, ""), kept);
                 ck_assert_uint_eq(count_entries(dir, ".tmp-"), 0);
