@@ -292,6 +292,108 @@ static bool alert_open(const Rule *r, const ProcessEntry *p, const DeadlockCheck
         return false;
 }
 
+/* What rule matching sees of thread TH of P. The deadlock and lock-holder conditions are taken as met: the walks
+ * that decide them cost far more, and come after (rule_walks_agree()). */
+static ThreadFacts thread_facts(const Rule *r, const ThreadEntry *th, const ProcessEntry *p, uint64_t now) {
+        return (ThreadFacts) {
+                .class = th->cls.class,
+                .class_usec = now - th->cls.since_usec,
+                .state = th->sample.state,
+                .comm = p->comm,
+                .exe = p->exe,
+                .unit = p->unit,
+                .cgroup = p->cgroup,
+                .wchan = th->wchan[0] ? th->wchan : NULL,
+                .uid = p->uid,
+                .syscall_nr = th->sample.have_syscall && th->sample.syscall.kind == PROC_SYSCALL_BLOCKED
+                                      ? th->sample.syscall.nr
+                                      : -1,
+                .cpu_percent = th->cls.cpu_percent,
+                .deadlock = r->deadlock,
+                .lock_holder = r->lock_holder,
+        };
+}
+
+typedef enum WalkVerdict {
+        WALK_NO,        /* not from this thread */
+        WALK_NO_PROCESS, /* not from any thread of the process, this poll */
+        WALK_YES,
+} WalkVerdict;
+
+/* Rule R's deadlock and lock-holder conditions on thread TH of P, by the poll's walks (RESOLVER, WALKS). A
+ * deadlock found sets *RET_DL and raises *PEERS to its cycle. */
+static WalkVerdict rule_walks_agree(Trigger *t, Scanner *s, PeerResolver **resolver, unsigned *walks, const Rule *r,
+                                    const ThreadEntry *th, ProcessEntry *p, uint64_t now, const DeadlockCheck **ret_dl,
+                                    unsigned *peers) {
+        if (r->deadlock) {
+                const DeadlockCheck *dl = NULL;
+
+                /* A thread in nanosleep() waits on nothing we can follow: no walk. One in futex() may wait on a
+                 * mutex, whose holder the walk names. */
+                if (!th->sample.have_syscall || th->sample.syscall.kind != PROC_SYSCALL_BLOCKED ||
+                    !(peers_syscall_follows(th->sample.syscall.nr) || th->sample.syscall.nr == __NR_futex))
+                        return WALK_NO;
+                if (!trigger_deadlock(t, s, resolver, walks, p, now, &dl))
+                        /* Decided for P this poll, unless the walk is only put off to the next. */
+                        return check_find(t, p->pid, p->starttime) ? WALK_NO_PROCESS : WALK_NO;
+                /* A deadlock inside the process fires from a thread in it, whose chain shows it. */
+                if (dl->lock_tid > 0 && dl->lock_tid != th->tid)
+                        return WALK_NO;
+                *peers = MAX(*peers, dl->n_cycle);
+                *ret_dl = dl;
+        }
+        if (r->lock_holder) {
+                /* The same walk, from any thread: the head of a convoy may wait anywhere. */
+                const DeadlockCheck *hc = NULL;
+
+                (void) trigger_deadlock(t, s, resolver, walks, p, now, &hc);
+                if (!heads_convoy(hc, th->tid))
+                        return WALK_NO;
+        }
+        return WALK_YES;
+}
+
+/* Whether rule R may fire on P now as far as the capture budget goes, and *RET_CAPTURE whether it snapshots. A rule
+ * that wants a snapshot the budget cannot pay for waits (no cooldown: it fires once the budget frees up). */
+static bool budget_allows(Trigger *t, const Config *c, const Rule *r, const ProcessEntry *p, bool cooled, uint64_t now,
+                          bool *ret_capture) {
+        bool wants = !cooled && (r->actions & RULE_ACTION_SNAPSHOT);
+
+        *ret_capture = wants && trigger_budget_take(t, c, now);
+        if (!wants || *ret_capture)
+                return true;
+        t->budget_skipped++;
+        if (now - t->budget_logged_usec >= TRIGGER_BUDGET_WINDOW_USEC) {
+                t->budget_logged_usec = now;
+                log_warning("Capture budget (%u per minute) spent; rule \"%s\" on pid %d waits for it",
+                            c->max_per_minute, r->name, (int) p->pid);
+        }
+        return false;
+}
+
+/* Rule R fired on P: its cooldown (and, for a deadlock DL, on every process of the cycle: one deadlock, one firing)
+ * and its statistics. */
+static int fired_record(Trigger *t, Scanner *s, const Rule *r, const ProcessEntry *p, const DeadlockCheck *dl,
+                        bool cooled, uint64_t now) {
+        RuleStats *st;
+
+        if (!cooled && cooldown_set(t, r, p, now) < 0)
+                return log_oom();
+        for (unsigned k = 0; !cooled && dl && k < dl->n_cycle; k++) {
+                ProcessEntry *q = intmap_get(&s->processes, dl->cycle[k]);
+                if (q && q != p && cooldown_set(t, r, q, now) < 0)
+                        return log_oom();
+        }
+        st = stats_for(t, r->name);
+        if (st) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                st->fired++;
+                st->last_fired_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+        }
+        return 0;
+}
+
 /* Every rule on thread TH of this poll: fire those that match, outside their cooldown. RESOLVER and WALKS are the
  * poll's, for the deadlock walks; QUIET[k] is the process rule k was last found not to fire on this poll for what
  * holds of the whole process (its cooldown, no deadlock): its other threads are not looked at again for it (10,000
@@ -305,9 +407,9 @@ static int thread_evaluate(Trigger *t, const Config *c, Scanner *s, ThreadEntry 
                 ProcessEntry *p = th->process;
                 const DeadlockCheck *dl = NULL;
                 unsigned peers = r->peers;
-                ThreadFacts f;
-                RuleStats *st;
                 bool capture, cooled;
+                ThreadFacts f;
+                int r2;
 
                 if (quiet[k] == p || !(r->classes & (1U << th->cls.class)) ||
                     now - th->cls.since_usec < r->for_usec)
@@ -320,64 +422,23 @@ static int thread_evaluate(Trigger *t, const Config *c, Scanner *s, ThreadEntry 
                 }
                 if (rule_needs_identity(r))
                         (void) scanner_load_identity(s, p);
-                f = (ThreadFacts) {
-                        .class = th->cls.class,
-                        .class_usec = now - th->cls.since_usec,
-                        .state = th->sample.state,
-                        .comm = p->comm,
-                        .exe = p->exe,
-                        .unit = p->unit,
-                        .cgroup = p->cgroup,
-                        .wchan = th->wchan[0] ? th->wchan : NULL,
-                        .uid = p->uid,
-                        .syscall_nr = th->sample.have_syscall && th->sample.syscall.kind == PROC_SYSCALL_BLOCKED
-                                              ? th->sample.syscall.nr
-                                              : -1,
-                        .cpu_percent = th->cls.cpu_percent,
-                        .deadlock = r->deadlock, /* decided last, below: a walk costs far more */
-                        .lock_holder = r->lock_holder, /* likewise */
-                };
+                f = thread_facts(r, th, p, now);
                 if (!rule_matches(r, &f))
                         continue;
-                if (r->deadlock) {
-                        /* A thread in nanosleep() waits on nothing we can follow: no walk. One in futex()
-                         * may wait on a mutex, whose holder the walk names. */
-                        if (!th->sample.have_syscall || th->sample.syscall.kind != PROC_SYSCALL_BLOCKED ||
-                            !(peers_syscall_follows(th->sample.syscall.nr) || th->sample.syscall.nr == __NR_futex))
-                                continue;
-                        if (!trigger_deadlock(t, s, resolver, walks, p, now, &dl)) {
-                                /* Decided for P this poll, unless the walk is only put off to the next. */
-                                if (check_find(t, p->pid, p->starttime))
-                                        quiet[k] = p;
-                                continue;
-                        }
-                        /* A deadlock inside the process fires from a thread in it, whose chain shows it. */
-                        if (dl->lock_tid > 0 && dl->lock_tid != th->tid)
-                                continue;
-                        peers = MAX(peers, dl->n_cycle);
-                }
-                if (r->lock_holder) {
-                        /* The same walk, from any thread: the head of a convoy may wait anywhere. */
-                        const DeadlockCheck *hc = NULL;
-
-                        (void) trigger_deadlock(t, s, resolver, walks, p, now, &hc);
-                        if (!heads_convoy(hc, th->tid))
-                                continue;
+                switch (rule_walks_agree(t, s, resolver, walks, r, th, p, now, &dl, &peers)) {
+                case WALK_NO_PROCESS:
+                        quiet[k] = p;
+                        continue;
+                case WALK_NO:
+                        continue;
+                case WALK_YES:
+                        break;
                 }
                 /* One deadlock, one alert: re-opened from one process of the cycle only. */
                 if (cooled && dl && alert_open(r, p, dl, s, alerting, userdata))
                         continue;
-                capture = !cooled && (r->actions & RULE_ACTION_SNAPSHOT) && trigger_budget_take(t, c, now);
-                if (!cooled && (r->actions & RULE_ACTION_SNAPSHOT) && !capture) {
-                        /* No cooldown: the rule fires again once the budget frees up. */
-                        t->budget_skipped++;
-                        if (now - t->budget_logged_usec >= TRIGGER_BUDGET_WINDOW_USEC) {
-                                t->budget_logged_usec = now;
-                                log_warning("Capture budget (%u per minute) spent; rule \"%s\" on pid %d "
-                                            "waits for it", c->max_per_minute, r->name, (int) p->pid);
-                        }
+                if (!budget_allows(t, c, r, p, cooled, now, &capture))
                         continue;
-                }
                 if (fire(r, th, peers, capture, userdata) == -EBUSY) {
                         /* No slot for the capture: give the budget back and try again next poll, without
                          * a cooldown that would lose the evidence for the whole cooldown. */
@@ -386,21 +447,9 @@ static int thread_evaluate(Trigger *t, const Config *c, Scanner *s, ThreadEntry 
                         t->deferred++;
                         continue;
                 }
-                if (!cooled && cooldown_set(t, r, p, now) < 0)
-                        return log_oom();
-                /* One deadlock, one firing: the other processes of the cycle go quiet for this rule too. */
-                for (unsigned k2 = 0; !cooled && dl && k2 < dl->n_cycle; k2++) {
-                        ProcessEntry *q = intmap_get(&s->processes, dl->cycle[k2]);
-                        if (q && q != p && cooldown_set(t, r, q, now) < 0)
-                                return log_oom();
-                }
-                st = stats_for(t, r->name);
-                if (st) {
-                        struct timespec ts;
-                        clock_gettime(CLOCK_REALTIME, &ts);
-                        st->fired++;
-                        st->last_fired_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-                }
+                r2 = fired_record(t, s, r, p, dl, cooled, now);
+                if (r2 < 0)
+                        return r2;
         }
         return 0;
 }
