@@ -130,13 +130,151 @@ static int fuse_file_copy(UnwindProcess *p, const char *path, uint64_t ino, unsi
         return 0;
 }
 
+/* One file-backed line of the maps text: the mapping and the file, as maps names it. */
+typedef struct MappedFile {
+        unsigned long long start, end, ino;
+        unsigned major, minor;
+        const char *name;       /* the path, unmangled (" (deleted)" kept: it is the name shown) */
+        bool deleted;           /* the file is gone from its directory: no path reaches it */
+        bool newline;           /* a newline in the name: it must not reach the maps text libdwfl reads */
+} MappedFile;
+
+/* The alias NAME has already (the last one given), and in *RET_WHY why it is not read; NULL when it has none. */
+static const char *alias_find(const UnwindProcess *p, const char *name, const char **ret_why) {
+        const char *alias = NULL;
+
+        for (size_t i = 0; i < p->n_aliases; i++)
+                if (streq(p->aliases[3 * i + 1], name)) {
+                        alias = p->aliases[3 * i];
+                        *ret_why = p->aliases[3 * i + 2];
+                }
+        return alias;
+}
+
+/* The alias add_alias() gave last. */
+static const char *alias_last(const UnwindProcess *p) {
+        return p->aliases[3 * (p->n_aliases - 1)];
+}
+
+/* [START, END) of the target is read only where resident: a page not in memory would be read from its file. */
+static int unread_add(UnwindProcess *p, uint64_t start, uint64_t end) {
+        if (!GREEDY_REALLOC(p->unread, p->n_unread_allocated, p->n_unread + 1))
+                return -ENOMEM;
+        p->unread[p->n_unread][0] = start;
+        p->unread[p->n_unread++][1] = end;
+        return 0;
+}
+
+/* F sits on a FUSE mount whose daemon takes requests: read by a child into a memfd (fuse_file_copy()), whose alias
+ * goes in *RET_ALIAS; or why it is not read, in *RET_WHY. */
+static int alias_fuse_copy(UnwindProcess *p, const MappedFile *f, const char **ret_alias, const char **ret_why) {
+        _cleanup_free_ char *via = NULL;
+        char repl[96];
+        int r;
+
+        if ((f->deleted || f->newline || asprintf(&via, "/proc/%d/root%s", (int) p->pid, f->name) < 0) &&
+            asprintf(&via, "/proc/%d/map_files/%llx-%llx", (int) p->pid, f->start, f->end) < 0)
+                return -ENOMEM;
+        r = fuse_file_copy(p, via, f->ino, f->major, f->minor, repl, sizeof repl, ret_why);
+        if (r < 0 || *ret_why)
+                return r;
+        r = add_alias(p, repl, f->name, NULL);
+        if (r < 0)
+                return r;
+        *ret_alias = alias_last(p);
+        return 0;
+}
+
+/* F reached as the target sees it: its path below /proc/PID/root when that is the very file mapped (device and
+ * inode as maps has them), else (deleted, unmounted since, replaced, an overlay's other face) the mapping itself,
+ * through map_files; never a namesake. */
+static int alias_rooted(UnwindProcess *p, const MappedFile *f, const char **ret_alias) {
+        _cleanup_free_ char *rooted = NULL;
+        char repl[96];
+        struct stat st;
+        int r;
+
+        if (!f->deleted && !f->newline && asprintf(&rooted, "/proc/%d/root%s", (int) p->pid, f->name) < 0)
+                return -ENOMEM;
+        if (rooted && (stat(rooted, &st) < 0 || st.st_ino != f->ino || major(st.st_dev) != f->major ||
+                       minor(st.st_dev) != f->minor))
+                rooted = mfree(rooted);
+        if (!rooted)
+                snprintf(repl, sizeof repl, "/proc/%d/map_files/%llx-%llx", (int) p->pid, f->start, f->end);
+        r = add_alias(p, rooted ?: repl, f->name, NULL);
+        if (r < 0)
+                return r;
+        *ret_alias = alias_last(p);
+        return 0;
+}
+
+/* A first alias for F, in *RET_ALIAS, and why it is not read (NULL: it is) in *RET_WHY: a file on a FUSE mount whose
+ * daemon would not answer is not even opened through map_files (that is an open() of the file too). */
+static int alias_new(UnwindProcess *p, const MappedFile *f, const char **ret_alias, const char **ret_why) {
+        char repl[96];
+        int r;
+
+        *ret_why = fuse_not_answering(p, f->major, f->minor);
+        if (!*ret_why && fuse_mounts_by_dev(p->fuse_mounts, p->n_fuse_mounts, f->major, f->minor)) {
+                r = alias_fuse_copy(p, f, ret_alias, ret_why);
+                if (r < 0 || !*ret_why)
+                        return r;
+        }
+        if (!*ret_why)
+                return alias_rooted(p, f, ret_alias);
+        snprintf(repl, sizeof repl, UNWIND_NOT_READ_PREFIX "%llx-%llx", f->start, f->end);
+        r = add_alias(p, repl, f->name, *ret_why);
+        if (r < 0)
+                return r;
+        *ret_alias = alias_last(p);
+        *ret_why = p->aliases[3 * (p->n_aliases - 1) + 2];
+        return 0;
+}
+
+/* The alias of the file the maps line L (up to EOL) maps, in *RET_ALIAS, and the length of the line before its path
+ * in *RET_HEAD; *RET_ALIAS NULL for a line that maps no file. */
+static int line_alias(UnwindProcess *p, const char *l, const char *eol, size_t *ret_head, const char **ret_alias) {
+        size_t ll = (size_t) (eol - l), sl = strlen(DELETED_SUFFIX);
+        const char *path = memchr(l, '/', ll), *alias, *why = NULL;
+        _cleanup_free_ char *name = NULL;
+        MappedFile f;
+        int r;
+
+        *ret_alias = NULL;
+        if (!path)
+                return 0;
+        name = strndup(path, (size_t) (eol - path));
+        if (!name)
+                return -ENOMEM;
+        f = (MappedFile) { .name = name, .deleted = ll > sl && memcmp(eol - sl, DELETED_SUFFIX, sl) == 0,
+                           .newline = strchr(proc_maps_path_unmangle(name), '\n') };
+        if (sscanf(l, "%llx-%llx %*s %*x %x:%x %llu", &f.start, &f.end, &f.major, &f.minor, &f.ino) != 5)
+                return 0;
+        alias = alias_find(p, name, &why);
+        if (!alias) {
+                r = alias_new(p, &f, &alias, &why);
+                if (r < 0)
+                        return r;
+        }
+        /* Every mapping of a file not read, or read from a FUSE mount (whose daemon may stop answering). */
+        if (why || fuse_mounts_by_dev(p->fuse_mounts, p->n_fuse_mounts, f.major, f.minor)) {
+                r = unread_add(p, f.start, f.end);
+                if (r < 0)
+                        return r;
+        }
+        *ret_head = (size_t) (path - l);
+        *ret_alias = alias;
+        return 0;
+}
+
 /* Every file is opened as the target sees it, never by its name on the host, where another file may sit at the same
  * path (a container, a chroot, our own unit's PrivateTmp=) or none at all. A file that still exists is reached
  * through /proc/PID/root, in the target's mount namespace and root; a deleted one (a package upgraded under a running
  * service, a memfd) cannot be opened by name, but /proc/PID/map_files/START-END still serves the whole file, symbol
- * table included. Rewrite the paths in the maps text we hand to libdwfl, every mapping of one file to one alias, and
- * remember the original name for display. libdwfl and the symbolizer check the build-id of what they open. */
-static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **ret, size_t *ret_len) {
+ * table included. Rewrite every file's path in the maps text we hand to libdwfl, every mapping of one file to one
+ * alias, and remember the original name for display. libdwfl and the symbolizer check the build-id of what they
+ * open. */
+static int maps_alias_paths(UnwindProcess *p, const char *text, size_t len, char **ret, size_t *ret_len) {
         _cleanup_free_ char *out = NULL;
         size_t olen = 0, oalloc = len + 1;
 
@@ -144,105 +282,21 @@ static int alias_deleted(UnwindProcess *p, const char *text, size_t len, char **
         if (!out)
                 return -ENOMEM;
         for (const char *l = text; l < text + len;) {
-                const char *eol = memchr(l, '\n', (size_t) (text + len - l)) ?: text + len;
-                size_t ll = (size_t) (eol - l), sl = strlen(DELETED_SUFFIX);
-                const char *path = memchr(l, '/', ll);
-                char repl[96];
-                const char *emit = l;
-                size_t elen = ll;
-                _cleanup_free_ char *pathcopy = NULL;
+                const char *eol = memchr(l, '\n', (size_t) (text + len - l)) ?: text + len, *alias;
+                size_t head = (size_t) (eol - l);
+                int r = line_alias(p, l, eol, &head, &alias);
 
-                if (path && (pathcopy = strndup(path, (size_t) (eol - path)))) {
-                        bool deleted = ll > sl && memcmp(eol - sl, DELETED_SUFFIX, sl) == 0;
-                        /* The module's name is the file's; a newline in it must not reach the maps text that
-                         * libdwfl reads, so such a file goes through map_files. */
-                        bool newline = strchr(proc_maps_path_unmangle(pathcopy), '\n');
-                        _cleanup_free_ char *rooted = NULL;
-                        const char *alias = NULL, *why = NULL;
-                        unsigned long long a, b, ino;
-                        unsigned maj, min;
-
-                        if (sscanf(l, "%llx-%llx %*s %*x %x:%x %llu", &a, &b, &maj, &min, &ino) != 5)
-                                goto plain;
-                        for (size_t i = 0; i < p->n_aliases; i++)
-                                if (streq(p->aliases[3 * i + 1], pathcopy)) {
-                                        alias = p->aliases[3 * i];
-                                        why = p->aliases[3 * i + 2];
-                                }
-                        if (!alias) {
-                                why = fuse_not_answering(p, maj, min);
-                                /* On a FUSE mount whose daemon takes requests: read by a child, or not at all. */
-                                if (!why && fuse_mounts_by_dev(p->fuse_mounts, p->n_fuse_mounts, maj, min)) {
-                                        _cleanup_free_ char *via = NULL;
-
-                                        if ((deleted || newline ||
-                                             asprintf(&via, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0) &&
-                                            asprintf(&via, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a, b) < 0)
-                                                return -ENOMEM;
-                                        if (fuse_file_copy(p, via, ino, maj, min, repl, sizeof repl, &why) < 0)
-                                                return -ENOMEM;
-                                        if (!why) {
-                                                if (add_alias(p, repl, pathcopy, NULL) < 0)
-                                                        return -ENOMEM;
-                                                alias = p->aliases[3 * (p->n_aliases - 1)];
-                                                /* Its pages in the target: read only where resident, as below. */
-                                                if (!GREEDY_REALLOC(p->unread, p->n_unread_allocated, p->n_unread + 1))
-                                                        return -ENOMEM;
-                                                p->unread[p->n_unread][0] = a;
-                                                p->unread[p->n_unread++][1] = b;
-                                        }
-                                }
-                                if (why) {
-                                        /* Not even map_files: opening that is an open() of the file too. */
-                                        snprintf(repl, sizeof repl, UNWIND_NOT_READ_PREFIX "%llx-%llx", a, b);
-                                        if (add_alias(p, repl, pathcopy, why) < 0)
-                                                return -ENOMEM;
-                                        alias = p->aliases[3 * (p->n_aliases - 1)];
-                                        why = p->aliases[3 * (p->n_aliases - 1) + 2];
-                                }
-                        }
-                        if (why) {
-                                if (!GREEDY_REALLOC(p->unread, p->n_unread_allocated, p->n_unread + 1))
-                                        return -ENOMEM;
-                                p->unread[p->n_unread][0] = a;
-                                p->unread[p->n_unread++][1] = b;
-                        }
-                        if (!alias) {
-                                struct stat st;
-
-                                if (!deleted && !newline &&
-                                    asprintf(&rooted, "/proc/%d/root%s", (int) p->pid, pathcopy) < 0)
-                                        return -ENOMEM;
-                                /* The path in the target's root must be the very file mapped (device and inode as
-                                 * maps has them): else (unmounted since, replaced, an overlay's other face) the
-                                 * mapping itself, through map_files, or nothing, never a namesake. */
-                                if (rooted && (stat(rooted, &st) < 0 || st.st_ino != ino ||
-                                               major(st.st_dev) != maj || minor(st.st_dev) != min))
-                                        rooted = mfree(rooted);
-                                if (!rooted)
-                                        snprintf(repl, sizeof repl, "/proc/%d/map_files/%llx-%llx", (int) p->pid, a,
-                                                 b);
-                                if (add_alias(p, rooted ?: repl, pathcopy, NULL) < 0)
-                                        return -ENOMEM;
-                                alias = p->aliases[3 * (p->n_aliases - 1)];
-                        }
-                        /* Emit the line up to the path, then the alias. */
-                        size_t head = (size_t) (path - l), need = olen + head + strlen(alias) + 2;
-                        if (!GREEDY_REALLOC(out, oalloc, need))
-                                return -ENOMEM;
-                        memcpy(out + olen, l, head);
-                        olen += head;
+                if (r < 0)
+                        return r;
+                /* The line up to the path, then the alias; or the whole line. */
+                if (!GREEDY_REALLOC(out, oalloc, olen + head + (alias ? strlen(alias) : 0) + 2))
+                        return -ENOMEM;
+                memcpy(out + olen, l, head);
+                olen += head;
+                if (alias) {
                         memcpy(out + olen, alias, strlen(alias));
                         olen += strlen(alias);
-                        out[olen++] = '\n';
-                        l = eol + 1;
-                        continue;
                 }
-        plain:
-                if (!GREEDY_REALLOC(out, oalloc, olen + elen + 2))
-                        return -ENOMEM;
-                memcpy(out + olen, emit, elen);
-                olen += elen;
                 out[olen++] = '\n';
                 l = eol + 1;
         }
@@ -324,7 +378,7 @@ int unwind_process_new(pid_t pid, const char *debuginfo_path, UnwindProcess **re
                 return -ENOMEM;
         dwfl_report_begin(p->dwfl);
         /* Report from the maps we already read, so the module list and our stack clamps agree. */
-        r = alias_deleted(p, maps_text, maps_len, &dwfl_maps, &dwfl_maps_len);
+        r = maps_alias_paths(p, maps_text, maps_len, &dwfl_maps, &dwfl_maps_len);
         if (r < 0)
                 return r;
         f = fmemopen(dwfl_maps, dwfl_maps_len ?: 1, "r");
