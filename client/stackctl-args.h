@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "capture/capture.h"
+#include "render/render.h"
 
 /* Exit codes a script can use. */
 enum {
@@ -19,14 +20,6 @@ enum {
         EXIT_NO_DAEMON = 6,     /* no stackwatchd listening where we looked */
 };
 
-typedef enum OutputFormat {
-        OUTPUT_TEXT,
-        OUTPUT_JSON,
-        OUTPUT_FOLDED,
-        OUTPUT_SVG,             /* dump, show: snapshot_print_svg(), one process */
-        OUTPUT_PPROF,           /* a gzipped pprof profile (binary), to --pprof FILE */
-} OutputFormat;
-
 /* A daemon --host or a line of --hosts names (list, show --journal: a machine whose records to keep). */
 typedef struct HostArg {
         char *name;                     /* as given, or as the hosts file has it: a URL, for tables and JSON keys */
@@ -38,7 +31,7 @@ typedef struct HostArg {
 #define HOSTS_MAX 256
 
 typedef struct StackctlArgs {
-        OutputFormat format;
+        RenderFormat format;
         int svg_picture;                /* --svg=PICTURE: an SvgPicture */
         bool icicle;                    /* --icicle: the SVG flame graph upside down */
         bool all;

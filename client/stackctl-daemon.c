@@ -344,7 +344,7 @@ int daemon_get_json(const char *path_and_query, long also_ok, HttpResponse *ret,
 
 int daemon_print_body(const HttpResponse *r) {
         /* --json=pretty: the daemon's JSON written out again, indented. */
-        if (arg.format == OUTPUT_JSON && (arg.json_flags & JSON_C_TO_STRING_PRETTY)) {
+        if (arg.format == RENDER_JSON && (arg.json_flags & JSON_C_TO_STRING_PRETTY)) {
                 _cleanup_(json_object_putp) json_object *o = NULL;
                 const char *why = NULL;
 
@@ -352,7 +352,7 @@ int daemon_print_body(const HttpResponse *r) {
                         return json_print(o);
         }
         if (fwrite(r->body, 1, r->size, stdout) != r->size ||
-            (arg.format != OUTPUT_PPROF && r->size > 0 && r->body[r->size - 1] != '\n' && putchar('\n') == EOF) ||
+            (arg.format != RENDER_PPROF && r->size > 0 && r->body[r->size - 1] != '\n' && putchar('\n') == EOF) ||
             fflush(stdout) == EOF) {
                 log_error_errno(errno, "Failed to write the reply: %m");
                 return EXIT_FAIL;
@@ -362,10 +362,7 @@ int daemon_print_body(const HttpResponse *r) {
 
 int stacks_path(pid_t pid, char **ret) {
         _cleanup_free_ char *path = NULL;
-        const char *format = arg.format == OUTPUT_JSON ? API_FORMAT_JSON :
-                             arg.format == OUTPUT_FOLDED ? API_FORMAT_FOLDED :
-                             arg.format == OUTPUT_SVG ? API_FORMAT_SVG :
-                             arg.format == OUTPUT_PPROF ? API_FORMAT_PPROF : API_FORMAT_TEXT;
+        const char *format = render_format_to_string(arg.format);
         char num[16];
         int r;
 
@@ -374,7 +371,7 @@ int stacks_path(pid_t pid, char **ret) {
         r = http_query_append(&path, API_Q_FORMAT, format);
         if (r < 0)
                 return r;
-        if (arg.format == OUTPUT_SVG) {
+        if (arg.format == RENDER_SVG) {
                 r = http_query_append(&path, API_Q_PICTURE, svg_picture_to_string(arg.svg_picture));
                 if (r < 0)
                         return r;

@@ -28,44 +28,14 @@
 #include "stackctl-verbs.h"
 
 static int print_snapshot(const Snapshot *s) {
-        switch (arg.format) {
-        case OUTPUT_JSON: {
-                json_object *j = snapshot_to_json(s);
-                if (!j)
-                        return log_oom();
-                (void) json_print(j);
-                json_object_put(j);
-                break;
-        }
-        case OUTPUT_FOLDED:
-                snapshot_print_folded(s, arg.capture.kernel, stdout);
-                break;
-        case OUTPUT_SVG:
-                snapshot_print_svg(s,
-                                   &(SvgOptions) { .picture = arg.svg_picture, .icicle = arg.icicle,
-                                                   .kernel = arg.capture.kernel },
-                                   stdout);
-                if (fflush(stdout) == EOF)
-                        return -errno;
-                break;
-        case OUTPUT_PPROF: {
-                int r = snapshot_write_pprof(s, stdout);
+        RenderOptions o = render_options_from_args();
+        int r = snapshot_render(s, arg.format, &o, stdout);
 
-                if (r == -ENOMEM)
-                        return log_oom();
-                if (r < 0)
-                        return log_error_errno(r, "Failed to write the pprof profile: %m");
-                break;
-        }
-        case OUTPUT_TEXT:
-        default:
-                snapshot_print_text(s, &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
-                                                        .locks = arg.locks, .no_group = arg.no_group },
-                                    stdout);
-                if (fflush(stdout) == EOF)
-                        return -errno;
-                break;
-        }
+        if (r == -ENOMEM)
+                return log_oom();
+        if (r < 0 || (arg.format == RENDER_JSON && putchar('\n') == EOF) || fflush(stdout) == EOF)
+                return log_error_errno(r < 0 ? r : -errno, "Failed to write the %s output: %m",
+                                       render_format_to_string(arg.format));
         return 0;
 }
 
@@ -197,7 +167,7 @@ static int dump_via_daemons(pid_t pid) {
         if (stacks_path(pid, &path) < 0 ||
             fanout_get(path, DAEMON_CAPTURE_TIMEOUT_USEC, 0, &rs, &n) != EXIT_OK)
                 return EXIT_FAIL;
-        if (arg.format == OUTPUT_JSON && !(all = json_object_new_object())) {
+        if (arg.format == RENDER_JSON && !(all = json_object_new_object())) {
                 fanout_replies_free(rs, n);
                 return log_oom(), EXIT_FAIL;
         }
@@ -206,7 +176,7 @@ static int dump_via_daemons(pid_t pid) {
                 json_object *doc = NULL;
                 const char *why = NULL;
 
-                if (rs[i].exit == EXIT_OK && arg.format == OUTPUT_JSON &&
+                if (rs[i].exit == EXIT_OK && arg.format == RENDER_JSON &&
                     json_parse_bounded(rs[i].body, rs[i].size, &doc, &why) < 0) {
                         free(rs[i].error);
                         rs[i].error = strdup("the reply is not JSON");
@@ -215,10 +185,10 @@ static int dump_via_daemons(pid_t pid) {
                 if (rs[i].exit == EXIT_OK)
                         found++;
                 switch (arg.format) {
-                case OUTPUT_JSON:
+                case RENDER_JSON:
                         json_object_object_add(all, rs[i].host, doc);
                         break;
-                case OUTPUT_FOLDED:
+                case RENDER_FOLDED:
                         /* For flame graph tools: the host is the root frame; why a host has nothing goes to stderr. */
                         if (rs[i].exit == EXIT_OK) {
                                 for (char *l = rs[i].body, *nl; l && *l; l = nl) {
@@ -232,7 +202,7 @@ static int dump_via_daemons(pid_t pid) {
                         else
                                 log_error("%s: %s", host ?: "?", rs[i].error ?: "no usable answer");
                         break;
-                case OUTPUT_TEXT:
+                case RENDER_TEXT:
                 default:
                         printf("%s==> %s <==%s\n", ansi_bold(), host ?: "?", ansi_normal());
                         if (rs[i].exit == EXIT_OK)
@@ -308,12 +278,12 @@ int verb_dump(int argc, char **argv) {
         int ret = EXIT_OK, r;
 
         /* One SVG document draws one process (and the peers its chain reached). */
-        if (arg.format == OUTPUT_SVG && (arg.all || argc != 2 || (arg.via_daemon && arg.n_hosts > 1))) {
+        if (arg.format == RENDER_SVG && (arg.all || argc != 2 || (arg.via_daemon && arg.n_hosts > 1))) {
                 log_error("--svg draws one process: give one PID (and at most one --host).");
                 return EXIT_USAGE;
         }
         /* A profile is one file of one process (and the peers it waits on): pprof reads no concatenation. */
-        if (arg.format == OUTPUT_PPROF && (arg.all || argc != 2 || arg.n_hosts > 1)) {
+        if (arg.format == RENDER_PPROF && (arg.all || argc != 2 || arg.n_hosts > 1)) {
                 log_error("--pprof writes the profile of one process: name one PID (and at most one --host).");
                 return EXIT_USAGE;
         }

@@ -89,6 +89,19 @@ const char *ansi_normal(void) {
         return arg.colour ? "\x1b[0m" : "";
 }
 
+RenderOptions render_options_from_args(void) {
+        return (RenderOptions) {
+                .kernel = arg.capture.kernel,
+                .modules = arg.modules,
+                .locks = arg.locks,
+                .raw_names = arg.no_demangle,
+                .no_group = arg.no_group,
+                .json_flags = arg.json_flags,
+                .picture = arg.svg_picture,
+                .icicle = arg.icicle,
+        };
+}
+
 int json_print(json_object *o) {
         int r = json_fputs(o, arg.json_flags, stdout);
 

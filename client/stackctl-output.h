@@ -3,6 +3,8 @@
 
 #include <json-c/json.h>
 
+#include "render/render.h"
+
 /* On a terminal, unless --no-pager: pipe stdout into $STACKCTL_PAGER, $PAGER or "less" (LESS=FRSXMK unless set),
  * until pager_close(), which waits for it. A pager of "" or "cat" is none. */
 void pager_open(void);
@@ -13,3 +15,7 @@ const char *ansi_class(const char *klass);      /* red for blocked, yellow for b
 const char *ansi_normal(void);
 /* O as arg.json_flags say, with a newline; EXIT_OK or EXIT_FAIL. */
 int json_print(json_object *o);
+
+/* What the command line asks of a rendered snapshot (--kernel, --modules, --locks, --no-demangle, --no-group,
+ * --json=pretty, --svg=PICTURE, --icicle), for snapshot_render() and its kin. */
+RenderOptions render_options_from_args(void);

@@ -104,7 +104,7 @@ static int fanout_ps(void) {
 
         if (processes_path(&path) < 0 || fanout_get(path, DAEMON_TIMEOUT_USEC, 0, &rs, &n) != EXIT_OK)
                 return EXIT_FAIL;
-        if (arg.format == OUTPUT_JSON)
+        if (arg.format == RENDER_JSON)
                 all = json_object_new_object();
         else if (arg.legend)
                 printf("%s%-20s %7s %7s %-16s %-12s %-5s %7s %5s %s%s\n", ansi_bold(), "HOST", "PID", "TID", "COMM",
@@ -164,7 +164,7 @@ int verb_ps(int argc, char **argv) {
         threads = json_get_array(doc, API_K_THREADS);
         n = threads ? json_object_array_length(threads) : 0;
 
-        if (arg.format == OUTPUT_JSON) {
+        if (arg.format == RENDER_JSON) {
                 r = daemon_print_body(&resp);
                 return r != EXIT_OK ? r : n > 0 ? EXIT_OK : EXIT_NOT_FOUND;
         }

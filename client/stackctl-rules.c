@@ -43,7 +43,7 @@ static int fanout_rules(void) {
         if (fanout_get(API_ROUTE_RULES, DAEMON_TIMEOUT_USEC, 0, &rs, &n) != EXIT_OK)
                 return EXIT_FAIL;
         docs = calloc(n ?: 1, sizeof *docs);
-        if (!docs || (arg.format == OUTPUT_JSON && !(all = json_object_new_object()))) {
+        if (!docs || (arg.format == RENDER_JSON && !(all = json_object_new_object()))) {
                 free(docs);
                 fanout_replies_free(rs, n);
                 return log_oom(), EXIT_FAIL;
@@ -118,7 +118,7 @@ int verb_rules(int argc, char **argv) {
         budget = json_get_object(doc, API_K_BUDGET);
         n = rules ? json_object_array_length(rules) : 0;
 
-        if (arg.format == OUTPUT_JSON) {
+        if (arg.format == RENDER_JSON) {
                 r = daemon_print_body(&resp);
                 return r != EXIT_OK ? r : n > 0 ? EXIT_OK : EXIT_NOT_FOUND;
         }

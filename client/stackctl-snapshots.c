@@ -221,6 +221,7 @@ static void print_summary_header(bool host) {
  * goes to stderr. */
 static int show_resymbolized(const char *json, size_t len, const char *id) {
         _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        RenderOptions o = render_options_from_args();
         const char *why = NULL;
         int r;
 
@@ -228,30 +229,21 @@ static int show_resymbolized(const char *json, size_t len, const char *id) {
         if (r != EXIT_OK)
                 return r;
         fprintf(stderr, "Re-symbolizing %s with the debuginfo found today:\n", id);
-        r = symbolizer_render_resymbolized(sym, json, len,
-                                           arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
-                                           : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
-                                           : arg.format == OUTPUT_SVG    ? SNAPSHOT_RENDER_SVG
-                                           : arg.format == OUTPUT_PPROF  ? SNAPSHOT_RENDER_PPROF
-                                                                         : SNAPSHOT_RENDER_TEXT,
-                                           &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
-                                                            .raw_names = arg.no_demangle,
-                                                            .json_flags = arg.json_flags, .no_group = arg.no_group,
-                                                            .svg.picture = arg.svg_picture, .svg.icicle = arg.icicle },
-                                           stdout, stderr, &why);
+        r = symbolizer_render_resymbolized(sym, json, len, arg.format, &o, stdout, stderr, &why);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;
         if (r < 0) {
                 log_error("Snapshot '%s' is not a readable stackwatch snapshot: %s", id, why ?: strerror(-r));
                 return EXIT_FAIL;
         }
-        if (arg.format == OUTPUT_JSON)
+        if (arg.format == RENDER_JSON)
                 putchar('\n');
         symbolizer_done(sym);
         return EXIT_OK;
 }
 
 static int show_document(const char *json, size_t len, const char *id) {
+        RenderOptions o = render_options_from_args();
         const char *err = NULL;
         int r;
 
@@ -260,16 +252,7 @@ static int show_document(const char *json, size_t len, const char *id) {
 
         /* A stored document is untrusted input: snapshot_render_stored() bounds its structure before json-c builds
          * a tree of it, and writes JSON out again through json-c, every control character escaped. */
-        r = snapshot_render_stored(json, len,
-                                   arg.format == OUTPUT_JSON     ? SNAPSHOT_RENDER_JSON
-                                   : arg.format == OUTPUT_FOLDED ? SNAPSHOT_RENDER_FOLDED
-                                   : arg.format == OUTPUT_SVG    ? SNAPSHOT_RENDER_SVG
-                                   : arg.format == OUTPUT_PPROF  ? SNAPSHOT_RENDER_PPROF
-                                                                 : SNAPSHOT_RENDER_TEXT,
-                                   &(TextOptions) { .kernel = arg.capture.kernel, .modules = arg.modules,
-                                                    .raw_names = arg.no_demangle, .json_flags = arg.json_flags,
-                                                    .no_group = arg.no_group, .svg.picture = arg.svg_picture, .svg.icicle = arg.icicle },
-                                   stdout, &err);
+        r = snapshot_render_stored(json, len, arg.format, &o, stdout, &err);
         if (r == -ENOMEM)
                 return log_oom(), EXIT_FAIL;
         if (r == -EBADMSG) {
@@ -280,7 +263,7 @@ static int show_document(const char *json, size_t len, const char *id) {
                 log_error_errno(r, "Failed to write snapshot '%s': %m", id);
                 return EXIT_FAIL;
         }
-        if (arg.format == OUTPUT_JSON)
+        if (arg.format == RENDER_JSON)
                 putchar('\n');
         return EXIT_OK;
 }
@@ -304,7 +287,7 @@ int verb_list(int argc, char **argv) {
                 host = sel[i].host != NULL;
         /* -1 and -n N: the latest ones, still listed oldest first unless --reverse. */
         first = arg.one ? (n_sel > 0 ? n_sel - 1 : 0) : arg.count > 0 && arg.count < n_sel ? n_sel - arg.count : 0;
-        if (arg.format == OUTPUT_JSON)
+        if (arg.format == RENDER_JSON)
                 arr = json_object_new_array();
         else if (n_sel > first && arg.legend)
                 print_summary_header(host);
@@ -332,7 +315,7 @@ int verb_list(int argc, char **argv) {
         if (r != EXIT_OK)
                 return r;
         if (n_sel == 0) {
-                if (arg.format != OUTPUT_JSON)
+                if (arg.format != RENDER_JSON)
                         log_error("No snapshots%s in %s.", filtered(n_m) || arg.n_hosts ? " match" : "",
                                   src.type->where(src.state));
                 return EXIT_NOT_FOUND;

@@ -10,6 +10,7 @@
 #include "base/escape.h"
 #include "base/json-util.h"
 #include "base/log.h"
+#include "render/render.h"
 #include "serve/api.h"
 #include "store/archive.h"
 #include "stackctl-args.h"
@@ -144,7 +145,7 @@ static int fetch_one(const char *id, SnapshotDocument *ret) {
 
         if (asprintf(&path, API_ROUTE_SNAPSHOTS "/%s", id) < 0)
                 return log_oom(), EXIT_FAIL;
-        if (http_query_append(&path, API_Q_FORMAT, API_FORMAT_JSON) < 0)
+        if (http_query_append(&path, API_Q_FORMAT, render_format_to_string(RENDER_JSON)) < 0)
                 return EXIT_FAIL;
         r = daemon_get(path, DAEMON_TIMEOUT_USEC, 0, &resp);
         if (r != EXIT_OK)
@@ -191,7 +192,7 @@ static int daemon_source_fetch(void *state, const char *id, const char *host, Sn
          * share one: then the user must say which. */
         if (asprintf(&path, API_ROUTE_SNAPSHOTS "/%s", id) < 0)
                 return log_oom(), EXIT_FAIL;
-        if (http_query_append(&path, API_Q_FORMAT, API_FORMAT_JSON) < 0)
+        if (http_query_append(&path, API_Q_FORMAT, render_format_to_string(RENDER_JSON)) < 0)
                 return EXIT_FAIL;
         r = fanout_get(path, DAEMON_TIMEOUT_USEC, 0, &replies, &n_replies);
         for (size_t i = 0; r == EXIT_OK && i < n_replies; i++) {

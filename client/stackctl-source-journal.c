@@ -298,7 +298,7 @@ static int journal_source_fetch(void *state, const char *id, const char *host, S
                              e.host ?: "its host") < 0)
                         return log_oom(), EXIT_FAIL;
                 ret->stack_text = field(j2, "STACKWATCH_STACK");
-                if (arg.format != OUTPUT_TEXT || !ret->stack_text) {
+                if (arg.format != RENDER_TEXT || !ret->stack_text) {
                         log_error("Snapshot '%s' is not in the journal: %s.", e.s.id, ret->why);
                         return EXIT_NOT_FOUND;
                 }
@@ -308,7 +308,7 @@ static int journal_source_fetch(void *state, const char *id, const char *host, S
         if (r < 0) {
                 /* archive.journal: summary: the culprit's stack is here, the whole snapshot on its host. */
                 ret->stack_text = field(j2, "STACKWATCH_STACK");
-                if (arg.format != OUTPUT_TEXT || !ret->stack_text) {
+                if (arg.format != RENDER_TEXT || !ret->stack_text) {
                         log_error("Snapshot '%s' is not in the journal (archive.journal is not full on %s); "
                                   "it is in the archive of that host.", e.s.id, e.host ?: "its host");
                         return EXIT_NOT_FOUND;

@@ -111,7 +111,7 @@ static int fanout_status(void) {
 
         if (fanout_get(API_ROUTE_HEALTHZ, DAEMON_TIMEOUT_USEC, 503, &rs, &n) != EXIT_OK)
                 return EXIT_FAIL;
-        if (arg.format == OUTPUT_JSON)
+        if (arg.format == RENDER_JSON)
                 all = json_object_new_object();
         else
                 printf("%s%-20s %-8s %8s %9s %8s %10s %10s %s%s\n", ansi_bold(), "HOST", "STATUS", "THREADS",
@@ -207,7 +207,7 @@ int verb_status(int argc, char **argv) {
         }
         reload_failed = streq_ptr(json_get_string(json_get_object(doc, API_K_CONFIG), API_K_RELOAD),
                                   API_RELOAD_FAILED);
-        if (arg.format == OUTPUT_JSON)
+        if (arg.format == RENDER_JSON)
                 r = daemon_print_body(&resp);
         else
                 r = print_status(doc) < 0 ? EXIT_FAIL : EXIT_OK;

@@ -472,23 +472,23 @@ static int parse_argv(int argc, char **argv) {
                 case ARG_JSON:
                         /* --json=MODE as coredumpctl and journalctl take it; plain --json is short. */
                         if (!optarg || streq(optarg, "short"))
-                                arg.format = OUTPUT_JSON;
+                                arg.format = RENDER_JSON;
                         else if (streq(optarg, "pretty")) {
-                                arg.format = OUTPUT_JSON;
+                                arg.format = RENDER_JSON;
                                 arg.json_flags = JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                  JSON_C_TO_STRING_NOSLASHESCAPE;
                         } else if (streq(optarg, "off"))
-                                arg.format = OUTPUT_TEXT;
+                                arg.format = RENDER_TEXT;
                         else {
                                 log_error("Invalid --json '%s': expected short, pretty or off.", optarg);
                                 return -EINVAL;
                         }
                         break;
                 case ARG_FOLDED:
-                        arg.format = OUTPUT_FOLDED;
+                        arg.format = RENDER_FOLDED;
                         break;
                 case ARG_SVG:
-                        arg.format = OUTPUT_SVG;
+                        arg.format = RENDER_SVG;
                         arg.svg_picture = optarg ? svg_picture_from_string(optarg) : SVG_PICTURE_ALL;
                         if (arg.svg_picture < 0) {
                                 log_error("Invalid --svg '%s': expected all, flame or chain.", optarg);
@@ -499,7 +499,7 @@ static int parse_argv(int argc, char **argv) {
                         arg.icicle = true;
                         break;
                 case ARG_PPROF:
-                        arg.format = OUTPUT_PPROF;
+                        arg.format = RENDER_PPROF;
                         arg.pprof = optarg;
                         break;
                 case ARG_NO_GROUP:
@@ -810,13 +810,13 @@ static int dispatch(int argc, char **argv) {
                 log_error("Usage: stackctl %s", v->usage);
                 return EXIT_USAGE;
         }
-        if (arg.format == OUTPUT_PPROF && arg.output) {
+        if (arg.format == RENDER_PPROF && arg.output) {
                 log_error("--pprof names the file to write: it does not go with -o.");
                 return EXIT_USAGE;
         }
-        if (arg.format == OUTPUT_PPROF && !streq(arg.pprof, "-"))
+        if (arg.format == RENDER_PPROF && !streq(arg.pprof, "-"))
                 arg.output = arg.pprof;
-        else if (arg.format == OUTPUT_PPROF && isatty(STDOUT_FILENO)) {
+        else if (arg.format == RENDER_PPROF && isatty(STDOUT_FILENO)) {
                 /* As gzip does: compressed bytes on a terminal help nobody and may upset it. */
                 log_error("--pprof - writes a binary profile: redirect stdout to a file or a pipe.");
                 return EXIT_USAGE;
@@ -826,7 +826,7 @@ static int dispatch(int argc, char **argv) {
                 return EXIT_FAIL;
         }
         /* A pager for what people read on a terminal; JSON and folded stacks are for programs. */
-        if (arg.format == OUTPUT_TEXT && (v->bit & (V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES)))
+        if (arg.format == RENDER_TEXT && (v->bit & (V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES)))
                 pager_open();
         r = v->fn(argc, argv);
         pager_close();

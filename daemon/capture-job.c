@@ -29,15 +29,6 @@
 #include "store/archive-vacuum.h"
 #include "capture-job.h"
 
-static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
-        [CAPTURE_JOB_FORMAT_JSON] = "json",
-        [CAPTURE_JOB_FORMAT_TEXT] = "text",
-        [CAPTURE_JOB_FORMAT_FOLDED] = "folded",
-        [CAPTURE_JOB_FORMAT_SVG] = "svg",
-        [CAPTURE_JOB_FORMAT_PPROF] = "pprof",
-};
-DEFINE_STRING_TABLE_LOOKUP(capture_job_format, CaptureJobFormat);
-
 /* The report's size: a line of numbers, and the identity line, a command line escaped into JSON, a few frames, the
  * thread's stack and the Python frames of some threads. The pipe is made this large too (the parent reads it only
  * once the child has exited): each part is bounded, but a hostile process's bytes come escaped, 6 for 1. */
@@ -57,59 +48,21 @@ struct CaptureJob {
         void *userdata;
 };
 
-static SnapshotRender job_render_how(CaptureJobFormat f) {
-        return f == CAPTURE_JOB_FORMAT_TEXT ? SNAPSHOT_RENDER_TEXT
-             : f == CAPTURE_JOB_FORMAT_FOLDED ? SNAPSHOT_RENDER_FOLDED
-             : f == CAPTURE_JOB_FORMAT_SVG || f == CAPTURE_JOB_FORMAT_SVG_FLAME || f == CAPTURE_JOB_FORMAT_SVG_CHAIN
-                                                ? SNAPSHOT_RENDER_SVG
-             : f == CAPTURE_JOB_FORMAT_PPROF ? SNAPSHOT_RENDER_PPROF
-                                                : SNAPSHOT_RENDER_JSON;
-}
-
-/* The options of a render in format F, with kernel frames or not. */
-static TextOptions job_render_options(CaptureJobFormat f, bool kernel) {
-        return (TextOptions) {
-                .kernel = kernel,
-                .svg.picture = f == CAPTURE_JOB_FORMAT_SVG_FLAME ? SVG_PICTURE_FLAME
-                             : f == CAPTURE_JOB_FORMAT_SVG_CHAIN ? SVG_PICTURE_CHAIN
-                                                                 : SVG_PICTURE_ALL,
-        };
+/* The options of a render as SPEC asks, with kernel frames or not. */
+static RenderOptions job_render_options(const CaptureJobSpec *spec, bool kernel) {
+        return (RenderOptions) { .kernel = kernel, .picture = spec->picture };
 }
 
 /* A live capture: the snapshot rendered into the caller's file. */
 static int job_render(const Snapshot *s, const CaptureJobSpec *spec) {
+        RenderOptions o = job_render_options(spec, spec->options.kernel);
         _cleanup_fclose_ FILE *f = NULL;
-        int r = 0;
+        int r;
 
         f = fdopen(spec->output_fd, "w");
         if (!f)
                 return negative_errno();
-        switch (job_render_how(spec->format)) {
-        case SNAPSHOT_RENDER_TEXT:
-                r = snapshot_print_text(s, &(TextOptions) { .kernel = spec->options.kernel }, f);
-                break;
-        case SNAPSHOT_RENDER_FOLDED:
-                r = snapshot_print_folded(s, spec->options.kernel, f);
-                break;
-        case SNAPSHOT_RENDER_SVG: {
-                TextOptions o = job_render_options(spec->format, spec->options.kernel);
-
-                r = snapshot_render_svg(s, &o, f);
-                break;
-        }
-        case SNAPSHOT_RENDER_PPROF:
-                r = snapshot_write_pprof(s, f);
-                break;
-        case SNAPSHOT_RENDER_JSON: {
-                json_object *j = snapshot_to_json(s);
-
-                if (!j)
-                        return -ENOMEM;
-                r = json_fputs(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, f);
-                json_object_put(j);
-                break;
-        }
-        }
+        r = snapshot_render(s, spec->format, &o, f);
         if (r < 0)
                 return r;
         if (fflush(f) != 0)
@@ -181,7 +134,7 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
         _cleanup_free_ char *json = NULL;
         _cleanup_fclose_ FILE *f = NULL;
         const char *why = NULL;
-        TextOptions o;
+        RenderOptions o;
         size_t len = 0;
         int r;
 
@@ -198,7 +151,7 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
         f = fdopen(spec->output_fd, "w");
         if (!f)
                 return errno;
-        o = job_render_options(spec->format, true);
+        o = job_render_options(spec, true);
         if (spec->resymbolize) {
                 _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
 
@@ -206,13 +159,11 @@ static int job_render_stored(const CaptureJobSpec *spec, int out_fd) {
                 if (r >= 0)
                         r = job_symbolizer_apply(sym, spec);
                 if (r >= 0)
-                        r = symbolizer_render_resymbolized(sym, json, len, job_render_how(spec->format),
-                                                           &o, f, NULL, &why);
+                        r = symbolizer_render_resymbolized(sym, json, len, spec->format, &o, f, NULL, &why);
                 if (r >= 0)
                         job_flush_cache(sym, 0);
         } else
-                r = snapshot_render_stored(json, len, job_render_how(spec->format),
-                                           &o, f, &why);
+                r = snapshot_render_stored(json, len, spec->format, &o, f, &why);
         if (fflush(f) != 0 && r >= 0)
                 r = negative_errno();
         if (r == -EBADMSG && ftruncate(spec->output_fd, 0) >= 0 && lseek(spec->output_fd, 0, SEEK_SET) == 0)

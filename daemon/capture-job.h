@@ -12,26 +12,11 @@
 #include "capture/capture.h"
 #include "config/config.h"
 #include "model/snapshot.h"
+#include "render/render.h"
 #include "store/archive.h"
 #include "unwind/symbolize.h"
 
 typedef struct CaptureJob CaptureJob;
-
-/* How a live capture (CaptureJobSpec.output_fd >= 0) is rendered. */
-typedef enum CaptureJobFormat {
-        CAPTURE_JOB_FORMAT_JSON,
-        CAPTURE_JOB_FORMAT_TEXT,
-        CAPTURE_JOB_FORMAT_FOLDED,
-        CAPTURE_JOB_FORMAT_SVG,         /* "svg": the wait chain and the flame graph (snapshot-svg.h) */
-        CAPTURE_JOB_FORMAT_SVG_FLAME,   /* no name: "svg" with ?picture=flame, the flame graph alone */
-        CAPTURE_JOB_FORMAT_SVG_CHAIN,   /* and with ?picture=chain, the wait chain alone */
-        CAPTURE_JOB_FORMAT_PPROF,       /* a gzipped pprof profile: binary */
-        _CAPTURE_JOB_FORMAT_MAX,
-        _CAPTURE_JOB_FORMAT_INVALID = -EINVAL,
-} CaptureJobFormat;
-
-const char *capture_job_format_to_string(CaptureJobFormat f);
-CaptureJobFormat capture_job_format_from_string(const char *s);
 
 /* A thread's innermost Python frame, as an archived capture reports it. */
 typedef struct CaptureJobPython {
@@ -95,7 +80,8 @@ typedef struct CaptureJobSpec {
         pid_t chain_tid;                /* the thread the chain starts at; 0: every waiting thread */
         int output_fd;                  /* >= 0: a live capture, rendered into this file (a memfd) in FORMAT and not
                                          * archived; < 0: archived */
-        CaptureJobFormat format;
+        RenderFormat format;
+        SvgPicture picture;             /* with RENDER_SVG */
         bool resymbolize;               /* a render: frames resolved again with the debuginfo found now */
         const char *render_id;          /* set: no capture; the stored snapshot of this id (or "latest") in
                                          * ARCHIVE_DIR is read and rendered into OUTPUT_FD in FORMAT, within

@@ -55,7 +55,7 @@ struct HttpPending {
         pid_t pid;                      /* a live capture's */
         CaptureJob *render;             /* a render's job, until it ended */
         char id[ARCHIVE_ID_MAX + 1];    /* a render's snapshot id (or "latest") */
-        CaptureJobFormat format;
+        RenderFormat format;
         bool done, cancelled;
         int error;
 };
@@ -153,7 +153,7 @@ static void on_live_done(CaptureJob *job, const CaptureJobResult *res, void *use
 }
 
 /* A suspended request with a memfd for its child's output. */
-static HttpPending *pending_new(Http *h, struct MHD_Connection *c, CaptureJobFormat format, int *ret_error) {
+static HttpPending *pending_new(Http *h, struct MHD_Connection *c, RenderFormat format, int *ret_error) {
         HttpPending *p = calloc(1, sizeof *p);
 
         if (!p) {
@@ -189,25 +189,36 @@ static void routes_cancel_all(void *userdata) {
                 }
 }
 
-static const char *format_content_type(CaptureJobFormat f) {
-        if (f == CAPTURE_JOB_FORMAT_SVG || f == CAPTURE_JOB_FORMAT_SVG_FLAME || f == CAPTURE_JOB_FORMAT_SVG_CHAIN)
-                return API_CONTENT_SVG;
-        return f == CAPTURE_JOB_FORMAT_JSON    ? API_CONTENT_JSON
-             : f == CAPTURE_JOB_FORMAT_PPROF ? API_CONTENT_PPROF
-                                             : API_CONTENT_TEXT;
+static const char *format_content_type(RenderFormat f) {
+        return f == RENDER_SVG ? API_CONTENT_SVG
+             : f == RENDER_JSON ? API_CONTENT_JSON
+             : f == RENDER_PPROF ? API_CONTENT_PPROF
+                                 : API_CONTENT_TEXT;
 }
 
-/* ?picture=V narrows format=svg to one picture, so a page can fetch each alone; with another format it would be
- * ignored, so it is refused. */
-static bool svg_picture_apply(const char *v, CaptureJobFormat *format) {
-        SvgPicture p = svg_picture_from_string(v);
+/* ?format=V and ?picture=V of C: the picture narrows format=svg to one, so a page can fetch each alone; with another
+ * format it would be ignored, so it is refused. 0, or an error reply queued. */
+static int render_query(Http *h, struct MHD_Connection *c, RenderFormat *format, SvgPicture *picture,
+                        enum MHD_Result *ret_reply) {
+        char q[HTTP_QUOTE_MAX + 8];
+        const char *v;
 
-        if ((int) p < 0 || *format != CAPTURE_JOB_FORMAT_SVG)
-                return false;
-        *format = p == SVG_PICTURE_FLAME ? CAPTURE_JOB_FORMAT_SVG_FLAME
-                : p == SVG_PICTURE_CHAIN ? CAPTURE_JOB_FORMAT_SVG_CHAIN
-                                         : CAPTURE_JOB_FORMAT_SVG;
-        return true;
+        *format = RENDER_JSON;
+        *picture = SVG_PICTURE_ALL;
+        if ((v = query(c, API_Q_FORMAT)) && (int) (*format = render_format_from_string(v)) < 0) {
+                *ret_reply = http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                              "unknown format \"%s\" (expected json, text, folded, svg or pprof)",
+                                              clip(v, q, sizeof q));
+                return -EINVAL;
+        }
+        if ((v = query(c, API_Q_PICTURE)) && ((int) (*picture = svg_picture_from_string(v)) < 0 ||
+                                               *format != RENDER_SVG)) {
+                *ret_reply = http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                              "picture is flame, chain or all, with format=svg; not \"%s\"",
+                                              clip(v, q, sizeof q));
+                return -EINVAL;
+        }
+        return 0;
 }
 
 typedef struct MappedReply {
@@ -327,7 +338,9 @@ static enum MHD_Result route_stacks(HttpRoutes *rt, Http *h, struct MHD_Connecti
         const char *v;
         char q[HTTP_QUOTE_MAX + 8];
         pid_t pid, tid = 0;
-        CaptureJobFormat format = CAPTURE_JOB_FORMAT_JSON;
+        enum MHD_Result reply;
+        RenderFormat format;
+        SvgPicture picture;
         unsigned peers = 0;
         uint64_t retry = 0;
         HttpPending *p;
@@ -338,12 +351,8 @@ static enum MHD_Result route_stacks(HttpRoutes *rt, Http *h, struct MHD_Connecti
                                         clip(arg, q, sizeof q), HTTP_PID_MAX);
         if ((v = query(c, API_Q_TID)) && http_parse_pid(v, &tid) < 0)
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed tid \"%s\"", clip(v, q, sizeof q));
-        if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
-                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "unknown format \"%s\" (expected json, text, folded, svg or pprof)", clip(v, q, sizeof q));
-        if ((v = query(c, API_Q_PICTURE)) && !svg_picture_apply(v, &format))
-                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "picture is flame, chain or all, with format=svg; not \"%s\"", clip(v, q, sizeof q));
+        if (render_query(h, c, &format, &picture, &reply) < 0)
+                return reply;
         if ((v = query(c, API_Q_PEERS)) && (safe_atou(v, &peers) < 0 || peers > CONFIG_PEERS_MAX))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed peers \"%s\" (expected 0..%d)",
                                         clip(v, q, sizeof q), CONFIG_PEERS_MAX);
@@ -356,7 +365,8 @@ static enum MHD_Result route_stacks(HttpRoutes *rt, Http *h, struct MHD_Connecti
         if (!p)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no reply buffer: %s", strerror(-r));
         p->pid = pid;
-        r = rt->daemon.capture_live(rt->daemon.userdata, pid, tid, peers, p->fd, format, on_live_done, p, &retry);
+        r = rt->daemon.capture_live(rt->daemon.userdata, pid, tid, peers, p->fd, format, picture, on_live_done, p,
+                                    &retry);
         if (r < 0) {
                 safe_close(p->fd);
                 free(p);
@@ -646,7 +656,9 @@ static unsigned renders_running(const HttpRoutes *rt) {
 
 static enum MHD_Result route_snapshot(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
                                       void **con_cls) {
-        CaptureJobFormat format = CAPTURE_JOB_FORMAT_JSON;
+        enum MHD_Result reply;
+        RenderFormat format;
+        SvgPicture picture;
         char q[HTTP_QUOTE_MAX + 8];
         const char *v;
         HttpPending *p;
@@ -658,12 +670,8 @@ static enum MHD_Result route_snapshot(HttpRoutes *rt, Http *h, struct MHD_Connec
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                         "malformed snapshot id \"%s\" (expected YYYYMMDDTHHMMSS.uuuuuuZ-PID or latest)",
                                         clip(arg, q, sizeof q));
-        if ((v = query(c, API_Q_FORMAT)) && (int) (format = capture_job_format_from_string(v)) < 0)
-                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "unknown format \"%s\" (expected json, text, folded, svg or pprof)", clip(v, q, sizeof q));
-        if ((v = query(c, API_Q_PICTURE)) && !svg_picture_apply(v, &format))
-                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "picture is flame, chain or all, with format=svg; not \"%s\"", clip(v, q, sizeof q));
+        if (render_query(h, c, &format, &picture, &reply) < 0)
+                return reply;
         if ((v = query(c, API_Q_RESYMBOLIZE)) && !streq(v, "0") && !streq(v, "1"))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "resymbolize is 0 or 1, not \"%s\"",
                                         clip(v, q, sizeof q));
@@ -680,6 +688,7 @@ static enum MHD_Result route_snapshot(HttpRoutes *rt, Http *h, struct MHD_Connec
                                 .resymbolize = resymbolize,
                                 .output_fd = p->fd,
                                 .format = format,
+                                .picture = picture,
                                 .timeout_usec = HTTP_RENDER_TIMEOUT_USEC };
         capture_job_symbols(routes_view(rt).config, &spec.symbols);
         r = capture_job_start(rt->daemon.event, &spec, on_live_done, p, &p->render);

@@ -23,11 +23,12 @@ typedef struct HttpRoutesDaemon {
         /* The daemon's state now (valid until the event loop runs again). */
         void (*view)(void *userdata, DaemonView *ret);
         /* A live capture for a request: PID (TID only, when > 0; with its wait chain PEERS hops deep, and the
-         * peers' stacks, when PEERS > 0) rendered in FORMAT into OUTPUT_FD, not archived, through the same budget
+         * peers' stacks, when PEERS > 0) rendered in FORMAT (an SVG: PICTURE) into OUTPUT_FD, not archived, through
+         * the same budget
          * as the rules. DONE runs when it ended. -EAGAIN: the per-minute budget is spent (*RET_RETRY_USEC says for
          * how long); -EBUSY: too many captures in flight; -ESHUTDOWN: stopping. */
         int (*capture_live)(void *userdata, pid_t pid, pid_t tid, unsigned peers, int output_fd,
-                            CaptureJobFormat format, CaptureJobDone done, void *done_userdata,
+                            RenderFormat format, SvgPicture picture, CaptureJobDone done, void *done_userdata,
                             uint64_t *ret_retry_usec);
         unsigned captures_max;          /* in flight at once, for the 429 message */
 } HttpRoutesDaemon;

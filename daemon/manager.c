@@ -266,7 +266,7 @@ static int manager_start_job(Manager *m, const CaptureJobSpec *spec, const char 
  * (http.max_captures_per_minute): a client polling /stacks cannot spend the snapshots the rules take, nor the rules
  * leave an operator without a capture. Captures in flight are one cap for both (MANAGER_JOBS_MAX). */
 static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, unsigned peers, int output_fd,
-                                CaptureJobFormat format, CaptureJobDone done, void *userdata,
+                                RenderFormat format, SvgPicture picture, CaptureJobDone done, void *userdata,
                                 uint64_t *ret_retry_usec) {
         Manager *m = userdata_manager;
         uint64_t now = now_usec(CLOCK_MONOTONIC);
@@ -277,6 +277,7 @@ static int manager_capture_live(void *userdata_manager, pid_t pid, pid_t tid, un
                 .timeout_usec = manager_job_timeout(m),
                 .output_fd = output_fd,
                 .format = format,
+                .picture = picture,
         };
 
         if (m->stopping)

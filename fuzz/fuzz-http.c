@@ -154,15 +154,6 @@ static void fuzz_job_start(int output_fd, int error, CaptureJobDone done, void *
         fuzz_job.result = (CaptureJobResult) { .error = error };
 }
 
-static const char *const capture_job_format_table[_CAPTURE_JOB_FORMAT_MAX] = {
-        [CAPTURE_JOB_FORMAT_JSON] = "json",
-        [CAPTURE_JOB_FORMAT_TEXT] = "text",
-        [CAPTURE_JOB_FORMAT_FOLDED] = "folded",
-        [CAPTURE_JOB_FORMAT_SVG] = "svg",
-        [CAPTURE_JOB_FORMAT_PPROF] = "pprof",
-};
-DEFINE_STRING_TABLE_LOOKUP(capture_job_format, CaptureJobFormat);
-
 int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone done, void *userdata,
                       CaptureJob **ret) {
         static const int outcomes[] = { 0, -ENOENT, -EBADMSG, -ENOMEM, -ETIME, -ECHILD, -EIO, -EMFILE };
@@ -187,7 +178,7 @@ void capture_job_symbols(const Config *c, SymbolizerSettings *ret) {
 }
 
 static int fuzz_capture_live(void *userdata, pid_t pid, pid_t tid, unsigned peers, int output_fd,
-                             CaptureJobFormat format, CaptureJobDone done, void *done_userdata,
+                             RenderFormat format, SvgPicture picture, CaptureJobDone done, void *done_userdata,
                              uint64_t *ret_retry_usec) {
         static const int outcomes[] = { 0, -ESRCH, -EACCES, -ETIME, -ECHILD, -EIO, -EAGAIN, -EBUSY, -ESHUTDOWN };
         int error = outcomes[(unsigned) (pid + tid) % ELEMENTSOF(outcomes)];

@@ -7,16 +7,14 @@
 #include "base/escape.h"
 #include "base/json-util.h"
 #include "base/strv.h"
+#include "render/render.h"
 #include "render/snapshot-json.h"
-#include "render/snapshot-pprof.h"
 #include "render/snapshot-text.h"
 #include "fuzz.h"
 
-static void render(const Snapshot *s, const TextOptions *o) {
-        (void) snapshot_print_text(s, o, fuzz_sink());
-        (void) snapshot_print_folded(s, o->kernel, fuzz_sink());
-        (void) snapshot_print_svg(s, &(SvgOptions) { .kernel = o->kernel, .icicle = o->kernel }, fuzz_sink());
-        (void) snapshot_write_pprof(s, fuzz_sink());
+static void render(const Snapshot *s, const RenderOptions *ro, const TextOptions *o) {
+        for (RenderFormat f = 0; f < _RENDER_FORMAT_MAX; f++)
+                (void) snapshot_render(s, f, ro, fuzz_sink());
         for (size_t i = 0; i < s->n_threads; i++) {
                 _cleanup_strv_free_ char **top = NULL;
                 _cleanup_free_ char *text = NULL;
@@ -57,16 +55,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         _cleanup_free_ char *text = fuzz_memdup(data, size);
         _cleanup_snapshot_free_ Snapshot *s = NULL;
         TextOptions o = { .kernel = true, .modules = true, .locks = true, .raw_names = size & 1 };
+        RenderOptions ro = { .kernel = true, .modules = true, .locks = true, .raw_names = size & 1, .icicle = true };
         const char *why = NULL;
         json_object *j = NULL;
 
         /* The stored-document path as the daemon's renderer and "stackctl show" take it. */
-        (void) snapshot_render_stored(text, size, SNAPSHOT_RENDER_JSON, &o, fuzz_sink(), &why);
+        (void) snapshot_render_stored(text, size, RENDER_JSON, &ro, fuzz_sink(), &why);
 
         if (json_parse_bounded(text, size, &j, &why) < 0)
                 return 0;
         if (snapshot_from_json(j, &s, &why) >= 0) {
-                render(s, &o);
+                render(s, &ro, &o);
                 round_trip(s);
         }
         json_object_put(j);

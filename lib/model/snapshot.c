@@ -430,7 +430,7 @@ static const char *basename_of(const char *path) {
 }
 
 char *snapshot_frame_name(const Snapshot *s, const UserFrame *u) {
-        const ModuleInfo *m = u->module >= 0 && (size_t) u->module < s->n_modules ? &s->modules[u->module] : NULL;
+        const ModuleInfo *m = snapshot_frame_module(s, u);
         char *name = NULL;
         int r;
 

@@ -383,6 +383,19 @@ typedef struct Snapshot {
         size_t n_peers;
 } Snapshot;
 
+/* Whether a picture of a stack shows frame U: an interpreter's native frame (its eval loop) is what the runtime's
+ * frames just before it stand for, and every rendering (text, folded, SVG, pprof, an alert's frames) leaves it out,
+ * as a runtime's own tools do. */
+static inline bool user_frame_shown(const UserFrame *u) {
+        return !u->interpreter;
+}
+
+/* The module frame U of S lies in, NULL when it has none (a runtime's frame, a pc no module holds, an index a stored
+ * document got wrong). Every reader of a frame's module asks here. */
+static inline const ModuleInfo *snapshot_frame_module(const Snapshot *s, const UserFrame *u) {
+        return u->module >= 0 && (size_t) u->module < s->n_modules ? &s->modules[u->module] : NULL;
+}
+
 /* The comm of PID as the snapshot ROOT and its peers know it; NULL when none of them is PID. */
 const char *snapshot_comm_of(const Snapshot *root, pid_t pid);
 /* The snapshot of process PID: ROOT or one of its peers; NULL when none of them is PID. */

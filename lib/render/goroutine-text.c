@@ -81,8 +81,8 @@ static void print_frames(const Snapshot *s, const GoStack *st, FILE *f) {
                 if (u->file) {
                         fputs_escaped(u->file, f);
                         fprintf(f, ":%u", u->line);
-                } else if (u->module >= 0 && (size_t) u->module < s->n_modules)
-                        fputs_escaped(s->modules[u->module].path, f);
+                } else if (snapshot_frame_module(s, u))
+                        fputs_escaped(snapshot_frame_module(s, u)->path, f);
                 else
                         fputs("?", f);
                 /* Go gives the offset of the physical frame's pc, not of its inlined calls. */

@@ -384,7 +384,7 @@ static size_t put_user_frame(Pprof *p, const Snapshot *s, uint64_t process, uint
         key.a = u->pc;
         /* A budget may cut a stack inside the inlined calls at a pc: that location has fewer lines. */
         key.b = end - i;
-        mapping = u->module >= 0 && (size_t) u->module < s->n_modules ? mapping_base + (uint64_t) u->module + 1 : 0;
+        mapping = snapshot_frame_module(s, u) ? mapping_base + (uint64_t) u->module + 1 : 0;
         id = location_begin(p, &key, mapping, u->pc, &added);
         if (added) {
                 for (size_t k = i; k <= end; k++) {
@@ -418,8 +418,7 @@ static int put_process(Pprof *p, const Snapshot *s, uint64_t process, uint64_t m
                 for (size_t k = 0; k < t->n_kframes; k++)
                         put_kernel_frame(p, &t->kframes[k], &ids);
                 for (size_t k = 0; k < t->n_frames;)
-                        if (t->frames[k].interpreter)
-                                /* What the Python frames before it stand for, as the text leaves it out. */
+                        if (!user_frame_shown(&t->frames[k]))
                                 k++;
                         else
                                 k = put_user_frame(p, s, process, mapping_base, t, k, &ids);

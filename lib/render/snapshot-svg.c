@@ -178,8 +178,8 @@ static const char *basename_of(const char *path) {
 }
 
 static FlameKind user_frame_kind(const Snapshot *s, const UserFrame *u) {
-        const char *mod = u->module >= 0 && (size_t) u->module < s->n_modules ? basename_of(s->modules[u->module].path)
-                                                                                : NULL;
+        const ModuleInfo *m = snapshot_frame_module(s, u);
+        const char *mod = m ? basename_of(m->path) : NULL;
 
         if (frame_kind_is_runtime(u->kind))
                 return FLAME_RUNTIME;
@@ -211,14 +211,12 @@ static int flame_add_thread(FlameNode *root, const Snapshot *top, const Snapshot
         for (size_t k = t->n_frames; k > 0; k--) {
                 const UserFrame *u = &t->frames[k - 1];
 
-                /* The interpreter's frame is what the runtime frames before it stand for, as in the folded form. */
-                if (u->interpreter)
+                if (!user_frame_shown(u))
                         continue;
                 n = flame_child(n, user_frame_kind(s, u), 0, snapshot_frame_name(s, u));
                 if (!n)
                         return -ENOMEM;
-                flame_count(n, u->file, u->line,
-                            u->module >= 0 && (size_t) u->module < s->n_modules ? s->modules[u->module].path : NULL);
+                flame_count(n, u->file, u->line, snapshot_frame_module(s, u) ? snapshot_frame_module(s, u)->path : NULL);
         }
         if (kernel)
                 for (size_t k = t->n_kframes; k > 0; k--) {

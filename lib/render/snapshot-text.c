@@ -6,12 +6,9 @@
 #include <string.h>
 
 #include "base/escape.h"
-#include "base/json-util.h"
 #include "base/macro.h"
 #include "base/strv.h"
 #include "render/goroutine-text.h"
-#include "render/snapshot-json.h"
-#include "render/snapshot-pprof.h"
 #include "render/snapshot-text.h"
 #include "render/thread-groups.h"
 
@@ -21,10 +18,6 @@ static void put_state(FILE *f, char c) {
                 fputc(c, f);
         else
                 fprintf(f, "\\x%02x", (unsigned) (unsigned char) c);
-}
-
-static const char *module_path(const Snapshot *s, int idx) {
-        return idx >= 0 && (size_t) idx < s->n_modules ? s->modules[idx].path : NULL;
 }
 
 static void print_syscall(FILE *f, const ThreadSnapshot *t) {
@@ -201,10 +194,10 @@ static void print_thread_group(const Snapshot *s, const ThreadSnapshot *t, const
         print_java_locks(f, t);
         for (size_t i = 0, shown = 0; i < t->n_frames; i++) {
                 const UserFrame *u = &t->frames[i];
-                const char *mod = module_path(s, u->module);
+                const ModuleInfo *m = snapshot_frame_module(s, u);
+                const char *mod = m ? m->path : NULL;
 
-                /* The interpreter's frame is what the Python frames before it stand for. */
-                if (u->interpreter)
+                if (!user_frame_shown(u))
                         continue;
                 if (u->kind == FRAME_KIND_PYTHON) {
                         print_python_frame(f, u, shown++);
@@ -224,16 +217,16 @@ static void print_thread_group(const Snapshot *s, const ThreadSnapshot *t, const
                 if (mod) {
                         fputs(" - ", f);
                         fputs_escaped(mod, f);
-                        if (s->modules[u->module].missing) {
+                        if (m->missing) {
                                 fputs(" [", f);
-                                if (s->modules[u->module].build_id) {
+                                if (m->build_id) {
                                         fputs("build-id ", f);
-                                        fputs_escaped(s->modules[u->module].build_id, f);
+                                        fputs_escaped(m->build_id, f);
                                         fputs(", ", f);
                                 }
-                                if (s->modules[u->module].missing_reason) {
+                                if (m->missing_reason) {
                                         fputs("not read: ", f);
-                                        fputs_escaped(s->modules[u->module].missing_reason, f);
+                                        fputs_escaped(m->missing_reason, f);
                                         fputc(']', f);
                                 } else
                                         fputs("not found: the file as the process sees it cannot be read]", f);
@@ -312,7 +305,8 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i, si
                 fprintf(f, "+0x%" PRIx64, k->offset);
         } else {
                 const UserFrame *u = &t->frames[i];
-                const char *mod = module_path(s, u->module), *base = mod ? strrchr(mod, '/') : NULL;
+                const ModuleInfo *m = snapshot_frame_module(s, u);
+                const char *mod = m ? m->path : NULL, *base = mod ? strrchr(mod, '/') : NULL;
 
                 fprintf(f, "#%-2zu ", shown);
                 if (frame_kind_is_runtime(u->kind)) {
@@ -381,7 +375,7 @@ int snapshot_top_frames(const Snapshot *s, pid_t tid, size_t max, char ***ret) {
         if (!l)
                 return -ENOMEM;
         for (size_t i = 0, k = 0; k < n && i < (t->n_frames ?: t->n_kframes); i++) {
-                if (t->n_frames > 0 && t->frames[i].interpreter)
+                if (t->n_frames > 0 && !user_frame_shown(&t->frames[i]))
                         continue;
                 if (!(l[k] = frame_line(s, t, i, k))) {
                         strv_free(l);
@@ -691,7 +685,7 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
                 for (size_t k = t->n_frames; k > 0; k--) {
                         const UserFrame *u = &t->frames[k - 1];
 
-                        if (u->interpreter)
+                        if (!user_frame_shown(u))
                                 continue;
                         fputc(';', f);
                         name = snapshot_frame_name(s, u);
@@ -712,41 +706,4 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
         for (size_t i = 0; i < s->n_peers; i++)
                 snapshot_print_folded(s->peers[i], kernel, f);
         return ferror(f) ? -EIO : 0;
-}
-
-int snapshot_render_svg(const Snapshot *s, const TextOptions *o, FILE *f) {
-        SvgOptions svg = o ? o->svg : (SvgOptions) {};
-
-        svg.kernel = o && o->kernel;
-        return snapshot_print_svg(s, &svg, f);
-}
-
-int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, const TextOptions *o, FILE *f,
-                           const char **ret_why) {
-        _cleanup_snapshot_free_ Snapshot *s = NULL;
-        const char *why = NULL;
-        json_object *j = NULL;
-        int r;
-
-        r = json_parse_bounded(json, len, &j, &why);
-        if (r >= 0 && how == SNAPSHOT_RENDER_JSON) {
-                int flags = o && o->json_flags ? o->json_flags : JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
-                r = json_fputs(j, flags, f);
-        } else if (r >= 0)
-                r = snapshot_from_json(j, &s, &why);
-        json_object_put(j);
-        if (r == -EINVAL) {
-                if (ret_why)
-                        *ret_why = why ?: "not a stackwatch snapshot";
-                return -EBADMSG;
-        }
-        if (r < 0 || how == SNAPSHOT_RENDER_JSON)
-                return r;
-        if (how == SNAPSHOT_RENDER_FOLDED)
-                return snapshot_print_folded(s, o && o->kernel, f);
-        if (how == SNAPSHOT_RENDER_SVG)
-                return snapshot_render_svg(s, o, f);
-        if (how == SNAPSHOT_RENDER_PPROF)
-                return snapshot_write_pprof(s, f);
-        return snapshot_print_text(s, o ?: &(TextOptions) {}, f);
 }

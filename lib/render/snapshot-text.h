@@ -6,7 +6,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "render/snapshot-svg.h"
 #include "model/snapshot.h"
 
 typedef struct TextOptions {
@@ -14,9 +13,7 @@ typedef struct TextOptions {
         bool modules;           /* print the module list (build-ids) at the end */
         bool locks;             /* print the lock table: each mutex waited for, its holder and its waiters */
         bool raw_names;         /* text: a frame's linkage name, as the binary has it, not the demangled one */
-        int json_flags;         /* snapshot_render_stored()'s JSON: json-c's flags; 0: plain, one line */
         bool no_group;          /* text: every thread on its own, not threads alike grouped (thread-groups.h) */
-        SvgOptions svg;         /* snapshot_render_stored()'s SVG: which picture (its kernel frames: KERNEL above) */
 } TextOptions;
 
 /* Every process-supplied string is escaped (control characters become \e, \n, \xNN). */
@@ -36,21 +33,3 @@ int snapshot_top_runtime_frame(const Snapshot *s, pid_t tid, char **ret);
 /* Thread TID of S as snapshot_print_text() prints it (its kernel and user stack), at most MAX bytes (cut with "…");
  * *RET is NULL when S has no thread TID. -ENOMEM. */
 int snapshot_thread_text(const Snapshot *s, pid_t tid, const TextOptions *o, size_t max, char **ret);
-
-/* How snapshot_render_stored() writes a document out. */
-typedef enum SnapshotRender {
-        SNAPSHOT_RENDER_JSON,   /* the document, written out again by json-c */
-        SNAPSHOT_RENDER_TEXT,
-        SNAPSHOT_RENDER_FOLDED,
-        SNAPSHOT_RENDER_SVG,    /* snapshot_print_svg() */
-        SNAPSHOT_RENDER_PPROF,  /* a gzipped pprof profile (snapshot-pprof.h): binary */
-} SnapshotRender;
-
-/* S as snapshot_print_svg() draws it, with O's SVG options and its kernel frames when O->kernel. */
-int snapshot_render_svg(const Snapshot *s, const TextOptions *o, FILE *f);
-
-/* A stored document is untrusted input: parse it within json_parse_bounded()'s bounds and write it to F as HOW
- * asks. JSON comes out of json-c, not as the file held it, so every control character is escaped. On a document
- * that is not a snapshot: -EBADMSG with *RET_WHY (static) saying why; -ENOMEM; -EIO when F fails. */
-int snapshot_render_stored(const char *json, size_t len, SnapshotRender how, const TextOptions *o, FILE *f,
-                           const char **ret_why);

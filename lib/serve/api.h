@@ -20,7 +20,7 @@
 #define API_ROUTE_HEALTHZ "/healthz"            /* 200 while scans keep coming, 503 when they stall */
 
 /* Query parameters. */
-#define API_Q_FORMAT "format"                   /* json (default) | text | folded | svg (stacks, snapshots/<id>) */
+#define API_Q_FORMAT "format"                   /* json (default) | text | folded | svg | pprof (stacks, snapshots/<id>) */
 #define API_Q_PICTURE "picture"                 /* format=svg: all (default) | flame | chain (stacks, snapshots/<id>) */
 #define API_Q_TID "tid"                         /* stacks: only this thread */
 #define API_Q_RESYMBOLIZE "resymbolize"         /* snapshots/<id>: 1 = frames resolved again with today's debuginfo */
@@ -34,11 +34,8 @@
 #define API_Q_SINCE "since"                     /* snapshots: CLOCK_REALTIME µs since the epoch */
 #define API_Q_LIMIT "limit"                     /* snapshots: the newest N */
 
-#define API_FORMAT_JSON "json"
-#define API_FORMAT_TEXT "text"
-#define API_FORMAT_FOLDED "folded"
-#define API_FORMAT_SVG "svg"
-#define API_FORMAT_PPROF "pprof"
+/* ?format= takes the names of render/render.h's one table (render_format_to_string(): json, text, folded, svg,
+ * pprof), which stackctl's flags name too; ?picture= those of svg_picture_to_string(). */
 
 #define API_CONTENT_JSON "application/json"
 #define API_CONTENT_TEXT "text/plain; charset=utf-8"

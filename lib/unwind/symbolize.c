@@ -20,10 +20,9 @@
 #include "base/log.h"
 #include "base/time-util.h"
 #include "proc/fuse-conn.h"
+#include "render/render.h"
 #include "unwind/symbolize.h"
 #include "unwind/symcache.h"
-#include "render/snapshot-json.h"
-#include "render/snapshot-pprof.h"
 
 #define SYMBOLIZER_MODULES_MAX 4096
 #define INLINE_DEPTH_MAX 32
@@ -1464,8 +1463,7 @@ static int resymbolize_thread(Symbolizer *s, const Snapshot *snap, ThreadSnapsho
                 while (j + 1 < t->n_frames && t->frames[j].inlined && t->frames[j + 1].pc == t->frames[i].pc)
                         j++;
                 last = &t->frames[j];
-                mi = last->module >= 0 && (size_t) last->module < snap->n_modules ? &snap->modules[last->module]
-                                                                                    : NULL;
+                mi = snapshot_frame_module(snap, last);
                 if (mi && mi->build_id && mi->path && last->pc >= mi->start && last->pc < mi->end)
                         m = get_module(s, mi->build_id, mi->path, root);
                 if (m && memo_resolve(s, m, last->pc - (last->activation ? 0 : 1) - mi->bias, &sf, &n) >= 0)
@@ -1536,22 +1534,13 @@ int symbolizer_resymbolize(Symbolizer *s, Snapshot *snap, const char *root, FILE
         return 0;
 }
 
-int symbolizer_render_resymbolized(Symbolizer *s, const char *json, size_t len, SnapshotRender how,
-                                   const TextOptions *o, FILE *f, FILE *report, const char **ret_why) {
-        _cleanup_(json_object_putp) json_object *j = NULL, *out = NULL;
+int symbolizer_render_resymbolized(Symbolizer *s, const char *json, size_t len, RenderFormat format,
+                                   const RenderOptions *o, FILE *f, FILE *report, const char **ret_why) {
         _cleanup_snapshot_free_ Snapshot *snap = NULL;
-        const char *why = NULL;
         unsigned changed = 0;
         int r;
 
-        r = json_parse_bounded(json, len, &j, &why);
-        if (r >= 0)
-                r = snapshot_from_json(j, &snap, &why);
-        if (r == -EINVAL) {
-                if (ret_why)
-                        *ret_why = why ?: "not a stackwatch snapshot";
-                return -EBADMSG;
-        }
+        r = snapshot_parse_stored(json, len, &snap, ret_why);
         if (r < 0)
                 return r;
         r = symbolizer_resymbolize(s, snap, NULL, report, &changed);
@@ -1559,19 +1548,5 @@ int symbolizer_render_resymbolized(Symbolizer *s, const char *json, size_t len, 
                 return r;
         if (report)
                 fprintf(report, "%u frame(s) resolve differently now.\n", changed);
-        if (how == SNAPSHOT_RENDER_JSON) {
-                out = snapshot_to_json(snap);
-                if (!out)
-                        return -ENOMEM;
-                return json_fputs(out, o && o->json_flags ? o->json_flags
-                                                          : JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
-                                  f);
-        }
-        if (how == SNAPSHOT_RENDER_FOLDED)
-                return snapshot_print_folded(snap, o && o->kernel, f);
-        if (how == SNAPSHOT_RENDER_SVG)
-                return snapshot_render_svg(snap, o, f);
-        if (how == SNAPSHOT_RENDER_PPROF)
-                return snapshot_write_pprof(snap, f);
-        return snapshot_print_text(snap, o ?: &(TextOptions) {}, f);
+        return snapshot_render(snap, format, o, f);
 }

@@ -9,8 +9,8 @@
 #include <elfutils/libdwfl.h>
 
 #include "base/macro.h"
-#include "render/snapshot-text.h"
 #include "model/snapshot.h"
+#include "render/render.h"
 
 typedef struct Symbolizer Symbolizer;
 typedef struct SymModule SymModule;
@@ -86,11 +86,11 @@ char *dwfl_module_build_id_hex(Dwfl_Module *mod);
  * under ROOT (NULL: this host's view) or as separate debuginfo; frames of other modules stay as they were.
  * *RET_CHANGED: how many pcs now resolve differently; each one is a line on REPORT (NULL: none). -ENOMEM. */
 int symbolizer_resymbolize(Symbolizer *s, Snapshot *snap, const char *root, FILE *report, unsigned *ret_changed);
-/* A stored document (untrusted: parsed within json_parse_bounded()'s bounds) re-symbolized and written to F as HOW
- * asks, the changes and their count on REPORT (NULL: none). -EBADMSG with *RET_WHY on a document that is not a
- * snapshot, -ENOMEM, -EIO. */
-int symbolizer_render_resymbolized(Symbolizer *s, const char *json, size_t len, SnapshotRender how,
-                                   const TextOptions *o, FILE *f, FILE *report, const char **ret_why);
+/* A stored document (untrusted: parsed within json_parse_bounded()'s bounds) re-symbolized and rendered to F
+ * (snapshot_render()), the changes and their count on REPORT (NULL: none). -EBADMSG with *RET_WHY on a document
+ * that is not a snapshot, -ENOMEM, -EIO. */
+int symbolizer_render_resymbolized(Symbolizer *s, const char *json, size_t len, RenderFormat format,
+                                   const RenderOptions *o, FILE *f, FILE *report, const char **ret_why);
 
 /* Cache statistics, for tests and benchmarks. */
 typedef struct SymbolizerStats {
