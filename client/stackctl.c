@@ -540,13 +540,13 @@ static int parse_argv(int argc, char **argv) {
                         arg.capture.kernel = false;
                         break;
                 case ARG_NO_PYTHON:
-                        arg.capture.python = false;
+                        arg.capture.skip_runtimes |= 1U << RUNTIME_PYTHON;
                         break;
                 case ARG_NO_GOROUTINES:
-                        arg.capture.goroutines = false;
+                        arg.capture.skip_runtimes |= 1U << RUNTIME_GO;
                         break;
                 case ARG_NO_JAVA:
-                        arg.capture.java = false;
+                        arg.capture.skip_runtimes |= 1U << RUNTIME_JAVA;
                         break;
                 case ARG_PEERS:
                         if (parse_uint_arg("--peers", optarg, 0, WAIT_CHAIN_DEPTH_MAX, &v) < 0)

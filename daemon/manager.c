@@ -225,7 +225,8 @@ static void manager_capture_options(const Manager *m, CaptureOptions *o) {
         o->method = m->config->method;
         o->unwinder = m->config->unwinder;
         o->kernel = m->config->kernel;
-        o->java = m->config->java;
+        if (!m->config->java)
+                o->skip_runtimes |= 1U << RUNTIME_JAVA;
         o->max_frames = m->config->max_frames;
         o->max_threads = m->config->max_threads;
         o->stack_bytes = m->config->stack_bytes;

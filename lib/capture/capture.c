@@ -16,8 +16,6 @@
 #include "capture/capture-ptrace.h"
 #include "capture/capture-sched.h"
 #include "capture/capture.h"
-#include "runtime/golang.h"
-#include "runtime/java.h"
 #include "model/proc-parse.h"
 #include "proc/cgroup-freeze.h"
 #include "proc/proc-read.h"
@@ -34,7 +32,7 @@ typedef struct RawThread {
         bool have_regs;
         UnwindRegs regs;
         UnwindStack stack;
-        PyRawStack py;          /* its Python frames, copied in the same moment as its stack */
+        RuntimeRaw rt;          /* what the runtimes read of it (Python's frames), in the same moment as its stack */
 } RawThread;
 
 /* The raw copies of one capture: a thread's registers and stack bytes, by snapshot thread index. */
@@ -62,20 +60,17 @@ typedef struct Capture {
         size_t n_symmods;
         CaptureSched sched;     /* nice -20 for the capture, SCHED_FIFO while threads are stopped */
         PtraceHeld held;        /* threads that never stopped (D state), still attached */
-        PyProcess *py;          /* the CPython interpreter in it, NULL when none (or not asked for) */
-        GoProcess *go;          /* the Go runtime in it, NULL when none (or not asked for) */
-        GoRawSet go_raw;        /* its goroutines as read */
-        uint64_t go_read_usec;
-        const char *root;       /* /proc/PID/root, for the symbolizer (set by the unwind pass) */
+        RuntimeCapture rc;      /* what the language runtimes see of the capture */
+        RuntimeSet runtimes;    /* the runtimes found in it (runtime/runtime.h) */
+        char root[64];          /* /proc/PID/root, for the symbolizer */
         Symbolizer *sym;
 } Capture;
 
-/* A ptrace batch item's thread, stopped: its Python frames too, in the same pause. */
-typedef struct PyStopped {
-        PyProcess *py;
-        unsigned max_frames;
-        PyRawStack *raw;
-} PyStopped;
+/* A ptrace batch item's thread, stopped: what the runtimes read of it, in the same pause. */
+typedef struct RuntimeStopped {
+        RuntimeSet *set;
+        RuntimeRaw *raw;
+} RuntimeStopped;
 
 void capture_options_init(CaptureOptions *o) {
         *o = (CaptureOptions) {
@@ -87,10 +82,7 @@ void capture_options_init(CaptureOptions *o) {
                 .max_threads = CAPTURE_THREADS_DEFAULT,
                 .time_budget_usec = CAPTURE_TIME_BUDGET_USEC_DEFAULT,
                 .stop_timeout_usec = CAPTURE_STOP_TIMEOUT_USEC_DEFAULT,
-                .python = true,
-                .goroutines = true,
-                .java = true,
-                .java_answer_usec = JAVA_ANSWER_USEC_DEFAULT,
+                .runtime_answer_usec = CAPTURE_RUNTIME_ANSWER_USEC_DEFAULT,
         };
 }
 
@@ -300,11 +292,11 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
                 r = capture_copy_stack(c->pid, maps, n_maps, t->syscall.sp, c->o->stack_bytes, &stack, &truncated);
                 if (r < 0 && r != -EFAULT)
                         return r;
-                /* Its Python frames within the same look: a thread parked in the same syscall before and after
-                 * ran no Python code in between (it does not hold the GIL, or holds it without running). */
-                if (c->py && py_read_stack(c->py, t->tid, c->o->max_frames, &raw->py) == -ENOMEM) {
+                /* What the runtimes keep of it, within the same look (python_read_thread() says why that holds). */
+                r = runtime_set_read_thread(&c->runtimes, t->tid, &raw->rt);
+                if (r < 0) {
                         free(stack.data);
-                        return -ENOMEM;
+                        return r;
                 }
                 n = proc_read_small(taskfd, "syscall", buf, sizeof buf);
                 if (n < 0) {
@@ -321,7 +313,7 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
                         return 0;
                 }
                 free(stack.data);
-                py_raw_stack_done(&raw->py);
+                runtime_raw_done(&raw->rt);
                 t->syscall = again;
         }
         return -EAGAIN;
@@ -373,27 +365,27 @@ static void capture_ptrace_items(Capture *c, PtraceBatchItem *items, size_t n) {
                 capture_lower(c);
 }
 
-/* One thread, stopped briefly (the unwind pass's fall-back for a sleeping thread). */
-static void py_while_stopped(PtraceBatchItem *it, void *userdata) {
-        PyStopped *ps = userdata;
+/* One thread, stopped briefly: what the runtimes read of it, in the same pause. */
+static void runtimes_while_stopped(PtraceBatchItem *it, void *userdata) {
+        RuntimeStopped *rs = userdata;
 
-        (void) py_read_stack(ps->py, it->tid, ps->max_frames, ps->raw);
+        (void) runtime_set_read_thread(rs->set, it->tid, rs->raw);
 }
 
-/* Have ITEM read RAW's Python frames while stopped (into the storage PS). */
-static void py_item_setup(Capture *c, PtraceBatchItem *item, PyStopped *ps, RawThread *raw) {
-        if (!c->py)
+/* Have ITEM read what the runtimes keep of RAW's thread while it is stopped (RS: the storage for it). */
+static void runtimes_item_setup(Capture *c, PtraceBatchItem *item, RuntimeStopped *rs, RawThread *raw) {
+        if (!runtime_set_reads_threads(&c->runtimes))
                 return;
-        *ps = (PyStopped) { .py = c->py, .max_frames = c->o->max_frames, .raw = &raw->py };
-        item->while_stopped = py_while_stopped;
-        item->userdata = ps;
+        *rs = (RuntimeStopped) { .set = &c->runtimes, .raw = &raw->rt };
+        item->while_stopped = runtimes_while_stopped;
+        item->userdata = rs;
 }
 
 static int capture_ptrace(Capture *c, ThreadSnapshot *t, RawThread *raw) {
         PtraceBatchItem it = { .tid = t->tid };
-        PyStopped ps;
+        RuntimeStopped rs;
 
-        py_item_setup(c, &it, &ps, raw);
+        runtimes_item_setup(c, &it, &rs, raw);
         capture_ptrace_items(c, &it, 1);
         return ptrace_item_take(c, t, raw, &it);
 }
@@ -493,7 +485,7 @@ static void ptrace_failed(Capture *c, ThreadSnapshot *t, RawThread *raw, int r) 
 /* The threads the raw pass left for ptrace (RAW indexes in DEFERRED), in batches. */
 static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferred, size_t n) {
         PtraceBatchItem items[PTRACE_BATCH_MAX];
-        PyStopped ps[PTRACE_BATCH_MAX];
+        RuntimeStopped stopped[PTRACE_BATCH_MAX];
 
         for (size_t done = 0; done < n;) {
                 size_t k = MIN(n - done, capture_ptrace_batch_max(c->o->stack_bytes));
@@ -515,7 +507,7 @@ static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferre
                         RawThread *raw = &rs->raw[deferred[done + i]];
 
                         items[i] = (PtraceBatchItem) { .tid = c->s->threads[raw->index].tid };
-                        py_item_setup(c, &items[i], &ps[i], raw);
+                        runtimes_item_setup(c, &items[i], &stopped[i], raw);
                 }
                 capture_ptrace_items(c, items, k);
                 for (size_t i = 0; i < k; i++) {
@@ -605,29 +597,6 @@ static int symbolize_thread(Capture *c, Symbolizer *sym, const char *root, Threa
         return MIN(r, 0);
 }
 
-/* A Go thread's stack begins at runtime.mstart (or, on a goroutine's, runtime.goexit; runtime.mcall switched stacks):
- * what an unwinder finds beyond it is not a frame. Cut there, as Go's own traceback stops. */
-static int go_trim_thread(ThreadSnapshot *t, bool *ret_clean) {
-        for (size_t i = 0; i < t->n_frames; i++) {
-                if (!go_stack_top_function(t->frames[i].function))
-                        continue;
-                /* Whole: a stack copy cut short (a goroutine's stack is in the heap, whose mapping runs on past it)
-                 * lost nothing. */
-                t->truncated = false;
-                *ret_clean = true;
-                for (size_t k = i + 1; k < t->n_frames; k++)
-                        user_frame_done(&t->frames[k]);
-                t->n_frames = i + 1;
-                free(t->unwind_end);
-                t->unwind_end = strdup("the outermost frame of a Go stack");
-                if (!t->unwind_end)
-                        return -ENOMEM;
-                *ret_clean = true;
-                break;
-        }
-        return 0;
-}
-
 /* Unwind one thread's raw capture into the snapshot. RET_CLEAN says whether it reached the outermost frame. */
 static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnapshot *t, RawThread *raw,
                       UnwindFrame *frames, bool *ret_clean) {
@@ -650,12 +619,12 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
         r = symbolize_thread(c, sym, root, t, frames, res.n_frames);
         if (r < 0)
                 return r;
-        return go_trim_thread(t, ret_clean);
+        return runtime_trim_native(t, ret_clean);
 }
 
 static void raw_thread_done(RawThread *raw) {
         raw->stack.data = mfree(raw->stack.data);
-        py_raw_stack_done(&raw->py);
+        runtime_raw_done(&raw->rt);
 }
 
 static void raw_set_done(RawSet *rs) {
@@ -674,9 +643,7 @@ static void capture_done(Capture *c) {
                 capture_sched_rt_end(&c->sched);
         c->symmods = mfree(c->symmods);
         c->symmod_done = mfree(c->symmod_done);
-        c->py = py_process_free(c->py);
-        c->go = go_process_free(c->go);
-        go_raw_set_done(&c->go_raw);
+        runtime_set_done(&c->runtimes);
 }
 
 /* A new snapshot of C->pid with what needs no thread: identity, the address space (C->up stays NULL where it
@@ -791,63 +758,9 @@ static int capture_list_threads(Capture *c, int **ret_tids, size_t *ret_n) {
         return 0;
 }
 
-/* The CPython interpreter of the process, when it runs one: found before the raw pass, which reads each thread's
- * Python frames in the moment it copies its stack. */
-static int capture_python_open(Capture *c, Symbolizer *sym, const int *tids, size_t n_tids) {
-        const char *why = NULL;
-        int r;
-
-        r = py_process_open(c->pid, c->up, sym, tids, n_tids, &c->py, &why);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0) {
-                (void) snapshot_add_error(c->s, "Python frames not read: %s", why ?: strerror(-r));
-                return 0;
-        }
-        if (!c->py)
-                return 0;
-        c->s->python = strdup(py_process_version(c->py));
-        if (!c->s->python)
-                return -ENOMEM;
-        c->s->gil_holder = py_process_gil_holder(c->py);
-        return 0;
-}
-
-/* The Go runtime of the process, when it is a Go program; one that cannot be read is named (a stripped binary). */
-static int capture_go_open(Capture *c, Symbolizer *sym) {
-        const char *why = NULL;
-        int r;
-
-        r = go_process_open(c->pid, c->up, sym, &c->go, &why);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0) {
-                c->s->go = calloc(1, sizeof *c->s->go);
-                if (!c->s->go || !(c->s->go->error = strdup(why ?: strerror(-r))))
-                        return -ENOMEM;
-                (void) snapshot_add_error(c->s, "Go goroutines not read: %s", why ?: strerror(-r));
-        }
-        return 0;
-}
-
-/* Its goroutines, read without stopping anything: after the threads' copies, before they are unwound. */
-static int capture_go_read(Capture *c) {
-        uint64_t start = now_usec(CLOCK_MONOTONIC);
-        const char *why = NULL;
-        int r;
-
-        r = go_read_goroutines(c->go, 0, c->o->max_frames, &c->go_raw, &why);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0) {
-                (void) snapshot_add_error(c->s, "Go goroutines not read: %s", why ?: strerror(-r));
-                c->go = go_process_free(c->go);
-        }
-        c->go_read_usec = now_usec(CLOCK_MONOTONIC) - start;
-        return 0;
-}
-
-static int go_symbolize_cb(void *userdata, const UnwindFrame *frames, size_t n, ThreadSnapshot *t) {
+/* The symbolizer a runtime's reader uses for frames of its own (a parked goroutine's): the capture's, within its
+ * budget. */
+static int runtime_symbolize_cb(void *userdata, const UnwindFrame *frames, size_t n, ThreadSnapshot *t) {
         Capture *c = userdata;
 
         if (over_budget(c))
@@ -855,27 +768,26 @@ static int go_symbolize_cb(void *userdata, const UnwindFrame *frames, size_t n, 
         return symbolize_thread(c, c->sym, c->root, t, frames, n);
 }
 
-/* The goroutines into the snapshot, once the threads (a running goroutine's frames) are unwound. */
-static int capture_go_build(Capture *c, Symbolizer *sym) {
-        uint64_t start = now_usec(CLOCK_MONOTONIC);
-        char root[64];
-        int r;
-
-        snprintf(root, sizeof root, "/proc/%d/root", (int) c->pid);
-        c->root = root;
+/* The language runtimes the process runs, found before the raw pass, which reads what each keeps of a thread in the
+ * moment it copies its stack. */
+static int capture_runtimes_open(Capture *c, Symbolizer *sym, const int *tids, size_t n_tids) {
         c->sym = sym;
-        r = go_build(c->go, &c->go_raw, c->s, go_symbolize_cb, c);
-        c->root = NULL;
-        if (r < 0)
-                return r;
-        if (c->s->go->unresolved > 0) {
-                c->s->truncated = true;
-                (void) snapshot_add_error(c->s, "time budget (%llu ms) spent: %zu of %zu goroutines left without "
-                                          "frames", (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC),
-                                          c->s->go->unresolved, c->s->go->n_goroutines);
-        }
-        c->s->go->read_usec = c->go_read_usec + (now_usec(CLOCK_MONOTONIC) - start);
-        return 0;
+        snprintf(c->root, sizeof c->root, "/proc/%d/root", (int) c->pid);
+        c->rc = (RuntimeCapture) {
+                .pid = c->pid,
+                .s = c->s,
+                .up = c->up,
+                .sym = sym,
+                .tids = tids,
+                .n_tids = n_tids,
+                .max_frames = c->o->max_frames,
+                .deadline_usec = c->deadline_usec,
+                .time_budget_usec = c->o->time_budget_usec,
+                .ask_usec = c->o->runtime_answer_usec,
+                .symbolize = runtime_symbolize_cb,
+                .userdata = c,
+        };
+        return runtime_set_open(&c->runtimes, &c->rc, c->o->skip_runtimes);
 }
 
 /* Pass 1, the raw capture: per thread its facts, registers and a copy of its stack, as short as possible per
@@ -1023,13 +935,9 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs, size_t f
                                 t->pause_us = backup.pause_us;
                         }
                 }
-                if (c->py) {
-                        r = py_merge_stack(c->py, &raw->py, t);
-                        if (r >= 0)
-                                r = py_thread_wait(c->py, t);
-                        if (r < 0)
-                                return r;
-                }
+                r = runtime_set_merge_thread(&c->runtimes, &raw->rt, t);
+                if (r < 0)
+                        return r;
                 if (t->truncated)
                         s->truncated = true;
         }
@@ -1057,24 +965,6 @@ static void capture_unwind_finish(Capture *c, Symbolizer *sym) {
                 s->modules[i].debuginfo = sym_module_has_debuginfo(c->symmods[i]);
 }
 
-/* The JVM's thread dump, within what is left of the budget (and never past the answer deadline). */
-static int capture_java(Capture *c) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-        int r;
-
-        if (now >= c->deadline_usec) {
-                c->s->java = calloc(1, sizeof *c->s->java);
-                if (!c->s->java || !(c->s->java->error = strdup("the time budget was spent before the JVM was asked")))
-                        return -ENOMEM;
-                return 0;
-        }
-        r = java_capture(c->s, MIN(c->deadline_usec, now + c->o->java_answer_usec));
-        /* The answer's time bounds the safepoint its Java threads were paused for: a pause like a ptrace stop's. */
-        if (r >= 0 && c->s->java->vm)
-                c->s->max_pause_us = MAX(c->s->max_pause_us, (double) c->s->java->pause_usec);
-        return r;
-}
-
 /* The raw passes and unwind passes, in rounds while threads are left and the budget lasts (see usec_left()). */
 static int capture_rounds(Capture *c, Symbolizer *sym, const int *tids, size_t n_tids, bool kthread, RawSet *rs) {
         size_t next = 0;
@@ -1096,8 +986,8 @@ static int capture_rounds(Capture *c, Symbolizer *sym, const int *tids, size_t n
                  * the very threads just released (a busy python3 under load then saw 66 ms gaps instead of 12-24
                  * ms). But only once no thread is held (capture_lower()). */
                 capture_lower(c);
-                if (round == 1 && c->go) {
-                        r = capture_go_read(c);
+                if (round == 1) {
+                        r = runtime_set_read_process(&c->runtimes);
                         if (r < 0)
                                 return r;
                 }
@@ -1145,30 +1035,19 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
         r = capture_list_threads(&c, &tids, &n_tids);
         if (r < 0)
                 return r;
-        if (o->python && up) {
-                r = capture_python_open(&c, sym, tids, n_tids);
-                if (r < 0)
-                        return r;
-        }
-        if (o->goroutines && up) {
-                r = capture_go_open(&c, sym);
+        if (up) {
+                r = capture_runtimes_open(&c, sym, tids, n_tids);
                 if (r < 0)
                         return r;
         }
         r = capture_rounds(&c, sym, tids, n_tids, kthread > 0, &raw);
         if (r < 0)
                 return r;
-        /* A JVM's own dump, after the stacks it is merged into: it costs the JVM a safepoint, our copies none. */
-        if (o->java && up && java_is_jvm(s)) {
-                r = capture_java(&c);
-                if (r < 0)
-                        return r;
-        }
-        if (c.go) {
-                r = capture_go_build(&c, sym);
-                if (r < 0)
-                        return r;
-        }
+        /* What the runtimes build of the whole process (the goroutines, a JVM's own dump), after the stacks it is
+         * merged into. */
+        r = runtime_set_finish(&c.runtimes);
+        if (r < 0)
+                return r;
 
         s->duration_usec = now_usec(CLOCK_MONOTONIC) - c.start_usec;
         *ret = TAKE_PTR(s);

@@ -5,10 +5,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "runtime/python.h"
+#include "base/time-util.h"
+#include "model/snapshot.h"
+#include "runtime/runtime.h"
 #include "unwind/symbolize.h"
 #include "unwind/unwind.h"
-#include "model/snapshot.h"
 
 /* Budgets (each overrun is recorded in the snapshot, never silent). */
 #define CAPTURE_FRAMES_DEFAULT 256U
@@ -20,6 +21,7 @@
 #define CAPTURE_TIME_BUDGET_USEC_DEFAULT (10 * USEC_PER_SEC)
 #define CAPTURE_STOP_TIMEOUT_USEC_DEFAULT (100 * USEC_PER_MSEC)
 #define CAPTURE_KFRAMES_MAX 64U
+#define CAPTURE_RUNTIME_ANSWER_USEC_DEFAULT (2 * USEC_PER_SEC)
 
 typedef struct CaptureOptions {
         CaptureMethod method;
@@ -35,10 +37,10 @@ typedef struct CaptureOptions {
         pid_t tid;                      /* only this thread; 0 for all */
         pid_t keep_tid;                 /* a thread that max_threads never leaves out (a rule's trigger thread) */
         const char *debuginfo_path;     /* libdwfl syntax; NULL for the default */
-        bool python;                    /* a CPython's own frames, merged into the native ones (python.h) */
-        bool goroutines;                /* a Go program's goroutines (golang.h) */
-        bool java;                      /* a JVM's own thread dump, asked of it (java.h): costs it a safepoint */
-        uint64_t java_answer_usec;      /* how long to wait for the JVM's answer, within the budget */
+        unsigned skip_runtimes;         /* 1 << RuntimeKind of the language runtimes not read (runtime/runtime.h):
+                                         * CPython's frames, Go's goroutines, a JVM's own thread dump (which costs it
+                                         * a safepoint) are read by default */
+        uint64_t runtime_answer_usec;   /* how long to wait for a runtime that is asked (the JVM), within the budget */
 } CaptureOptions;
 
 void capture_options_init(CaptureOptions *o);

@@ -746,7 +746,7 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
         if (k < 0)
                 return k;
         /* A Python program's waits on the GIL and its locks, read from its interpreter. */
-        if (o->python) {
+        if (!(o->skip_runtimes & (1U << RUNTIME_PYTHON))) {
                 k = python_waits_new(sym, &pw);
                 if (k < 0)
                         return k;

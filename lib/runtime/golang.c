@@ -12,6 +12,7 @@
 
 #include "base/alloc-util.h"
 #include "base/macro.h"
+#include "base/time-util.h"
 #include "base/unaligned.h"
 #include "proc/proc-read.h"
 #include "runtime/go-offsets.h"
@@ -1218,3 +1219,120 @@ out:
         free(scratch.frames);
         return r;
 }
+
+/* ---- the runtime table's row ---- */
+
+/* A Go program in a capture: its runtime, its goroutines as read, and how long reading them took. */
+typedef struct GoCapture {
+        GoProcess *p;
+        GoRawSet raw;
+        uint64_t read_usec;
+        bool unread;            /* the table of goroutines could not be read: nothing to build */
+} GoCapture;
+
+/* The Go runtime of the process, when it is a Go program; one that cannot be read is named (a stripped binary). */
+static int go_open(const RuntimeCapture *rc, void **ret) {
+        _cleanup_(go_process_freep) GoProcess *p = NULL;
+        const char *why = NULL;
+        GoCapture *g;
+        int r;
+
+        *ret = NULL;
+        r = go_process_open(rc->pid, rc->up, rc->sym, &p, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                rc->s->go = calloc(1, sizeof *rc->s->go);
+                if (!rc->s->go || !(rc->s->go->error = strdup(why ?: strerror(-r))))
+                        return -ENOMEM;
+                (void) snapshot_add_error(rc->s, "Go goroutines not read: %s", why ?: strerror(-r));
+                return 0;
+        }
+        if (!p)
+                return 0;
+        g = calloc(1, sizeof *g);
+        if (!g)
+                return -ENOMEM;
+        g->p = TAKE_PTR(p);
+        *ret = g;
+        return 0;
+}
+
+/* Its goroutines, read without stopping anything: after the threads' copies, before they are unwound. */
+static int go_read_process(void *state, const RuntimeCapture *rc) {
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
+        const char *why = NULL;
+        GoCapture *g = state;
+        int r;
+
+        r = go_read_goroutines(g->p, 0, rc->max_frames, &g->raw, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                (void) snapshot_add_error(rc->s, "Go goroutines not read: %s", why ?: strerror(-r));
+                g->unread = true;
+        }
+        g->read_usec = now_usec(CLOCK_MONOTONIC) - start;
+        return 0;
+}
+
+/* The goroutines into the snapshot, once the threads (a running goroutine's frames) are unwound. */
+static int go_finish(void *state, const RuntimeCapture *rc) {
+        uint64_t start = now_usec(CLOCK_MONOTONIC);
+        GoCapture *g = state;
+        Snapshot *s = rc->s;
+        int r;
+
+        if (g->unread)
+                return 0;
+        r = go_build(g->p, &g->raw, s, rc->symbolize, rc->userdata);
+        if (r < 0)
+                return r;
+        if (s->go->unresolved > 0) {
+                s->truncated = true;
+                (void) snapshot_add_error(s, "time budget (%llu ms) spent: %zu of %zu goroutines left without frames",
+                                          (unsigned long long) (rc->time_budget_usec / USEC_PER_MSEC),
+                                          s->go->unresolved, s->go->n_goroutines);
+        }
+        s->go->read_usec = g->read_usec + (now_usec(CLOCK_MONOTONIC) - start);
+        return 0;
+}
+
+static void go_close(void *state) {
+        GoCapture *g = state;
+
+        go_process_free(g->p);
+        go_raw_set_done(&g->raw);
+        free(g);
+}
+
+/* A Go thread's stack begins at runtime.mstart (or, on a goroutine's, runtime.goexit; runtime.mcall switched stacks):
+ * what an unwinder finds beyond it is not a frame. Cut there, as Go's own traceback stops. */
+static int go_trim_native(ThreadSnapshot *t, bool *ret_clean) {
+        for (size_t i = 0; i < t->n_frames; i++) {
+                if (!go_stack_top_function(t->frames[i].function))
+                        continue;
+                /* Whole: a stack copy cut short (a goroutine's stack is in the heap, whose mapping runs on past it)
+                 * lost nothing. */
+                t->truncated = false;
+                for (size_t k = i + 1; k < t->n_frames; k++)
+                        user_frame_done(&t->frames[k]);
+                t->n_frames = i + 1;
+                free(t->unwind_end);
+                t->unwind_end = strdup("the outermost frame of a Go stack");
+                if (!t->unwind_end)
+                        return -ENOMEM;
+                *ret_clean = true;
+                break;
+        }
+        return 0;
+}
+
+const RuntimeOps go_runtime_ops = {
+        .name = "go",
+        .open = go_open,
+        .read_process = go_read_process,
+        .finish = go_finish,
+        .close = go_close,
+        .trim_native = go_trim_native,
+};

@@ -8,9 +8,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "model/snapshot.h"
+#include "runtime/runtime-ops.h"
 #include "unwind/symbolize.h"
 #include "unwind/unwind.h"
-#include "model/snapshot.h"
 
 /* Goroutines read per process at most: the others are counted, not listed. */
 #define GO_GOROUTINES_MAX 100000U
@@ -81,3 +82,6 @@ typedef int (*GoSymbolizeFn)(void *userdata, const UnwindFrame *frames, size_t n
  * stack (FN), a running one's frames taken from its thread in S (captured and unwound before), the go statement
  * that created each, its wait reason, how long it has waited, and what it waits on. -ENOMEM. */
 int go_build(GoProcess *p, GoRawSet *raw, Snapshot *s, GoSymbolizeFn fn, void *userdata);
+
+/* Go's row of the runtime table (runtime/runtime.h). */
+extern const RuntimeOps go_runtime_ops;

@@ -834,3 +834,32 @@ int java_capture(Snapshot *s, uint64_t deadline_usec) {
                 return r;
         return java_merge_threaddump(s, text, ns_tids);
 }
+
+/* ---- the runtime table's row ---- */
+
+/* A JVM's own dump, after the stacks it is merged into: it costs the JVM a safepoint, our copies none. Asked within
+ * what is left of the budget, and never past the answer deadline. */
+static int java_finish(void *state, const RuntimeCapture *rc) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        Snapshot *s = rc->s;
+        int r;
+
+        if (!java_is_jvm(s))
+                return 0;
+        if (now >= rc->deadline_usec) {
+                s->java = calloc(1, sizeof *s->java);
+                if (!s->java || !(s->java->error = strdup("the time budget was spent before the JVM was asked")))
+                        return -ENOMEM;
+                return 0;
+        }
+        r = java_capture(s, MIN(rc->deadline_usec, now + rc->ask_usec));
+        /* The answer's time bounds the safepoint its Java threads were paused for: a pause like a ptrace stop's. */
+        if (r >= 0 && s->java->vm)
+                s->max_pause_us = MAX(s->max_pause_us, (double) s->java->pause_usec);
+        return r;
+}
+
+const RuntimeOps java_runtime_ops = {
+        .name = "java",
+        .finish = java_finish,
+};

@@ -12,8 +12,7 @@
 #include <sys/types.h>
 
 #include "model/snapshot.h"
-
-#define JAVA_ANSWER_USEC_DEFAULT (2 * 1000 * 1000ULL)
+#include "runtime/runtime-ops.h"
 
 /* Whether the JVM's performance data D (N bytes of its hsperfdata file) says it may be attached to: 1, 0 (started
  * with -XX:+DisableAttachMechanism), -ENOENT (no such entry), -EBADMSG (not HotSpot's format). */
@@ -35,3 +34,6 @@ int java_merge_threaddump(Snapshot *s, const char *text, const pid_t *ns_tids);
 
 /* Both, for S of process PID, within DEADLINE_USEC: S->java says what was had, or why not. -ENOMEM, or 0. */
 int java_capture(Snapshot *s, uint64_t deadline_usec);
+
+/* a HotSpot JVM's row of the runtime table (runtime/runtime.h). */
+extern const RuntimeOps java_runtime_ops;

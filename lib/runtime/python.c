@@ -1189,3 +1189,66 @@ int py_thread_wait(PyProcess *p, ThreadSnapshot *t) {
         t->py_wait_object = w.object;
         return r;
 }
+
+/* ---- the runtime table's row ---- */
+
+static int python_open(const RuntimeCapture *rc, void **ret) {
+        _cleanup_(py_process_freep) PyProcess *p = NULL;
+        const char *why = NULL;
+        int r;
+
+        *ret = NULL;
+        r = py_process_open(rc->pid, rc->up, rc->sym, rc->tids, rc->n_tids, &p, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                (void) snapshot_add_error(rc->s, "Python frames not read: %s", why ?: strerror(-r));
+                return 0;
+        }
+        if (!p)
+                return 0;
+        rc->s->python = strdup(py_process_version(p));
+        if (!rc->s->python)
+                return -ENOMEM;
+        rc->s->gil_holder = py_process_gil_holder(p);
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+/* A thread's Python frames, copied within the same look as its stack: a thread parked in the same syscall before and
+ * after ran no Python code in between (it does not hold the GIL, or holds it without running). */
+static int python_read_thread(void *state, const RuntimeCapture *rc, pid_t tid, void **raw) {
+        PyRawStack *st = *raw;
+
+        if (!st) {
+                st = calloc(1, sizeof *st);
+                if (!st)
+                        return -ENOMEM;
+                *raw = st;
+        }
+        return py_read_stack(state, tid, rc->max_frames, st) == -ENOMEM ? -ENOMEM : 0;
+}
+
+static void python_thread_done(void *raw) {
+        py_raw_stack_done(raw);
+        free(raw);
+}
+
+static int python_merge_thread(void *state, const RuntimeCapture *rc, void *raw, ThreadSnapshot *t) {
+        int r = py_merge_stack(state, raw ?: &(PyRawStack) {}, t);
+
+        return r < 0 ? r : py_thread_wait(state, t);
+}
+
+static void python_close(void *state) {
+        py_process_free(state);
+}
+
+const RuntimeOps python_runtime_ops = {
+        .name = "python",
+        .open = python_open,
+        .read_thread = python_read_thread,
+        .thread_done = python_thread_done,
+        .merge_thread = python_merge_thread,
+        .close = python_close,
+};

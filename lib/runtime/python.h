@@ -9,9 +9,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "model/snapshot.h"
+#include "runtime/runtime-ops.h"
 #include "unwind/symbolize.h"
 #include "unwind/unwind.h"
-#include "model/snapshot.h"
 
 /* Python frames per thread at most (a deeper recursion is cut, and says so). */
 #define PY_FRAMES_MAX 1024U
@@ -72,3 +73,6 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret);
  * top frame's locals and stack: 3.8 to 3.13), a Condition or Event. Sets T's py_wait fields; PYTHON_WAIT_NONE when
  * none of these. Reads the thread now: meant for a thread that is still parked where it was captured. */
 int py_thread_wait(PyProcess *p, ThreadSnapshot *t);
+
+/* CPython's row of the runtime table (runtime/runtime.h). */
+extern const RuntimeOps python_runtime_ops;
