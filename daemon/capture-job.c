@@ -19,7 +19,6 @@
 #include "base/string-table.h"
 #include "base/strv.h"
 #include "base/time-util.h"
-#include "unwind/symbolize.h"
 #include "capture/syscall-probe.h"
 #include "chain/wait-chain.h"
 #include "render/goroutine-text.h"
@@ -27,6 +26,7 @@
 #include "render/snapshot-pprof.h"
 #include "render/snapshot-text.h"
 #include "store/archive-vacuum.h"
+#include "unwind/symbolize.h"
 #include "capture-job.h"
 
 /* The report's size: a line of numbers, and the identity line, a command line escaped into JSON, a few frames, the

@@ -20,9 +20,9 @@
 #include "base/string-table.h"
 #include "base/time-util.h"
 #include "chain/peers.h"
-#include "runtime/python-waits.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
+#include "runtime/python-waits.h"
 #include "scan.h"
 
 /* A process map larger than this is not looked through for a runtime. */

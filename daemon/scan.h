@@ -9,11 +9,11 @@
 
 #include "base/intmap.h"
 #include "chain/wait-chain.h"
-#include "unwind/symbolize.h"
 #include "config/config.h"
 #include "proc/cgroup-freeze.h"
 #include "proc/peers-tables.h"
 #include "proc/task-iter.h"
+#include "unwind/symbolize.h"
 #include "classify.h"
 
 /* A thread asleep between tries for a lock: it woke from its sleep within WAKE_USEC, and its process has a file open

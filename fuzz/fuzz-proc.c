@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "base/strv.h"
-#include "proc/fuse-conn.h"
 #include "model/proc-parse.h"
+#include "proc/fuse-conn.h"
 #include "proc/peers-tables.h"
 #include "fuzz.h"
 

@@ -6,9 +6,9 @@
 #include <sys/uio.h>
 
 #include "base/macro.h"
-#include "unwind/arch.h"
 #include "capture/capture-passive.h"
 #include "proc/proc-read.h"
+#include "unwind/arch.h"
 
 int capture_passive_regs(const ProcSyscall *sc, UnwindRegs *ret) {
         return arch_regs_from_syscall(sc, ret);

@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "unwind/unwind.h"
 #include "model/proc-parse.h"
+#include "unwind/unwind.h"
 
 /* The registers a /proc syscall record gives: SP and PC always, and for a thread inside a syscall the registers
  * its architecture's syscall ABI fixes (arch_regs_from_syscall()). -EAGAIN for a running thread (no record). */

@@ -13,10 +13,10 @@
 #include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "unwind/arch.h"
 #include "capture/capture-passive.h"
 #include "capture/capture-ptrace.h"
 #include "proc/proc-read.h"
+#include "unwind/arch.h"
 
 /* Poll this many times before sleeping between polls: a thread on another CPU stops within microseconds, and every
  * microsecond we take to notice is a microsecond the target stays stopped. Then sleep, rather than sched_yield():

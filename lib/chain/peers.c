@@ -24,8 +24,8 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse-util.h"
-#include "proc/fuse-conn.h"
 #include "chain/peers.h"
+#include "proc/fuse-conn.h"
 #include "proc/proc-read.h"
 #include "proc/sock-diag.h"
 

@@ -13,9 +13,9 @@
 #include "base/strv.h"
 #include "base/time-util.h"
 #include "capture/syscall-probe.h"
-#include "runtime/python-waits.h"
 #include "chain/wait-chain.h"
 #include "proc/proc-read.h"
+#include "runtime/python-waits.h"
 
 typedef struct ChainProc {
         pid_t pid;

@@ -7,9 +7,9 @@
 #include <sys/types.h>
 
 #include "capture/capture.h"
-#include "unwind/symbolize.h"
 #include "chain/peers.h"
 #include "model/snapshot.h"
+#include "unwind/symbolize.h"
 
 /* Budgets of one chain (each overrun marks it truncated). */
 #define WAIT_CHAIN_DEPTH_MAX 8U

@@ -15,8 +15,8 @@
 #include "base/alloc-util.h"
 #include "base/macro.h"
 #include "base/process-util.h"
-#include "proc/fuse-conn.h"
 #include "model/proc-parse.h"
+#include "proc/fuse-conn.h"
 #include "proc/proc-read.h"
 
 /* A daemon busy with a request comes back to read the next within a few milliseconds: look this many times. */

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "base/alloc-util.h"
+#include "base/intmap.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "base/intmap.h"
 #include "base/parse-util.h"
 #include "model/proc-parse.h"
 #include "proc/peers-tables.h"

@@ -8,8 +8,8 @@
 #include "base/escape.h"
 #include "base/macro.h"
 #include "base/string-table.h"
-#include "render/snapshot-svg.h"
 #include "model/thread-class.h"
+#include "render/snapshot-svg.h"
 
 static const char *const svg_picture_table[_SVG_PICTURE_MAX] = {
         [SVG_PICTURE_ALL] = "all",

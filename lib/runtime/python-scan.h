@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "runtime/python-offsets.h"
 #include "model/proc-parse.h"
+#include "runtime/python-offsets.h"
 
 /* The bytes of a module's writable data scanned at most. */
 #define PY_SCAN_BYTES_MAX (8U * 1024 * 1024)

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 
 #include "base/macro.h"
+#include "proc/proc-read.h"
+#include "runtime/python-waits.h"
 #include "runtime/python.h"
 #include "unwind/unwind.h"
-#include "runtime/python-waits.h"
-#include "proc/proc-read.h"
 
 /* Processes one reader remembers: a chain reaches a few, a poll judges at most a handful. */
 #define PYTHON_WAITS_PROCESSES_MAX 64U

@@ -8,9 +8,9 @@
 #include <sys/types.h>
 
 #include "base/macro.h"
-#include "unwind/symbolize.h"
 #include "model/snapshot.h"
 #include "proc/peers-tables.h"
+#include "unwind/symbolize.h"
 
 typedef struct PythonWaits PythonWaits;
 

@@ -12,12 +12,12 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/unaligned.h"
+#include "model/proc-parse.h"
+#include "proc/proc-read.h"
 #include "runtime/python-lines.h"
 #include "runtime/python-offsets.h"
 #include "runtime/python-scan.h"
 #include "runtime/python.h"
-#include "model/proc-parse.h"
-#include "proc/proc-read.h"
 
 #define PY_INTERPRETERS_MAX 64U
 #define PY_THREADS_MAX 65536U

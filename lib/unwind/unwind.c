@@ -13,9 +13,9 @@
 #include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "unwind/unwind-internal.h"
 #include "proc/peers-tables.h"
 #include "proc/proc-read.h"
+#include "unwind/unwind-internal.h"
 
 /* Budgets of the last-resort fallbacks. */
 #define FP_FRAMES_MAX 256

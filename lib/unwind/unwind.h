@@ -9,10 +9,10 @@
 #include <elfutils/libdwfl.h>
 
 #include "base/macro.h"
-#include "unwind/arch.h"
 #include "model/proc-parse.h"
 #include "model/snapshot.h"
 #include "model/unwind-kind.h"
+#include "unwind/arch.h"
 
 /* A copy of the top of a thread's stack: DATA holds LEN bytes that lived at BASE. */
 typedef struct UnwindStack {

@@ -5,8 +5,8 @@
 
 #include "base/alloc-util.h"
 #include "base/escape.h"
-#include "base/macro.h"
 #include "base/json-util.h"
+#include "base/macro.h"
 
 START_TEST(test_escape_table) {
         static const struct {

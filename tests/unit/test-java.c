@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "runtime/java.h"
 #include "render/snapshot-json.h"
+#include "runtime/java.h"
 
 #define SYNC_A 0xb88
 #define SYNC_B 0xb89

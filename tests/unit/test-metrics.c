@@ -7,10 +7,10 @@
 
 #include "unit.h"
 
-#include "config/config.h"
-#include "base/macro.h"
 #include "../../daemon/metrics.h"
+#include "base/macro.h"
 #include "base/time-util.h"
+#include "config/config.h"
 
 static bool has_line(const char *text, const char *line) {
         size_t n = strlen(line);

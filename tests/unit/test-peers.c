@@ -16,9 +16,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "proc/fuse-conn.h"
 #include "chain/peers.h"
 #include "chain/wait-chain.h"
+#include "proc/fuse-conn.h"
 #include "proc/sock-diag.h"
 #include "unit.h"
 

@@ -5,9 +5,9 @@
 
 #include "unit.h"
 
-#include "config/config.h"
-#include "base/macro.h"
 #include "../../daemon/trigger.h"
+#include "base/macro.h"
+#include "config/config.h"
 
 #define SEC USEC_PER_SEC
 #define T0 (1000 * SEC)
