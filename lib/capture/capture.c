@@ -33,6 +33,10 @@ typedef struct RawThread {
         UnwindRegs regs;
         UnwindStack stack;
         RuntimeRaw rt;          /* what the runtimes read of it (Python's frames), in the same moment as its stack */
+        bool unwound;           /* by the unwind pass (not cut by the budget) */
+        UnwindFrame *pcs;       /* its unwound pcs while file:line is owed (capture_source_pass()) */
+        size_t n_pcs;
+        unsigned owed;          /* lookups of them the symbolizer deferred; 0: its frames are final */
 } RawThread;
 
 /* The raw copies of one capture: a thread's registers and stack bytes, by snapshot thread index. */
@@ -52,6 +56,7 @@ typedef struct Capture {
         uint64_t raw_deadline_usec;     /* the current round's raw pass's share of it */
         uint64_t source_deadline_usec;  /* file:line only before it: three quarters of the budget */
         unsigned source_skipped, dbgd_failed; /* the symbolizer's counts before the capture */
+        unsigned source_owed;   /* deferred lookups whose thread the source pass did not reach */
         unsigned budget_noted;  /* 1 << BudgetStep of the steps whose cut is noted */
         size_t n_unstopped;     /* threads a raw pass reached but left for ptrace, which the budget never stopped */
         bool kernel_stack_missing_noted;
@@ -88,11 +93,12 @@ void capture_options_init(CaptureOptions *o) {
 
 /* The budget is a wall-clock bound for the whole capture, checked between threads and before every wait. A process
  * too big for it is captured in rounds of a raw pass and the unwinding of what it copied. The first raw pass may take
- * an eighth of the budget: a probe, whose unwinding also pays what is paid once (the modules' CFI and symbols, their
- * DWARF for file:line), which on a starved CPU has cost as much as the rest of the budget. Each later pass gets the
- * share of what is left that the last round's costs give it (unwinding, at the caller's priority behind a busy
- * machine, can cost as much a thread as the copy ahead of it), so that what is copied is also unwound. A capture cut
- * short says so in the snapshot (truncated, with the count of threads it reached). */
+ * an eighth of the budget: a probe, whose unwinding also pays what is paid once (the modules' CFI and symbols, and
+ * their DWARF for file:line, which on a starved CPU has cost as much as the rest of the budget: loaded only once
+ * every thread copied has its frames, see capture_unwind_pass()). Each later pass gets the share of what is left
+ * that the last round's costs give it (unwinding, at the caller's priority behind a busy machine, can cost as much a
+ * thread as the copy ahead of it), so that what is copied is also unwound. A capture cut short says so in the
+ * snapshot (truncated, with the count of threads it reached). */
 #define CAPTURE_FIRST_ROUND_SHARE 8
 #define CAPTURE_ROUNDS_MAX 6
 #define CAPTURE_ROUND_MARGIN 0.75
@@ -597,6 +603,34 @@ static int symbolize_thread(Capture *c, Symbolizer *sym, const char *root, Threa
         return MIN(r, 0);
 }
 
+/* T's frames for the pcs FRAMES[0..N) of RAW, in place of those it had. When the symbolizer deferred file:line for
+ * some of them (symbolizer_defer_source()), RAW keeps the pcs for capture_source_pass(). */
+static int symbolize_unwound(Capture *c, Symbolizer *sym, const char *root, ThreadSnapshot *t, RawThread *raw,
+                             const UnwindFrame *frames, size_t n, bool *ret_clean) {
+        SymbolizerStats before, after;
+        int r;
+
+        for (size_t i = 0; i < t->n_frames; i++)
+                user_frame_done(&t->frames[i]);
+        t->n_frames = 0;
+        raw->pcs = mfree(raw->pcs);
+        raw->n_pcs = 0;
+        symbolizer_get_stats(sym, &before);
+        r = symbolize_thread(c, sym, root, t, frames, n);
+        if (r < 0)
+                return r;
+        symbolizer_get_stats(sym, &after);
+        raw->owed = after.source_deferred - before.source_deferred;
+        if (raw->owed > 0) {
+                raw->pcs = malloc(MAX(n, (size_t) 1) * sizeof *frames);
+                if (!raw->pcs)
+                        return -ENOMEM;
+                memcpy(raw->pcs, frames, n * sizeof *frames);
+                raw->n_pcs = n;
+        }
+        return runtime_trim_native(t, ret_clean);
+}
+
 /* Unwind one thread's raw capture into the snapshot. RET_CLEAN says whether it reached the outermost frame. */
 static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnapshot *t, RawThread *raw,
                       UnwindFrame *frames, bool *ret_clean) {
@@ -606,9 +640,6 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
         r = unwind_thread(c->up, c->o->unwinder, t->tid, &raw->regs, &raw->stack, frames, c->o->max_frames, &res);
         if (r < 0)
                 return thread_set_error(c->s, t, "unwinding failed: %s", strerror(-r));
-        for (size_t i = 0; i < t->n_frames; i++)
-                user_frame_done(&t->frames[i]);
-        t->n_frames = 0;
         free(t->unwind_end);
         t->unwind_end = strdup(res.end);
         if (!t->unwind_end)
@@ -616,14 +647,12 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
         if (res.truncated)
                 t->truncated = true;
         *ret_clean = res.clean;
-        r = symbolize_thread(c, sym, root, t, frames, res.n_frames);
-        if (r < 0)
-                return r;
-        return runtime_trim_native(t, ret_clean);
+        return symbolize_unwound(c, sym, root, t, raw, frames, res.n_frames, ret_clean);
 }
 
 static void raw_thread_done(RawThread *raw) {
         raw->stack.data = mfree(raw->stack.data);
+        raw->pcs = mfree(raw->pcs);
         runtime_raw_done(&raw->rt);
 }
 
@@ -858,8 +887,100 @@ static int capture_skip_rest(Capture *c, const int *tids, size_t n_tids, size_t 
         return 0;
 }
 
+/* capture_unwind_pass()'s threads from FROM on, unwound and symbolized (file:line deferred). */
+static int capture_unwind_threads(Capture *c, Symbolizer *sym, const char *root, RawSet *rs, size_t from,
+                                  UnwindFrame *frames) {
+        Snapshot *s = c->s;
+        int r;
+
+        for (size_t i = from; i < rs->n; i++) {
+                RawThread *raw = &rs->raw[i];
+                ThreadSnapshot *t = &s->threads[raw->index];
+                bool clean = false;
+
+                if (c->held.n > 0)
+                        capture_lower(c);
+                if (!raw->have_regs)
+                        continue;
+                if (over_budget(c)) {
+                        note_budget_spent(c, BUDGET_UNWOUND, i, rs->n);
+                        s->truncated = t->truncated = true;
+                        thread_set_error(s, t, "not unwound: capture time budget exhausted");
+                        continue;
+                }
+                raw->unwound = true;
+                r = unwind_one(c, sym, root, t, raw, frames, &clean);
+                if (r < 0)
+                        return r;
+                /* Auto mode: a sleeping thread whose passive unwind did not reach the outermost frame (a register
+                 * its CFI needs was not in the syscall record) gets a brief ptrace capture instead. */
+                if (!clean && !t->truncated && c->o->method == CAPTURE_METHOD_AUTO &&
+                    t->method == CAPTURE_METHOD_PASSIVE && t->state != 'D' &&
+                    (t->tracer_pid == 0 || t->tracer_pid == getpid())) {
+                        RawThread again = { .index = raw->index };
+                        ThreadSnapshot backup = *t;
+
+                        if (capture_ptrace(c, t, &again) == 0) {
+                                bool clean2 = false;
+
+                                /* Said in its line: a stop the user did not ask for, and it changes the thread's
+                                 * wait as /proc shows it for a moment (see the chain's builder_wait_read()). */
+                                free(t->stopped_because);
+                                if (asprintf(&t->stopped_because, "the passive unwind ended early (%s)",
+                                             backup.unwind_end ?: "?") < 0)
+                                        return -ENOMEM;
+                                /* The frames read while it was stopped replace the passive look's, Python's too. */
+                                raw_thread_done(raw);
+                                *raw = again;
+                                raw->unwound = true;
+                                r = unwind_one(c, sym, root, t, raw, frames, &clean2);
+                                if (r < 0)
+                                        return r;
+                        } else {
+                                raw_thread_done(&again);
+                                t->method = backup.method;
+                                t->pause_us = backup.pause_us;
+                        }
+                }
+                if (t->truncated)
+                        s->truncated = true;
+        }
+        return 0;
+}
+
+/* File:line for the frames of RS's threads from FROM on that the unwind pass resolved without it: the modules' DWARF
+ * loaded only now, when every thread copied has its frames, and only before the source deadline and within the
+ * budget. A thread not reached keeps its frames as they are (symbols), and counts with those without file:line. */
+static int capture_source_pass(Capture *c, Symbolizer *sym, const char *root, RawSet *rs, size_t from) {
+        for (size_t i = from; i < rs->n; i++) {
+                RawThread *raw = &rs->raw[i];
+                _cleanup_free_ UnwindFrame *pcs = NULL;
+                bool clean = false;
+                int r;
+
+                if (raw->owed == 0)
+                        continue;
+                if (over_budget(c) || now_usec(CLOCK_MONOTONIC) >= c->source_deadline_usec) {
+                        c->source_owed += raw->owed;
+                        raw->owed = 0;
+                        raw->pcs = mfree(raw->pcs);
+                        continue;
+                }
+                pcs = TAKE_PTR(raw->pcs);
+                r = symbolize_unwound(c, sym, root, &c->s->threads[raw->index], raw, pcs, raw->n_pcs, &clean);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* Pass 2, with every thread running again: unwind and symbolize from the copies FROM on. A sleeping thread whose
- * passive unwind fell short gets one brief ptrace capture in auto mode. */
+ * passive unwind fell short gets one brief ptrace capture in auto mode. Every thread first gets its frames from what
+ * is bounded (unwinding, symbols), and only then file:line (capture_source_pass()): loading a module's DWARF cannot
+ * be cut short, and done for the first thread it took the rest of the budget on a starved CPU (libc's compressed
+ * DWARF: 35 ms of CPU, up to 175 ms at the caller's priority behind 4 busy threads on 2 CPUs), which left every
+ * thread the raw pass had copied but that first one without frames. The runtimes' frames are merged last, into
+ * native frames that are final. */
 static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs, size_t from) {
         _cleanup_free_ UnwindFrame *frames = NULL;
         Snapshot *s = c->s;
@@ -888,58 +1009,22 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs, size_t f
                 if (!c->symmods || !c->symmod_done)
                         return -ENOMEM;
         }
+        symbolizer_defer_source(sym, true);
+        r = capture_unwind_threads(c, sym, root, rs, from, frames);
+        symbolizer_defer_source(sym, false);
+        if (r < 0)
+                return r;
+        r = capture_source_pass(c, sym, root, rs, from);
+        if (r < 0)
+                return r;
         for (size_t i = from; i < rs->n; i++) {
                 RawThread *raw = &rs->raw[i];
-                ThreadSnapshot *t = &s->threads[raw->index];
-                bool clean = false;
 
-                if (c->held.n > 0)
-                        capture_lower(c);
-                if (!raw->have_regs)
+                if (!raw->unwound)
                         continue;
-                if (over_budget(c)) {
-                        note_budget_spent(c, BUDGET_UNWOUND, i, rs->n);
-                        s->truncated = t->truncated = true;
-                        thread_set_error(s, t, "not unwound: capture time budget exhausted");
-                        continue;
-                }
-                r = unwind_one(c, sym, root, t, raw, frames, &clean);
+                r = runtime_set_merge_thread(&c->runtimes, &raw->rt, &s->threads[raw->index]);
                 if (r < 0)
                         return r;
-                /* Auto mode: a sleeping thread whose passive unwind did not reach the outermost frame (a register
-                 * its CFI needs was not in the syscall record) gets a brief ptrace capture instead. */
-                if (!clean && !t->truncated && c->o->method == CAPTURE_METHOD_AUTO &&
-                    t->method == CAPTURE_METHOD_PASSIVE && t->state != 'D' &&
-                    (t->tracer_pid == 0 || t->tracer_pid == getpid())) {
-                        RawThread again = { .index = raw->index };
-                        ThreadSnapshot backup = *t;
-
-                        if (capture_ptrace(c, t, &again) == 0) {
-                                bool clean2 = false;
-
-                                /* Said in its line: a stop the user did not ask for, and it changes the thread's
-                                 * wait as /proc shows it for a moment (see the chain's builder_wait_read()). */
-                                free(t->stopped_because);
-                                if (asprintf(&t->stopped_because, "the passive unwind ended early (%s)",
-                                             backup.unwind_end ?: "?") < 0)
-                                        return -ENOMEM;
-                                /* The frames read while it was stopped replace the passive look's, Python's too. */
-                                raw_thread_done(raw);
-                                *raw = again;
-                                r = unwind_one(c, sym, root, t, raw, frames, &clean2);
-                                if (r < 0)
-                                        return r;
-                        } else {
-                                raw_thread_done(&again);
-                                t->method = backup.method;
-                                t->pause_us = backup.pause_us;
-                        }
-                }
-                r = runtime_set_merge_thread(&c->runtimes, &raw->rt, t);
-                if (r < 0)
-                        return r;
-                if (t->truncated)
-                        s->truncated = true;
         }
         return 0;
 }
@@ -956,11 +1041,11 @@ static void capture_unwind_finish(Capture *c, Symbolizer *sym) {
         if (stats.debuginfod_failed + stats.debuginfod_skipped > c->dbgd_failed)
                 (void) snapshot_add_error(s, "debuginfod gave no answer within the time budget: the modules without "
                                           "local debuginfo are left unresolved (stackctl show --resymbolize later)");
-        if (stats.source_skipped > c->source_skipped)
+        if (stats.source_skipped - c->source_skipped + c->source_owed > 0)
                 (void) snapshot_add_error(s, "time budget (%llu ms): %u frames resolved without file:line, which "
                                           "is resolved within the first three quarters of the budget",
                                           (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC),
-                                          stats.source_skipped - c->source_skipped);
+                                          stats.source_skipped - c->source_skipped + c->source_owed);
         for (size_t i = 0; i < c->n_symmods; i++)
                 s->modules[i].debuginfo = sym_module_has_debuginfo(c->symmods[i]);
 }

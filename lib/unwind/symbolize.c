@@ -73,6 +73,7 @@ struct Symbolizer {
         bool source;
         bool demangle;                  /* C++ and Rust names readable, the raw ones kept as linkage_name */
         uint64_t source_deadline_usec;  /* CLOCK_MONOTONIC; 0: none */
+        bool source_deferred;           /* symbolizer_defer_source() */
         Dwfl_Callbacks callbacks;
         SymModule **modules;
         size_t n_modules, n_modules_allocated;
@@ -514,6 +515,10 @@ void symbolizer_set_source_deadline(Symbolizer *s, uint64_t usec) {
         s->source_deadline_usec = usec;
 }
 
+void symbolizer_defer_source(Symbolizer *s, bool deferred) {
+        s->source_deferred = deferred;
+}
+
 /* Whether to resolve file:line and inlines now: asked for, and before the source deadline. */
 static bool want_source(Symbolizer *s) {
         if (!s->source)
@@ -630,7 +635,8 @@ static void sym_module_open(Symbolizer *s, SymModule *m) {
         if (!bid || !streq(bid, m->build_id))
                 goto fail;
         m->mod = om;
-        if (want_source(s))
+        /* Deferred: the DWARF is loaded by the first lookup with source. */
+        if (!s->source_deferred && want_source(s))
                 m->debuginfo = dwfl_module_getdwarf(om, &dwbias) != NULL;
         return;
 fail:
@@ -1333,13 +1339,17 @@ oom:
 static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFrame **ret, size_t *ret_n) {
         SymFrame tmp[INLINE_DEPTH_MAX + 1];
         SymEntry *e = memo_find(m, addr), entry;
-        bool source;
+        bool source, deferred;
         size_t n;
         int r;
 
-        /* A hit resolved without source (past an earlier capture's deadline) is resolved again when source is
-         * possible now. */
-        source = (!e || !e->source) && want_source(s);
+        /* A hit resolved without source (past an earlier capture's deadline, or deferred) is resolved again when
+         * source is possible now. Deferred while the module's DWARF is not loaded (nor known to be missing): the
+         * symbols alone, as a provisional answer, which the lookup with source resolves again (then the miss). */
+        deferred = (!e || !e->source) && s->source && s->source_deferred && m->debuginfo < 0;
+        if (deferred)
+                s->stats.source_deferred++;
+        source = (!e || !e->source) && !deferred && want_source(s);
         if (e && !source) {
                 s->stats.addr_hits++;
                 *ret = &m->pool[e->first];
@@ -1348,7 +1358,8 @@ static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFr
         }
         if (!module_ensure_open(s, m))
                 return -ENXIO;
-        s->stats.addr_misses++;
+        if (!deferred)
+                s->stats.addr_misses++;
         r = resolve(m->mod, addr + m->bias, source, s->demangle, tmp, ELEMENTSOF(tmp), &n);
         if (r < 0)
                 return r;

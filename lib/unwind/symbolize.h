@@ -32,6 +32,12 @@ void symbolizer_set_demangle(Symbolizer *s, bool demangle);
  * -ENOMEM. */
 int symbolizer_set_debuginfod(Symbolizer *s, const char *urls);
 void symbolizer_set_source_deadline(Symbolizer *s, uint64_t usec);
+/* While DEFERRED, a lookup in a module whose DWARF is not loaded yet resolves symbols only, without loading it (the
+ * step that costs tens of ms of CPU, more on a starved one, and cannot be cut short): a provisional answer, counted
+ * in SymbolizerStats.source_deferred (not as skipped), which a later lookup of the same pc without deferral resolves
+ * again with file:line. A module whose DWARF is loaded (or known to be missing) answers with source as always. The
+ * capture defers while it gives every copied thread its frames, then loads the DWARF (capture.c). */
+void symbolizer_defer_source(Symbolizer *s, bool deferred);
 /* The on-disk cache of debuginfo by build-id (symcache.h) in DIR, bounded by MAX_SIZE bytes; DIR NULL: none (the
  * default). Looked up first; what was found elsewhere is added by symbolizer_flush_cache(), after the output, so
  * that the dump or capture never waits for the copy. -errno when DIR cannot be created. */
@@ -100,6 +106,7 @@ typedef struct SymbolizerStats {
         unsigned addr_hits;
         unsigned addr_misses;
         unsigned source_skipped;        /* frame lookups without file:line for the source deadline */
+        unsigned source_deferred;       /* frame lookups without file:line for now (symbolizer_defer_source()) */
         unsigned debuginfod_queries;    /* debuginfod asked for a module's debuginfo (DEBUGINFOD_URLS) */
         unsigned debuginfod_found;
         unsigned debuginfod_failed;     /* no answer (refused, timed out, cut at the deadline): not asked again */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/macro.h"
+#include "unwind/symbolize.h"
 #include "unwind/unwind.h"
 
 #define COPY_BYTES 65536
@@ -197,4 +198,59 @@ START_TEST(test_own_stack) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("unwind-self", test_own_stack)
+/* The frame for PC (an activation) that a lookup adds to a new thread of S: the containing function's. */
+static const UserFrame *lookup(Symbolizer *sym, UnwindProcess *p, Snapshot *s, uint64_t pc) {
+        Dwfl_Module *mod = dwfl_addrmodule(unwind_process_dwfl(p), pc);
+        UserFrame tmpl = { .pc = pc, .activation = true, .module = -1 };
+        ThreadSnapshot *t = snapshot_add_thread(s);
+        int n;
+
+        ck_assert_ptr_nonnull(mod);
+        ck_assert_ptr_nonnull(t);
+        n = symbolizer_add_frames(sym, symbolizer_get_module(sym, mod, NULL), mod, &tmpl, t);
+        ck_assert_int_ge(n, 1);
+        return &t->frames[n - 1];
+}
+
+/* Deferred source (the capture's unwind pass): symbols now, without loading the module's DWARF; file:line from the
+ * next lookup of the same pc without deferral, which loads it; then, with the DWARF loaded, deferring holds nothing
+ * back. */
+START_TEST(test_deferred_source) {
+        _cleanup_(unwind_process_freep) UnwindProcess *p = NULL;
+        _cleanup_(symbolizer_freep) Symbolizer *sym = NULL;
+        _cleanup_snapshot_free_ Snapshot *s = snapshot_new();
+        uint64_t pc2 = (uint64_t) (uintptr_t) level2, pc1 = (uint64_t) (uintptr_t) level1;
+        const UserFrame *f;
+        SymbolizerStats st;
+
+        ck_assert_ptr_nonnull(s);
+        ck_assert_int_eq(unwind_process_new(getpid(), NULL, &p), 0);
+        ck_assert_int_eq(symbolizer_new(NULL, true, &sym), 0);
+
+        symbolizer_defer_source(sym, true);
+        f = lookup(sym, p, s, pc2);
+        ck_assert_str_eq(f->function, "level2");
+        ck_assert_ptr_null(f->file);
+        symbolizer_get_stats(sym, &st);
+        ck_assert_uint_eq(st.source_deferred, 1);
+        ck_assert_uint_eq(st.source_skipped, 0);
+        ck_assert_uint_eq(st.addr_misses, 0);   /* provisional: the lookup with source is the one that counts */
+
+        symbolizer_defer_source(sym, false);
+        f = lookup(sym, p, s, pc2);
+        ck_assert_str_eq(f->function, "level2");
+        ck_assert_ptr_nonnull(f->file);
+        ck_assert_msg(strstr(f->file, "test-unwind-self.c") && f->line > 0, "%s:%u", f->file, f->line);
+        symbolizer_get_stats(sym, &st);
+        ck_assert_uint_eq(st.addr_misses, 1);
+
+        symbolizer_defer_source(sym, true);
+        f = lookup(sym, p, s, pc1);
+        ck_assert_str_eq(f->function, "level1");
+        ck_assert_ptr_nonnull(f->file);
+        symbolizer_get_stats(sym, &st);
+        ck_assert_uint_eq(st.source_deferred, 1);
+}
+END_TEST
+
+UNIT_TEST_MAIN("unwind-self", test_own_stack, test_deferred_source)
