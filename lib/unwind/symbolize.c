@@ -268,8 +268,10 @@ static int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *mod
                         found_debuginfo(s, m->build_id, *debuginfo_file_name);
                 return fd;
         }
-        /* Not there (404) is an answer; anything else (refused, timed out, cut at the deadline) ends its use. */
-        if (fd != -ENOENT) {
+        /* Not there (404) is an answer; anything else (refused, timed out, cut at the deadline) ends its use. So
+         * does a "not there" that comes only past the deadline: the client (0.188) returns -ENOENT, and caches the
+         * miss, for a server that took the connection and never answered (its tries timed out). */
+        if (fd != -ENOENT || (s->source_deadline_usec && now_usec(CLOCK_MONOTONIC) >= s->source_deadline_usec)) {
                 s->dbgd_dead = true;
                 s->stats.debuginfod_failed++;
                 log_debug_errno(fd, "debuginfod gave no answer; not asked again in this run: %m");
