@@ -1346,12 +1346,14 @@ static int memo_resolve(Symbolizer *s, SymModule *m, GElf_Addr addr, const SymFr
         int r;
 
         /* A hit resolved without source (past an earlier capture's deadline, or deferred) is resolved again when
-         * source is possible now. Deferred while the module's DWARF is not loaded (nor known to be missing): the
-         * symbols alone, as a provisional answer, which the lookup with source resolves again (then the miss). */
+         * source is possible now, unless the module is known to have no DWARF (a JVM's libjvm.so: resolving its
+         * pcs again doubled the symbols' cost for nothing). Deferred while the module's DWARF is not loaded (nor
+         * known to be missing): the symbols alone, as a provisional answer, which the lookup with source resolves
+         * again (then the miss). */
         deferred = (!e || !e->source) && s->source && s->source_deferred && m->debuginfo < 0;
         if (deferred)
                 s->stats.source_deferred++;
-        source = (!e || !e->source) && !deferred && want_source(s);
+        source = (!e || !e->source) && !deferred && m->debuginfo != 0 && want_source(s);
         if (e && !source) {
                 s->stats.addr_hits++;
                 *ret = &m->pool[e->first];
