@@ -60,17 +60,13 @@ int snapshot_render(const Snapshot *s, RenderFormat format, const RenderOptions 
         }
 }
 
-/* The document J, parsed: -EBADMSG with *RET_WHY when it is not a snapshot. */
-static int parse_tree(json_object *j, Snapshot **ret, const char **ret_why) {
-        const char *why = NULL;
-        int r = snapshot_from_json(j, ret, &why);
-
-        if (r == -EINVAL) {
-                if (ret_why)
-                        *ret_why = why ?: "not a stackwatch snapshot";
-                return -EBADMSG;
-        }
-        return r;
+/* R of a parse: -EINVAL (not a snapshot, WHY says why) becomes -EBADMSG with *RET_WHY set. */
+static int bad_document(int r, const char *why, const char **ret_why) {
+        if (r != -EINVAL)
+                return r;
+        if (ret_why)
+                *ret_why = why ?: "not a stackwatch snapshot";
+        return -EBADMSG;
 }
 
 int snapshot_parse_stored(const char *json, size_t len, Snapshot **ret, const char **ret_why) {
@@ -79,16 +75,10 @@ int snapshot_parse_stored(const char *json, size_t len, Snapshot **ret, const ch
         int r;
 
         r = json_parse_bounded(json, len, &j, &why);
-        if (r == -EINVAL) {
-                if (ret_why)
-                        *ret_why = why ?: "not a stackwatch snapshot";
-                return -EBADMSG;
-        }
-        if (r < 0)
-                return r;
-        r = parse_tree(j, ret, ret_why);
+        if (r >= 0)
+                r = snapshot_from_json(j, ret, &why);
         json_object_put(j);
-        return r;
+        return bad_document(r, why, ret_why);
 }
 
 int snapshot_render_stored(const char *json, size_t len, RenderFormat format, const RenderOptions *o, FILE *f,
@@ -104,9 +94,7 @@ int snapshot_render_stored(const char *json, size_t len, RenderFormat format, co
                 if (r >= 0)
                         r = json_fputs(j, json_flags(o), f);
                 json_object_put(j);
-                if (r == -EINVAL && ret_why)
-                        *ret_why = why ?: "not a stackwatch snapshot";
-                return r == -EINVAL ? -EBADMSG : r;
+                return bad_document(r, why, ret_why);
         }
         r = snapshot_parse_stored(json, len, &s, ret_why);
         if (r < 0)
