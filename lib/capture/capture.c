@@ -67,7 +67,7 @@ typedef struct Capture {
         PtraceHeld held;        /* threads that never stopped (D state), still attached */
         RuntimeCapture rc;      /* what the language runtimes see of the capture */
         RuntimeSet runtimes;    /* the runtimes found in it (runtime/runtime.h) */
-        char root[64];          /* /proc/PID/root, for the symbolizer */
+        char root[64];          /* /proc/PID/root, where the symbolizer opens the target's files */
         Symbolizer *sym;
 } Capture;
 
@@ -800,8 +800,6 @@ static int runtime_symbolize_cb(void *userdata, const UnwindFrame *frames, size_
 /* The language runtimes the process runs, found before the raw pass, which reads what each keeps of a thread in the
  * moment it copies its stack. */
 static int capture_runtimes_open(Capture *c, Symbolizer *sym, const int *tids, size_t n_tids) {
-        c->sym = sym;
-        snprintf(c->root, sizeof c->root, "/proc/%d/root", (int) c->pid);
         c->rc = (RuntimeCapture) {
                 .pid = c->pid,
                 .s = c->s,
@@ -984,12 +982,10 @@ static int capture_source_pass(Capture *c, Symbolizer *sym, const char *root, Ra
 static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs, size_t from) {
         _cleanup_free_ UnwindFrame *frames = NULL;
         Snapshot *s = c->s;
-        char root[64];
         int r;
 
         if (!c->up)
                 return 0;
-        snprintf(root, sizeof root, "/proc/%d/root", (int) c->pid);
         frames = calloc(c->o->max_frames ?: 1, sizeof *frames);
         if (!frames)
                 return -ENOMEM;
@@ -1010,11 +1006,11 @@ static int capture_unwind_pass(Capture *c, Symbolizer *sym, RawSet *rs, size_t f
                         return -ENOMEM;
         }
         symbolizer_defer_source(sym, true);
-        r = capture_unwind_threads(c, sym, root, rs, from, frames);
+        r = capture_unwind_threads(c, sym, c->root, rs, from, frames);
         symbolizer_defer_source(sym, false);
         if (r < 0)
                 return r;
-        r = capture_source_pass(c, sym, root, rs, from);
+        r = capture_source_pass(c, sym, c->root, rs, from);
         if (r < 0)
                 return r;
         for (size_t i = from; i < rs->n; i++) {
@@ -1107,7 +1103,9 @@ int capture_process(pid_t pid, const CaptureOptions *o, Symbolizer *sym, Snapsho
         s = snapshot_new();
         if (!s)
                 return -ENOMEM;
-        c = (Capture) { .pid = pid, .o = o, .s = s, .dirfd = -EBADF, .start_usec = now_usec(CLOCK_MONOTONIC) };
+        c = (Capture) { .pid = pid, .o = o, .s = s, .dirfd = -EBADF, .start_usec = now_usec(CLOCK_MONOTONIC),
+                        .sym = sym };
+        snprintf(c.root, sizeof c.root, "/proc/%d/root", (int) pid);
         c.deadline_usec = o->deadline_usec ?: c.start_usec + o->time_budget_usec;
         c.source_deadline_usec = c.start_usec + usec_left(c.deadline_usec) / 4 * 3;
         /* The raw pass ahead of the load, often the target's own busy threads: its copies are then of one moment,
