@@ -199,7 +199,7 @@ static int report_python_thread(PythonReport *rep, const Snapshot *root, pid_t p
         _cleanup_free_ char *frame = NULL;
         int r;
 
-        if (rep->n >= CAPTURE_JOB_PYTHON_MAX || !p || (!p->python && !p->java))
+        if (rep->n >= CAPTURE_JOB_PYTHON_MAX || !p || !snapshot_runs_frame_runtime(p))
                 return 0;
         for (size_t i = 0; i < rep->n; i++)
                 if (rep->tids[i] == tid)

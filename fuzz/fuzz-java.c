@@ -41,16 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         f->module = k == 1 ? -1 : 0;
                 }
         }
-        s->java = calloc(1, sizeof *s->java);
         text = fuzz_strndup(data + 1, size - 1);
-        if (!s->java || java_merge_threaddump(s, text, NULL) == -ENOMEM)
+        if (java_merge_threaddump(s, text, NULL) == -ENOMEM || !snapshot_runtime(s, RUNTIME_JAVA))
                 abort();
         for (size_t i = 0; i < s->n_threads; i++) {
-                const ThreadSnapshot *t = &s->threads[i];
+                const ThreadRuntime *rt = thread_runtime(&s->threads[i], RUNTIME_JAVA);
 
                 /* A merged thread is one the answer named; its owners are threads of the dump. */
-                for (size_t k = 0; k < t->n_java_locks; k++)
-                        if (t->java_locks[k].owner == t->tid)
+                for (size_t k = 0; rt && k < rt->n_locks; k++)
+                        if (rt->locks[k].owner == s->threads[i].tid)
                                 abort();
         }
         free(text);

@@ -885,9 +885,9 @@ static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc) {
         if (!r->runtime_wait)
                 return 0;
         k = r->runtime_wait(r->runtime_userdata, c->w->pid, c->w->tid, sc->args[0], &rw);
-        if (k <= 0 || rw.kind == PYTHON_WAIT_NONE || rw.kind == PYTHON_WAIT_CONDITION)
+        if (k <= 0 || rw.kind == RUNTIME_WAIT_NONE || rw.kind == RUNTIME_WAIT_CONDITION)
                 return k;
-        if (rw.kind == PYTHON_WAIT_JOIN) {
+        if (rw.kind == RUNTIME_WAIT_JOIN) {
                 /* Its owner is the thread to exit: found by its tstate lock where the version keeps it. */
                 if (rw.owner <= 0 || thread_group_of(rw.owner) != c->w->pid)
                         return edge_add(c, WAIT_KIND_OTHER, -1, 0, "Thread.join", 0, -1,
@@ -897,25 +897,25 @@ static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc) {
                         c->chain->edges[c->chain->n_edges - 1].runtime = true;
                 return k;
         }
-        if (rw.kind == PYTHON_WAIT_GIL)
+        if (rw.kind == RUNTIME_WAIT_GIL)
                 snprintf(object, sizeof object, "the GIL");
         else
-                snprintf(object, sizeof object, "threading.%s 0x%" PRIx64, rw.kind == PYTHON_WAIT_RLOCK ? "RLock" : "Lock",
+                snprintf(object, sizeof object, "threading.%s 0x%" PRIx64, rw.kind == RUNTIME_WAIT_RLOCK ? "RLock" : "Lock",
                          rw.object);
         if (rw.owner > 0 && thread_group_of(rw.owner) == c->w->pid) {
                 ThreadWait h;
 
                 /* The classic whole-process hang: C code that kept the GIL and blocked. */
-                if (rw.kind == PYTHON_WAIT_GIL && thread_wait_read(c->w->pid, rw.owner, &h) == 0 &&
+                if (rw.kind == RUNTIME_WAIT_GIL && thread_wait_read(c->w->pid, rw.owner, &h) == 0 &&
                     h.syscall.kind == PROC_SYSCALL_BLOCKED)
                         reason = "it holds the GIL while blocked in a syscall: no other thread runs Python";
         } else {
                 rw.owner = 0;
-                reason = rw.kind == PYTHON_WAIT_GIL    ? "no thread held the GIL as we looked"
-                       : rw.kind == PYTHON_WAIT_RLOCK ? "owner unknown: the RLock names no live thread"
+                reason = rw.kind == RUNTIME_WAIT_GIL    ? "no thread held the GIL as we looked"
+                       : rw.kind == RUNTIME_WAIT_RLOCK ? "owner unknown: the RLock names no live thread"
                                                       : "no owner recorded (threading.Lock): see each waiter's Python line";
         }
-        k = edge_add(c, rw.kind == PYTHON_WAIT_GIL ? WAIT_KIND_GIL : WAIT_KIND_MUTEX, -1, 0, object,
+        k = edge_add(c, rw.kind == RUNTIME_WAIT_GIL ? WAIT_KIND_GIL : WAIT_KIND_MUTEX, -1, 0, object,
                      rw.owner > 0 ? c->w->pid : 0, -1, reason);
         if (k < 0)
                 return k;

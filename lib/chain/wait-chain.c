@@ -562,81 +562,84 @@ static bool in_function(const ThreadSnapshot *t, const char *prefix) {
         return false;
 }
 
-/* The Java lock thread T waits for whose owner the JVM's dump names; NULL when none. */
-static const JavaLock *java_wait_of(const ThreadSnapshot *t) {
-        for (size_t k = 0; k < t->n_java_locks; k++) {
-                const JavaLock *l = &t->java_locks[k];
+/* The lock of runtime K thread T waits for whose owner the runtime names; NULL when none. */
+static const RuntimeLock *lock_wait_of(const ThreadSnapshot *t, RuntimeKind k) {
+        const ThreadRuntime *rt = t ? thread_runtime(t, k) : NULL;
 
-                if (l->owner > 0 && (l->kind == JAVA_LOCK_WAITING_TO_LOCK || l->kind == JAVA_LOCK_WAITING_TO_RELOCK ||
-                                     l->kind == JAVA_LOCK_PARKING))
+        for (size_t i = 0; rt && i < rt->n_locks; i++) {
+                const RuntimeLock *l = &rt->locks[i];
+
+                if (l->owner > 0 && (l->kind == RUNTIME_LOCK_WAITING_TO_LOCK ||
+                                     l->kind == RUNTIME_LOCK_WAITING_TO_RELOCK || l->kind == RUNTIME_LOCK_PARKING))
                         return l;
         }
         return NULL;
 }
 
-/* An edge from thread TID of P to the owner of the Java lock L it waits for, unless there is one. */
-static int java_edge(const Snapshot *p, pid_t tid, const JavaLock *l, WaitChain *c) {
+/* An edge from thread TID of P to the owner of the lock L of runtime K it waits for, unless there is one. */
+static int lock_edge(const Snapshot *p, pid_t tid, RuntimeKind k, const RuntimeLock *l, WaitChain *c) {
         char object[256];
         WaitEdge *e;
 
-        for (size_t k = 0; k < c->n_edges; k++)
-                if (c->edges[k].kind == WAIT_KIND_MONITOR && c->edges[k].pid == p->pid && c->edges[k].tid == tid)
+        for (size_t i = 0; i < c->n_edges; i++)
+                if (c->edges[i].kind == WAIT_KIND_MONITOR && c->edges[i].pid == p->pid && c->edges[i].tid == tid)
                         return 0;
         if (c->n_edges >= WAIT_CHAIN_EDGES_MAX)
                 return 0;
         e = wait_chain_add_edge(c);
         if (!e)
                 return -ENOMEM;
-        snprintf(object, sizeof object, "%s <0x%" PRIx64 ">", l->klass ?: "java.lang.Object", l->address);
+        snprintf(object, sizeof object, "%s <0x%" PRIx64 ">", l->klass ?: runtime_traits[k].lock_class ?: "lock", l->address);
         *e = (WaitEdge) { .pid = p->pid, .tid = tid, .kind = WAIT_KIND_MONITOR, .fd = -1, .peer_fd = -1,
                           .peer_pid = p->pid, .peer_tid = l->owner, .address = l->address,
                           .syscall = strdup("futex"), .object = strdup(object) };
         return e->syscall && e->object ? 0 : -ENOMEM;
 }
 
-/* The Java locks the threads of JVM P wait for, as its own thread dump names their owners: an edge each to the
- * owner, from every thread, or for a chain started at one thread of the root, from it on through the owners. The
- * dump is of one moment, a safepoint, so a cycle of owners is a deadlock with no second look: when the JVM
- * reported one too (as it must have), it is the chain's lock cycle, with its edges, wherever the chain started. */
-static int java_waits(pid_t root_pid, const Snapshot *p, WaitChain *c) {
+/* The locks the threads of P wait for in runtime K, as the runtime's own thread dump names their owners (a JVM's):
+ * an edge each to the owner, from every thread, or for a chain started at one thread of the root, from it on through
+ * the owners. The dump is of one moment (a JVM's safepoint), so a cycle of owners is a deadlock with no second look:
+ * when the runtime reported one too (as it must have), it is the chain's lock cycle, with its edges, wherever the
+ * chain started. */
+static int runtime_lock_waits(pid_t root_pid, const Snapshot *p, RuntimeKind k, WaitChain *c) {
         pid_t order[WAIT_CHAIN_EDGES_MAX + 1];
-        const JavaLock *l;
+        const RuntimeLock *l;
         int r;
 
-        if (!p->java)
+        if (!snapshot_runtime(p, k))
                 return 0;
         if (c->tid > 0 && p->pid == root_pid) {
                 const ThreadSnapshot *t = snapshot_find_thread((Snapshot *) p, c->tid);
 
-                for (size_t n = 0; t && (l = java_wait_of(t)) && n < WAIT_CHAIN_EDGES_MAX; n++) {
-                        if ((r = java_edge(p, t->tid, l, c)) < 0)
+                for (size_t n = 0; t && (l = lock_wait_of(t, k)) && n < WAIT_CHAIN_EDGES_MAX; n++) {
+                        if ((r = lock_edge(p, t->tid, k, l, c)) < 0)
                                 return r;
                         t = snapshot_find_thread((Snapshot *) p, l->owner);
                 }
         } else
                 for (size_t i = 0; i < p->n_threads; i++)
-                        if ((l = java_wait_of(&p->threads[i])) && (r = java_edge(p, p->threads[i].tid, l, c)) < 0)
+                        if ((l = lock_wait_of(&p->threads[i], k)) && (r = lock_edge(p, p->threads[i].tid, k, l, c)) < 0)
                                 return r;
-        if (c->n_lock_cycle > 0 || p->java->deadlocks == 0)
+        if (c->n_lock_cycle > 0 || snapshot_runtime(p, k)->deadlocks == 0)
                 return 0;
         for (size_t i = 0; i < p->n_threads; i++) {
                 const ThreadSnapshot *t = &p->threads[i];
                 size_t n = 0;
 
-                while (t && (l = java_wait_of(t)) && n < ELEMENTSOF(order)) {
-                        for (size_t k = 0; k < n; k++) {
-                                if (order[k] != t->tid)
+                while (t && (l = lock_wait_of(t, k)) && n < ELEMENTSOF(order)) {
+                        for (size_t j = 0; j < n; j++) {
+                                if (order[j] != t->tid)
                                         continue;
-                                c->n_lock_cycle = n - k;
+                                c->n_lock_cycle = n - j;
                                 c->lock_cycle = malloc(c->n_lock_cycle * sizeof *c->lock_cycle);
                                 if (!c->lock_cycle)
                                         return -ENOMEM;
-                                memcpy(c->lock_cycle, order + k, c->n_lock_cycle * sizeof *c->lock_cycle);
+                                memcpy(c->lock_cycle, order + j, c->n_lock_cycle * sizeof *c->lock_cycle);
                                 c->lock_pid = p->pid;
-                                for (size_t m = k; m < n; m++) {
+                                for (size_t m = j; m < n; m++) {
                                         const ThreadSnapshot *w = snapshot_find_thread((Snapshot *) p, order[m]);
 
-                                        if ((r = java_edge(p, order[m], java_wait_of(w), c)) < 0)
+                                        if ((r = lock_edge(p, order[m], k, lock_wait_of(w, k), c)) < 0)
                                                 return r;
                                 }
                                 return 0;
@@ -784,9 +787,13 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
                 }
                 root->peers[root->n_peers++] = s;
         }
-        k = java_waits(root->pid, root, c);
-        for (size_t i = 0; k >= 0 && i < root->n_peers; i++)
-                k = java_waits(root->pid, root->peers[i], c);
+        /* What each runtime's own dump says its threads wait on (a JVM's monitors and their owners). */
+        k = 0;
+        for (RuntimeKind rk = 0; k >= 0 && rk < _RUNTIME_MAX; rk++) {
+                k = runtime_lock_waits(root->pid, root, rk, c);
+                for (size_t i = 0; k >= 0 && i < root->n_peers; i++)
+                        k = runtime_lock_waits(root->pid, root->peers[i], rk, c);
+        }
         if (k >= 0)
                 k = note_futex_waits(root, c);
         if (k >= 0)

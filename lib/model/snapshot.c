@@ -1,4 +1,5 @@
 /* snapshot.c: the snapshot model's constructors, growth helpers and destructor. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -28,30 +29,23 @@ static const char *const frame_method_table[_FRAME_METHOD_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP(frame_method, FrameMethod);
 
-static const char *const frame_kind_table[_FRAME_KIND_MAX] = {
-        [FRAME_KIND_NATIVE] = "native",
-        [FRAME_KIND_PYTHON] = "python",
-        [FRAME_KIND_GO] = "go",
-        [FRAME_KIND_JAVA] = "java",
-};
-DEFINE_STRING_TABLE_LOOKUP(frame_kind, FrameKind);
-
 /* The thread dump's own words (HotSpot's javaVFrame::print_lock_info_on()), "owns" for an ownable synchronizer. */
-static const char *const java_lock_table[_JAVA_LOCK_MAX] = {
-        [JAVA_LOCK_LOCKED] = "locked",
-        [JAVA_LOCK_WAITING_TO_LOCK] = "waiting to lock",
-        [JAVA_LOCK_WAITING_ON] = "waiting on",
-        [JAVA_LOCK_WAITING_TO_RELOCK] = "waiting to re-lock",
-        [JAVA_LOCK_PARKING] = "parking to wait for",
-        [JAVA_LOCK_OWNS] = "owns",
+static const char *const runtime_lock_table[_RUNTIME_LOCK_MAX] = {
+        [RUNTIME_LOCK_LOCKED] = "locked",
+        [RUNTIME_LOCK_WAITING_TO_LOCK] = "waiting to lock",
+        [RUNTIME_LOCK_WAITING_ON] = "waiting on",
+        [RUNTIME_LOCK_WAITING_TO_RELOCK] = "waiting to re-lock",
+        [RUNTIME_LOCK_PARKING] = "parking to wait for",
+        [RUNTIME_LOCK_OWNS] = "owns",
 };
-DEFINE_STRING_TABLE_LOOKUP(java_lock, JavaLockKind);
+DEFINE_STRING_TABLE_LOOKUP(runtime_lock, RuntimeLockKind);
 
-JavaVm *java_vm_free(JavaVm *j) {
-        if (j) {
-                free(j->vm);
-                free(j->error);
-                free(j);
+ProcessRuntime *process_runtime_free(ProcessRuntime *r) {
+        if (r) {
+                free(r->version);
+                free(r->error);
+                go_runtime_free(r->go);
+                free(r);
         }
         return NULL;
 }
@@ -71,15 +65,15 @@ static const char *const go_status_table[_GO_STATUS_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP(go_status, GoStatus);
 
-static const char *const python_wait_table[_PYTHON_WAIT_MAX] = {
-        [PYTHON_WAIT_NONE] = "none",
-        [PYTHON_WAIT_GIL] = "gil",
-        [PYTHON_WAIT_RLOCK] = "rlock",
-        [PYTHON_WAIT_LOCK] = "lock",
-        [PYTHON_WAIT_CONDITION] = "condition",
-        [PYTHON_WAIT_JOIN] = "join",
+static const char *const runtime_wait_table[_RUNTIME_WAIT_MAX] = {
+        [RUNTIME_WAIT_NONE] = "none",
+        [RUNTIME_WAIT_GIL] = "gil",
+        [RUNTIME_WAIT_RLOCK] = "rlock",
+        [RUNTIME_WAIT_LOCK] = "lock",
+        [RUNTIME_WAIT_CONDITION] = "condition",
+        [RUNTIME_WAIT_JOIN] = "join",
 };
-DEFINE_STRING_TABLE_LOOKUP(python_wait, PythonWaitKind);
+DEFINE_STRING_TABLE_LOOKUP(runtime_wait, RuntimeWaitKind);
 
 static const char *const wait_kind_table[_WAIT_KIND_MAX] = {
         [WAIT_KIND_UNIX] = "unix-socket",
@@ -113,12 +107,16 @@ static void thread_done(ThreadSnapshot *t) {
         free(t->unwind_end);
         free(t->error);
         free(t->stopped_because);
-        free(t->python_note);
-        free(t->java_name);
-        free(t->java_state);
-        for (size_t i = 0; i < t->n_java_locks; i++)
-                free(t->java_locks[i].klass);
-        free(t->java_locks);
+        for (size_t i = 0; i < t->n_runtimes; i++) {
+                ThreadRuntime *r = &t->runtimes[i];
+                free(r->name);
+                free(r->state);
+                free(r->note);
+                for (size_t k = 0; k < r->n_locks; k++)
+                        free(r->locks[k].klass);
+                free(r->locks);
+        }
+        free(t->runtimes);
         for (size_t i = 0; i < t->n_kframes; i++) {
                 free(t->kframes[i].function);
                 free(t->kframes[i].module);
@@ -149,9 +147,8 @@ Snapshot *snapshot_free(Snapshot *s) {
         free(s->unit);
         free(s->frozen_cgroup);
         free(s->unwinder);
-        free(s->python);
-        go_runtime_free(s->go);
-        java_vm_free(s->java);
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++)
+                process_runtime_free(s->runtime[k]);
         strv_free(s->errors);
         if (s->trigger) {
                 free(s->trigger->rule);
@@ -278,8 +275,38 @@ UserFrame *thread_add_frame(ThreadSnapshot *t) {
         return f;
 }
 
-JavaLock *thread_add_java_lock(ThreadSnapshot *t) {
-        return grow_one((void **) &t->java_locks, &t->n_java_locks, sizeof(JavaLock));
+ThreadRuntime *thread_runtime(const ThreadSnapshot *t, RuntimeKind k) {
+        for (size_t i = 0; i < t->n_runtimes; i++)
+                if (t->runtimes[i].kind == k)
+                        return &t->runtimes[i];
+        return NULL;
+}
+
+ThreadRuntime *thread_runtime_add(ThreadSnapshot *t, RuntimeKind k) {
+        ThreadRuntime *r = thread_runtime(t, k);
+
+        if (!r && (r = grow_one((void **) &t->runtimes, &t->n_runtimes, sizeof(ThreadRuntime))))
+                r->kind = k;
+        return r;
+}
+
+RuntimeLock *thread_runtime_add_lock(ThreadRuntime *r) {
+        return grow_one((void **) &r->locks, &r->n_locks, sizeof(RuntimeLock));
+}
+
+ProcessRuntime *snapshot_add_runtime(Snapshot *s, RuntimeKind k) {
+        assert(k >= 0 && k < _RUNTIME_MAX);
+        if (!s->runtime[k] && (s->runtime[k] = calloc(1, sizeof(ProcessRuntime))))
+                s->runtime[k]->kind = k;
+        return s->runtime[k];
+}
+
+GoRuntime *snapshot_add_go(Snapshot *s) {
+        ProcessRuntime *r = snapshot_add_runtime(s, RUNTIME_GO);
+
+        if (r && !r->go)
+                r->go = calloc(1, sizeof(GoRuntime));
+        return r ? r->go : NULL;
 }
 
 KernelFrame *thread_add_kframe(ThreadSnapshot *t) {

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "model/proc-parse.h"
+#include "model/runtime-kind.h"
 
 /* How the registers of a thread were obtained. */
 typedef enum CaptureMethod {
@@ -36,76 +37,63 @@ typedef enum FrameMethod {
 const char *frame_method_to_string(FrameMethod m);
 FrameMethod frame_method_from_string(const char *s);
 
-/* What a user frame is: a machine frame, or a frame of a runtime's own (an interpreter's function and line). */
-typedef enum FrameKind {
-        FRAME_KIND_NATIVE,
-        FRAME_KIND_PYTHON,      /* CPython: function (the qualified name), file and line; no pc, no module */
-        FRAME_KIND_GO,          /* a goroutine's frame: a Go function's pc in the binary, as native frames are */
-        FRAME_KIND_JAVA,        /* a JVM's: class.method, file and line as its thread dump names them; no pc */
-        _FRAME_KIND_MAX,
-        _FRAME_KIND_INVALID = -EINVAL,
-} FrameKind;
+/* What a runtime's thread does with a lock, in the words of the runtime's own thread dump (a JVM's, java.h). */
+typedef enum RuntimeLockKind {
+        RUNTIME_LOCK_LOCKED,            /* "- locked <0x…>": a monitor it holds (synchronized) */
+        RUNTIME_LOCK_WAITING_TO_LOCK,   /* "- waiting to lock <0x…>": a monitor another thread holds */
+        RUNTIME_LOCK_WAITING_ON,        /* "- waiting on <0x…>": Object.wait(), the monitor released */
+        RUNTIME_LOCK_WAITING_TO_RELOCK, /* "- waiting to re-lock in wait() <0x…>": notified, wants it back */
+        RUNTIME_LOCK_PARKING,           /* "- parking to wait for <0x…>": a java.util.concurrent lock or condition */
+        RUNTIME_LOCK_OWNS,              /* "Locked ownable synchronizers: - <0x…>": a ReentrantLock … it holds */
+        _RUNTIME_LOCK_MAX,
+        _RUNTIME_LOCK_INVALID = -EINVAL,
+} RuntimeLockKind;
 
-const char *frame_kind_to_string(FrameKind k);
-FrameKind frame_kind_from_string(const char *s);
-/* A runtime's own frame (Python, Java): a function, file and line, no pc or module. */
-static inline bool frame_kind_is_runtime(FrameKind k) {
-        return k == FRAME_KIND_PYTHON || k == FRAME_KIND_JAVA;
-}
+const char *runtime_lock_to_string(RuntimeLockKind k);
+RuntimeLockKind runtime_lock_from_string(const char *s);
 
-/* What a Java thread's frame does with a lock, in the words of the JVM's thread dump (java.h). */
-typedef enum JavaLockKind {
-        JAVA_LOCK_LOCKED,               /* "- locked <0x…>": a monitor it holds (synchronized) */
-        JAVA_LOCK_WAITING_TO_LOCK,      /* "- waiting to lock <0x…>": a monitor another thread holds */
-        JAVA_LOCK_WAITING_ON,           /* "- waiting on <0x…>": Object.wait(), the monitor released */
-        JAVA_LOCK_WAITING_TO_RELOCK,    /* "- waiting to re-lock in wait() <0x…>": notified, wants it back */
-        JAVA_LOCK_PARKING,              /* "- parking to wait for <0x…>": a java.util.concurrent lock or condition */
-        JAVA_LOCK_OWNS,                 /* "Locked ownable synchronizers: - <0x…>": a ReentrantLock … it holds */
-        _JAVA_LOCK_MAX,
-        _JAVA_LOCK_INVALID = -EINVAL,
-} JavaLockKind;
+/* A lock a runtime's thread holds or waits for, as the runtime names it. */
+typedef struct RuntimeLock {
+        RuntimeLockKind kind;
+        uint64_t address;
+        char *klass;            /* its class ("java.lang.Object"), NULL when the runtime names none */
+        pid_t owner;            /* the thread holding it (a lock waited for), 0 when none is named */
+} RuntimeLock;
 
-const char *java_lock_to_string(JavaLockKind k);
-JavaLockKind java_lock_from_string(const char *s);
+/* What a runtime's thread parked in a futex waits for, read from the runtime (python.h). */
+typedef enum RuntimeWaitKind {
+        RUNTIME_WAIT_NONE,
+        RUNTIME_WAIT_GIL,       /* the runtime's global lock (Python's GIL): its holder is the owner */
+        RUNTIME_WAIT_RLOCK,     /* a lock that records its owner (threading.RLock) */
+        RUNTIME_WAIT_LOCK,      /* a lock that records none (threading.Lock) */
+        RUNTIME_WAIT_CONDITION, /* a condition (threading.Condition/Event.wait()): any thread may notify it */
+        RUNTIME_WAIT_JOIN,      /* a thread's end (Thread.join(), its tstate lock) */
+        _RUNTIME_WAIT_MAX,
+        _RUNTIME_WAIT_INVALID = -EINVAL,
+} RuntimeWaitKind;
 
-typedef struct JavaLock {
-        JavaLockKind kind;
-        uint64_t address;       /* the object's */
-        char *klass;            /* its class ("java.lang.Object"), NULL when the dump names none */
-        pid_t owner;            /* for a wait: the thread holding it, 0 when none is known */
-} JavaLock;
+const char *runtime_wait_to_string(RuntimeWaitKind k);
+RuntimeWaitKind runtime_wait_from_string(const char *s);
 
-/* A JVM's answer to a thread dump request (java.h), for the process as a whole. */
-typedef struct JavaVm {
-        char *vm;               /* the dump's banner: "OpenJDK 64-Bit Server VM (17.0.8+7-Debian-1deb12u1 …)" */
-        char *error;            /* why there are no Java frames (attach disabled, no answer in time); NULL */
-        uint64_t pause_usec;    /* from the request to the end of the answer: bounds the JVM's safepoint */
-        unsigned deadlocks;     /* Java-level deadlocks the JVM itself reported */
-} JavaVm;
-
-JavaVm *java_vm_free(JavaVm *j);
-
-/* What a Python thread parked in a futex waits for, read from the interpreter (python.h). */
-typedef enum PythonWaitKind {
-        PYTHON_WAIT_NONE,
-        PYTHON_WAIT_GIL,        /* the GIL: its holder is the owner */
-        PYTHON_WAIT_RLOCK,      /* a threading.RLock (_thread.RLock): it records its owner */
-        PYTHON_WAIT_LOCK,       /* a threading.Lock (_thread.lock): no owner recorded */
-        PYTHON_WAIT_CONDITION,  /* threading.Condition/Event.wait(): any thread may notify it */
-        PYTHON_WAIT_JOIN,       /* Thread.join(): the thread's end (its tstate lock) */
-        _PYTHON_WAIT_MAX,
-        _PYTHON_WAIT_INVALID = -EINVAL,
-} PythonWaitKind;
-
-const char *python_wait_to_string(PythonWaitKind k);
-PythonWaitKind python_wait_from_string(const char *s);
-
-/* What a thread parked in a futex waits for inside a language runtime, as its runtime records it. */
+/* What a thread parked in a futex waits on inside a language runtime, as its runtime records it. */
 typedef struct RuntimeWait {
-        PythonWaitKind kind;
-        pid_t owner;            /* the GIL's holder, the RLock's owner; 0 when none or not known */
-        uint64_t object;        /* the lock object (RLock, Lock) */
+        RuntimeWaitKind kind;
+        pid_t owner;            /* the global lock's holder, the lock's owner (TID); 0 when none or not known */
+        uint64_t object;        /* the lock object's address (RUNTIME_WAIT_RLOCK, _LOCK) */
 } RuntimeWait;
+
+/* What a language runtime knows of one thread: one shape for every runtime, each filling what it has. */
+typedef struct ThreadRuntime {
+        RuntimeKind kind;
+        bool known;             /* the runtime has the thread (a Python thread state, a thread a JVM's dump lists) */
+        bool holds_global_lock; /* it holds the runtime's global lock (RuntimeTraits.global_lock: Python's GIL) */
+        char *name;             /* its name in the runtime (a Java thread's); NULL */
+        char *state;            /* the runtime's words for what it does ("BLOCKED (on object monitor)"); NULL */
+        char *note;             /* why it shows none of the runtime's frames, or fewer than it runs; NULL: all read */
+        RuntimeWait wait;       /* what it waits on as the runtime records it (Python's GIL and locks) */
+        RuntimeLock *locks;     /* the locks it holds and waits for, as the runtime's thread dump names them */
+        size_t n_locks;
+} ThreadRuntime;
 
 typedef struct KernelFrame {
         char *function;
@@ -153,23 +141,16 @@ typedef struct ThreadSnapshot {
         char *stopped_because;  /* auto mode stopped it after a passive look (a fall-back): why; NULL otherwise */
         bool truncated;         /* a budget cut this thread's frames or stack */
 
-        /* In a Python process (Snapshot.python set): */
-        bool python;            /* the thread has a Python thread state */
-        bool holds_gil;
-        char *python_note;      /* why it shows no Python frames, or fewer than it runs; NULL when all were read */
-        PythonWaitKind py_wait;
-        pid_t py_wait_owner;    /* the GIL's holder or the RLock's owner (TID), 0 when none or not known */
-        uint64_t py_wait_object; /* the lock object's address (PYTHON_WAIT_RLOCK, _LOCK) */
-
-        /* In a JVM that answered (Snapshot.java set): */
-        char *java_name;        /* the Java thread's name; NULL for a thread the dump does not list */
-        char *java_state;       /* "BLOCKED (on object monitor)", NULL when the dump gives none */
-        JavaLock *java_locks;
-        size_t n_java_locks;
+        ThreadRuntime *runtimes; /* what the language runtimes in the process know of it, one each at most */
+        size_t n_runtimes;
 } ThreadSnapshot;
 
-/* Append a zeroed Java lock to T; NULL on OOM. */
-JavaLock *thread_add_java_lock(ThreadSnapshot *t);
+/* What runtime K knows of T; NULL when it knows nothing. */
+ThreadRuntime *thread_runtime(const ThreadSnapshot *t, RuntimeKind k);
+/* The same, added zeroed (of kind K) when there is none; NULL on OOM. */
+ThreadRuntime *thread_runtime_add(ThreadSnapshot *t, RuntimeKind k);
+/* Append a zeroed lock to R; NULL on OOM. */
+RuntimeLock *thread_runtime_add_lock(ThreadRuntime *r);
 
 typedef struct ModuleInfo {
         char *path;
@@ -338,6 +319,21 @@ GoRuntime *go_runtime_free(GoRuntime *g);
 Goroutine *go_runtime_add(GoRuntime *g);
 GoStack *go_runtime_add_stack(GoRuntime *g);
 
+/* A language runtime a process runs, for the process as a whole: one shape for every runtime, each filling what it
+ * has, and a block of its own for what only it has. */
+typedef struct ProcessRuntime {
+        RuntimeKind kind;
+        char *version;          /* the runtime's own words: CPython's "3.11.2", the JVM's banner; NULL when not read */
+        char *error;            /* why its view is missing (attach disabled, no answer in time); NULL */
+        uint64_t pause_usec;    /* how long it held the process to answer (a JVM's safepoint) */
+        pid_t lock_holder;      /* the thread holding its global lock (Python's GIL); 0: none, or not known */
+        unsigned deadlocks;     /* deadlocks the runtime itself reported (a JVM's) */
+        GoRuntime *go;          /* Go's own: its goroutines (version and errors in it) */
+} ProcessRuntime;
+
+ProcessRuntime *process_runtime_free(ProcessRuntime *r);
+
+
 typedef struct Snapshot {
         uint64_t timestamp_usec;        /* CLOCK_REALTIME at the start of the capture */
         char *hostname;
@@ -371,10 +367,7 @@ typedef struct Snapshot {
         bool partial;
         char **errors;          /* process-level errors, NULL-terminated (may be NULL) */
 
-        char *python;           /* the CPython version running in it ("3.11.2"), NULL when none was found */
-        pid_t gil_holder;       /* the thread holding the GIL, 0 when none does or it is not known */
-        GoRuntime *go;          /* a Go program's goroutines; NULL when it runs no Go runtime */
-        JavaVm *java;           /* a HotSpot JVM's thread dump; NULL when it is not one (or was not asked) */
+        ProcessRuntime *runtime[_RUNTIME_MAX]; /* the language runtimes it runs, by kind; NULL: not that one */
 
         SnapshotTrigger *trigger; /* NULL for on-demand dumps */
 
@@ -415,6 +408,25 @@ void snapshot_freep(Snapshot **s);
 /* Grow the thread/frame/module arrays by one zeroed element; NULL on OOM. */
 ThreadSnapshot *snapshot_add_thread(Snapshot *s);
 ModuleInfo *snapshot_add_module(Snapshot *s);
+/* Runtime K of S, added zeroed when there is none; NULL on OOM. */
+ProcessRuntime *snapshot_add_runtime(Snapshot *s, RuntimeKind k);
+/* Runtime K of S; NULL when S does not run it. */
+static inline ProcessRuntime *snapshot_runtime(const Snapshot *s, RuntimeKind k) {
+        return (int) k >= 0 && k < _RUNTIME_MAX ? s->runtime[k] : NULL;
+}
+/* Whether S runs a runtime whose frames are its own (RuntimeTraits.machine_frames false: Python, Java). */
+static inline bool snapshot_runs_frame_runtime(const Snapshot *s) {
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++)
+                if (s->runtime[k] && !runtime_traits[k].machine_frames)
+                        return true;
+        return false;
+}
+/* The goroutines of S, added empty (with the Go runtime) when there are none; NULL on OOM. */
+GoRuntime *snapshot_add_go(Snapshot *s);
+/* A Go program's goroutines; NULL when S runs no Go runtime, or none were read. */
+static inline GoRuntime *snapshot_go(const Snapshot *s) {
+        return s->runtime[RUNTIME_GO] ? s->runtime[RUNTIME_GO]->go : NULL;
+}
 UserFrame *thread_add_frame(ThreadSnapshot *t);
 KernelFrame *thread_add_kframe(ThreadSnapshot *t);
 /* Add a process-level error message (printf-style); marks the snapshot partial. */

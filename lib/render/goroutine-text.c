@@ -36,8 +36,8 @@ typedef struct Group {
 static const Snapshot *sort_snapshot;
 
 static int cmp_group_member(const void *a, const void *b) {
-        const Goroutine *x = &sort_snapshot->go->goroutines[*(const size_t *) a];
-        const Goroutine *y = &sort_snapshot->go->goroutines[*(const size_t *) b];
+        const Goroutine *x = &snapshot_go(sort_snapshot)->goroutines[*(const size_t *) a];
+        const Goroutine *y = &snapshot_go(sort_snapshot)->goroutines[*(const size_t *) b];
         int c;
 
         /* Members of a group next to each other: by stack, state, reason, creator, error; then by goid. */
@@ -112,7 +112,7 @@ static void print_header(const Goroutine *g, const Group *gr, const size_t *memb
         fputs("]:", f);
         if (gr->count > 1) {
                 for (size_t i = 0; i < MIN(gr->count, (size_t) GROUP_IDS_SHOWN); i++)
-                        fprintf(f, " %" PRIu64, sort_snapshot->go->goroutines[members[gr->first + i]].goid);
+                        fprintf(f, " %" PRIu64, snapshot_go(sort_snapshot)->goroutines[members[gr->first + i]].goid);
                 if (gr->count > GROUP_IDS_SHOWN)
                         fputs(" …", f);
         }
@@ -209,7 +209,7 @@ static void print_summary(const GoRuntime *gr, FILE *f) {
 /* S's goroutines in groups (same_group()), in the order they are shown: *RET_MEMBERS the goroutines' indexes with each
  * group's together, *RET_GROUPS into it. -ENOMEM. */
 static int group_goroutines(const Snapshot *s, size_t **ret_members, Group **ret_groups, size_t *ret_n) {
-        const GoRuntime *gr = s->go;
+        const GoRuntime *gr = snapshot_go(s);
         _cleanup_free_ size_t *members = calloc(gr->n_goroutines ?: 1, sizeof *members);
         _cleanup_free_ Group *groups = calloc(gr->n_goroutines ?: 1, sizeof *groups);
         size_t n_groups = 0;
@@ -240,11 +240,13 @@ static int group_goroutines(const Snapshot *s, size_t **ret_members, Group **ret
 }
 
 void goroutines_print_text(const Snapshot *s, FILE *f) {
-        const GoRuntime *gr = s->go;
+        const GoRuntime *gr = snapshot_go(s);
         _cleanup_free_ size_t *members = NULL;
         _cleanup_free_ Group *groups = NULL;
         size_t n_groups = 0;
 
+        if (!gr)
+                return;
         fputs("GOROUTINES", f);
         if (gr->version && gr->version[0]) {
                 fputs(" of ", f);
@@ -301,7 +303,7 @@ int goroutines_summary(const Snapshot *s, char **ret) {
         _cleanup_free_ size_t *members = NULL;
         _cleanup_free_ Group *groups = NULL;
         const Group *best = NULL;
-        const GoRuntime *gr = s->go;
+        const GoRuntime *gr = snapshot_go(s);
         const Goroutine *g;
         const UserFrame *u;
         size_t n_groups = 0, size = 0;
@@ -356,7 +358,7 @@ int goroutines_summary(const Snapshot *s, char **ret) {
 }
 
 void goroutines_print_folded(const Snapshot *s, FILE *f) {
-        const GoRuntime *gr = s->go;
+        const GoRuntime *gr = snapshot_go(s);
 
         for (size_t i = 0; gr && !gr->error && i < gr->n_goroutines; i++) {
                 const Goroutine *g = &gr->goroutines[i];

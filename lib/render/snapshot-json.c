@@ -39,7 +39,9 @@ typedef enum JsonFieldType {
         JF_BOOL,
         JF_DOUBLE,
         JF_CHAR,                /* a one-letter string; '?' for none */
+        JF_UINT,                /* unsigned as a number */
         JF_UINT_OR_NULL,        /* unsigned, null when 0 (line, column: unknown) */
+        JF_PID_OR_NULL,         /* int (pid_t), null when 0 or less (none) */
         JF_INDEX,               /* int, null when negative (no module) */
         JF_UID,                 /* uid_t */
         JF_STRV,                /* char **, an array of strings; null when NULL */
@@ -83,9 +85,15 @@ static void fields_to_json(json_object *o, const JsonField *fields, size_t n, co
                 case JF_CHAR:
                         v = jchar(*FIELD_CAT(base, f, char));
                         break;
+                case JF_UINT:
+                        v = json_object_new_uint64(*FIELD_CAT(base, f, unsigned));
+                        break;
                 case JF_UINT_OR_NULL:
                         v = *FIELD_CAT(base, f, unsigned) ? json_object_new_int((int) *FIELD_CAT(base, f, unsigned))
                                                           : NULL;
+                        break;
+                case JF_PID_OR_NULL:
+                        v = *FIELD_CAT(base, f, int) > 0 ? json_object_new_int(*FIELD_CAT(base, f, int)) : NULL;
                         break;
                 case JF_INDEX:
                         v = *FIELD_CAT(base, f, int) >= 0 ? json_object_new_int(*FIELD_CAT(base, f, int)) : NULL;
@@ -131,6 +139,12 @@ static int fields_from_json(json_object *o, const JsonField *fields, size_t n, v
                         break;
                 case JF_CHAR:
                         *FIELD_AT(base, f, char) = get_char(o, f->key);
+                        break;
+                case JF_UINT:
+                        *FIELD_AT(base, f, unsigned) = (unsigned) MIN(get_u64(o, f->key), (uint64_t) UINT_MAX);
+                        break;
+                case JF_PID_OR_NULL:
+                        *FIELD_AT(base, f, int) = (int) get_i64(o, f->key, 0);
                         break;
                 case JF_UINT_OR_NULL:
                         *FIELD_AT(base, f, unsigned) = (unsigned) get_i64(o, f->key, 0);
@@ -230,84 +244,205 @@ static const char *syscall_kind_str(ProcSyscallKind k) {
         return k == PROC_SYSCALL_BLOCKED ? "blocked" : k == PROC_SYSCALL_NONE ? "none" : "running";
 }
 
-/* ---- Java ---- */
+/* ---- what the runtimes know: one shape, each runtime's keys from its row ---- */
 
-static const JsonField java_vm_fields[] = {
-        ROW("vm", JF_STRING, JavaVm, vm),
-        ROW("error", JF_STRING, JavaVm, error, .omit_null = true),
-        ROW("pause_us", JF_U64, JavaVm, pause_usec),
+static const JsonField runtime_lock_fields[] = {
+        ROW("address", JF_HEX, RuntimeLock, address),
+        ROW("class", JF_STRING, RuntimeLock, klass),
+};
+
+static const JsonField python_thread_fields[] = {
+        ROW("thread_state", JF_BOOL, ThreadRuntime, known),
+        ROW("holds_gil", JF_BOOL, ThreadRuntime, holds_global_lock),
+        ROW("note", JF_STRING, ThreadRuntime, note),
+};
+
+static const JsonField python_process_fields[] = {
+        ROW("version", JF_STRING, ProcessRuntime, version),
+        ROW("gil_holder", JF_PID_OR_NULL, ProcessRuntime, lock_holder),
 };
 
 static const JsonField java_thread_fields[] = {
-        ROW("name", JF_STRING, ThreadSnapshot, java_name),
-        ROW("state", JF_STRING, ThreadSnapshot, java_state),
+        ROW("name", JF_STRING, ThreadRuntime, name),
+        ROW("state", JF_STRING, ThreadRuntime, state),
 };
 
-static const JsonField java_lock_fields[] = {
-        ROW("address", JF_HEX, JavaLock, address),
-        ROW("class", JF_STRING, JavaLock, klass),
+static const JsonField java_process_fields[] = {
+        ROW("vm", JF_STRING, ProcessRuntime, version),
+        ROW("error", JF_STRING, ProcessRuntime, error, .omit_null = true),
+        ROW("pause_us", JF_U64, ProcessRuntime, pause_usec),
+        ROW("deadlocks", JF_UINT, ProcessRuntime, deadlocks),
 };
 
-static json_object *java_thread_to_json(const ThreadSnapshot *t) {
-        json_object *o = json_object_new_object(), *locks = json_object_new_array();
+/* A runtime without a row of its own: every member of the shape, by the shape's names. */
+static const JsonField generic_thread_fields[] = {
+        ROW("known", JF_BOOL, ThreadRuntime, known),
+        ROW("holds_global_lock", JF_BOOL, ThreadRuntime, holds_global_lock),
+        ROW("name", JF_STRING, ThreadRuntime, name),
+        ROW("state", JF_STRING, ThreadRuntime, state),
+        ROW("note", JF_STRING, ThreadRuntime, note),
+};
 
-        fields_to_json(o, java_thread_fields, ELEMENTSOF(java_thread_fields), t);
-        for (size_t i = 0; i < t->n_java_locks; i++) {
-                const JavaLock *l = &t->java_locks[i];
-                json_object *e = json_object_new_object();
+static const JsonField generic_process_fields[] = {
+        ROW("version", JF_STRING, ProcessRuntime, version),
+        ROW("error", JF_STRING, ProcessRuntime, error, .omit_null = true),
+        ROW("pause_us", JF_U64, ProcessRuntime, pause_usec),
+        ROW("lock_holder", JF_PID_OR_NULL, ProcessRuntime, lock_holder),
+        ROW("deadlocks", JF_UINT, ProcessRuntime, deadlocks),
+};
 
-                ADD(e, "kind", json_object_new_string(java_lock_to_string(l->kind) ?: "?"));
-                fields_to_json(e, java_lock_fields, ELEMENTSOF(java_lock_fields), l);
-                if (l->owner > 0)
-                        ADD(e, "owner", json_object_new_int(l->owner));
-                json_object_array_add(locks, e);
+static void go_to_json(json_object *o, const ProcessRuntime *r);
+static int go_from_json(json_object *j, json_object *go, Snapshot *s);
+
+/* How a runtime is written and read: its object under its name in a thread ("python": {…}) and in the process, from
+ * field tables over the one shape; a runtime whose process part is not one object (Go's goroutines) has its own
+ * functions for it. */
+typedef struct RuntimeJson {
+        const JsonField *thread;        /* its keys in a thread's object; NULL: it has none */
+        size_t n_thread;
+        bool waits;                     /* "waits": what the thread waits on, when the runtime recorded a wait */
+        bool locks;                     /* "locks": the locks it holds and waits for, always */
+        const JsonField *process;       /* its keys in the process's object */
+        size_t n_process;
+        bool before_threads;            /* its process object comes before "threads" (Python's, as it always has) */
+        void (*process_to_json)(json_object *o, const ProcessRuntime *r);       /* instead of PROCESS */
+        int (*process_from_json)(json_object *j, json_object *member, Snapshot *s);
+} RuntimeJson;
+
+static const RuntimeJson runtime_json[_RUNTIME_MAX] = {
+        [RUNTIME_PYTHON] = {
+                .thread = python_thread_fields, .n_thread = ELEMENTSOF(python_thread_fields), .waits = true,
+                .process = python_process_fields, .n_process = ELEMENTSOF(python_process_fields),
+                .before_threads = true,
+        },
+        [RUNTIME_GO] = { .process_to_json = go_to_json, .process_from_json = go_from_json },
+        [RUNTIME_JAVA] = {
+                .thread = java_thread_fields, .n_thread = ELEMENTSOF(java_thread_fields), .locks = true,
+                .process = java_process_fields, .n_process = ELEMENTSOF(java_process_fields),
+        },
+};
+
+static const RuntimeJson generic_json = {
+        .thread = generic_thread_fields, .n_thread = ELEMENTSOF(generic_thread_fields), .waits = true, .locks = true,
+        .process = generic_process_fields, .n_process = ELEMENTSOF(generic_process_fields),
+};
+
+/* Runtime K's row, the generic one when it has none: a new runtime is written and read before it has keys of its
+ * own. */
+static const RuntimeJson *runtime_json_of(RuntimeKind k) {
+        const RuntimeJson *rj = &runtime_json[k];
+        return rj->thread || rj->process || rj->process_to_json ? rj : &generic_json;
+}
+
+/* Whether R says anything of its thread: a runtime that only looked is not written. */
+static bool thread_runtime_says(const ThreadRuntime *r) {
+        return r->known || r->holds_global_lock || r->name || r->state || r->note || r->wait.kind != RUNTIME_WAIT_NONE ||
+               r->n_locks > 0;
+}
+
+static json_object *thread_runtime_to_json(const RuntimeJson *rj, const ThreadRuntime *r) {
+        json_object *o = json_object_new_object();
+
+        fields_to_json(o, rj->thread, rj->n_thread, r);
+        if (rj->waits && r->wait.kind != RUNTIME_WAIT_NONE) {
+                json_object *w = json_object_new_object();
+
+                ADD(w, "kind", json_object_new_string(runtime_wait_to_string(r->wait.kind)));
+                ADD(w, "owner", r->wait.owner > 0 ? json_object_new_int(r->wait.owner) : NULL);
+                ADD(w, "object", r->wait.object ? jhex(r->wait.object) : NULL);
+                ADD(o, "waits", w);
         }
-        ADD(o, "locks", locks);
+        if (rj->locks) {
+                json_object *locks = json_object_new_array();
+
+                for (size_t i = 0; i < r->n_locks; i++) {
+                        const RuntimeLock *l = &r->locks[i];
+                        json_object *e = json_object_new_object();
+
+                        ADD(e, "kind", json_object_new_string(runtime_lock_to_string(l->kind) ?: "?"));
+                        fields_to_json(e, runtime_lock_fields, ELEMENTSOF(runtime_lock_fields), l);
+                        if (l->owner > 0)
+                                ADD(e, "owner", json_object_new_int(l->owner));
+                        json_object_array_add(locks, e);
+                }
+                ADD(o, "locks", locks);
+        }
         return o;
 }
 
-static int java_thread_from_json(json_object *o, ThreadSnapshot *t) {
+static int thread_runtime_from_json(const RuntimeJson *rj, json_object *o, ThreadRuntime *r) {
         json_object *a;
-        int r;
+        int q;
 
-        if ((r = fields_from_json(o, java_thread_fields, ELEMENTSOF(java_thread_fields), t)) < 0)
-                return r;
-        if ((a = json_member(o, "locks", json_type_array)))
+        if ((q = fields_from_json(o, rj->thread, rj->n_thread, r)) < 0)
+                return q;
+        if (rj->waits && (a = json_member(o, "waits", json_type_object))) {
+                json_object *k = json_member(a, "kind", json_type_string);
+                RuntimeWaitKind w = k ? runtime_wait_from_string(json_object_get_string(k)) : RUNTIME_WAIT_NONE;
+
+                r->wait = (RuntimeWait) { .kind = w < 0 ? RUNTIME_WAIT_NONE : w,
+                                          .owner = (pid_t) get_i64(a, "owner", 0), .object = get_u64(a, "object") };
+        }
+        if (rj->locks && (a = json_member(o, "locks", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *e = json_object_array_get_idx(a, i), *k;
-                        JavaLockKind kind;
-                        JavaLock *l;
+                        RuntimeLockKind kind;
+                        RuntimeLock *l;
 
                         if (!json_object_is_type(e, json_type_object) || !(k = json_member(e, "kind", json_type_string)))
                                 continue;
                         /* A kind from a later writer is left out, not guessed at. */
-                        kind = java_lock_from_string(json_object_get_string(k));
+                        kind = runtime_lock_from_string(json_object_get_string(k));
                         if (kind < 0)
                                 continue;
-                        if (!(l = thread_add_java_lock(t)))
+                        if (!(l = thread_runtime_add_lock(r)))
                                 return -ENOMEM;
                         l->kind = kind;
                         l->owner = (pid_t) get_i64(e, "owner", 0);
-                        if ((r = fields_from_json(e, java_lock_fields, ELEMENTSOF(java_lock_fields), l)) < 0)
-                                return r;
+                        if ((q = fields_from_json(e, runtime_lock_fields, ELEMENTSOF(runtime_lock_fields), l)) < 0)
+                                return q;
                 }
         return 0;
 }
 
-static json_object *java_vm_to_json(const JavaVm *j) {
-        json_object *o = json_object_new_object();
+/* The process objects of S's runtimes, those that come BEFORE_THREADS or the others. */
+static void process_runtimes_to_json(json_object *o, const Snapshot *s, bool before_threads) {
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++) {
+                const RuntimeJson *rj = runtime_json_of(k);
+                const ProcessRuntime *r = snapshot_runtime(s, k);
 
-        fields_to_json(o, java_vm_fields, ELEMENTSOF(java_vm_fields), j);
-        ADD(o, "deadlocks", json_object_new_uint64(j->deadlocks));
-        return o;
+                if (!r || rj->before_threads != before_threads)
+                        continue;
+                if (rj->process_to_json)
+                        rj->process_to_json(o, r);
+                else {
+                        json_object *e = json_object_new_object();
+                        fields_to_json(e, rj->process, rj->n_process, r);
+                        ADD(o, runtime_kind_to_string(k), e);
+                }
+        }
 }
 
-static int java_vm_from_json(json_object *o, Snapshot *s) {
-        s->java = calloc(1, sizeof *s->java);
-        if (!s->java)
-                return -ENOMEM;
-        s->java->deadlocks = (unsigned) MIN(get_u64(o, "deadlocks"), (uint64_t) UINT_MAX);
-        return fields_from_json(o, java_vm_fields, ELEMENTSOF(java_vm_fields), s->java);
+static int process_runtimes_from_json(json_object *j, Snapshot *s) {
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++) {
+                const RuntimeJson *rj = runtime_json_of(k);
+                json_object *a = json_member(j, runtime_kind_to_string(k), json_type_object);
+                ProcessRuntime *r;
+                int q;
+
+                if (!a)
+                        continue;
+                if (rj->process_from_json) {
+                        if ((q = rj->process_from_json(j, a, s)) < 0)
+                                return q;
+                        continue;
+                }
+                if (!(r = snapshot_add_runtime(s, k)))
+                        return -ENOMEM;
+                if ((q = fields_from_json(a, rj->process, rj->n_process, r)) < 0)
+                        return q;
+        }
+        return 0;
 }
 
 static json_object *frame_to_json(const UserFrame *f) {
@@ -318,8 +453,8 @@ static json_object *frame_to_json(const UserFrame *f) {
                 fields_to_json(k, runtime_frame_fields, ELEMENTSOF(runtime_frame_fields), f);
                 return k;
         }
-        /* A goroutine's frame is a machine frame: the native keys, and its kind. */
-        if (f->kind == FRAME_KIND_GO)
+        /* A runtime's machine frame (a goroutine's) has the native keys, and its kind. */
+        if (f->kind != FRAME_KIND_NATIVE)
                 ADD(k, "kind", json_object_new_string(frame_kind_to_string(f->kind)));
         fields_to_json(k, frame_fields, ELEMENTSOF(frame_fields), f);
         ADD(k, "method", json_object_new_string(frame_method_to_string(f->method) ?: "cfi"));
@@ -339,7 +474,7 @@ static int frame_from_json(json_object *e, UserFrame *f) {
 
                 /* A kind from a later writer: its frame is kept as an unknown native frame. */
                 f->kind = k < 0 ? FRAME_KIND_NATIVE : k;
-                if (f->kind != FRAME_KIND_GO)
+                if (frame_kind_is_runtime(f->kind))
                         return fields_from_json(e, runtime_frame_fields, ELEMENTSOF(runtime_frame_fields), f);
         }
         if ((r = fields_from_json(e, frame_fields, ELEMENTSOF(frame_fields), f)) < 0)
@@ -394,24 +529,12 @@ static json_object *thread_to_json(const ThreadSnapshot *t) {
         for (size_t i = 0; i < t->n_frames; i++)
                 json_object_array_add(fr, frame_to_json(&t->frames[i]));
         ADD(o, "frames", fr);
-        if (t->python || t->python_note) {
-                json_object *py = json_object_new_object();
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++) {
+                const ThreadRuntime *r = thread_runtime(t, k);
 
-                ADD(py, "thread_state", json_object_new_boolean(t->python));
-                ADD(py, "holds_gil", json_object_new_boolean(t->holds_gil));
-                ADD(py, "note", json_new_string_or_null(t->python_note));
-                if (t->py_wait != PYTHON_WAIT_NONE) {
-                        json_object *w = json_object_new_object();
-
-                        ADD(w, "kind", json_object_new_string(python_wait_to_string(t->py_wait)));
-                        ADD(w, "owner", t->py_wait_owner > 0 ? json_object_new_int(t->py_wait_owner) : NULL);
-                        ADD(w, "object", t->py_wait_object ? jhex(t->py_wait_object) : NULL);
-                        ADD(py, "waits", w);
-                }
-                ADD(o, "python", py);
+                if (r && runtime_json_of(k)->thread && thread_runtime_says(r))
+                        ADD(o, runtime_kind_to_string(k), thread_runtime_to_json(runtime_json_of(k), r));
         }
-        if (t->java_name || t->n_java_locks > 0)
-                ADD(o, "java", java_thread_to_json(t));
         return o;
 }
 
@@ -467,9 +590,13 @@ static json_object *goroutine_to_json(const Goroutine *g) {
 
 /* A Go program's goroutines: "go" (the runtime), "goroutine_stacks" (distinct stacks, shared by index) and
  * "goroutines". */
-static void go_to_json(json_object *o, const GoRuntime *gr) {
-        json_object *go = json_object_new_object(), *st, *gs;
+static void go_to_json(json_object *o, const ProcessRuntime *r) {
+        const GoRuntime *gr = r->go;
+        json_object *go, *st, *gs;
 
+        if (!gr)
+                return;
+        go = json_object_new_object();
         fields_to_json(go, go_fields, ELEMENTSOF(go_fields), gr);
         ADD(o, "go", go);
         if (gr->error)
@@ -535,7 +662,7 @@ static int go_from_json(json_object *j, json_object *go, Snapshot *s) {
         json_object *a;
         int r;
 
-        gr = s->go = calloc(1, sizeof *gr);
+        gr = snapshot_add_go(s);
         if (!gr)
                 return -ENOMEM;
         if ((r = fields_from_json(go, go_fields, ELEMENTSOF(go_fields), gr)) < 0)
@@ -683,23 +810,14 @@ json_object *snapshot_to_json(const Snapshot *s) {
         ADD(cap, "errors", s->errors ? json_new_strv(s->errors) : json_object_new_array());
         ADD(o, "capture", cap);
 
-        if (s->python) {
-                json_object *py = json_object_new_object();
-
-                ADD(py, "version", json_object_new_string(s->python));
-                ADD(py, "gil_holder", s->gil_holder > 0 ? json_object_new_int(s->gil_holder) : NULL);
-                ADD(o, "python", py);
-        }
+        process_runtimes_to_json(o, s, true);
 
         th = json_object_new_array();
         for (size_t i = 0; i < s->n_threads; i++)
                 json_object_array_add(th, thread_to_json(&s->threads[i]));
         ADD(o, "threads", th);
         groups_to_json(o, s);
-        if (s->go)
-                go_to_json(o, s->go);
-        if (s->java)
-                ADD(o, "java", java_vm_to_json(s->java));
+        process_runtimes_to_json(o, s, false);
 
         if (s->trigger) {
                 const SnapshotTrigger *t = s->trigger;
@@ -844,22 +962,16 @@ static int thread_from_json(json_object *o, Snapshot *s) {
                         if ((r = frame_from_json(json_object_array_get_idx(a, i), f)) < 0)
                                 return r;
                 }
-        if ((a = json_member(o, "python", json_type_object))) {
-                t->python = json_get_bool(a, "thread_state");
-                t->holds_gil = json_get_bool(a, "holds_gil");
-                if ((r = json_dup_string(a, "note", &t->python_note)) < 0)
-                        return r;
-                if ((a = json_member(a, "waits", json_type_object))) {
-                        json_object *k = json_member(a, "kind", json_type_string);
-                        PythonWaitKind w = k ? python_wait_from_string(json_object_get_string(k)) : PYTHON_WAIT_NONE;
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++) {
+                ThreadRuntime *rt;
 
-                        t->py_wait = w < 0 ? PYTHON_WAIT_NONE : w;
-                        t->py_wait_owner = (pid_t) get_i64(a, "owner", 0);
-                        t->py_wait_object = get_u64(a, "object");
-                }
+                if (!runtime_json_of(k)->thread || !(a = json_member(o, runtime_kind_to_string(k), json_type_object)))
+                        continue;
+                if (!(rt = thread_runtime_add(t, k)))
+                        return -ENOMEM;
+                if ((r = thread_runtime_from_json(runtime_json_of(k), a, rt)) < 0)
+                        return r;
         }
-        if ((a = json_member(o, "java", json_type_object)) && (r = java_thread_from_json(a, t)) < 0)
-                return r;
         return 0;
 }
 
@@ -1004,15 +1116,7 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                         s->errors = strv_free(s->errors);
         }
 
-        if ((a = json_member(j, "python", json_type_object))) {
-                if ((r = json_dup_string(a, "version", &s->python)) < 0)
-                        return r;
-                s->gil_holder = (pid_t) get_i64(a, "gil_holder", 0);
-        }
-
-        if ((a = json_member(j, "go", json_type_object)) && (r = go_from_json(j, a, s)) < 0)
-                return r;
-        if ((a = json_member(j, "java", json_type_object)) && (r = java_vm_from_json(a, s)) < 0)
+        if ((r = process_runtimes_from_json(j, s)) < 0)
                 return r;
         if ((a = json_member(j, "threads", json_type_array)))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
@@ -1080,10 +1184,10 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 for (size_t k = 0; k < s->threads[i].n_frames; k++)
                         if (s->threads[i].frames[k].module >= (int) s->n_modules)
                                 s->threads[i].frames[k].module = -1;
-        for (size_t i = 0; s->go && i < s->go->n_stacks; i++)
-                for (size_t k = 0; k < s->go->stacks[i].n_frames; k++)
-                        if (s->go->stacks[i].frames[k].module >= (int) s->n_modules)
-                                s->go->stacks[i].frames[k].module = -1;
+        for (size_t i = 0; snapshot_go(s) && i < snapshot_go(s)->n_stacks; i++)
+                for (size_t k = 0; k < snapshot_go(s)->stacks[i].n_frames; k++)
+                        if (snapshot_go(s)->stacks[i].frames[k].module >= (int) s->n_modules)
+                                snapshot_go(s)->stacks[i].frames[k].module = -1;
         *ret = TAKE_PTR(s);
         return 0;
 }

@@ -172,22 +172,19 @@ static int class_order(ThreadClass c) {
         return (int) ELEMENTSOF(order);
 }
 
-static const char *basename_of(const char *path) {
-        const char *slash = path ? strrchr(path, '/') : NULL;
-        return slash ? slash + 1 : path;
-}
-
+/* A runtime's frame is the program's own code, but for its machinery (Go's runtime.); a native frame in a runtime's
+ * interpreter (libpython, libjvm) is the interpreter's. */
 static FlameKind user_frame_kind(const Snapshot *s, const UserFrame *u) {
-        const ModuleInfo *m = snapshot_frame_module(s, u);
-        const char *mod = m ? basename_of(m->path) : NULL;
+        RuntimeKind r = frame_kind_runtime(u->kind);
+        const ModuleInfo *m;
 
-        if (frame_kind_is_runtime(u->kind))
-                return FLAME_RUNTIME;
-        if (u->kind == FRAME_KIND_GO)
-                return u->function && startswith(u->function, "runtime.") ? FLAME_INTERPRETER : FLAME_RUNTIME;
-        if (mod && (startswith(mod, "libpython") || startswith(mod, "python") || startswith(mod, "libjvm")))
-                return FLAME_INTERPRETER;
-        return FLAME_NATIVE;
+        if (r >= 0) {
+                const char *machinery = runtime_traits[r].machinery;
+                return machinery && u->function && startswith(u->function, machinery) ? FLAME_INTERPRETER
+                                                                                       : FLAME_RUNTIME;
+        }
+        m = snapshot_frame_module(s, u);
+        return m && runtime_of_interpreter_module(m->path) >= 0 ? FLAME_INTERPRETER : FLAME_NATIVE;
 }
 
 /* One thread's path from the bottom bar up: its class, its process, its user frames from the outermost, then its

@@ -87,20 +87,94 @@ static void print_java_frame(FILE *f, const UserFrame *u, size_t n) {
         fputs(")\n", f);
 }
 
-/* What a Java thread holds and waits for, one line each, with the owner the dump names. */
-static void print_java_locks(FILE *f, const ThreadSnapshot *t) {
-        for (size_t i = 0; i < t->n_java_locks; i++) {
-                const JavaLock *l = &t->java_locks[i];
+/* A frame of a runtime with no printer of its own: #5  function (file:line) */
+static void print_runtime_frame(FILE *f, const UserFrame *u, size_t n) {
+        fprintf(f, "#%-2zu ", n);
+        fputs_escaped(u->function ?: "?", f);
+        fputs(" (", f);
+        fputs_escaped(u->file ?: "?", f);
+        if (u->line)
+                fprintf(f, ":%u", u->line);
+        fputs(")\n", f);
+}
 
-                fprintf(f, "  (java: %s <0x%" PRIx64 ">", java_lock_to_string(l->kind) ?: "?", l->address);
-                if (l->klass) {
-                        fputs(" (a ", f);
-                        fputs_escaped(l->klass, f);
-                        fputc(')', f);
+/* What the process's CPython is, and who holds its GIL. */
+static void print_python_process(FILE *f, const ProcessRuntime *r) {
+        fputs_escaped(r->version ?: "?", f);
+        if (r->lock_holder > 0)
+                fprintf(f, ", the GIL held by TID %d", (int) r->lock_holder);
+        else
+                fputs(", the GIL free", f);
+}
+
+/* What the JVM answered, and how fast; or why it did not. */
+static void print_java_process(FILE *f, const ProcessRuntime *r) {
+        if (r->version) {
+                fputs_escaped(r->version, f);
+                fprintf(f, ", answered in %.1f ms", (double) r->pause_usec / 1000.0);
+                if (r->deadlocks > 0)
+                        fprintf(f, "; DEADLOCK: the JVM reports %u Java-level deadlock%s", r->deadlocks,
+                                r->deadlocks == 1 ? "" : "s");
+        } else
+                fputs("(no thread dump)", f);
+        if (r->error) {
+                fputs(": no Java frames: ", f);
+                fputs_escaped(r->error, f);
+        }
+}
+
+/* What a runtime with no printer of its own says of the process: its version, and its error. */
+static void print_runtime_process(FILE *f, const ProcessRuntime *r) {
+        fputs_escaped(r->version ?: "?", f);
+        if (r->error) {
+                fputs(": ", f);
+                fputs_escaped(r->error, f);
+        }
+}
+
+/* How text shows a runtime where its own tools' words are not the generic ones: a row for each that has them, every
+ * member NULL (or false) for the generic form. */
+typedef struct RuntimeText {
+        void (*frame)(FILE *f, const UserFrame *u, size_t n);   /* one of its frames, as its own tools show it */
+        void (*process)(FILE *f, const ProcessRuntime *r);      /* its line in the process's head, after its name */
+        bool no_process_line;                                   /* it has none: its tail says all */
+        void (*tail)(const Snapshot *s, FILE *f);               /* after the threads (Go's goroutines) */
+        void (*tail_folded)(const Snapshot *s, FILE *f);        /* the same, folded */
+} RuntimeText;
+
+static const RuntimeText runtime_text[_RUNTIME_MAX] = {
+        [RUNTIME_PYTHON] = { .frame = print_python_frame, .process = print_python_process },
+        [RUNTIME_GO] = { .no_process_line = true, .tail = goroutines_print_text,
+                         .tail_folded = goroutines_print_folded },
+        [RUNTIME_JAVA] = { .frame = print_java_frame, .process = print_java_process },
+};
+
+/* What each runtime knows of T beside its frames, one line each: why frames are missing, the locks it holds and
+ * waits for (with the owner the runtime names). */
+static void print_thread_runtimes(FILE *f, const ThreadSnapshot *t) {
+        for (size_t i = 0; i < t->n_runtimes; i++) {
+                const ThreadRuntime *rt = &t->runtimes[i];
+                const char *name = runtime_kind_to_string(rt->kind) ?: "?";
+
+                if (rt->note) {
+                        fprintf(f, "  (%s: ", name);
+                        fputs_escaped(rt->note, f);
+                        fputs(")\n", f);
                 }
-                if (l->owner > 0)
-                        fprintf(f, " held by TID %d", (int) l->owner);
-                fputs(")\n", f);
+                for (size_t k = 0; k < rt->n_locks; k++) {
+                        const RuntimeLock *l = &rt->locks[k];
+
+                        fprintf(f, "  (%s: %s <0x%" PRIx64 ">", name, runtime_lock_to_string(l->kind) ?: "?",
+                                l->address);
+                        if (l->klass) {
+                                fputs(" (a ", f);
+                                fputs_escaped(l->klass, f);
+                                fputc(')', f);
+                        }
+                        if (l->owner > 0)
+                                fprintf(f, " held by TID %d", (int) l->owner);
+                        fputs(")\n", f);
+                }
         }
 }
 
@@ -150,16 +224,23 @@ static void print_thread_head(const Snapshot *s, const ThreadSnapshot *t, const 
         if (t->tracer_pid > 0 && !g)
                 fprintf(f, ", traced by %d", (int) t->tracer_pid);
         fputs("]", f);
-        if (t->holds_gil)
-                fputs(" holds the GIL", f);
-        if (t->java_name && !g) {
-                fputs(" java \"", f);
-                fputs_escaped(t->java_name, f);
-                fputc('"', f);
-        }
-        if (t->java_state) {
-                fputs(g ? " java " : " ", f);
-                fputs_escaped(t->java_state, f);
+        for (size_t i = 0; i < t->n_runtimes; i++) {
+                const ThreadRuntime *rt = &t->runtimes[i];
+                const char *name = runtime_kind_to_string(rt->kind) ?: "?";
+
+                if (rt->holds_global_lock)
+                        fprintf(f, " holds the %s", runtime_traits[rt->kind].global_lock ?: "global lock");
+                if (rt->name && !g) {
+                        fprintf(f, " %s \"", name);
+                        fputs_escaped(rt->name, f);
+                        fputc('"', f);
+                }
+                if (rt->state) {
+                        fputc(' ', f);
+                        if (g)
+                                fprintf(f, "%s ", name);
+                        fputs_escaped(rt->state, f);
+                }
         }
         fputc('\n', f);
 }
@@ -186,12 +267,7 @@ static void print_thread_group(const Snapshot *s, const ThreadSnapshot *t, const
                         }
                         fputc('\n', f);
                 }
-        if (t->python_note) {
-                fputs("  (python: ", f);
-                fputs_escaped(t->python_note, f);
-                fputs(")\n", f);
-        }
-        print_java_locks(f, t);
+        print_thread_runtimes(f, t);
         for (size_t i = 0, shown = 0; i < t->n_frames; i++) {
                 const UserFrame *u = &t->frames[i];
                 const ModuleInfo *m = snapshot_frame_module(s, u);
@@ -199,12 +275,9 @@ static void print_thread_group(const Snapshot *s, const ThreadSnapshot *t, const
 
                 if (!user_frame_shown(u))
                         continue;
-                if (u->kind == FRAME_KIND_PYTHON) {
-                        print_python_frame(f, u, shown++);
-                        continue;
-                }
-                if (u->kind == FRAME_KIND_JAVA) {
-                        print_java_frame(f, u, shown++);
+                if (frame_kind_is_runtime(u->kind)) {
+                        const RuntimeText *rt = &runtime_text[frame_kind_runtime(u->kind)];
+                        (rt->frame ?: print_runtime_frame)(f, u, shown++);
                         continue;
                 }
                 fprintf(f, "#%-2zu 0x%016" PRIx64 " ", shown++, u->pc);
@@ -277,8 +350,8 @@ static int print_threads(const Snapshot *s, const TextOptions *o, FILE *f) {
         return 0;
 }
 
-/* "inner (app.py:12)": a Python frame in one line, the file by its base name. */
-static void put_python_place(FILE *f, const UserFrame *u) {
+/* "inner (app.py:12)": a runtime's frame in one line, the file by its base name. */
+static void put_runtime_place(FILE *f, const UserFrame *u) {
         const char *fb = u->file ? strrchr(u->file, '/') : NULL;
 
         fputs_escaped(u->function ?: "?", f);
@@ -311,7 +384,7 @@ static char *frame_line(const Snapshot *s, const ThreadSnapshot *t, size_t i, si
                 fprintf(f, "#%-2zu ", shown);
                 if (frame_kind_is_runtime(u->kind)) {
                         /* Its file and line are in its place already. */
-                        put_python_place(f, u);
+                        put_runtime_place(f, u);
                 } else if (u->function) {
                         fputs_escaped(u->function, f);
                         if (!u->inlined && u->function_offset)
@@ -404,7 +477,7 @@ int snapshot_top_runtime_frame(const Snapshot *s, pid_t tid, char **ret) {
                         f = open_memstream(&buf, &size);
                         if (!f)
                                 return -ENOMEM;
-                        put_python_place(f, &t->frames[k]);
+                        put_runtime_place(f, &t->frames[k]);
                         if (fclose(f) != 0)
                                 return -ENOMEM;
                         *ret = TAKE_PTR(buf);
@@ -592,29 +665,13 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 fputs_escaped(s->exe, f);
                 fputc('\n', f);
         }
-        if (s->python) {
-                fputs("  python ", f);
-                fputs_escaped(s->python, f);
-                if (s->gil_holder > 0)
-                        fprintf(f, ", the GIL held by TID %d", (int) s->gil_holder);
-                else
-                        fputs(", the GIL free", f);
-                fputc('\n', f);
-        }
-        if (s->java) {
-                fputs("  java ", f);
-                if (s->java->vm) {
-                        fputs_escaped(s->java->vm, f);
-                        fprintf(f, ", answered in %.1f ms", (double) s->java->pause_usec / 1000.0);
-                        if (s->java->deadlocks > 0)
-                                fprintf(f, "; DEADLOCK: the JVM reports %u Java-level deadlock%s", s->java->deadlocks,
-                                        s->java->deadlocks == 1 ? "" : "s");
-                } else
-                        fputs("(no thread dump)", f);
-                if (s->java->error) {
-                        fputs(": no Java frames: ", f);
-                        fputs_escaped(s->java->error, f);
-                }
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++) {
+                const ProcessRuntime *r = snapshot_runtime(s, k);
+
+                if (!r || runtime_text[k].no_process_line)
+                        continue;
+                fprintf(f, "  %s ", runtime_kind_to_string(k));
+                (runtime_text[k].process ?: print_runtime_process)(f, r);
                 fputc('\n', f);
         }
         if (s->trigger) {
@@ -657,8 +714,9 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 print_lock_table(s, f);
         if (print_threads(s, o, f) < 0)
                 return -ENOMEM;
-        if (s->go)
-                goroutines_print_text(s, f);
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++)
+                if (snapshot_runtime(s, k) && runtime_text[k].tail)
+                        runtime_text[k].tail(s, f);
         if (o->modules)
                 for (size_t i = 0; i < s->n_modules; i++) {
                         const ModuleInfo *m = &s->modules[i];
@@ -702,7 +760,9 @@ int snapshot_print_folded(const Snapshot *s, bool kernel, FILE *f) {
                         }
                 fputs(" 1\n", f);
         }
-        goroutines_print_folded(s, f);
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++)
+                if (snapshot_runtime(s, k) && runtime_text[k].tail_folded)
+                        runtime_text[k].tail_folded(s, f);
         for (size_t i = 0; i < s->n_peers; i++)
                 snapshot_print_folded(s->peers[i], kernel, f);
         return ferror(f) ? -EIO : 0;

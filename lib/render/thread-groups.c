@@ -61,23 +61,36 @@ static bool frames_equal(const UserFrame *a, const UserFrame *b) {
         return streq_ptr(a->function, b->function) && streq_ptr(a->file, b->file) && a->line == b->line;
 }
 
-static bool java_locks_equal(const ThreadSnapshot *a, const ThreadSnapshot *b) {
-        if (a->n_java_locks != b->n_java_locks)
+static bool locks_equal(const ThreadRuntime *a, const ThreadRuntime *b) {
+        if (a->n_locks != b->n_locks)
                 return false;
-        for (size_t i = 0; i < a->n_java_locks; i++)
-                if (a->java_locks[i].kind != b->java_locks[i].kind ||
-                    a->java_locks[i].address != b->java_locks[i].address ||
-                    a->java_locks[i].owner != b->java_locks[i].owner)
+        for (size_t i = 0; i < a->n_locks; i++)
+                if (a->locks[i].kind != b->locks[i].kind || a->locks[i].address != b->locks[i].address ||
+                    a->locks[i].owner != b->locks[i].owner)
                         return false;
+        return true;
+}
+
+/* What the runtimes say alike threads do: the same global lock held, the same wait, state and locks (not their
+ * names, not a note); a runtime that knows nothing of a thread says what an empty block says. */
+static bool runtimes_alike(const ThreadSnapshot *a, const ThreadSnapshot *b) {
+        static const ThreadRuntime none = {};
+
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++) {
+                const ThreadRuntime *x = thread_runtime(a, k) ?: &none, *y = thread_runtime(b, k) ?: &none;
+
+                if (x->holds_global_lock != y->holds_global_lock || x->wait.kind != y->wait.kind ||
+                    x->wait.owner != y->wait.owner || x->wait.object != y->wait.object ||
+                    !streq_ptr(x->state, y->state) || !locks_equal(x, y))
+                        return false;
+        }
         return true;
 }
 
 bool snapshot_threads_alike(const ThreadSnapshot *a, const ThreadSnapshot *b) {
         if (a->state != b->state || a->syscall.kind != b->syscall.kind || a->syscall.nr != b->syscall.nr ||
             a->n_kframes != b->n_kframes || a->n_frames != b->n_frames || a->method != b->method ||
-            !!a->error != !!b->error || a->holds_gil != b->holds_gil || a->py_wait != b->py_wait ||
-            a->py_wait_owner != b->py_wait_owner || a->py_wait_object != b->py_wait_object ||
-            !streq_ptr(a->java_state, b->java_state) || !java_locks_equal(a, b))
+            !!a->error != !!b->error || !runtimes_alike(a, b))
                 return false;
         for (size_t i = 0; i < a->n_kframes; i++)
                 if (!kframes_equal(&a->kframes[i], &b->kframes[i]))

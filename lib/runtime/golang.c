@@ -1070,7 +1070,7 @@ static bool thread_runs_goroutine(const ThreadSnapshot *t, uint64_t startpc) {
 
 static int goroutine_fill(GoProcess *p, const GoRawSet *raw, const GoRawG *rg, Goroutine *g, Snapshot *s,
                           GoSymbolizeFn fn, void *userdata, ThreadSnapshot *scratch, Creators *creators) {
-        GoRuntime *gr = s->go;
+        GoRuntime *gr = snapshot_go(s);
         const char *why = rg->status == GO_STATUS_WAITING ? go_wait_reason(p, rg->waitreason) : NULL;
         int r;
 
@@ -1132,7 +1132,7 @@ int go_build(GoProcess *p, GoRawSet *raw, Snapshot *s, GoSymbolizeFn fn, void *u
         GoRuntime *gr;
         int r = 0;
 
-        gr = s->go = calloc(1, sizeof *gr);
+        gr = snapshot_add_go(s);
         if (!gr)
                 return -ENOMEM;
         gr->version = strdup(p->version);
@@ -1242,8 +1242,8 @@ static int go_open(const RuntimeCapture *rc, void **ret) {
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
-                rc->s->go = calloc(1, sizeof *rc->s->go);
-                if (!rc->s->go || !(rc->s->go->error = strdup(why ?: strerror(-r))))
+                GoRuntime *gr = snapshot_add_go(rc->s);
+                if (!gr || !(gr->error = strdup(why ?: strerror(-r))))
                         return -ENOMEM;
                 (void) snapshot_add_error(rc->s, "Go goroutines not read: %s", why ?: strerror(-r));
                 return 0;
@@ -1288,13 +1288,13 @@ static int go_finish(void *state, const RuntimeCapture *rc) {
         r = go_build(g->p, &g->raw, s, rc->symbolize, rc->userdata);
         if (r < 0)
                 return r;
-        if (s->go->unresolved > 0) {
+        if (snapshot_go(s)->unresolved > 0) {
                 s->truncated = true;
                 (void) snapshot_add_error(s, "time budget (%llu ms) spent: %zu of %zu goroutines left without frames",
                                           (unsigned long long) (rc->time_budget_usec / USEC_PER_MSEC),
-                                          s->go->unresolved, s->go->n_goroutines);
+                                          snapshot_go(s)->unresolved, snapshot_go(s)->n_goroutines);
         }
-        s->go->read_usec = g->read_usec + (now_usec(CLOCK_MONOTONIC) - start);
+        snapshot_go(s)->read_usec = g->read_usec + (now_usec(CLOCK_MONOTONIC) - start);
         return 0;
 }
 
@@ -1329,7 +1329,6 @@ static int go_trim_native(ThreadSnapshot *t, bool *ret_clean) {
 }
 
 const RuntimeOps go_runtime_ops = {
-        .name = "go",
         .open = go_open,
         .read_process = go_read_process,
         .finish = go_finish,

@@ -427,7 +427,7 @@ typedef struct DumpThread {
         pid_t tid;
         DumpFrame *frames;
         size_t n_frames;
-        JavaLock *locks;
+        RuntimeLock *locks;
         size_t n_locks;
 } DumpThread;
 
@@ -540,23 +540,23 @@ static int parse_frame(const char *l, size_t len, DumpThread *t) {
 static int parse_lock(const char *l, size_t len, bool ownable, DumpThread *t) {
         static const struct {
                 const char *prefix;
-                JavaLockKind kind;
+                RuntimeLockKind kind;
         } kinds[] = {
-                { "locked ", JAVA_LOCK_LOCKED },
-                { "waiting to lock ", JAVA_LOCK_WAITING_TO_LOCK },
-                { "waiting on ", JAVA_LOCK_WAITING_ON },
-                { "waiting to re-lock in wait() ", JAVA_LOCK_WAITING_TO_RELOCK },
-                { "parking to wait for ", JAVA_LOCK_PARKING },
+                { "locked ", RUNTIME_LOCK_LOCKED },
+                { "waiting to lock ", RUNTIME_LOCK_WAITING_TO_LOCK },
+                { "waiting on ", RUNTIME_LOCK_WAITING_ON },
+                { "waiting to re-lock in wait() ", RUNTIME_LOCK_WAITING_TO_RELOCK },
+                { "parking to wait for ", RUNTIME_LOCK_PARKING },
         };
         const char *addr = memmem(l, len, "<0x", 3), *gt, *cls, *end;
-        JavaLockKind kind = _JAVA_LOCK_INVALID;
+        RuntimeLockKind kind = _RUNTIME_LOCK_INVALID;
         char num[24];
         uint64_t v;
-        JavaLock *k;
+        RuntimeLock *k;
         size_t n;
 
         if (ownable)
-                kind = JAVA_LOCK_OWNS;
+                kind = RUNTIME_LOCK_OWNS;
         else
                 for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
                         if (len >= strlen(kinds[i].prefix) && memcmp(l, kinds[i].prefix, strlen(kinds[i].prefix)) == 0)
@@ -575,7 +575,7 @@ static int parse_lock(const char *l, size_t len, bool ownable, DumpThread *t) {
         k = grow_one((void **) &t->locks, t->n_locks, sizeof *t->locks);
         if (!k)
                 return -ENOMEM;
-        *k = (JavaLock) { .kind = kind, .address = v };
+        *k = (RuntimeLock) { .kind = kind, .address = v };
         t->n_locks++;
         cls = memmem(gt, (size_t) (l + len - gt), "(a ", 3);
         end = cls ? memchr(cls, ')', (size_t) (l + len - cls)) : NULL;
@@ -666,7 +666,7 @@ static pid_t dump_owner(const Dump *d, uint64_t addr, pid_t waiter) {
                 for (size_t k = 0; k < t->n_locks; k++) {
                         if (t->locks[k].address != addr)
                                 continue;
-                        if (t->locks[k].kind == JAVA_LOCK_LOCKED || t->locks[k].kind == JAVA_LOCK_OWNS)
+                        if (t->locks[k].kind == RUNTIME_LOCK_LOCKED || t->locks[k].kind == RUNTIME_LOCK_OWNS)
                                 holds = true;
                         else
                                 released = true;
@@ -694,14 +694,18 @@ static void java_span(const ThreadSnapshot *t, size_t *ret_from, size_t *ret_to)
 }
 
 static int merge_thread(ThreadSnapshot *t, const Dump *d, const DumpThread *dt) {
+        ThreadRuntime *rt = thread_runtime_add(t, RUNTIME_JAVA);
         size_t from, to, n;
         UserFrame *frames;
 
-        t->java_name = strdup(dt->name);
-        if (!t->java_name || (dt->state && !(t->java_state = strdup(dt->state))))
+        if (!rt)
+                return -ENOMEM;
+        rt->known = true;
+        rt->name = strdup(dt->name);
+        if (!rt->name || (dt->state && !(rt->state = strdup(dt->state))))
                 return -ENOMEM;
         for (size_t i = 0; i < dt->n_locks; i++) {
-                JavaLock *l = thread_add_java_lock(t);
+                RuntimeLock *l = thread_runtime_add_lock(rt);
 
                 if (!l)
                         return -ENOMEM;
@@ -709,8 +713,8 @@ static int merge_thread(ThreadSnapshot *t, const Dump *d, const DumpThread *dt) 
                 l->klass = NULL;
                 if (dt->locks[i].klass && !(l->klass = strdup(dt->locks[i].klass)))
                         return -ENOMEM;
-                if (l->kind == JAVA_LOCK_WAITING_TO_LOCK || l->kind == JAVA_LOCK_WAITING_TO_RELOCK ||
-                    l->kind == JAVA_LOCK_PARKING)
+                if (l->kind == RUNTIME_LOCK_WAITING_TO_LOCK || l->kind == RUNTIME_LOCK_WAITING_TO_RELOCK ||
+                    l->kind == RUNTIME_LOCK_PARKING)
                         l->owner = dump_owner(d, l->address, dt->tid);
         }
         if (dt->n_frames == 0)
@@ -747,14 +751,17 @@ static int merge_thread(ThreadSnapshot *t, const Dump *d, const DumpThread *dt) 
 }
 
 int java_merge_threaddump(Snapshot *s, const char *text, const pid_t *ns_tids) {
+        ProcessRuntime *jvm = snapshot_add_runtime(s, RUNTIME_JAVA);
         _cleanup_(dump_done) Dump d = {};
         const char *nl = strchr(text, '\n');
         int r;
 
+        if (!jvm)
+                return -ENOMEM;
         /* The result code first: 0, or the JVM's error. */
         if (!startswith(text, "0\n")) {
-                free(s->java->error);
-                if (asprintf(&s->java->error, "the JVM refused the request: %.*s", nl ? (int) (nl - text) : 80, text) < 0)
+                free(jvm->error);
+                if (asprintf(&jvm->error, "the JVM refused the request: %.*s", nl ? (int) (nl - text) : 80, text) < 0)
                         return -ENOMEM;
                 return 0;
         }
@@ -770,15 +777,16 @@ int java_merge_threaddump(Snapshot *s, const char *text, const pid_t *ns_tids) {
                                 host = s->threads[k].tid;
                 d.threads[i].tid = host;
         }
-        s->java->vm = TAKE_PTR(d.vm);
-        s->java->deadlocks = d.deadlocks;
+        jvm->version = TAKE_PTR(d.vm);
+        jvm->deadlocks = d.deadlocks;
         for (size_t i = 0; i < d.n_threads; i++) {
                 ThreadSnapshot *t = d.threads[i].tid > 0 ? snapshot_find_thread(s, d.threads[i].tid) : NULL;
+                const ThreadRuntime *rt = t ? thread_runtime(t, RUNTIME_JAVA) : NULL;
 
-                if (t && !t->java_name && (r = merge_thread(t, &d, &d.threads[i])) < 0)
+                if (t && !(rt && rt->known) && (r = merge_thread(t, &d, &d.threads[i])) < 0)
                         return r;
         }
-        if (!s->java->vm && d.n_threads == 0 && !(s->java->error = strdup("the JVM's answer held no thread dump")))
+        if (!jvm->version && d.n_threads == 0 && !(jvm->error = strdup("the JVM's answer held no thread dump")))
                 return -ENOMEM;
         return 0;
 }
@@ -815,20 +823,20 @@ static int ns_tids_of(const Snapshot *s, pid_t **ret) {
 int java_capture(Snapshot *s, uint64_t deadline_usec) {
         _cleanup_free_ char *text = NULL, *why = NULL;
         _cleanup_free_ pid_t *ns_tids = NULL;
+        ProcessRuntime *jvm = snapshot_add_runtime(s, RUNTIME_JAVA);
         uint64_t usec = 0;
         int r;
 
-        s->java = calloc(1, sizeof *s->java);
-        if (!s->java)
+        if (!jvm)
                 return -ENOMEM;
         r = java_request_threaddump(s->pid, deadline_usec, &text, &usec, &why);
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
-                s->java->error = why ? TAKE_PTR(why) : strdup(strerror(-r));
-                return s->java->error ? 0 : -ENOMEM;
+                jvm->error = why ? TAKE_PTR(why) : strdup(strerror(-r));
+                return jvm->error ? 0 : -ENOMEM;
         }
-        s->java->pause_usec = usec;
+        jvm->pause_usec = usec;
         r = ns_tids_of(s, &ns_tids);
         if (r == -ENOMEM)
                 return r;
@@ -847,19 +855,18 @@ static int java_finish(void *state, const RuntimeCapture *rc) {
         if (!java_is_jvm(s))
                 return 0;
         if (now >= rc->deadline_usec) {
-                s->java = calloc(1, sizeof *s->java);
-                if (!s->java || !(s->java->error = strdup("the time budget was spent before the JVM was asked")))
+                ProcessRuntime *jvm = snapshot_add_runtime(s, RUNTIME_JAVA);
+                if (!jvm || !(jvm->error = strdup("the time budget was spent before the JVM was asked")))
                         return -ENOMEM;
                 return 0;
         }
         r = java_capture(s, MIN(rc->deadline_usec, now + rc->ask_usec));
         /* The answer's time bounds the safepoint its Java threads were paused for: a pause like a ptrace stop's. */
-        if (r >= 0 && s->java->vm)
-                s->max_pause_us = MAX(s->max_pause_us, (double) s->java->pause_usec);
+        if (r >= 0 && snapshot_runtime(s, RUNTIME_JAVA)->version)
+                s->max_pause_us = MAX(s->max_pause_us, (double) snapshot_runtime(s, RUNTIME_JAVA)->pause_usec);
         return r;
 }
 
 const RuntimeOps java_runtime_ops = {
-        .name = "java",
         .finish = java_finish,
 };

@@ -28,11 +28,11 @@ int java_request_threaddump(pid_t pid, uint64_t deadline_usec, char **ret, uint6
 
 /* Merge the thread dump TEXT into S (threads by their nid, the TID; NS_TIDS, when not NULL, gives each of S's
  * threads its TID in the JVM's pid namespace, which the dump uses): Java frames where the native stack enters Java
- * code, states, locks with their owners, and the VM's banner and own deadlock count into S->java (which must be
- * set). -ENOMEM, or 0. */
+ * code, states, locks with their owners, and the VM's banner and own deadlock count into S's Java runtime (added
+ * when S has none). -ENOMEM, or 0. */
 int java_merge_threaddump(Snapshot *s, const char *text, const pid_t *ns_tids);
 
-/* Both, for S of process PID, within DEADLINE_USEC: S->java says what was had, or why not. -ENOMEM, or 0. */
+/* Both, for S of process PID, within DEADLINE_USEC: S's Java runtime says what was had, or why not. -ENOMEM, or 0. */
 int java_capture(Snapshot *s, uint64_t deadline_usec);
 
 /* a HotSpot JVM's row of the runtime table (runtime/runtime.h). */

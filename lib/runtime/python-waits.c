@@ -101,7 +101,7 @@ int python_waits_read(void *userdata, pid_t pid, pid_t tid, uint64_t futex, Runt
         r = py_wait_of(py, tid, futex, ret);
         if (r < 0)
                 return r;
-        return ret->kind != PYTHON_WAIT_NONE;
+        return ret->kind != RUNTIME_WAIT_NONE;
 }
 
 static void python_waits_free_void(void *w) {

@@ -974,16 +974,19 @@ static int python_frame(PyProcess *p, const PyRawFrame *rf, UserFrame *ret) {
 int py_merge_stack(PyProcess *p, const PyRawStack *raw, ThreadSnapshot *t) {
         _cleanup_free_ UserFrame *out = NULL;
         size_t n_out = 0, next = 0, cap = t->n_frames + raw->n;
+        ThreadRuntime *rt = thread_runtime_add(t, RUNTIME_PYTHON);
         int r;
 
-        t->python = raw->have_tstate;
-        t->holds_gil = raw->have_tstate && p->gil_holder == t->tid;
-        t->python_note = mfree(t->python_note);
+        if (!rt)
+                return -ENOMEM;
+        rt->known = raw->have_tstate;
+        rt->holds_global_lock = raw->have_tstate && p->gil_holder == t->tid;
+        rt->note = mfree(rt->note);
         if (!raw->have_tstate)
-                return (t->python_note = strdup("no Python thread state (a thread running only C code)")) ? 0 : -ENOMEM;
+                return (rt->note = strdup("no Python thread state (a thread running only C code)")) ? 0 : -ENOMEM;
         if (raw->n == 0) {
-                t->python_note = strdup(raw->end[0] ? raw->end : "no Python frames");
-                return t->python_note ? 0 : -ENOMEM;
+                rt->note = strdup(raw->end[0] ? raw->end : "no Python frames");
+                return rt->note ? 0 : -ENOMEM;
         }
         out = calloc(cap ?: 1, sizeof *out);
         if (!out)
@@ -1012,7 +1015,7 @@ int py_merge_stack(PyProcess *p, const PyRawStack *raw, ThreadSnapshot *t) {
         /* Cut like a native stack cut by --max-frames: the dump says so the same way (exit status 5). */
         if (raw->truncated)
                 t->truncated = true;
-        if (raw->end[0] && !(t->python_note = strdup(raw->end))) {
+        if (raw->end[0] && !(rt->note = strdup(raw->end))) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -1099,19 +1102,19 @@ static pid_t joined_thread(const PyProcess *p, uint64_t futex) {
 
 /* What the thread's top Python frame says it waits for: Condition.wait() and Event.wait() of threading.py block on
  * a fresh lock that the notifier releases, which has no owner to name; Thread.join() on the thread's end. */
-static PythonWaitKind top_wait_kind(PyProcess *p, uint64_t frame_code) {
+static RuntimeWaitKind top_wait_kind(PyProcess *p, uint64_t frame_code) {
         PyCode *c = code_get(p, frame_code);
 
         if (!c || !c->valid || !endswith(c->filename, "/threading.py"))
-                return PYTHON_WAIT_NONE;
+                return RUNTIME_WAIT_NONE;
         if (streq(c->qualname, "Condition.wait") || streq(c->qualname, "Event.wait") || streq(c->qualname, "wait"))
-                return PYTHON_WAIT_CONDITION;
+                return RUNTIME_WAIT_CONDITION;
         /* Thread.join() waits on the thread's tstate lock, which the thread's end releases; from 3.13 on the
          * thread handle's event, from Thread.join itself (a C call: no frame of its own). */
         if (streq(c->qualname, "Thread._wait_for_tstate_lock") || streq(c->qualname, "_wait_for_tstate_lock") ||
             streq(c->qualname, "Thread.join"))
-                return PYTHON_WAIT_JOIN;
-        return PYTHON_WAIT_NONE;
+                return RUNTIME_WAIT_JOIN;
+        return RUNTIME_WAIT_NONE;
 }
 
 int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
@@ -1121,11 +1124,11 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         uint8_t buf[PY_FRAME_BYTES_MAX];
         char tn[32];
 
-        *ret = (RuntimeWait) { .kind = PYTHON_WAIT_NONE };
+        *ret = (RuntimeWait) { .kind = RUNTIME_WAIT_NONE };
         if (!ref)
                 return 0;
         if (p->gil && futex >= p->gil && futex < p->gil + PY_GIL_STATE_BYTES) {
-                *ret = (RuntimeWait) { .kind = PYTHON_WAIT_GIL, .owner = p->gil_holder };
+                *ret = (RuntimeWait) { .kind = RUNTIME_WAIT_GIL, .owner = p->gil_holder };
                 return 0;
         }
         if (current_frame(p, ref->tstate, &frame) < 0 || frame == 0)
@@ -1153,9 +1156,9 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         if (!code)
                 return 0;
         ret->kind = top_wait_kind(p, code);
-        if (ret->kind == PYTHON_WAIT_JOIN)
+        if (ret->kind == RUNTIME_WAIT_JOIN)
                 ret->owner = joined_thread(p, futex);
-        if (ret->kind != PYTHON_WAIT_NONE)
+        if (ret->kind != RUNTIME_WAIT_NONE)
                 return 0;
         /* The lock objects' locks are semaphores from 3.8 to 3.13 (PyMutexes from 3.14, whose waits are on a parking
          * lot, not on the lock). */
@@ -1168,25 +1171,28 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
         if (streq(tn, "_thread.RLock")) {
                 uint64_t owner = 0;
 
-                *ret = (RuntimeWait) { .kind = PYTHON_WAIT_RLOCK, .object = lock };
+                *ret = (RuntimeWait) { .kind = RUNTIME_WAIT_RLOCK, .object = lock };
                 if (py_read_ptr(p, lock + o->rlock_owner, &owner) == 0)
                         for (size_t i = 0; owner && i < p->n_threads; i++)
                                 if (p->threads[i].ident == owner)
                                         ret->owner = p->threads[i].tid;
         } else if (streq(tn, "_thread.lock"))
-                *ret = (RuntimeWait) { .kind = PYTHON_WAIT_LOCK, .object = lock };
+                *ret = (RuntimeWait) { .kind = RUNTIME_WAIT_LOCK, .object = lock };
         return 0;
 }
 
 int py_thread_wait(PyProcess *p, ThreadSnapshot *t) {
-        RuntimeWait w = { .kind = PYTHON_WAIT_NONE };
+        RuntimeWait w = { .kind = RUNTIME_WAIT_NONE };
         int r = 0;
 
         if (t->syscall.kind == PROC_SYSCALL_BLOCKED && streq_ptr(syscall_name(t->syscall.nr), "futex"))
                 r = py_wait_of(p, t->tid, t->syscall.args[0], &w);
-        t->py_wait = w.kind;
-        t->py_wait_owner = w.owner;
-        t->py_wait_object = w.object;
+        if (w.kind != RUNTIME_WAIT_NONE || thread_runtime(t, RUNTIME_PYTHON)) {
+                ThreadRuntime *rt = thread_runtime_add(t, RUNTIME_PYTHON);
+                if (!rt)
+                        return -ENOMEM;
+                rt->wait = w;
+        }
         return r;
 }
 
@@ -1195,6 +1201,7 @@ int py_thread_wait(PyProcess *p, ThreadSnapshot *t) {
 static int python_open(const RuntimeCapture *rc, void **ret) {
         _cleanup_(py_process_freep) PyProcess *p = NULL;
         const char *why = NULL;
+        ProcessRuntime *pr;
         int r;
 
         *ret = NULL;
@@ -1207,10 +1214,10 @@ static int python_open(const RuntimeCapture *rc, void **ret) {
         }
         if (!p)
                 return 0;
-        rc->s->python = strdup(py_process_version(p));
-        if (!rc->s->python)
+        pr = snapshot_add_runtime(rc->s, RUNTIME_PYTHON);
+        if (!pr || !(pr->version = strdup(py_process_version(p))))
                 return -ENOMEM;
-        rc->s->gil_holder = py_process_gil_holder(p);
+        pr->lock_holder = py_process_gil_holder(p);
         *ret = TAKE_PTR(p);
         return 0;
 }
@@ -1245,7 +1252,6 @@ static void python_close(void *state) {
 }
 
 const RuntimeOps python_runtime_ops = {
-        .name = "python",
         .open = python_open,
         .read_thread = python_read_thread,
         .thread_done = python_thread_done,

@@ -70,7 +70,7 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret);
 
 /* What T, parked in a futex wait and merged (py_merge_stack()), waits for: the GIL (the futex is inside the
  * interpreter's GIL state), a threading.RLock or Lock (the lock object whose semaphore the futex is, found on its
- * top frame's locals and stack: 3.8 to 3.13), a Condition or Event. Sets T's py_wait fields; PYTHON_WAIT_NONE when
+ * top frame's locals and stack: 3.8 to 3.13), a Condition or Event. Sets T's py_wait fields; RUNTIME_WAIT_NONE when
  * none of these. Reads the thread now: meant for a thread that is still parked where it was captured. */
 int py_thread_wait(PyProcess *p, ThreadSnapshot *t);
 

@@ -10,14 +10,6 @@
 #include "unwind/symbolize.h"
 #include "unwind/unwind.h"
 
-/* The runtimes, the index of each one's row (runtime.c's table) and its bit in RuntimeCapture's masks. */
-typedef enum RuntimeKind {
-        RUNTIME_PYTHON,
-        RUNTIME_GO,
-        RUNTIME_JAVA,
-        _RUNTIME_MAX,
-} RuntimeKind;
-
 /* What a runtime's reader is given of the capture it takes part in. */
 typedef struct RuntimeCapture {
         pid_t pid;
@@ -40,7 +32,6 @@ typedef struct RuntimeCapture {
  * are called only when open() found the runtime. Each returns 0, or -errno: -ENOMEM fails the capture; a runtime that
  * cannot be read says why in the snapshot (snapshot_add_error()) and returns 0. */
 typedef struct RuntimeOps {
-        const char *name;               /* "python", "go", "java" */
         /* Find the runtime in the process (its symbols, its maps): *RET its state, NULL when the process runs none.
          * Before the threads are copied. */
         int (*open)(const RuntimeCapture *rc, void **ret);

@@ -15,17 +15,6 @@ const RuntimeOps *const runtime_table[_RUNTIME_MAX] = {
         [RUNTIME_JAVA] = &java_runtime_ops,
 };
 
-const char *runtime_kind_to_string(RuntimeKind k) {
-        return (int) k >= 0 && k < _RUNTIME_MAX ? runtime_table[k]->name : NULL;
-}
-
-RuntimeKind runtime_kind_from_string(const char *s) {
-        for (RuntimeKind k = 0; s && k < _RUNTIME_MAX; k++)
-                if (streq(runtime_table[k]->name, s))
-                        return k;
-        return (RuntimeKind) -EINVAL;
-}
-
 #define FOREACH_ACTIVE(set, k, ops)                                                                             \
         for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++)                                                          \
                 for (const RuntimeOps *ops = runtime_table[k]; ops && ((set)->active & (1U << k)); ops = NULL)

@@ -6,10 +6,6 @@
 /* The runtimes' rows, by RuntimeKind. */
 extern const RuntimeOps *const runtime_table[_RUNTIME_MAX];
 
-/* "python", "go", "java"; and back, -EINVAL for a name no row has. */
-const char *runtime_kind_to_string(RuntimeKind k);
-RuntimeKind runtime_kind_from_string(const char *s);
-
 /* The runtimes found in one process. */
 typedef struct RuntimeSet {
         const RuntimeCapture *rc;

@@ -49,7 +49,8 @@ static Snapshot *make_snapshot(void) {
         ck_assert_ptr_nonnull(s);
         s->pid = 4242;
         s->comm = strdup("server");
-        gr = s->go = calloc(1, sizeof *gr);
+        gr = snapshot_add_go(s);
+        ck_assert_ptr_nonnull(gr);
         gr->version = strdup("go1.19.8");
         gr->layout = strdup("dwarf");
         gr->total = 44;
@@ -147,8 +148,8 @@ START_TEST(test_summary_and_folded) {
         ck_assert_msg(strstr(fo, "go:runnable;main.idleWorker;runtime.chanrecv1;runtime.gopark 1\n"), "%s", fo);
         free(fo);
         /* No goroutine waits: no summary. */
-        for (size_t i = 0; i < s->go->n_goroutines; i++)
-                s->go->goroutines[i].status = GO_STATUS_RUNNABLE;
+        for (size_t i = 0; i < snapshot_go(s)->n_goroutines; i++)
+                snapshot_go(s)->goroutines[i].status = GO_STATUS_RUNNABLE;
         ck_assert_int_eq(goroutines_summary(s, &sum), 0);
         ck_assert_ptr_null(sum);
         snapshot_free(s);
@@ -207,8 +208,8 @@ START_TEST(test_unreadable_and_hostile) {
         snapshot_free(back);
         json_object_put(j);
         /* A program whose goroutines could not be read says why, and nothing else. */
-        free(s->go->error);
-        s->go->error = strdup("the binary is stripped of its symbols (-ldflags=-s)");
+        free(snapshot_go(s)->error);
+        snapshot_go(s)->error = strdup("the binary is stripped of its symbols (-ldflags=-s)");
         t = render(s, false);
         ck_assert_str_eq(t, "GOROUTINES of go1.19.8: not read: the binary is stripped of its symbols (-ldflags=-s)\n");
         free(t);

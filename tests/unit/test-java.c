@@ -69,7 +69,7 @@ static Snapshot *jvm_snapshot(void) {
                 add_native(t, 0x7f0044941260, -1, NULL);
                 add_native(t, 0x7f0000002000, 0, "JavaCalls::call_helper");
         }
-        s->java = calloc(1, sizeof *s->java);
+        ck_assert_ptr_nonnull(snapshot_add_runtime(s, RUNTIME_JAVA));
         return s;
 }
 
@@ -80,21 +80,27 @@ static const ThreadSnapshot *thread(Snapshot *s, pid_t tid) {
         return t;
 }
 
-static const JavaLock *lock_of(const ThreadSnapshot *t, JavaLockKind kind) {
-        for (size_t i = 0; i < t->n_java_locks; i++)
-                if (t->java_locks[i].kind == kind)
-                        return &t->java_locks[i];
+/* What the JVM's dump said of T: an empty block when it said nothing. */
+static const ThreadRuntime *java_of(const ThreadSnapshot *t) {
+        static const ThreadRuntime none = {};
+        return thread_runtime(t, RUNTIME_JAVA) ?: &none;
+}
+
+static const RuntimeLock *lock_of(const ThreadSnapshot *t, RuntimeLockKind kind) {
+        for (size_t i = 0; i < java_of(t)->n_locks; i++)
+                if (java_of(t)->locks[i].kind == kind)
+                        return &java_of(t)->locks[i];
         return NULL;
 }
 
 static void check_merged(Snapshot *s) {
         const ThreadSnapshot *a = thread(s, SYNC_A), *w = thread(s, WAITER), *h = thread(s, HOLDER);
-        const JavaLock *l;
+        const RuntimeLock *l;
 
-        ck_assert_str_eq(s->java->vm, "OpenJDK 64-Bit Server VM (17.0.15+6-Debian-1deb12u1 mixed mode, sharing)");
-        ck_assert_uint_eq(s->java->deadlocks, 1);
-        ck_assert_str_eq(a->java_name, "sync-a");
-        ck_assert_str_eq(a->java_state, "BLOCKED (on object monitor)");
+        ck_assert_str_eq(snapshot_runtime(s, RUNTIME_JAVA)->version, "OpenJDK 64-Bit Server VM (17.0.15+6-Debian-1deb12u1 mixed mode, sharing)");
+        ck_assert_uint_eq(snapshot_runtime(s, RUNTIME_JAVA)->deadlocks, 1);
+        ck_assert_str_eq(java_of(a)->name, "sync-a");
+        ck_assert_str_eq(java_of(a)->state, "BLOCKED (on object monitor)");
         /* The two code cache frames became the four Java ones, between libjvm's. */
         ck_assert_uint_eq(a->n_frames, 6);
         ck_assert_str_eq(a->frames[0].function, "ObjectMonitor::enter(JavaThread*)");
@@ -110,23 +116,23 @@ static void check_merged(Snapshot *s) {
         ck_assert_uint_eq(a->frames[4].line, 840);
         ck_assert_str_eq(a->frames[5].function, "JavaCalls::call_helper");
         /* sync-a waits for the monitor sync-b locked, and the other way round. */
-        l = lock_of(a, JAVA_LOCK_WAITING_TO_LOCK);
+        l = lock_of(a, RUNTIME_LOCK_WAITING_TO_LOCK);
         ck_assert_ptr_nonnull(l);
         ck_assert_uint_eq(l->address, 0x69ec193e0);
         ck_assert_str_eq(l->klass, "java.lang.Object");
         ck_assert_int_eq(l->owner, SYNC_B);
-        ck_assert_int_eq(lock_of(thread(s, SYNC_B), JAVA_LOCK_WAITING_TO_LOCK)->owner, SYNC_A);
-        ck_assert_int_eq(lock_of(a, JAVA_LOCK_LOCKED)->owner, 0);
+        ck_assert_int_eq(lock_of(thread(s, SYNC_B), RUNTIME_LOCK_WAITING_TO_LOCK)->owner, SYNC_A);
+        ck_assert_int_eq(lock_of(a, RUNTIME_LOCK_LOCKED)->owner, 0);
         /* The ReentrantLock: parked for it, its owner named by the holder's ownable synchronizers. */
-        l = lock_of(w, JAVA_LOCK_PARKING);
+        l = lock_of(w, RUNTIME_LOCK_PARKING);
         ck_assert_ptr_nonnull(l);
         ck_assert_str_eq(l->klass, "java.util.concurrent.locks.ReentrantLock$NonfairSync");
         ck_assert_int_eq(l->owner, HOLDER);
-        ck_assert_uint_eq(lock_of(h, JAVA_LOCK_OWNS)->address, l->address);
+        ck_assert_uint_eq(lock_of(h, RUNTIME_LOCK_OWNS)->address, l->address);
         ck_assert_str_eq(w->frames[1].function, "jdk.internal.misc.Unsafe.park");
         ck_assert_ptr_null(w->frames[1].file);
         /* A thread the dump does not list keeps its native frames. */
-        ck_assert_ptr_null(thread(s, 0x4242)->java_name);
+        ck_assert_ptr_null(java_of(thread(s, 0x4242))->name);
         ck_assert_uint_eq(thread(s, 0x4242)->n_frames, 4);
 }
 
@@ -138,7 +144,7 @@ START_TEST(test_merge_real_dump) {
         ck_assert_int_eq(java_merge_threaddump(s, text, NULL), 0);
         check_merged(s);
         /* The deadlock report after the threads names sync-a again, with frames: not a second thread. */
-        ck_assert_uint_eq(thread(s, SYNC_A)->n_java_locks, 2);
+        ck_assert_uint_eq(java_of(thread(s, SYNC_A))->n_locks, 2);
         snapshot_free(s);
 }
 END_TEST
@@ -149,10 +155,10 @@ START_TEST(test_json_round_trip) {
         json_object *j;
 
         ck_assert_int_eq(java_merge_threaddump(s, text, NULL), 0);
-        s->java->pause_usec = 1234;
+        snapshot_runtime(s, RUNTIME_JAVA)->pause_usec = 1234;
         j = snapshot_to_json(s);
         ck_assert_int_eq(snapshot_from_json(j, &back, NULL), 0);
-        ck_assert_uint_eq(back->java->pause_usec, 1234);
+        ck_assert_uint_eq(snapshot_runtime(back, RUNTIME_JAVA)->pause_usec, 1234);
         check_merged(back);
         json_object_put(j);
         snapshot_free(back);
@@ -176,8 +182,8 @@ START_TEST(test_pid_namespace) {
                 if (ns[i] == SYNC_A) {
                         const ThreadSnapshot *a = &s->threads[i];
 
-                        ck_assert_str_eq(a->java_name, "sync-a");
-                        ck_assert_int_eq(lock_of(a, JAVA_LOCK_WAITING_TO_LOCK)->owner, 90000 + (pid_t) i + 1);
+                        ck_assert_str_eq(java_of(a)->name, "sync-a");
+                        ck_assert_int_eq(lock_of(a, RUNTIME_LOCK_WAITING_TO_LOCK)->owner, 90000 + (pid_t) i + 1);
                 }
         /* Not one thread matched by its namespace TID as if it were ours. */
         ck_assert_ptr_null(snapshot_find_thread(s, SYNC_A));
@@ -190,9 +196,9 @@ START_TEST(test_refused) {
         Snapshot *s = jvm_snapshot();
 
         ck_assert_int_eq(java_merge_threaddump(s, "101\nProtocol mismatch\n", NULL), 0);
-        ck_assert_ptr_null(s->java->vm);
-        ck_assert_str_eq(s->java->error, "the JVM refused the request: 101");
-        ck_assert_ptr_null(thread(s, SYNC_A)->java_name);
+        ck_assert_ptr_null(snapshot_runtime(s, RUNTIME_JAVA)->version);
+        ck_assert_str_eq(snapshot_runtime(s, RUNTIME_JAVA)->error, "the JVM refused the request: 101");
+        ck_assert_ptr_null(java_of(thread(s, SYNC_A))->name);
         snapshot_free(s);
 }
 END_TEST

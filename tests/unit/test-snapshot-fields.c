@@ -18,6 +18,13 @@ static const struct {
         { "frame", frame_fields, ELEMENTSOF(frame_fields), sizeof(UserFrame) },
         { "process", process_fields, ELEMENTSOF(process_fields), sizeof(Snapshot) },
         { "module", module_fields, ELEMENTSOF(module_fields), sizeof(ModuleInfo) },
+        { "runtime lock", runtime_lock_fields, ELEMENTSOF(runtime_lock_fields), sizeof(RuntimeLock) },
+        { "python thread", python_thread_fields, ELEMENTSOF(python_thread_fields), sizeof(ThreadRuntime) },
+        { "python process", python_process_fields, ELEMENTSOF(python_process_fields), sizeof(ProcessRuntime) },
+        { "java thread", java_thread_fields, ELEMENTSOF(java_thread_fields), sizeof(ThreadRuntime) },
+        { "java process", java_process_fields, ELEMENTSOF(java_process_fields), sizeof(ProcessRuntime) },
+        { "runtime thread", generic_thread_fields, ELEMENTSOF(generic_thread_fields), sizeof(ThreadRuntime) },
+        { "runtime process", generic_process_fields, ELEMENTSOF(generic_process_fields), sizeof(ProcessRuntime) },
 };
 
 /* A value for row I of a table that no other row shares, and that survives its type's JSON form. */
@@ -25,6 +32,7 @@ static void fill(const JsonField *f, size_t i, void *base) {
         switch (f->type) {
         case JF_INT:
         case JF_INDEX:
+        case JF_PID_OR_NULL:
                 *FIELD_AT(base, f, int) = 1000 + (int) i;
                 break;
         case JF_U64:
@@ -45,6 +53,7 @@ static void fill(const JsonField *f, size_t i, void *base) {
         case JF_CHAR:
                 *FIELD_AT(base, f, char) = (char) ('D' + i);
                 break;
+        case JF_UINT:
         case JF_UINT_OR_NULL:
                 *FIELD_AT(base, f, unsigned) = 7 + (unsigned) i;
                 break;
@@ -66,6 +75,7 @@ static void same(const JsonField *f, const void *a, const void *b) {
         switch (f->type) {
         case JF_INT:
         case JF_INDEX:
+        case JF_PID_OR_NULL:
                 ck_assert_int_eq(*FIELD_CAT(a, f, int), *FIELD_CAT(b, f, int));
                 break;
         case JF_U64:
@@ -84,6 +94,7 @@ static void same(const JsonField *f, const void *a, const void *b) {
         case JF_CHAR:
                 ck_assert_int_eq(*FIELD_CAT(a, f, char), *FIELD_CAT(b, f, char));
                 break;
+        case JF_UINT:
         case JF_UINT_OR_NULL:
                 ck_assert_uint_eq(*FIELD_CAT(a, f, unsigned), *FIELD_CAT(b, f, unsigned));
                 break;

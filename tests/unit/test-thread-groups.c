@@ -102,18 +102,18 @@ END_TEST
 START_TEST(test_what_tells_threads_apart) {
         Snapshot *s = snapshot_new();
         ThreadSnapshot *a = add(s, 1, 'S', READ, ELEMENTSOF(READ)), *b = add(s, 2, 'S', READ, ELEMENTSOF(READ));
-        JavaLock *l;
+        RuntimeLock *l;
 
         ck_assert(snapshot_threads_alike(a, b));
-        l = thread_add_java_lock(b);
-        *l = (JavaLock) { .kind = JAVA_LOCK_WAITING_TO_LOCK, .address = 0x6a0, .owner = 7 };
+        l = thread_runtime_add_lock(thread_runtime_add(b, RUNTIME_JAVA));
+        *l = (RuntimeLock) { .kind = RUNTIME_LOCK_WAITING_TO_LOCK, .address = 0x6a0, .owner = 7 };
         ck_assert(!snapshot_threads_alike(a, b));
-        l = thread_add_java_lock(a);
-        *l = (JavaLock) { .kind = JAVA_LOCK_WAITING_TO_LOCK, .address = 0x6a0, .owner = 7 };
+        l = thread_runtime_add_lock(thread_runtime_add(a, RUNTIME_JAVA));
+        *l = (RuntimeLock) { .kind = RUNTIME_LOCK_WAITING_TO_LOCK, .address = 0x6a0, .owner = 7 };
         ck_assert(snapshot_threads_alike(a, b));
-        a->java_locks[0].owner = 8;
+        thread_runtime(a, RUNTIME_JAVA)->locks[0].owner = 8;
         ck_assert(!snapshot_threads_alike(a, b));
-        a->java_locks[0].owner = 7;
+        thread_runtime(a, RUNTIME_JAVA)->locks[0].owner = 7;
         free(b->frames[1].function);
         b->frames[1].function = strdup("other");
         ck_assert(!snapshot_threads_alike(a, b));

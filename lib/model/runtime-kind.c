@@ -1,0 +1,63 @@
+/* runtime-kind.c: the runtimes' rows of the model. A new runtime adds its RuntimeKind, its FrameKind and a row. */
+#include <string.h>
+
+#include "base/macro.h"
+#include "model/runtime-kind.h"
+
+static const char *const python_modules[] = { "libpython", "python", NULL };
+static const char *const java_modules[] = { "libjvm", NULL };
+
+const RuntimeTraits runtime_traits[_RUNTIME_MAX] = {
+        [RUNTIME_PYTHON] = {
+                .name = "python",
+                .interpreter_modules = python_modules,
+                .global_lock = "GIL",
+        },
+        [RUNTIME_GO] = {
+                .name = "go",
+                .machine_frames = true,
+                .machinery = "runtime.",
+        },
+        [RUNTIME_JAVA] = {
+                .name = "java",
+                .interpreter_modules = java_modules,
+                .lock_class = "java.lang.Object",
+        },
+};
+
+const char *runtime_kind_to_string(RuntimeKind k) {
+        return (int) k >= 0 && k < _RUNTIME_MAX ? runtime_traits[k].name : NULL;
+}
+
+RuntimeKind runtime_kind_from_string(const char *s) {
+        for (RuntimeKind k = 0; s && k < _RUNTIME_MAX; k++)
+                if (streq(runtime_traits[k].name, s))
+                        return k;
+        return _RUNTIME_INVALID;
+}
+
+const char *frame_kind_to_string(FrameKind k) {
+        if (k == FRAME_KIND_NATIVE)
+                return "native";
+        return runtime_kind_to_string(frame_kind_runtime(k));
+}
+
+FrameKind frame_kind_from_string(const char *s) {
+        RuntimeKind r;
+
+        if (s && streq(s, "native"))
+                return FRAME_KIND_NATIVE;
+        r = runtime_kind_from_string(s);
+        return r < 0 ? _FRAME_KIND_INVALID : FRAME_KIND_RUNTIME(r);
+}
+
+RuntimeKind runtime_of_interpreter_module(const char *path) {
+        const char *slash = path ? strrchr(path, '/') : NULL;
+        const char *base = slash ? slash + 1 : path;
+
+        for (RuntimeKind k = 0; base && k < _RUNTIME_MAX; k++)
+                for (const char *const *m = runtime_traits[k].interpreter_modules; m && *m; m++)
+                        if (startswith(base, *m))
+                                return k;
+        return _RUNTIME_INVALID;
+}
