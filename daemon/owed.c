@@ -69,7 +69,7 @@ static bool may_be_owed(Scanner *s, const ThreadEntry *t) {
         if (sc->nr == __NR_wait4 || sc->nr == __NR_waitid)
                 return true;
         /* A Python lock's or the GIL's wait looks like a semaphore's or a condition variable's: idle, unless the
-         * interpreter says what it is (runtime/python-waits.h). */
+         * interpreter says what it is (runtime/python.h). */
         if (sc->nr == __NR_futex && classify_syscall_is_idle_wait(sc))
                 return scanner_process_python(s, t->process);
         return !classify_syscall_is_idle_wait(sc) &&

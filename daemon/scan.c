@@ -22,7 +22,8 @@
 #include "chain/peers.h"
 #include "model/proc-parse.h"
 #include "proc/proc-read.h"
-#include "runtime/python-waits.h"
+#include "runtime/python.h"
+#include "runtime/runtime.h"
 #include "scan.h"
 
 /* A process map larger than this is not looked through for a runtime. */
@@ -329,12 +330,13 @@ static int fd_table_list(void *userdata, pid_t **ret, size_t *ret_n) {
         return 0;
 }
 
-/* Whether process PID, as this scan saw it, runs a CPython. */
-static bool resolver_may_run_python(void *userdata, pid_t pid) {
+/* Whether process PID, as this scan saw it, may run runtime K: its maps name a CPython's (no other runtime reads waits
+ * of a live process yet). */
+static bool resolver_may_run(void *userdata, RuntimeKind k, pid_t pid) {
         Scanner *s = userdata;
         ProcessEntry *p = intmap_get(&s->processes, pid);
 
-        return p && scanner_process_python(s, p);
+        return p && k == RUNTIME_PYTHON && scanner_process_python(s, p);
 }
 
 int scanner_resolver_new(Scanner *s, uint64_t now, PeerResolver **ret) {
@@ -346,7 +348,7 @@ int scanner_resolver_new(Scanner *s, uint64_t now, PeerResolver **ret) {
         if (k < 0)
                 return k;
         if (sym) {
-                k = python_waits_attach(r, sym, resolver_may_run_python, s);
+                k = runtime_waits_attach(r, sym, 0, resolver_may_run, s);
                 if (k < 0)
                         return k;
         }

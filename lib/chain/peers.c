@@ -882,9 +882,7 @@ static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc) {
         WaitEdge *e;
         int k;
 
-        if (!r->runtime_wait)
-                return 0;
-        k = r->runtime_wait(r->runtime_userdata, c->w->pid, c->w->tid, sc->args[0], &rw);
+        k = peer_resolver_runtime_wait(r, c->w->pid, c->w->tid, sc->args[0], &rw);
         if (k <= 0 || rw.kind == RUNTIME_WAIT_NONE || rw.kind == RUNTIME_WAIT_CONDITION)
                 return k;
         if (rw.kind == RUNTIME_WAIT_JOIN) {

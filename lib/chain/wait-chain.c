@@ -15,7 +15,7 @@
 #include "capture/syscall-probe.h"
 #include "chain/wait-chain.h"
 #include "proc/proc-read.h"
-#include "runtime/python-waits.h"
+#include "runtime/runtime.h"
 
 typedef struct ChainProc {
         pid_t pid;
@@ -446,8 +446,7 @@ static bool lock_cycle_holds(PeerResolver *r, const WaitChain *c, pid_t pid, con
                 /* A runtime's lock (the GIL, an RLock) or join (Thread.join) is asked of the runtime again. */
                 if (e->runtime) {
                         if (w.syscall.kind != PROC_SYSCALL_BLOCKED || w.syscall.args[0] != e->address ||
-                            !r->runtime_wait ||
-                            r->runtime_wait(r->runtime_userdata, pid, tids[i], e->address, &rw) != 1 ||
+                            peer_resolver_runtime_wait(r, pid, tids[i], e->address, &rw) != 1 ||
                             rw.owner != tids[(i + 1) % n])
                                 return false;
                         continue;
@@ -737,7 +736,6 @@ static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
 }
 
 int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureOptions *o, Symbolizer *sym) {
-        _cleanup_(python_waits_freep) PythonWaits *pw = NULL;
         _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
         _cleanup_free_ pid_t *peers = NULL;
@@ -748,13 +746,10 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
         k = peer_resolver_new(&r);
         if (k < 0)
                 return k;
-        /* A Python program's waits on the GIL and its locks, read from its interpreter. */
-        if (!(o->skip_runtimes & (1U << RUNTIME_PYTHON))) {
-                k = python_waits_new(sym, &pw);
-                if (k < 0)
-                        return k;
-                peer_resolver_set_runtime(r, python_waits_read, pw, NULL);
-        }
+        /* What the runtimes say their threads wait on (a Python program's GIL and locks, read from its interpreter). */
+        k = runtime_waits_attach(r, sym, o->skip_runtimes, NULL, NULL);
+        if (k < 0)
+                return k;
         /* The peers share the budget of the capture they are peers of: its deadline, or (for a caller that set
          * none) one more budget from here. Building the chain is part of it. */
         if (po.deadline_usec == 0)

@@ -29,12 +29,26 @@ int peer_resolver_new(PeerResolver **ret) {
         return 0;
 }
 
-void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata, void (*free_fn)(void *)) {
-        if (r->runtime_free)
-                r->runtime_free(r->runtime_userdata);
-        r->runtime_wait = fn;
-        r->runtime_userdata = userdata;
-        r->runtime_free = free_fn;
+void peer_resolver_set_runtime(PeerResolver *r, RuntimeKind k, RuntimeWaitFn fn, void *userdata,
+                               void (*free_fn)(void *)) {
+        assert(k >= 0 && k < _RUNTIME_MAX);
+        if (r->runtime[k].free)
+                r->runtime[k].free(r->runtime[k].userdata);
+        r->runtime[k] = (RuntimeWaitReader) { .fn = fn, .userdata = userdata, .free = free_fn };
+}
+
+int peer_resolver_runtime_wait(PeerResolver *r, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret) {
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++) {
+                int q;
+
+                if (!r->runtime[k].fn)
+                        continue;
+                q = r->runtime[k].fn(r->runtime[k].userdata, pid, tid, futex, ret);
+                if (q != 0)
+                        return q;
+        }
+        *ret = (RuntimeWait) { .kind = RUNTIME_WAIT_NONE };
+        return 0;
 }
 
 void peer_resolver_set_fd_tables(PeerResolver *r, FdTables *t, const FdTablesView *view, uint64_t now) {
@@ -46,8 +60,9 @@ void peer_resolver_set_fd_tables(PeerResolver *r, FdTables *t, const FdTablesVie
 PeerResolver *peer_resolver_free(PeerResolver *r) {
         if (!r)
                 return NULL;
-        if (r->runtime_free)
-                r->runtime_free(r->runtime_userdata);
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++)
+                if (r->runtime[k].free)
+                        r->runtime[k].free(r->runtime[k].userdata);
         for (size_t i = 0; !r->fd_tables && i < r->n_owners; i++)
                 free(r->owners[i].path);
         free(r->owners);

@@ -72,11 +72,16 @@ void fd_tables_get_stats(const FdTables *t, uint64_t *ret_read, uint64_t *ret_ke
  * waits no glibc lock layout explains: 1 with *RET when it knows, 0 when not, -ENOMEM. */
 typedef int (*RuntimeWaitFn)(void *userdata, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret);
 
+/* One runtime's reader of waits: FN with USERDATA, freed with the resolver by FREE (NULL: borrowed). */
+typedef struct RuntimeWaitReader {
+        RuntimeWaitFn fn;       /* NULL: none */
+        void *userdata;
+        void (*free)(void *userdata);
+} RuntimeWaitReader;
+
 struct PeerResolver {
         pid_t self;
-        RuntimeWaitFn runtime_wait;     /* NULL: none */
-        void *runtime_userdata;
-        void (*runtime_free)(void *userdata); /* frees RUNTIME_USERDATA with the resolver; NULL: borrowed */
+        RuntimeWaitReader runtime[_RUNTIME_MAX]; /* by RuntimeKind: the runtimes that can say what a futex is */
         bool have_owners, have_unix, have_tcp, have_udp, have_locks;
         FdOwner *owners;        /* sockets and pipes sorted by (kind, inode); then paths (owned by FD_TABLES
                                  * when set) */
@@ -95,9 +100,13 @@ struct PeerResolver {
 };
 
 int peer_resolver_new(PeerResolver **ret);
-/* Futex waits that no glibc lock explains are also asked of FN. USERDATA is freed with R by FREE_FN, or borrowed
- * (FREE_FN NULL: it must outlive R's use). */
-void peer_resolver_set_runtime(PeerResolver *r, RuntimeWaitFn fn, void *userdata, void (*free_fn)(void *));
+/* Futex waits that no glibc lock explains are also asked of FN, runtime K's reader (replacing any it had). USERDATA
+ * is freed with R by FREE_FN, or borrowed (FREE_FN NULL: it must outlive R's use). */
+void peer_resolver_set_runtime(PeerResolver *r, RuntimeKind k, RuntimeWaitFn fn, void *userdata,
+                               void (*free_fn)(void *));
+/* What thread TID of PID, parked in a futex wait on FUTEX, waits for, asked of each runtime's reader in turn: 1 with
+ * *RET from the first that knows, 0 when none does, -ENOMEM. */
+int peer_resolver_runtime_wait(PeerResolver *r, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret);
 /* R's pass over every process's fds lists the processes VIEW knows, takes their fds from T where VIEW says the
  * process has not run since they were read, and reads the others into T, stamped NOW. T and VIEW must outlive R. */
 void peer_resolver_set_fd_tables(PeerResolver *r, FdTables *t, const FdTablesView *view, uint64_t now);

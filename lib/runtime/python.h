@@ -74,5 +74,15 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret);
  * none of these. Reads the thread now: meant for a thread that is still parked where it was captured. */
 int py_thread_wait(PyProcess *p, ThreadSnapshot *t);
 
+/* Give resolver R a reader of Python waits (the GIL, an RLock, a Lock a thread parked in a futex waits for, read from
+ * its interpreter, each process's found once) with SYM, freed with R; MAY_RUN (with USERDATA; NULL: any process may)
+ * tells which processes it reads, asked before it opens a process's interpreter (which lists its threads and reads
+ * its memory). CPython's waits_attach(). -ENOMEM. */
+int python_waits_attach(PeerResolver *r, Symbolizer *sym, RuntimeMayRunFn may_run, void *userdata);
+
+/* Where the GIL of the CPython in PID lies (py_process_gil_range()), found with SYM: 0, -ENOENT when PID runs no
+ * CPython we can read, -ENOMEM. */
+int python_gil_range(pid_t pid, Symbolizer *sym, uint64_t *ret_start, uint64_t *ret_size);
+
 /* CPython's row of the runtime table (runtime/runtime.h). */
 extern const RuntimeOps python_runtime_ops;

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "model/snapshot.h"
+#include "proc/peers-tables.h"
 #include "unwind/symbolize.h"
 #include "unwind/unwind.h"
 
@@ -27,6 +28,10 @@ typedef struct RuntimeCapture {
         int (*symbolize)(void *userdata, const UnwindFrame *frames, size_t n, ThreadSnapshot *t);
         void *userdata;
 } RuntimeCapture;
+
+/* Whether process PID may run runtime K at all (its maps name the interpreter, say): a caller that knows tells a
+ * reader of waits which processes are worth opening. */
+typedef bool (*RuntimeMayRunFn)(void *userdata, RuntimeKind k, pid_t pid);
 
 /* A runtime's reader. Every function may be NULL (the runtime has nothing to do at that step); those given a state
  * are called only when open() found the runtime. Each returns 0, or -errno: -ENOMEM fails the capture; a runtime that
@@ -54,4 +59,9 @@ typedef struct RuntimeOps {
          * stacks begin (Go's runtime.mstart): what an unwinder finds past it is no frame. *RET_CLEAN set when cut
          * there. */
         int (*trim_native)(ThreadSnapshot *t, bool *ret_clean);
+        /* What its threads wait on, for the wait chain and the daemon's verdicts: give resolver R a reader of the
+         * futex waits it explains (peer_resolver_set_runtime()), with SYM (borrowed), asking only of the processes
+         * MAY_RUN (with USERDATA; NULL: any) allows. -ENOMEM. What a runtime's own thread dump says of its locks is in
+         * the snapshot (ThreadRuntime.locks), which the chain reads without asking. */
+        int (*waits_attach)(PeerResolver *r, Symbolizer *sym, RuntimeMayRunFn may_run, void *userdata);
 } RuntimeOps;

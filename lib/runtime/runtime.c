@@ -113,3 +113,15 @@ int runtime_trim_native(ThreadSnapshot *t, bool *ret_clean) {
                 }
         return 0;
 }
+
+int runtime_waits_attach(PeerResolver *r, Symbolizer *sym, unsigned skip, RuntimeMayRunFn may_run, void *userdata) {
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++) {
+                int q;
+
+                if ((skip & (1U << k)) || !runtime_table[k]->waits_attach)
+                        continue;
+                if ((q = runtime_table[k]->waits_attach(r, sym, may_run, userdata)) < 0)
+                        return q;
+        }
+        return 0;
+}

@@ -28,5 +28,7 @@ int runtime_set_read_process(RuntimeSet *set);
 int runtime_set_merge_thread(RuntimeSet *set, RuntimeRaw *raw, ThreadSnapshot *t);
 int runtime_set_finish(RuntimeSet *set);
 void runtime_set_done(RuntimeSet *set);
+/* Every runtime's waits_attach() but those in SKIP (1 << RuntimeKind) on R. -ENOMEM. */
+int runtime_waits_attach(PeerResolver *r, Symbolizer *sym, unsigned skip, RuntimeMayRunFn may_run, void *userdata);
 /* Every runtime's trim_native() on T. */
 int runtime_trim_native(ThreadSnapshot *t, bool *ret_clean);
