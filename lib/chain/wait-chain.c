@@ -588,7 +588,8 @@ static int lock_edge(const Snapshot *p, pid_t tid, RuntimeKind k, const RuntimeL
         e = wait_chain_add_edge(c);
         if (!e)
                 return -ENOMEM;
-        snprintf(object, sizeof object, "%s <0x%" PRIx64 ">", l->klass ?: runtime_traits[k].lock_class ?: "lock", l->address);
+        snprintf(object, sizeof object, "%s <0x%" PRIx64 ">", l->klass ?: runtime_traits[k].lock_class ?: "lock",
+                 l->address);
         *e = (WaitEdge) { .pid = p->pid, .tid = tid, .kind = WAIT_KIND_MONITOR, .fd = -1, .peer_fd = -1,
                           .peer_pid = p->pid, .peer_tid = l->owner, .address = l->address,
                           .syscall = strdup("futex"), .object = strdup(object) };

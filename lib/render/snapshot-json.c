@@ -336,8 +336,8 @@ static const RuntimeJson *runtime_json_of(RuntimeKind k) {
 
 /* Whether R says anything of its thread: a runtime that only looked is not written. */
 static bool thread_runtime_says(const ThreadRuntime *r) {
-        return r->known || r->holds_global_lock || r->name || r->state || r->note || r->wait.kind != RUNTIME_WAIT_NONE ||
-               r->n_locks > 0;
+        return r->known || r->holds_global_lock || r->name || r->state || r->note ||
+               r->wait.kind != RUNTIME_WAIT_NONE || r->n_locks > 0;
 }
 
 static json_object *thread_runtime_to_json(const RuntimeJson *rj, const ThreadRuntime *r) {
