@@ -333,7 +333,6 @@ typedef struct ProcessRuntime {
 
 ProcessRuntime *process_runtime_free(ProcessRuntime *r);
 
-
 typedef struct Snapshot {
         uint64_t timestamp_usec;        /* CLOCK_REALTIME at the start of the capture */
         char *hostname;

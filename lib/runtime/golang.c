@@ -1281,6 +1281,7 @@ static int go_finish(void *state, const RuntimeCapture *rc) {
         uint64_t start = now_usec(CLOCK_MONOTONIC);
         GoCapture *g = state;
         Snapshot *s = rc->s;
+        GoRuntime *gr;
         int r;
 
         if (g->unread)
@@ -1288,13 +1289,14 @@ static int go_finish(void *state, const RuntimeCapture *rc) {
         r = go_build(g->p, &g->raw, s, rc->symbolize, rc->userdata);
         if (r < 0)
                 return r;
-        if (snapshot_go(s)->unresolved > 0) {
+        gr = snapshot_go(s);
+        if (gr->unresolved > 0) {
                 s->truncated = true;
                 (void) snapshot_add_error(s, "time budget (%llu ms) spent: %zu of %zu goroutines left without frames",
                                           (unsigned long long) (rc->time_budget_usec / USEC_PER_MSEC),
-                                          snapshot_go(s)->unresolved, snapshot_go(s)->n_goroutines);
+                                          gr->unresolved, gr->n_goroutines);
         }
-        snapshot_go(s)->read_usec = g->read_usec + (now_usec(CLOCK_MONOTONIC) - start);
+        gr->read_usec = g->read_usec + (now_usec(CLOCK_MONOTONIC) - start);
         return 0;
 }
 

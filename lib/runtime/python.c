@@ -1183,16 +1183,15 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret) {
 
 int py_thread_wait(PyProcess *p, ThreadSnapshot *t) {
         RuntimeWait w = { .kind = RUNTIME_WAIT_NONE };
+        ThreadRuntime *rt;
         int r = 0;
 
         if (t->syscall.kind == PROC_SYSCALL_BLOCKED && streq_ptr(syscall_name(t->syscall.nr), "futex"))
                 r = py_wait_of(p, t->tid, t->syscall.args[0], &w);
-        if (w.kind != RUNTIME_WAIT_NONE || thread_runtime(t, RUNTIME_PYTHON)) {
-                ThreadRuntime *rt = thread_runtime_add(t, RUNTIME_PYTHON);
-                if (!rt)
-                        return -ENOMEM;
-                rt->wait = w;
-        }
+        rt = thread_runtime_add(t, RUNTIME_PYTHON);
+        if (!rt)
+                return -ENOMEM;
+        rt->wait = w;
         return r;
 }
 

@@ -62,7 +62,7 @@ int py_read_stack(PyProcess *p, pid_t tid, unsigned max_frames, PyRawStack *ret)
 /* Decode RAW (code objects' names, files and line tables, cached per capture) and merge its frames into T's native
  * frames: each _PyEval_EvalFrameDefault frame gets the Python frames its call runs, inserted before it (inner side),
  * and is marked as their interpreter frame. Frames that find no such native frame go after the native ones. Sets
- * T's python facts (thread state, GIL, note). -ENOMEM. */
+ * T's Python block (thread state, GIL, note). -ENOMEM. */
 int py_merge_stack(PyProcess *p, const PyRawStack *raw, ThreadSnapshot *t);
 
 /* What thread TID, parked in a futex wait on FUTEX, waits for (see py_thread_wait()). */
@@ -70,8 +70,8 @@ int py_wait_of(PyProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret);
 
 /* What T, parked in a futex wait and merged (py_merge_stack()), waits for: the GIL (the futex is inside the
  * interpreter's GIL state), a threading.RLock or Lock (the lock object whose semaphore the futex is, found on its
- * top frame's locals and stack: 3.8 to 3.13), a Condition or Event. Sets T's py_wait fields; RUNTIME_WAIT_NONE when
- * none of these. Reads the thread now: meant for a thread that is still parked where it was captured. */
+ * top frame's locals and stack: 3.8 to 3.13), a Condition or Event; RUNTIME_WAIT_NONE when none of these. Into T's
+ * Python block. Reads the thread now: meant for a thread that is still parked where it was captured. */
 int py_thread_wait(PyProcess *p, ThreadSnapshot *t);
 
 /* Give resolver R a reader of Python waits (the GIL, an RLock, a Lock a thread parked in a futex waits for, read from
