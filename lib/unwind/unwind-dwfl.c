@@ -119,6 +119,8 @@ static int frame_cb(Dwfl_Frame *state, void *arg) {
         }
         unwind_regs_set(u->last, UNWIND_REG_PC, pc);
         u->last->pac_mask = u->pac_mask;
+        if (unwind_regs_has(u->last, UNWIND_REG_FP))
+                u->frames[i].fp = u->last->r[UNWIND_REG_FP];
         return DWARF_CB_OK;
 }
 

@@ -207,6 +207,8 @@ static int lu_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs,
                                 unwind_regs_set(last, reg, v);
                 unwind_regs_set(last, UNWIND_REG_PC, frames[*n - 1].pc);
                 last->pac_mask = regs->pac_mask;
+                if (unwind_regs_has(last, UNWIND_REG_FP))
+                        frames[*n - 1].fp = last->r[UNWIND_REG_FP];
                 /* After a signal frame the next pc is the interrupted instruction itself. */
                 next_is_activation = unw_is_signal_frame(&cursor) > 0;
                 r = unw_step(&cursor);

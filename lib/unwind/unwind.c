@@ -594,7 +594,7 @@ static void unwind_fp(UnwindProcess *p, uint64_t fp, uint64_t lr, uint64_t pac_m
                                 snprintf(res->end, sizeof res->end, "max frames");
                                 return;
                         }
-                        frames[(*n)++] = (UnwindFrame) { .pc = lr, .method = FRAME_METHOD_FP };
+                        frames[(*n)++] = (UnwindFrame) { .pc = lr, .fp = fp, .method = FRAME_METHOD_FP };
                 }
         }
         for (unsigned k = 0; k < FP_FRAMES_MAX; k++) {
@@ -611,7 +611,8 @@ static void unwind_fp(UnwindProcess *p, uint64_t fp, uint64_t lr, uint64_t pac_m
                 ret = arch_code_address(pac_mask, ret);
                 if (ret == 0 || !unwind_process_is_text(p, ret))
                         return;
-                frames[(*n)++] = (UnwindFrame) { .pc = ret, .method = FRAME_METHOD_FP };
+                /* The caller's frame pointer is the one its record held. */
+                frames[(*n)++] = (UnwindFrame) { .pc = ret, .fp = next, .method = FRAME_METHOD_FP };
                 if (next == 0) {
                         res->clean = true;
                         snprintf(res->end, sizeof res->end, "end of frame-pointer chain");
@@ -973,6 +974,7 @@ static void unwind_from_caller(UnwindProcess *p, UnwinderKind kind, pid_t tid, c
 static int fp_unwind_thread(UnwindProcess *p, pid_t tid, const UnwindRegs *regs, UnwindFrame *frames, size_t max,
                             size_t *n, UnwindRegs *last, UnwindResult *res) {
         frames[(*n)++] = (UnwindFrame) { .pc = regs->r[UNWIND_REG_PC], .activation = true,
+                                         .fp = unwind_regs_has(regs, UNWIND_REG_FP) ? regs->r[UNWIND_REG_FP] : 0,
                                          .method = FRAME_METHOD_INITIAL };
         snprintf(res->end, sizeof res->end, "no frame pointer");
         return 0;

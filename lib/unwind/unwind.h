@@ -24,6 +24,8 @@ typedef struct UnwindStack {
 
 typedef struct UnwindFrame {
         uint64_t pc;
+        uint64_t fp;            /* the frame-pointer register (rbp, x29) while this frame runs, 0 when unknown: the base
+                                 * of the frame of a function that keeps one (a JIT's, V8's frames hang off it) */
         bool activation;
         FrameMethod method;
 } UnwindFrame;
