@@ -647,6 +647,9 @@ static int unwind_one(Capture *c, Symbolizer *sym, const char *root, ThreadSnaps
         if (res.truncated)
                 t->truncated = true;
         *ret_clean = res.clean;
+        r = runtime_set_unwound(&c->runtimes, t->tid, frames, res.n_frames, &raw->stack, &raw->rt);
+        if (r < 0)
+                return r;
         return symbolize_unwound(c, sym, root, t, raw, frames, res.n_frames, ret_clean);
 }
 

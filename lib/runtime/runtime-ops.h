@@ -45,6 +45,11 @@ typedef struct RuntimeOps {
          * only -ENOMEM fails. */
         int (*read_thread)(void *state, const RuntimeCapture *rc, pid_t tid, void **raw);
         void (*thread_done)(void *raw);
+        /* Thread TID unwound into FRAMES[0..N) from its copy STACK, before their symbols: what the runtime reads off
+         * the native frames (V8 hangs its JavaScript frames off their frame pointers), into *RAW (read_thread()'s, or
+         * made here when NULL). Best effort: only -ENOMEM fails. */
+        int (*unwound)(void *state, const RuntimeCapture *rc, pid_t tid, const UnwindFrame *frames, size_t n,
+                       const UnwindStack *stack, void **raw);
         /* What belongs to the whole process, read without stopping it (Go's goroutines): after the first copies,
          * before the unwinding. */
         int (*read_process)(void *state, const RuntimeCapture *rc);

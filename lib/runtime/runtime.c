@@ -57,6 +57,17 @@ int runtime_set_read_thread(RuntimeSet *set, pid_t tid, RuntimeRaw *raw) {
         return 0;
 }
 
+int runtime_set_unwound(RuntimeSet *set, pid_t tid, const UnwindFrame *frames, size_t n, const UnwindStack *stack,
+                        RuntimeRaw *raw) {
+        FOREACH_ACTIVE(set, k, ops)
+                if (ops->unwound) {
+                        int r = ops->unwound(set->state[k], set->rc, tid, frames, n, stack, &raw->raw[k]);
+                        if (r < 0)
+                                return r;
+                }
+        return 0;
+}
+
 void runtime_raw_done(RuntimeRaw *raw) {
         for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++)
                 if (raw->raw[k]) {

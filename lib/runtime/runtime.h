@@ -24,6 +24,8 @@ int runtime_set_open(RuntimeSet *set, const RuntimeCapture *rc, unsigned skip);
 bool runtime_set_reads_threads(const RuntimeSet *set);
 int runtime_set_read_thread(RuntimeSet *set, pid_t tid, RuntimeRaw *raw);
 void runtime_raw_done(RuntimeRaw *raw);
+int runtime_set_unwound(RuntimeSet *set, pid_t tid, const UnwindFrame *frames, size_t n, const UnwindStack *stack,
+                        RuntimeRaw *raw);
 int runtime_set_read_process(RuntimeSet *set);
 int runtime_set_merge_thread(RuntimeSet *set, RuntimeRaw *raw, ThreadSnapshot *t);
 int runtime_set_finish(RuntimeSet *set);
