@@ -6,6 +6,7 @@
 
 static const char *const python_modules[] = { "libpython", "python", NULL };
 static const char *const java_modules[] = { "libjvm", NULL };
+static const char *const node_modules[] = { "node", "libnode", NULL };
 
 const RuntimeTraits runtime_traits[_RUNTIME_MAX] = {
         [RUNTIME_PYTHON] = {
@@ -23,6 +24,11 @@ const RuntimeTraits runtime_traits[_RUNTIME_MAX] = {
                 .interpreter_modules = java_modules,
                 .lock_class = "java.lang.Object",
         },
+        [RUNTIME_NODE] = {
+                .name = "node",
+                .frame_kind = "js",
+                .interpreter_modules = node_modules,
+        },
 };
 
 const char *runtime_kind_to_string(RuntimeKind k) {
@@ -37,18 +43,20 @@ RuntimeKind runtime_kind_from_string(const char *s) {
 }
 
 const char *frame_kind_to_string(FrameKind k) {
+        RuntimeKind r = frame_kind_runtime(k);
+
         if (k == FRAME_KIND_NATIVE)
                 return "native";
-        return runtime_kind_to_string(frame_kind_runtime(k));
+        return r < 0 ? NULL : runtime_traits[r].frame_kind ?: runtime_traits[r].name;
 }
 
 FrameKind frame_kind_from_string(const char *s) {
-        RuntimeKind r;
-
         if (s && streq(s, "native"))
                 return FRAME_KIND_NATIVE;
-        r = runtime_kind_from_string(s);
-        return r < 0 ? _FRAME_KIND_INVALID : FRAME_KIND_RUNTIME(r);
+        for (RuntimeKind k = 0; s && k < _RUNTIME_MAX; k++)
+                if (streq(s, runtime_traits[k].frame_kind ?: runtime_traits[k].name))
+                        return FRAME_KIND_RUNTIME(k);
+        return _FRAME_KIND_INVALID;
 }
 
 RuntimeKind runtime_of_interpreter_module(const char *path) {

@@ -11,6 +11,7 @@ typedef enum RuntimeKind {
         RUNTIME_PYTHON,
         RUNTIME_GO,
         RUNTIME_JAVA,
+        RUNTIME_NODE,
         _RUNTIME_MAX,
         _RUNTIME_INVALID = -EINVAL,
 } RuntimeKind;
@@ -21,6 +22,7 @@ typedef enum FrameKind {
         FRAME_KIND_PYTHON,      /* CPython: function (the qualified name), file and line; no pc, no module */
         FRAME_KIND_GO,          /* a goroutine's frame: a Go function's pc in the binary, as native frames are */
         FRAME_KIND_JAVA,        /* a JVM's: class.method, file and line as its thread dump names them; no pc */
+        FRAME_KIND_JS,          /* V8's (Node.js): the function as Node's stack traces name it, script, line, column */
         _FRAME_KIND_MAX,
         _FRAME_KIND_INVALID = -EINVAL,
 } FrameKind;
@@ -29,7 +31,8 @@ typedef enum FrameKind {
 
 /* What the model knows of a runtime, one row each. */
 typedef struct RuntimeTraits {
-        const char *name;               /* "python": the kind of its frames, its JSON key */
+        const char *name;               /* "python": its JSON key, its --no-NAME, and the kind of its frames */
+        const char *frame_kind;         /* the kind of its frames where that is not NAME ("js" for "node"); NULL */
         bool machine_frames;            /* its frames are a pc in a module (Go's), not a function, file and line */
         const char *const *interpreter_modules; /* prefixes of the native modules' base names that run its code
                                                  * ("libpython"), NULL-terminated; NULL: none */

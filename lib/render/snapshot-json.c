@@ -51,7 +51,7 @@ typedef struct JsonField {
         const char *key;
         JsonFieldType type;
         size_t offset;
-        bool omit_null;         /* JF_STRING: leave the key out rather than write null */
+        bool omit_null;         /* JF_STRING, JF_UINT_OR_NULL: leave the key out rather than write null */
 } JsonField;
 
 #define FIELD_AT(base, f, type) ((type *) ((uint8_t *) (base) + (f)->offset))
@@ -89,6 +89,8 @@ static void fields_to_json(json_object *o, const JsonField *fields, size_t n, co
                         v = json_object_new_uint64(*FIELD_CAT(base, f, unsigned));
                         break;
                 case JF_UINT_OR_NULL:
+                        if (!*FIELD_CAT(base, f, unsigned) && f->omit_null)
+                                continue;
                         v = *FIELD_CAT(base, f, unsigned) ? json_object_new_int((int) *FIELD_CAT(base, f, unsigned))
                                                           : NULL;
                         break;
@@ -238,6 +240,8 @@ static const JsonField runtime_frame_fields[] = {
         ROW("function", JF_STRING, UserFrame, function),
         ROW("file", JF_STRING, UserFrame, file),
         ROW("line", JF_UINT_OR_NULL, UserFrame, line),
+        /* Added with JavaScript frames (V8 names a column): only where known. */
+        ROW("column", JF_UINT_OR_NULL, UserFrame, column, .omit_null = true),
 };
 
 static const char *syscall_kind_str(ProcSyscallKind k) {

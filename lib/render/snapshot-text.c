@@ -87,6 +87,17 @@ static void print_java_frame(FILE *f, const UserFrame *u, size_t n) {
         fputs(")\n", f);
 }
 
+/* A JavaScript frame as Node's stack traces show it: #5  at readConfigSync (/srv/app/config.js:3:10) */
+static void print_js_frame(FILE *f, const UserFrame *u, size_t n) {
+        fprintf(f, "#%-2zu at ", n);
+        fputs_escaped(u->function ?: "?", f);
+        fputs(" (", f);
+        fputs_escaped(u->file ?: "<anonymous>", f);
+        if (u->line)
+                fprintf(f, ":%u:%u", u->line, u->column);
+        fputs(")\n", f);
+}
+
 /* A frame of a runtime with no printer of its own: #5  function (file:line) */
 static void print_runtime_frame(FILE *f, const UserFrame *u, size_t n) {
         fprintf(f, "#%-2zu ", n);
@@ -147,6 +158,7 @@ static const RuntimeText runtime_text[_RUNTIME_MAX] = {
         [RUNTIME_GO] = { .no_process_line = true, .tail = goroutines_print_text,
                          .tail_folded = goroutines_print_folded },
         [RUNTIME_JAVA] = { .frame = print_java_frame, .process = print_java_process },
+        [RUNTIME_NODE] = { .frame = print_js_frame },
 };
 
 /* What each runtime knows of T beside its frames, one line each: why frames are missing, the locks it holds and

@@ -5,6 +5,7 @@
 #include "base/macro.h"
 #include "runtime/golang.h"
 #include "runtime/java.h"
+#include "runtime/node.h"
 #include "runtime/python.h"
 #include "runtime/runtime.h"
 
@@ -13,6 +14,7 @@ const RuntimeOps *const runtime_table[_RUNTIME_MAX] = {
         [RUNTIME_PYTHON] = &python_runtime_ops,
         [RUNTIME_GO] = &go_runtime_ops,
         [RUNTIME_JAVA] = &java_runtime_ops,
+        [RUNTIME_NODE] = &node_runtime_ops,
 };
 
 #define FOREACH_ACTIVE(set, k, ops)                                                                             \
