@@ -227,6 +227,8 @@ static void manager_capture_options(const Manager *m, CaptureOptions *o) {
         o->kernel = m->config->kernel;
         if (!m->config->java)
                 o->skip_runtimes |= 1U << RUNTIME_JAVA;
+        if (!m->config->node)
+                o->skip_runtimes |= 1U << RUNTIME_NODE;
         o->max_frames = m->config->max_frames;
         o->max_threads = m->config->max_threads;
         o->stack_bytes = m->config->stack_bytes;

@@ -944,6 +944,7 @@ static const ConfigKey capture_keys[] = {
             .min = CONFIG_TIME_BUDGET_MIN_USEC, .max = CONFIG_TIME_BUDGET_MAX_USEC),
         KEY("kernel", CONFIG_NODE_SCALAR, parse_bool, Config, kernel),
         KEY("java", CONFIG_NODE_SCALAR, parse_bool, Config, java),
+        KEY("node", CONFIG_NODE_SCALAR, parse_bool, Config, node),
 };
 static const ConfigTable capture_table = { "in \"capture\"", capture_keys, ELEMENTSOF(capture_keys) };
 

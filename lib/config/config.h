@@ -60,6 +60,7 @@
                 .time_budget_usec = CONFIG_DEFAULT_TIME_BUDGET_USEC,    \
                 .kernel = true,                                         \
                 .java = true,                                           \
+                .node = true,                                           \
                 .http_socket_mode = CONFIG_DEFAULT_HTTP_SOCKET_MODE,    \
                 .http_max_connections = CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS, \
                 .http_timeout_usec = CONFIG_DEFAULT_HTTP_TIMEOUT_USEC,  \
@@ -159,6 +160,7 @@ typedef struct Config {
         uint64_t time_budget_usec;
         bool kernel;
         bool java;                      /* ask a JVM for its thread dump (a safepoint of its own) */
+        bool node;                      /* read a Node.js process's JavaScript frames */
 
         /* http: */
         char *http_socket;              /* NULL: no unix socket ("socket: none") */
