@@ -1108,31 +1108,57 @@ static int user_frame_of(const JsFrame *jf, UserFrame *ret) {
         return 0;
 }
 
-/* What the event loop does, in the thread's runtime block: running JavaScript, blocked in a synchronous call from it,
- * or idle in epoll_wait. */
-static int event_loop_state(const JsStack *st, ThreadSnapshot *t, ThreadRuntime *rt) {
-        const JsFrame *top = st->n > 0 ? &st->frames[0] : NULL;
-        const char *call = t->syscall.kind == PROC_SYSCALL_BLOCKED ? syscall_name(t->syscall.nr) : NULL;
-        char where[JS_NAME_UNITS_MAX * 2];
+/* "f (file:line:col)", as the state names a frame. */
+static void put_place(FILE *f, const JsFrame *jf) {
+        fprintf(f, "%s (%s", jf->function, jf->file ?: "<anonymous>");
+        if (jf->line > 0)
+                fprintf(f, ":%u:%u", jf->line, jf->column);
+        fputc(')', f);
+}
 
-        if (top) {
-                if (top->line > 0)
-                        snprintf(where, sizeof where, "%s (%s:%u:%u)", top->function, top->file ?: "<anonymous>",
-                                 top->line, top->column);
-                else
-                        snprintf(where, sizeof where, "%s (%s)", top->function, top->file ?: "<anonymous>");
-                if (st->top_in_v8 || t->state == 'R')
-                        return asprintf(&rt->state, "running JavaScript: %s", where) < 0 ? -ENOMEM : 0;
-                if (!call)
-                        return asprintf(&rt->state, "in native code called from %s", where) < 0 ? -ENOMEM : 0;
-                return asprintf(&rt->state, "blocked in a synchronous %s() called from %s", call, where) < 0 ? -ENOMEM
-                                                                                                             : 0;
+/* Node's own code: a script it names "node:…". */
+static bool is_node_internal(const JsFrame *jf) {
+        return jf->file && startswith(jf->file, "node:");
+}
+
+/* What the event loop does, in the thread's runtime block: running JavaScript, blocked in a synchronous call from it
+ * (the innermost frame, and the program's own innermost frame when that one is Node's), or idle in epoll_wait. */
+static int event_loop_state(const JsStack *st, ThreadSnapshot *t, ThreadRuntime *rt) {
+        const char *call = t->syscall.kind == PROC_SYSCALL_BLOCKED ? syscall_name(t->syscall.nr) : NULL;
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        if (st->n == 0) {
+                if (call && startswith(call, "epoll_"))
+                        for (size_t i = 0; i < t->n_frames; i++)
+                                /* libuv's loop: uv__io_poll is static in a shared libuv, uv_run is not. */
+                                if (t->frames[i].function && (streq(t->frames[i].function, "uv__io_poll") ||
+                                                              streq(t->frames[i].function, "uv_run")))
+                                        return (rt->state = strdup("idle in the event loop (epoll_wait)")) ? 0
+                                                                                                           : -ENOMEM;
+                return 0;
         }
-        if (call && startswith(call, "epoll_")) {
-                for (size_t i = 0; i < t->n_frames; i++)
-                        if (t->frames[i].function && streq(t->frames[i].function, "uv__io_poll"))
-                                return (rt->state = strdup("idle in the event loop (epoll_wait)")) ? 0 : -ENOMEM;
-        }
+        f = open_memstream(&buf, &size);
+        if (!f)
+                return -ENOMEM;
+        if (st->top_in_v8 || t->state == 'R')
+                fputs("running JavaScript: ", f);
+        else if (call)
+                fprintf(f, "blocked in a synchronous %s() in ", call);
+        else
+                fputs("in native code called from ", f);
+        put_place(f, &st->frames[0]);
+        if (is_node_internal(&st->frames[0]))
+                for (size_t i = 1; i < st->n; i++)
+                        if (!is_node_internal(&st->frames[i]) && st->frames[i].name) {
+                                fputs(", called from ", f);
+                                put_place(f, &st->frames[i]);
+                                break;
+                        }
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        rt->state = TAKE_PTR(buf);
         return 0;
 }
 
