@@ -7,7 +7,8 @@ cd "$(dirname "$0")"
 PACKAGES="build-essential autoconf automake pkg-config libdw-dev libelf-dev libunwind-dev libjson-c-dev libyaml-dev libzstd-dev zlib1g-dev libsystemd-dev libmicrohttpd-dev libgnutls28-dev libcurl4-openssl-dev zstd systemd
 check python3-pytest util-linux binutils elfutils prometheus prometheus-alertmanager systemd-journal-remote libiberty-dev
 libdebuginfod-dev debuginfod rustc clang libclang-rt-14-dev libpython3.11 golang-go
-default-jdk-headless libxml2-utils chromium bpftool libbpf-dev"
+default-jdk-headless libxml2-utils chromium bpftool libbpf-dev
+libuv1 libc-ares2 libicu72 libnghttp2-14 libbrotli1"
 
 # Cross build for aarch64 (--host=aarch64-linux-gnu): Debian's cross toolchain, the :arm64 libraries (multiarch) and
 # qemu-user, which runs the unit tests (tests/arm64/cross-check); then the same configure and build for that host.
@@ -85,6 +86,11 @@ fi
 ./configure --enable-werror --with-libunwind "$@"
 make -j"$(nproc)"
 make -j"$(nproc)" fixtures
+# Debian's Node 18 beside the machine's node, for the JavaScript frame tests (the libraries it needs are in PACKAGES);
+# without it tests/integration/test_node.py skips Node 18 with the reason.
+if [ "$(id -u)" -eq 0 ]; then
+        tests/fixtures/node/fetch-node18 || echo "bootstrap.sh: no Node 18: its JavaScript frame tests will skip" >&2
+fi
 # The browser tests' driver (tests/browser/package-lock.json pins it; it downloads no browser: Debian's chromium).
 # Without npm or the registry, tests/integration/test_web.py skips with the reason.
 if command -v npm >/dev/null; then
