@@ -751,56 +751,72 @@ static int module_find_named(Dwfl_Module *mod, const char *name, uint64_t *ret_a
         return -ENOENT;
 }
 
-/* NAME among MOD's exported symbols, through its .gnu.hash (the dynamic linker's own table): its address (with
- * MOD's bias) and size. The answer a pass over the symbol table gives for a defined dynamic symbol, without the pass
- * (thousands of symbols, and a dump asks once per runtime reader). -ENOENT when MOD has no such table or NAME is not
- * in it (a symbol of .symtab only, a local one: the caller passes over the table). */
-static int module_find_dynamic(Dwfl_Module *mod, const char *name, uint64_t *ret_addr, uint64_t *ret_size) {
-        GElf_Addr bias = 0;
-        Elf *elf = dwfl_module_getelf(mod, &bias);
-        Elf_Scn *hscn = NULL, *symscn;
-        GElf_Shdr hsh, symsh;
-        Elf_Data *hd, *symd;
+/* A module's exported symbols, through its .gnu.hash (the dynamic linker's own table): the answer a pass over the
+ * symbol table gives for a defined dynamic symbol, without the pass (thousands of symbols, and a dump asks once per
+ * runtime reader). */
+typedef struct DynTable {
+        Elf *elf;
+        GElf_Addr bias;
+        GElf_Shdr symsh;
+        Elf_Data *symd;
         const uint32_t *w;
-        uint32_t nbuckets, symoffset, bloom_words, h = 5381, idx;
         size_t words, nsyms;
+        uint32_t nbuckets, symoffset, bloom_words;
+} DynTable;
 
-        if (!elf || gelf_getclass(elf) != ELFCLASS64)
+/* MOD's table; -ENOENT when it has none. */
+static int dyn_table_open(Dwfl_Module *mod, DynTable *t) {
+        Elf_Scn *hscn = NULL, *symscn;
+        GElf_Shdr hsh;
+        Elf_Data *hd;
+
+        *t = (DynTable) {};
+        t->elf = dwfl_module_getelf(mod, &t->bias);
+        if (!t->elf || gelf_getclass(t->elf) != ELFCLASS64)
                 return -ENOENT;
-        for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn))
+        for (Elf_Scn *scn = elf_nextscn(t->elf, NULL); scn; scn = elf_nextscn(t->elf, scn))
                 if (gelf_getshdr(scn, &hsh) && hsh.sh_type == SHT_GNU_HASH) {
                         hscn = scn;
                         break;
                 }
-        if (!hscn || !(symscn = elf_getscn(elf, hsh.sh_link)) || !gelf_getshdr(symscn, &symsh) ||
-            symsh.sh_type != SHT_DYNSYM || !(hd = elf_getdata(hscn, NULL)) || !(symd = elf_getdata(symscn, NULL)) ||
-            hd->d_size < 16 || symsh.sh_entsize == 0)
+        if (!hscn || !(symscn = elf_getscn(t->elf, hsh.sh_link)) || !gelf_getshdr(symscn, &t->symsh) ||
+            t->symsh.sh_type != SHT_DYNSYM || !(hd = elf_getdata(hscn, NULL)) ||
+            !(t->symd = elf_getdata(symscn, NULL)) || hd->d_size < 16 || t->symsh.sh_entsize == 0)
                 return -ENOENT;
         /* nbuckets, symoffset, bloom words (64-bit here), bloom shift; the bloom filter; the buckets; the chains. */
-        w = hd->d_buf;
-        words = hd->d_size / 4;
-        nbuckets = w[0];
-        symoffset = w[1];
-        bloom_words = w[2];
-        nsyms = symd->d_size / symsh.sh_entsize;
-        if (nbuckets == 0 || (size_t) bloom_words * 2 + nbuckets + 4 > words)
+        t->w = hd->d_buf;
+        t->words = hd->d_size / 4;
+        t->nbuckets = t->w[0];
+        t->symoffset = t->w[1];
+        t->bloom_words = t->w[2];
+        t->nsyms = t->symd->d_size / t->symsh.sh_entsize;
+        if (t->nbuckets == 0 || (size_t) t->bloom_words * 2 + t->nbuckets + 4 > t->words)
                 return -ENOENT;
+        return 0;
+}
+
+/* NAME in table T: its address (with the module's bias) and size. -ENOENT when NAME is not in it (a symbol of
+ * .symtab only, a local one: the caller passes over the table). */
+static int dyn_table_find(const DynTable *t, const char *name, uint64_t *ret_addr, uint64_t *ret_size) {
+        const uint32_t *w = t->w;
+        uint32_t h = 5381, idx;
+
         for (const unsigned char *c = (const unsigned char *) name; *c; c++)
                 h = h * 33 + *c;
-        idx = w[4 + bloom_words * 2 + h % nbuckets];
-        if (idx < symoffset)
+        idx = w[4 + t->bloom_words * 2 + h % t->nbuckets];
+        if (idx < t->symoffset)
                 return -ENOENT;
-        for (; idx < nsyms; idx++) {
-                size_t ci = 4 + (size_t) bloom_words * 2 + nbuckets + (idx - symoffset);
+        for (; idx < t->nsyms; idx++) {
+                size_t ci = 4 + (size_t) t->bloom_words * 2 + t->nbuckets + (idx - t->symoffset);
                 GElf_Sym sym;
                 const char *sn;
 
-                if (ci >= words)
+                if (ci >= t->words)
                         break;
-                if ((w[ci] | 1) == (h | 1) && gelf_getsym(symd, (int) idx, &sym) &&
-                    (sn = elf_strptr(elf, symsh.sh_link, sym.st_name)) && streq(sn, name) &&
+                if ((w[ci] | 1) == (h | 1) && gelf_getsym(t->symd, (int) idx, &sym) &&
+                    (sn = elf_strptr(t->elf, t->symsh.sh_link, sym.st_name)) && streq(sn, name) &&
                     sym.st_shndx != SHN_UNDEF) {
-                        *ret_addr = sym.st_value + bias;
+                        *ret_addr = sym.st_value + t->bias;
                         *ret_size = sym.st_size;
                         return 0;
                 }
@@ -837,11 +853,14 @@ static int named_add(Symbolizer *s, const char *bid, const char *name, bool foun
         return 0;
 }
 
-int symbolizer_find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *names, size_t n, uint64_t *ret_addrs,
-                            uint64_t *ret_sizes) {
+/* SCAN: pass over the symbol table for the names the dynamic linker's table lacks; else they are not there (and that
+ * is not remembered: a later caller may scan). */
+static int find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *names, size_t n, uint64_t *ret_addrs,
+                        uint64_t *ret_sizes, bool scan) {
         _cleanup_free_ char *bid = module_cache_key(mod);
         GElf_Addr bias = 0;
-        bool missing = false;
+        bool missing = false, have_dyn;
+        DynTable dyn;
         int nsyms, r;
 
         /* The answers by ELF address, the same for every process that loads this build. */
@@ -861,12 +880,22 @@ int symbolizer_find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *
                 goto done;
         /* Exported symbols by the dynamic linker's hash table: when it has every name, no pass is needed. */
         missing = false;
+        have_dyn = dyn_table_open(mod, &dyn) >= 0;
         for (size_t k = 0; k < n; k++)
-                if (!named_find(s, bid, names[k]) && (names[k][0] == '.' ||
-                    module_find_dynamic(mod, names[k], &ret_addrs[k], &ret_sizes[k]) < 0))
+                if (!named_find(s, bid, names[k]) &&
+                    (names[k][0] == '.' || !have_dyn || dyn_table_find(&dyn, names[k], &ret_addrs[k], &ret_sizes[k]) < 0))
                         missing = true;
         if (!missing)
                 goto remember;
+        if (!scan) {
+                for (size_t k = 0; bid && k < n; k++)
+                        if (ret_addrs[k] && !named_find(s, bid, names[k])) {
+                                r = named_add(s, bid, names[k], true, ret_addrs[k] - bias, ret_sizes[k]);
+                                if (r < 0)
+                                        return r;
+                        }
+                goto done;
+        }
         /* One pass over the symbol table for every name not asked before (sections are looked up by name). */
         for (size_t k = 0; k < n; k++)
                 if (names[k][0] == '.' && !named_find(s, bid, names[k]) &&
@@ -899,6 +928,16 @@ done:
         for (size_t k = 0; k < n; k++)
                 r += ret_addrs[k] != 0;
         return r;
+}
+
+int symbolizer_find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *names, size_t n, uint64_t *ret_addrs,
+                            uint64_t *ret_sizes) {
+        return find_symbols(s, mod, names, n, ret_addrs, ret_sizes, true);
+}
+
+int symbolizer_find_exported(Symbolizer *s, Dwfl_Module *mod, const char *const *names, size_t n, uint64_t *ret_addrs,
+                             uint64_t *ret_sizes) {
+        return find_symbols(s, mod, names, n, ret_addrs, ret_sizes, false);
 }
 
 int symbolizer_find_symbol(Symbolizer *s, Dwfl_Module *mod, const char *name, uint64_t *ret_addr,

@@ -77,6 +77,10 @@ int symbolizer_find_symbol(Symbolizer *s, Dwfl_Module *mod, const char *name, ui
  * when NAMES[k] is not there. Returns how many were found, or -ENOENT when MOD has no ELF, -ENOMEM. */
 int symbolizer_find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *names, size_t n, uint64_t *ret_addrs,
                             uint64_t *ret_sizes);
+/* The same for names the module exports (its dynamic symbol table, through the dynamic linker's hash table): no pass
+ * over a symbol table of hundreds of thousands for a name a version does not have. */
+int symbolizer_find_exported(Symbolizer *s, Dwfl_Module *mod, const char *const *names, size_t n, uint64_t *ret_addrs,
+                             uint64_t *ret_sizes);
 
 /* Append to T the frames for the pc in FRAME_TEMPLATE (which carries pc/activation/method/module index): inlined
  * call sites first (each marked inlined), then the containing function. SM may be NULL (see above); MOD may be
