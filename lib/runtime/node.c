@@ -211,8 +211,19 @@ typedef struct JsFunction {
 #define JS_BYTECODES_MAX 1024U
 #define JS_BYTECODE_BYTES_MAX (1U << 20)
 
+/* V8's objects are read a field at a time; a capture keeps the lines of the heap it read (a direct-mapped cache), so
+ * that the fields of one object, and of its neighbours, cost one read of the process. */
+#define JS_LINE_BYTES 2048U
+#define JS_LINES 128U
+
+typedef struct JsLine {
+        uint64_t base; /* 0: empty */
+        uint8_t data[JS_LINE_BYTES];
+} JsLine;
+
 typedef struct NodeProcess {
         pid_t pid;
+        JsLine *lines; /* [JS_LINES], allocated on first use */
         V8Layout v;
         uint8_t *bytecode_sizes; /* [3][n_bytecodes]: single, double, quadruple operand scale; NULL: not known */
         size_t n_bytecodes;
@@ -221,6 +232,9 @@ typedef struct NodeProcess {
         size_t n_functions;
         JsScript *scripts;
         size_t n_scripts;
+        uint64_t table_addr; /* the source position table TABLE[0..TABLE_N) holds; 0: none */
+        uint8_t *table;
+        size_t table_n;
 } NodeProcess;
 
 /* One JavaScript frame as walked: the pc at which its code runs (the native frame that stands for it), and what it
@@ -246,9 +260,23 @@ typedef struct JsStack {
 
 static int js_read(const NodeProcess *p, uint64_t addr, void *buf, size_t n) {
         const UnwindStack *s = p->stack;
+        uint64_t base = addr & ~(uint64_t) (JS_LINE_BYTES - 1);
+        JsLine *l;
 
         if (s && addr >= s->base && addr - s->base <= s->len && n <= s->len - (addr - s->base)) {
                 memcpy(buf, s->data + (addr - s->base), n);
+                return 0;
+        }
+        /* Within one line: from the cache. A line that cannot be read whole (a mapping's end) is read as asked. */
+        if (p->lines && base != 0 && addr - base + n <= JS_LINE_BYTES) {
+                l = &p->lines[(base / JS_LINE_BYTES) % JS_LINES];
+                if (l->base != base) {
+                        l->base = 0;
+                        if (proc_mem_read(p->pid, base, l->data, JS_LINE_BYTES) < 0)
+                                return proc_mem_read(p->pid, addr, buf, n);
+                        l->base = base;
+                }
+                memcpy(buf, l->data + (addr - base), n);
                 return 0;
         }
         return proc_mem_read(p->pid, addr, buf, n);
@@ -371,6 +399,28 @@ static int js_string_units(const NodeProcess *p, uint64_t obj, size_t from, size
                 depth++;
         }
         return 0;
+}
+
+/* Where the characters of string OBJ are when it is a flat one-byte string (sequential, or external with its data
+ * cached; a thin string's target): *RET_DATA, *RET_LEN. Else false. */
+static bool js_flat_one_byte(const NodeProcess *p, uint64_t obj, uint64_t *ret_data, size_t *ret_len) {
+        const V8Layout *v = &p->v;
+        int type = js_type(p, obj);
+        int32_t len;
+
+        if (is_string_type(p, type) && (type & v->rep_mask) == v->thin_tag &&
+            (!js_field(p, obj, v->thin_actual, &obj) || (type = js_type(p, obj)) < 0))
+                return false;
+        if (!is_string_type(p, type) || (type & v->enc_mask) != v->one_byte_tag ||
+            js_read(p, obj - (uint64_t) v->heap_tag + (uint64_t) v->str_length, &len, sizeof len) < 0 || len < 0)
+                return false;
+        if ((type & v->rep_mask) == v->seq_tag)
+                *ret_data = obj - (uint64_t) v->heap_tag + (uint64_t) v->seq_chars;
+        else if ((type & v->rep_mask) != v->ext_tag || (type & JS_EXTERNAL_UNCACHED_BIT) ||
+                 !js_field(p, obj, v->ext_resource + JS_EXTERNAL_DATA_AFTER_RESOURCE, ret_data) || *ret_data == 0)
+                return false;
+        *ret_len = (size_t) len;
+        return true;
 }
 
 /* The length of string OBJ; -EBADMSG when it is none. */
@@ -685,13 +735,45 @@ static int line_ends_from_array(const NodeProcess *p, uint64_t arr, JsScript *s)
 
 /* Script.line_ends is made when V8 first needs a line (a stack trace); until then the newlines of the source are
  * counted, as llnode does. */
+static int line_end_add(JsScript *s, size_t *cap, size_t at) {
+        if (s->n_ends == *cap) {
+                uint32_t *e;
+
+                *cap = MAX(*cap * 2, (size_t) 64);
+                e = reallocarray(s->ends, *cap, sizeof *e);
+                if (!e)
+                        return -ENOMEM;
+                s->ends = e;
+        }
+        s->ends[s->n_ends++] = (uint32_t) at;
+        return 0;
+}
+
 static int line_ends_from_source(const NodeProcess *p, uint64_t source, JsScript *s) {
         _cleanup_free_ uint16_t *units = NULL;
         int64_t len = js_string_length(p, source);
-        size_t cap = 0;
+        uint64_t data;
+        size_t cap = 0, flat;
 
         if (len < 0 || len > (int64_t) JS_SOURCE_UNITS_MAX)
                 return -EBADMSG;
+        /* Most sources are flat one-byte strings (Node's own are external ones): their bytes, searched. */
+        if (js_flat_one_byte(p, source, &data, &flat) && flat == (size_t) len) {
+                _cleanup_free_ char *buf = malloc(JS_SOURCE_CHUNK);
+
+                if (!buf)
+                        return -ENOMEM;
+                for (size_t from = 0; from < flat; from += JS_SOURCE_CHUNK) {
+                        size_t n = MIN((size_t) JS_SOURCE_CHUNK, flat - from);
+
+                        if (proc_mem_read(p->pid, data + from, buf, n) < 0)
+                                return -EFAULT;
+                        for (const char *c = buf; (c = memchr(c, '\n', n - (size_t) (c - buf))); c++)
+                                if (line_end_add(s, &cap, from + (size_t) (c - buf)) < 0)
+                                        return -ENOMEM;
+                }
+                return 0;
+        }
         units = malloc(JS_SOURCE_CHUNK * sizeof *units);
         if (!units)
                 return -ENOMEM;
@@ -701,20 +783,9 @@ static int line_ends_from_source(const NodeProcess *p, uint64_t source, JsScript
 
                 if (r < 0)
                         return r;
-                for (size_t i = 0; i < n; i++) {
-                        if (units[i] != '\n')
-                                continue;
-                        if (s->n_ends == cap) {
-                                uint32_t *e;
-
-                                cap = MAX(cap * 2, (size_t) 64);
-                                e = reallocarray(s->ends, cap, sizeof *e);
-                                if (!e)
-                                        return -ENOMEM;
-                                s->ends = e;
-                        }
-                        s->ends[s->n_ends++] = (uint32_t) (from + i);
-                }
+                for (size_t i = 0; i < n; i++)
+                        if (units[i] == '\n' && line_end_add(s, &cap, from + i) < 0)
+                                return -ENOMEM;
         }
         return 0;
 }
@@ -750,24 +821,32 @@ static JsScript *script_get(NodeProcess *p, uint64_t script) {
 /* The line and column (1-based) of code offset OFFSET in the source position table POSITIONS (a ByteArray) of a
  * function of SCRIPT; a note why not. */
 static const char *frame_line(NodeProcess *p, uint64_t positions, int64_t offset, uint64_t script, JsFrame *f) {
-        _cleanup_free_ uint8_t *table = NULL;
         int64_t position, n;
         uint64_t len;
         JsScript *s;
         size_t lo, hi;
         int r;
 
-        if (js_type(p, positions) != p->v.t_byte_array)
-                return "no source positions kept for its code (V8 collects them lazily)";
-        if (!js_field(p, positions, p->v.array_length, &len) || !is_smi(p, len) || (n = smi_value(p, len)) < 0 ||
-            n > (int64_t) JS_POSITIONS_BYTES_MAX)
-                return "its source position table does not read";
-        table = malloc(MAX((size_t) n, (size_t) 1));
-        if (!table)
-                return NULL;
-        if (js_read(p, positions - (uint64_t) p->v.heap_tag + (uint64_t) p->v.array_data, table, (size_t) n) < 0)
-                return "its source position table does not read";
-        r = node_position_for_offset(table, (size_t) n, offset, &position);
+        /* The table of the last frame's code is kept: a recursion's frames share one. */
+        if (p->table_addr != positions) {
+                uint8_t *t;
+
+                if (js_type(p, positions) != p->v.t_byte_array)
+                        return "no source positions kept for its code (V8 collects them lazily)";
+                if (!js_field(p, positions, p->v.array_length, &len) || !is_smi(p, len) ||
+                    (n = smi_value(p, len)) < 0 || n > (int64_t) JS_POSITIONS_BYTES_MAX)
+                        return "its source position table does not read";
+                t = realloc(p->table, MAX((size_t) n, (size_t) 1));
+                if (!t)
+                        return NULL;
+                p->table = t;
+                p->table_addr = 0;
+                if (js_read(p, positions - (uint64_t) p->v.heap_tag + (uint64_t) p->v.array_data, t, (size_t) n) < 0)
+                        return "its source position table does not read";
+                p->table_addr = positions;
+                p->table_n = (size_t) n;
+        }
+        r = node_position_for_offset(p->table, p->table_n, offset, &position);
         if (r == -EXDEV)
                 return "code of a function inlined into it runs there: its line is not read";
         if (r < 0 || position < 0)
@@ -1296,7 +1375,8 @@ static int find_v8_cb(Dwfl_Module *mod, void **userdata, const char *name, Dwarf
         f->candidate = true;
         for (size_t i = 0; i < ELEMENTSOF(v8_constants); i++)
                 names[i] = v8_constants[i].symbol;
-        r = symbolizer_find_symbols(f->sym, mod, names, ELEMENTSOF(names), addrs, sizes);
+        /* V8 exports them (its dynamic symbols): no pass over node's own symbol table, 280,000 strong. */
+        r = symbolizer_find_exported(f->sym, mod, names, ELEMENTSOF(names), addrs, sizes);
         if (r == -ENOMEM) {
                 f->error = r;
                 return DWARF_CB_ABORT;
@@ -1361,7 +1441,9 @@ static int read_bytecode_sizes(NodeProcess *p, Symbolizer *sym, Dwfl_Module *mod
         uint64_t addr, size;
         size_t n;
 
-        if (symbolizer_find_symbol(sym, mod, JS_BYTECODE_SIZES_SYMBOL, &addr, &size) < 0 || addr == 0 || size % 3 != 0)
+        static const char *const name = JS_BYTECODE_SIZES_SYMBOL;
+
+        if (symbolizer_find_exported(sym, mod, &name, 1, &addr, &size) <= 0 || addr == 0 || size % 3 != 0)
                 return 0;
         n = size / 3;
         if (n <= NODE_BYTECODE_PREFIXES || n > JS_BYTECODES_MAX)
@@ -1380,6 +1462,8 @@ static int read_bytecode_sizes(NodeProcess *p, Symbolizer *sym, Dwfl_Module *mod
 static void node_process_free(NodeProcess *p) {
         if (!p)
                 return;
+        free(p->lines);
+        free(p->table);
         free(p->bytecode_sizes);
         for (size_t i = 0; i < p->n_functions; i++) {
                 free(p->functions[i].name);
@@ -1420,6 +1504,9 @@ static int node_open(const RuntimeCapture *rc, void **ret) {
         if (!p)
                 return -ENOMEM;
         p->pid = rc->pid;
+        p->lines = calloc(JS_LINES, sizeof *p->lines);
+        if (!p->lines)
+                return -ENOMEM;
         r = read_layout(p, &f, &why);
         if (r < 0) {
                 pr->error = strdup(why);
