@@ -361,7 +361,7 @@ static int js_string_units(const NodeProcess *p, uint64_t obj, size_t from, size
                         if (js_read(p, data + from * (one ? 1 : 2), buf, n * (one ? 1 : 2)) < 0)
                                 return -EFAULT;
                         for (size_t i = 0; i < n; i++)
-                                out[i] = one ? buf[i] : (uint16_t) (buf[2 * i] | buf[2 * i + 1] << 8);
+                                out[i] = (uint16_t) (one ? buf[i] : buf[2 * i] | buf[2 * i + 1] << 8);
                         return 0;
                 }
                 if ((type & v->rep_mask) == v->thin_tag) {
