@@ -104,6 +104,17 @@ class Hang:
         self.p.wait()
 
 
+def blocked_in_fifo(hang, tmp_path):
+    """The machine's Node blocked opening a FIFO from readConfigSync() (hang.js fifo), seen blocked."""
+    label, argv = NODES[0]
+    need(argv, label)
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    h = hang(argv, "fifo", fifo)
+    dump_until(h.pid, h.first["tid"], lambda t: node_state(t).startswith("blocked"), "the blocked read")
+    return h
+
+
 @pytest.fixture
 def hang():
     started = []
@@ -247,11 +258,7 @@ def test_a_worker_thread_and_an_idle_event_loop(hang, label, argv):
 
 
 def test_no_node_reads_nothing_of_v8(hang, tmp_path):
-    argv = NODES[0][1]
-    need(argv, NODES[0][0])
-    fifo = tmp_path / "f"
-    os.mkfifo(fifo)
-    h = hang(argv, "fifo", fifo)
+    h = blocked_in_fifo(hang, tmp_path)
     [doc] = dump_json(h.pid)
     assert js_frames(thread_of(doc, h.first["tid"]))
     [doc] = dump_json(h.pid, "--no-node")
@@ -307,12 +314,7 @@ def test_a_node_without_what_the_reader_needs_says_so(hang, tmp_path, kind):
 
 
 def test_formats_show_the_javascript_frames(hang, tmp_path):
-    argv = NODES[0][1]
-    need(argv, NODES[0][0])
-    fifo = tmp_path / "f"
-    os.mkfifo(fifo)
-    h = hang(argv, "fifo", fifo)
-    dump_until(h.pid, h.first["tid"], lambda t: node_state(t).startswith("blocked"), "the blocked read")
+    h = blocked_in_fifo(hang, tmp_path)
     folded = stackctl("dump", "--folded", h.pid, check_rc=0).stdout.decode()
     assert re.search(r"startServer[^;]*;Server\.start[^;]*;readConfigSync[^;]*;Object\.readFileSync", folded), folded
     svg = stackctl("dump", "--svg", h.pid, check_rc=0).stdout.decode()
