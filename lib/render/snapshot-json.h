@@ -14,7 +14,10 @@
  *                          "kind": "python" (function, file, line; no pc) among the native ones, a native frame's
  *                          "interpreter": true where it runs the Python frames before it, a thread's "python"
  *                          (thread_state, holds_gil, note), the process's "python" (version, gil_holder). A reader
- *                          of the first version skips nothing: a Python frame reads as a frame without a pc.
+ *                          of the first version skips nothing: a Python frame reads as a frame without a pc. Node.js
+ *                          (issue 43): frames of "kind": "js" (function, file, line, and "column" where known),
+ *                          a thread's "node" (known, state: what its event loop does, note), the process's "node"
+ *                          (error when its JavaScript frames could not be read).
  * Addresses are hex strings ("0x…"): JSON numbers lose precision above 2^53. */
 #define SNAPSHOT_SCHEMA "stackwatch.snapshot/1"
 
