@@ -48,6 +48,8 @@
  * uncached (a short string). */
 #define JS_EXTERNAL_DATA_AFTER_RESOURCE 8
 #define JS_EXTERNAL_UNCACHED_BIT 0x10
+/* A class constructor's instance type: the last of the JSFunction types, 15 after JS_FUNCTION_TYPE. */
+#define JS_CLASS_CONSTRUCTOR_AFTER_FUNCTION 15
 /* Optimized code: where its Code object is (found back from a pc, its instructions 64-byte aligned), and the Code's
  * own slots. 11.3 keeps the instructions in an InstructionStream whose second word points back at its Code, which
  * holds the instruction stream, its start and its size; 10.2 keeps them inside the Code. Either way the Code's
@@ -665,6 +667,15 @@ static ReceiverKind receiver_type(NodeProcess *p, uint64_t recv, char *buf, size
                 return RECEIVER_UNKNOWN;
         }
         if (is_function_type(p, type)) {
+                JsFunction *f;
+
+                /* A class's static method: the class names it ("Repo.load"); any other function is "Function". */
+                if (type == p->v.t_function + JS_CLASS_CONSTRUCTOR_AFTER_FUNCTION &&
+                    js_field(p, recv, p->v.fn_shared, &sfi) && js_type(p, sfi) == p->v.t_sfi &&
+                    (f = function_get(p, sfi)) && f->name && f->name[0]) {
+                        snprintf(buf, size, "%s", f->name);
+                        return RECEIVER_TYPED;
+                }
                 snprintf(buf, size, "Function");
                 return RECEIVER_TYPED;
         }
