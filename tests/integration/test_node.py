@@ -316,7 +316,8 @@ def test_a_node_without_what_the_reader_needs_says_so(hang, tmp_path, kind):
 def test_formats_show_the_javascript_frames(hang, tmp_path):
     h = blocked_in_fifo(hang, tmp_path)
     folded = stackctl("dump", "--folded", h.pid, check_rc=0).stdout.decode()
-    assert re.search(r"startServer[^;]*;Server\.start[^;]*;readConfigSync[^;]*;Object\.readFileSync", folded), folded
+    assert re.search(r"startServer[^;]*;Server\.start[^;]*;Settings\.read[^;]*;readConfigSync[^;]*;Object\.readFileSync",
+                     folded), folded
     svg = stackctl("dump", "--svg", h.pid, check_rc=0).stdout.decode()
     assert "readConfigSync" in svg and "Server.start" in svg
     out = tmp_path / "p.pb.gz"
