@@ -37,6 +37,7 @@
 #define JS_SOURCE_UNITS_MAX (16U << 20) /* characters of a script's source counted for its lines */
 #define JS_SOURCE_CHUNK 65536U
 #define JS_LINE_ENDS_MAX (1U << 22)
+#define JS_LINE_ENDS_TOTAL_MAX (1U << 24) /* line ends kept by one capture, all scripts together: 64 MB */
 #define JS_POSITIONS_BYTES_MAX (1U << 20)
 #define JS_SFI_CACHE_MAX 1024U
 #define JS_SCRIPTS_MAX 256U
@@ -234,6 +235,7 @@ typedef struct NodeProcess {
         size_t n_functions;
         JsScript *scripts;
         size_t n_scripts;
+        size_t n_line_ends;  /* of all its scripts */
         uint64_t table_addr; /* the source position table TABLE[0..TABLE_N) holds; 0: none */
         uint8_t *table;
         size_t table_n;
@@ -809,7 +811,8 @@ static JsScript *script_get(NodeProcess *p, uint64_t script) {
         for (size_t i = 0; i < p->n_scripts; i++)
                 if (p->scripts[i].addr == script)
                         return &p->scripts[i];
-        if (p->n_scripts >= JS_SCRIPTS_MAX)
+        /* A process that claims more scripts or lines than any has costs no more than this. */
+        if (p->n_scripts >= JS_SCRIPTS_MAX || p->n_line_ends > JS_LINE_ENDS_TOTAL_MAX)
                 return NULL;
         if (!p->scripts && !(p->scripts = calloc(JS_SCRIPTS_MAX, sizeof *p->scripts)))
                 return NULL;
@@ -826,6 +829,7 @@ static JsScript *script_get(NodeProcess *p, uint64_t script) {
                         return NULL;
         }
         s->failed = r < 0;
+        p->n_line_ends += s->n_ends;
         return s;
 }
 
@@ -1083,6 +1087,7 @@ static JsFrame *js_stack_add(JsStack *st, size_t *cap) {
  * frame pointer. */
 static int js_walk(NodeProcess *p, uint64_t fp, uint64_t pc, size_t max, JsStack *st, size_t *cap, uint64_t *ret_end) {
         size_t first = st->n;
+        char why[sizeof st->end] = "";
         bool any = false;
 
         for (unsigned k = 0; k < JS_FRAMES_SEGMENT_MAX; k++) {
@@ -1090,7 +1095,7 @@ static int js_walk(NodeProcess *p, uint64_t fp, uint64_t pc, size_t max, JsStack
                 int64_t type;
 
                 if (!js_word(p, fp + (uint64_t) p->v.fp_context, &m)) {
-                        snprintf(st->end, sizeof st->end, "the frame at 0x%" PRIx64 " cannot be read", fp);
+                        snprintf(why, sizeof why, "the frame at 0x%" PRIx64 " cannot be read", fp);
                         break;
                 }
                 if (marker_type(p, m, &type)) {
@@ -1125,24 +1130,25 @@ static int js_walk(NodeProcess *p, uint64_t fp, uint64_t pc, size_t max, JsStack
                         }
                         any = any || !streq(f->function, "<unknown>");
                 } else {
-                        snprintf(st->end, sizeof st->end, "the frame at 0x%" PRIx64 " is not V8's", fp);
+                        snprintf(why, sizeof why, "the frame at 0x%" PRIx64 " is not V8's", fp);
                         break;
                 }
                 if (!js_word(p, fp, &next) || !js_word(p, fp + 8, &ret) || next <= fp ||
                     next - fp > JS_FRAME_BYTES_MAX) {
-                        snprintf(st->end, sizeof st->end, "the frame chain breaks at 0x%" PRIx64, fp);
+                        snprintf(why, sizeof why, "the frame chain breaks at 0x%" PRIx64, fp);
                         break;
                 }
                 pc = ret;
                 fp = next;
         }
         *ret_end = fp;
-        /* A run in which nothing checked out was no V8 code after all. */
+        /* A run in which nothing checked out was no V8 code after all: neither its frames nor its end are kept. */
         if (!any) {
                 for (size_t i = first; i < st->n; i++)
                         js_frame_done(&st->frames[i]);
                 st->n = first;
-        }
+        } else if (why[0])
+                memcpy(st->end, why, sizeof st->end);
         return 0;
 }
 
@@ -1160,6 +1166,11 @@ static int node_unwound(void *state, const RuntimeCapture *rc, pid_t tid, const 
                         return -ENOMEM;
                 *raw = st;
         }
+        /* A thread unwound again is walked again, from nothing. */
+        for (size_t i = 0; i < st->n; i++)
+                js_frame_done(&st->frames[i]);
+        free(st->frames);
+        *st = (JsStack) {};
         p->stack = stack;
         for (size_t i = 0; i < n;) {
                 uint64_t end;
