@@ -321,10 +321,32 @@ static bool is_string_type(const NodeProcess *p, int type) {
         return type >= 0 && type < p->v.first_nonstring;
 }
 
-/* JSFunction and the instance types right after it (class constructors and the builtins' constructors, which V8
- * numbers next), whose shared function info is then checked. */
+/* JSFunction and the instance types after it (the builtins' constructors, which V8 numbers next, and last the class
+ * constructors), whose shared function info is then checked. */
 static bool is_function_type(const NodeProcess *p, int type) {
-        return type >= p->v.t_function && type < p->v.t_function + 16;
+        return type >= p->v.t_function && type <= p->v.t_function + JS_CLASS_CONSTRUCTOR_AFTER_FUNCTION;
+}
+
+/* The SharedFunctionInfo of function FN, both checked by their instance types; 0 when FN is no function. */
+static uint64_t shared_of(const NodeProcess *p, uint64_t fn) {
+        uint64_t sfi;
+
+        if (!is_function_type(p, js_type(p, fn)) || !js_field(p, fn, p->v.fn_shared, &sfi) ||
+            js_type(p, sfi) != p->v.t_sfi)
+                return 0;
+        return sfi;
+}
+
+/* The length of array OBJ (a FixedArray, ByteArray or BytecodeArray) when it is of instance type TYPE and at most
+ * MAX; -1 when not. */
+static int64_t array_length(const NodeProcess *p, uint64_t obj, int64_t type, size_t max) {
+        uint64_t len;
+        int64_t n;
+
+        if (js_type(p, obj) != type || !js_field(p, obj, p->v.array_length, &len) || !is_smi(p, len) ||
+            (n = smi_value(p, len)) < 0 || (uint64_t) n > max)
+                return -1;
+        return n;
 }
 
 static bool is_uncompiled_type(const NodeProcess *p, int type) {
@@ -335,6 +357,18 @@ static bool is_uncompiled_type(const NodeProcess *p, int type) {
 }
 
 /* ---- strings ---- */
+
+/* Where the characters of string OBJ of TYPE are when it is flat: sequential, or external with its data cached. */
+static bool chars_of(const NodeProcess *p, uint64_t obj, int type, uint64_t *ret) {
+        const V8Layout *v = &p->v;
+
+        if ((type & v->rep_mask) == v->seq_tag) {
+                *ret = obj - (uint64_t) v->heap_tag + (uint64_t) v->seq_chars;
+                return true;
+        }
+        return (type & v->rep_mask) == v->ext_tag && !(type & JS_EXTERNAL_UNCACHED_BIT) &&
+               js_field(p, obj, v->ext_resource + JS_EXTERNAL_DATA_AFTER_RESOURCE, ret) && *ret != 0;
+}
 
 /* UNITS[0..N) of string OBJ from character FROM on, into OUT (UTF-16 code units; Latin-1 widened). */
 static int js_string_units(const NodeProcess *p, uint64_t obj, size_t from, size_t n, uint16_t *out, unsigned depth) {
@@ -352,12 +386,10 @@ static int js_string_units(const NodeProcess *p, uint64_t obj, size_t from, size
                         return -EBADMSG;
                 one = (type & v->enc_mask) == v->one_byte_tag;
                 if ((type & v->rep_mask) == v->seq_tag || (type & v->rep_mask) == v->ext_tag) {
-                        uint64_t data = obj - (uint64_t) v->heap_tag + (uint64_t) v->seq_chars;
                         _cleanup_free_ uint8_t *buf = NULL;
+                        uint64_t data;
 
-                        if ((type & v->rep_mask) == v->ext_tag &&
-                            ((type & JS_EXTERNAL_UNCACHED_BIT) ||
-                             !js_field(p, obj, v->ext_resource + JS_EXTERNAL_DATA_AFTER_RESOURCE, &data) || data == 0))
+                        if (!chars_of(p, obj, type, &data))
                                 return -EBADMSG;
                         buf = malloc(n * (one ? 1 : 2));
                         if (!buf)
@@ -407,26 +439,6 @@ static int js_string_units(const NodeProcess *p, uint64_t obj, size_t from, size
 
 /* Where the characters of string OBJ are when it is a flat one-byte string (sequential, or external with its data
  * cached; a thin string's target): *RET_DATA, *RET_LEN. Else false. */
-static bool js_flat_one_byte(const NodeProcess *p, uint64_t obj, uint64_t *ret_data, size_t *ret_len) {
-        const V8Layout *v = &p->v;
-        int type = js_type(p, obj);
-        int32_t len;
-
-        if (is_string_type(p, type) && (type & v->rep_mask) == v->thin_tag &&
-            (!js_field(p, obj, v->thin_actual, &obj) || (type = js_type(p, obj)) < 0))
-                return false;
-        if (!is_string_type(p, type) || (type & v->enc_mask) != v->one_byte_tag ||
-            js_read(p, obj - (uint64_t) v->heap_tag + (uint64_t) v->str_length, &len, sizeof len) < 0 || len < 0)
-                return false;
-        if ((type & v->rep_mask) == v->seq_tag)
-                *ret_data = obj - (uint64_t) v->heap_tag + (uint64_t) v->seq_chars;
-        else if ((type & v->rep_mask) != v->ext_tag || (type & JS_EXTERNAL_UNCACHED_BIT) ||
-                 !js_field(p, obj, v->ext_resource + JS_EXTERNAL_DATA_AFTER_RESOURCE, ret_data) || *ret_data == 0)
-                return false;
-        *ret_len = (size_t) len;
-        return true;
-}
-
 /* The length of string OBJ; -EBADMSG when it is none. */
 static int64_t js_string_length(const NodeProcess *p, uint64_t obj) {
         int32_t len;
@@ -435,6 +447,23 @@ static int64_t js_string_length(const NodeProcess *p, uint64_t obj) {
             js_read(p, obj - (uint64_t) p->v.heap_tag + (uint64_t) p->v.str_length, &len, sizeof len) < 0 || len < 0)
                 return -EBADMSG;
         return len;
+}
+
+/* Where the characters of string OBJ are when it is a flat one-byte string (a thin string's target): *RET_DATA,
+ * *RET_LEN. Else false. */
+static bool js_flat_one_byte(const NodeProcess *p, uint64_t obj, uint64_t *ret_data, size_t *ret_len) {
+        const V8Layout *v = &p->v;
+        int type = js_type(p, obj);
+        int64_t len;
+
+        if (is_string_type(p, type) && (type & v->rep_mask) == v->thin_tag &&
+            (!js_field(p, obj, v->thin_actual, &obj) || (type = js_type(p, obj)) < 0))
+                return false;
+        if (!is_string_type(p, type) || (type & v->enc_mask) != v->one_byte_tag ||
+            (len = js_string_length(p, obj)) < 0 || !chars_of(p, obj, type, ret_data))
+                return false;
+        *ret_len = (size_t) len;
+        return true;
 }
 
 static void utf8_put(char **w, uint32_t c) {
@@ -672,8 +701,7 @@ static ReceiverKind receiver_type(NodeProcess *p, uint64_t recv, char *buf, size
                 JsFunction *f;
 
                 /* A class's static method: the class names it ("Repo.load"); any other function is "Function". */
-                if (type == p->v.t_function + JS_CLASS_CONSTRUCTOR_AFTER_FUNCTION &&
-                    js_field(p, recv, p->v.fn_shared, &sfi) && js_type(p, sfi) == p->v.t_sfi &&
+                if (type == p->v.t_function + JS_CLASS_CONSTRUCTOR_AFTER_FUNCTION && (sfi = shared_of(p, recv)) &&
                     (f = function_get(p, sfi)) && f->name && f->name[0]) {
                         snprintf(buf, size, "%s", f->name);
                         return RECEIVER_TYPED;
@@ -686,8 +714,7 @@ static ReceiverKind receiver_type(NodeProcess *p, uint64_t recv, char *buf, size
         for (unsigned i = 0; i < JS_CONSTRUCTOR_CHAIN_MAX && js_type(p, ctor) == p->v.t_map; i++)
                 if (!js_field(p, ctor, p->v.map_constructor, &ctor))
                         return RECEIVER_UNKNOWN;
-        if (is_function_type(p, js_type(p, ctor)) && js_field(p, ctor, p->v.fn_shared, &sfi) &&
-            js_type(p, sfi) == p->v.t_sfi) {
+        if ((sfi = shared_of(p, ctor))) {
                 JsFunction *f = function_get(p, sfi);
 
                 if (f && f->name && f->name[0] && !streq(f->name, "Object")) {
@@ -715,13 +742,10 @@ static char *display_name(const char *name, ReceiverKind rk, const char *type) {
 /* ---- lines ---- */
 
 static int line_ends_from_array(const NodeProcess *p, uint64_t arr, JsScript *s) {
-        uint64_t len, *words;
-        int64_t n;
+        int64_t n = array_length(p, arr, p->v.t_fixed_array, JS_LINE_ENDS_MAX);
+        uint64_t *words;
 
-        if (js_type(p, arr) != p->v.t_fixed_array || !js_field(p, arr, p->v.array_length, &len) || !is_smi(p, len))
-                return -EBADMSG;
-        n = smi_value(p, len);
-        if (n < 0 || n > (int64_t) JS_LINE_ENDS_MAX)
+        if (n < 0)
                 return -EBADMSG;
         words = malloc(MAX((size_t) n, (size_t) 1) * sizeof *words);
         s->ends = malloc(MAX((size_t) n, (size_t) 1) * sizeof *s->ends);
@@ -834,10 +858,9 @@ static JsScript *script_get(NodeProcess *p, uint64_t script) {
 }
 
 /* The line and column (1-based) of code offset OFFSET in the source position table POSITIONS (a ByteArray) of a
- * function of SCRIPT; a note why not. */
-static const char *frame_line(NodeProcess *p, uint64_t positions, int64_t offset, uint64_t script, JsFrame *f) {
+ * function of SCRIPT, into F; or F's note says why not. -ENOMEM. */
+static int frame_line(NodeProcess *p, uint64_t positions, int64_t offset, uint64_t script, JsFrame *f) {
         int64_t position, n;
-        uint64_t len;
         JsScript *s;
         size_t lo, hi;
         int r;
@@ -846,29 +869,40 @@ static const char *frame_line(NodeProcess *p, uint64_t positions, int64_t offset
         if (p->table_addr != positions) {
                 uint8_t *t;
 
-                if (js_type(p, positions) != p->v.t_byte_array)
-                        return "no source positions kept for its code (V8 collects them lazily)";
-                if (!js_field(p, positions, p->v.array_length, &len) || !is_smi(p, len) ||
-                    (n = smi_value(p, len)) < 0 || n > (int64_t) JS_POSITIONS_BYTES_MAX)
-                        return "its source position table does not read";
+                if (js_type(p, positions) != p->v.t_byte_array) {
+                        f->note = "no source positions kept for its code (V8 collects them lazily)";
+                        return 0;
+                }
+                if ((n = array_length(p, positions, p->v.t_byte_array, JS_POSITIONS_BYTES_MAX)) < 0) {
+                        f->note = "its source position table does not read";
+                        return 0;
+                }
                 t = realloc(p->table, MAX((size_t) n, (size_t) 1));
                 if (!t)
-                        return NULL;
+                        return -ENOMEM;
                 p->table = t;
                 p->table_addr = 0;
-                if (js_read(p, positions - (uint64_t) p->v.heap_tag + (uint64_t) p->v.array_data, t, (size_t) n) < 0)
-                        return "its source position table does not read";
+                if (js_read(p, positions - (uint64_t) p->v.heap_tag + (uint64_t) p->v.array_data, t, (size_t) n) < 0) {
+                        f->note = "its source position table does not read";
+                        return 0;
+                }
                 p->table_addr = positions;
                 p->table_n = (size_t) n;
         }
         r = node_position_for_offset(p->table, p->table_n, offset, &position);
-        if (r == -EXDEV)
-                return "code of a function inlined into it runs there: its line is not read";
-        if (r < 0 || position < 0)
-                return "its source position table has no entry for the frame's code offset";
+        if (r == -EXDEV) {
+                f->note = "code of a function inlined into it runs there: its line is not read";
+                return 0;
+        }
+        if (r < 0 || position < 0) {
+                f->note = "its source position table has no entry for the frame's code offset";
+                return 0;
+        }
         s = script_get(p, script);
-        if (!s || s->failed)
-                return "its script's lines cannot be counted";
+        if (!s || s->failed) {
+                f->note = "its script's lines cannot be counted";
+                return 0;
+        }
         /* The first newline at or after the position ends its line. */
         lo = 0;
         hi = s->n_ends;
@@ -882,7 +916,7 @@ static const char *frame_line(NodeProcess *p, uint64_t positions, int64_t offset
         }
         f->line = (unsigned) lo + 1;
         f->column = (unsigned) ((uint64_t) position - (lo > 0 ? s->ends[lo - 1] + 1ULL : 0)) + 1;
-        return NULL;
+        return 0;
 }
 
 /* ---- optimized code ---- */
@@ -922,35 +956,42 @@ static uint64_t code_of_pc(const NodeProcess *p, uint64_t pc, uint64_t *ret_star
         return 0;
 }
 
-/* The bytecode offset baseline code runs at PC, its BYTECODE the frame's; a note why not. */
-static const char *baseline_bytecode_offset(const NodeProcess *p, uint64_t pc, uint64_t bytecode, int64_t *ret) {
+/* The bytecode offset baseline code runs at PC, its BYTECODE the frame's, into *RET; or *RET_NOTE says why not.
+ * -ENOMEM. */
+static int baseline_bytecode_offset(const NodeProcess *p, uint64_t pc, uint64_t bytecode, int64_t *ret,
+                                    const char **ret_note) {
         _cleanup_free_ uint8_t *table = NULL, *codes = NULL;
-        uint64_t code, start, tbl, len, blen;
+        uint64_t code, start, tbl;
         int64_t n, nb;
         int r;
 
-        if (!p->bytecode_sizes)
-                return "baseline code (Sparkplug), and V8's bytecode sizes are not exported: its line is not read";
+        if (!p->bytecode_sizes) {
+                *ret_note = "baseline code (Sparkplug), and V8's bytecode sizes are not exported: its line is not read";
+                return 0;
+        }
         code = code_of_pc(p, pc, &start);
-        if (!code || !js_field(p, code, JS_CODE_POSITIONS_OFFSET, &tbl) || js_type(p, tbl) != p->v.t_byte_array ||
-            !js_field(p, tbl, p->v.array_length, &len) || !is_smi(p, len) || (n = smi_value(p, len)) <= 0 ||
-            n > (int64_t) JS_POSITIONS_BYTES_MAX || !js_field(p, bytecode, p->v.array_length, &blen) ||
-            !is_smi(p, blen) || (nb = smi_value(p, blen)) <= 0 || nb > (int64_t) JS_BYTECODE_BYTES_MAX)
-                return "baseline code (Sparkplug) whose Code object is not found: its line is not read";
+        if (!code || !js_field(p, code, JS_CODE_POSITIONS_OFFSET, &tbl) ||
+            (n = array_length(p, tbl, p->v.t_byte_array, JS_POSITIONS_BYTES_MAX)) <= 0 ||
+            (nb = array_length(p, bytecode, p->v.t_bytecode, JS_BYTECODE_BYTES_MAX)) <= 0) {
+                *ret_note = "baseline code (Sparkplug) whose Code object is not found: its line is not read";
+                return 0;
+        }
         table = malloc((size_t) n);
         codes = malloc((size_t) nb);
         if (!table || !codes)
-                return NULL;
+                return -ENOMEM;
         if (js_read(p, tbl - (uint64_t) p->v.heap_tag + (uint64_t) p->v.array_data, table, (size_t) n) < 0 ||
-            js_read(p, bytecode - (uint64_t) p->v.heap_tag + (uint64_t) p->v.bytecode_header, codes, (size_t) nb) < 0)
-                return "baseline code (Sparkplug) whose tables do not read: its line is not read";
+            js_read(p, bytecode - (uint64_t) p->v.heap_tag + (uint64_t) p->v.bytecode_header, codes, (size_t) nb) < 0) {
+                *ret_note = "baseline code (Sparkplug) whose tables do not read: its line is not read";
+                return 0;
+        }
         r = node_baseline_offset(table, (size_t) n, codes, (size_t) nb, p->bytecode_sizes, p->n_bytecodes, pc - start,
                                  ret);
         if (r == -ERANGE)
-                return "baseline code (Sparkplug) whose offset table ends before the pc: its line is not read";
-        if (r < 0)
-                return "baseline code (Sparkplug) whose tables do not decode: its line is not read";
-        return NULL;
+                *ret_note = "baseline code (Sparkplug) whose offset table ends before the pc: its line is not read";
+        else if (r < 0)
+                *ret_note = "baseline code (Sparkplug) whose tables do not decode: its line is not read";
+        return 0;
 }
 
 /* ---- frames ---- */
@@ -980,11 +1021,10 @@ static bool marker_type(const NodeProcess *p, uint64_t v, int64_t *ret) {
 
 /* Whether FP holds a JavaScript frame: a context, and a JSFunction whose shared function info checks out. */
 static bool is_js_frame(const NodeProcess *p, uint64_t fp) {
-        uint64_t ctx, fn, sfi;
+        uint64_t ctx, fn;
 
         return js_word(p, fp + (uint64_t) p->v.fp_context, &ctx) && is_heap_object(p, ctx) &&
-               js_word(p, fp + (uint64_t) p->v.fp_function, &fn) && is_function_type(p, js_type(p, fn)) &&
-               js_field(p, fn, p->v.fn_shared, &sfi) && js_type(p, sfi) == p->v.t_sfi;
+               js_word(p, fp + (uint64_t) p->v.fp_function, &fn) && shared_of(p, fn) != 0;
 }
 
 /* Whether a walk may start at FP: an exit frame (JavaScript called out into C++, which the native frames inside it
@@ -1008,8 +1048,8 @@ static int js_frame_at(NodeProcess *p, uint64_t fp, uint64_t pc, JsFrame *ret) {
         JsFunction *f;
 
         *ret = (JsFrame){.pc = pc};
-        if (!js_word(p, fp + (uint64_t) p->v.fp_function, &fn) || !js_field(p, fn, p->v.fn_shared, &sfi)) {
-                ret->note = "the frame's function cannot be read";
+        if (!js_word(p, fp + (uint64_t) p->v.fp_function, &fn) || !(sfi = shared_of(p, fn))) {
+                ret->note = "the frame's function slot holds no JSFunction";
                 goto unknown;
         }
         /* The receiver's type first: naming it reads (and may evict) other functions of the cache. */
@@ -1044,8 +1084,7 @@ static int js_frame_at(NodeProcess *p, uint64_t fp, uint64_t pc, JsFrame *ret) {
                         ret->note = "optimized code whose Code object is not found: its line is not read";
                         return 0;
                 }
-                ret->note = frame_line(p, positions, (int64_t) (pc - start) - 1, f->script, ret);
-                return !ret->note && ret->line == 0 ? -ENOMEM : 0;
+                return frame_line(p, positions, (int64_t) (pc - start) - 1, f->script, ret);
         }
         if (!js_field(p, bytecode, JS_BYTECODE_POSITIONS_OFFSET, &positions)) {
                 ret->note = "its bytecode cannot be read";
@@ -1053,18 +1092,15 @@ static int js_frame_at(NodeProcess *p, uint64_t fp, uint64_t pc, JsFrame *ret) {
         }
         if (!js_word(p, fp + (uint64_t) p->v.fp_bytecode_offset, &offset) || !is_smi(p, offset)) {
                 int64_t b;
+                int r;
 
                 /* Baseline code (Sparkplug) keeps its feedback vector in that slot: the pc says the bytecode. */
-                ret->note = baseline_bytecode_offset(p, pc, bytecode, &b);
-                if (!ret->note)
-                        ret->note = frame_line(p, positions, b, f->script, ret);
-                return !ret->note && ret->line == 0 ? -ENOMEM : 0;
+                r = baseline_bytecode_offset(p, pc, bytecode, &b, &ret->note);
+                if (r < 0 || ret->note)
+                        return r;
+                return frame_line(p, positions, b, f->script, ret);
         }
-        ret->note =
-                frame_line(p, positions, smi_value(p, offset) - p->v.bytecode_header + p->v.heap_tag, f->script, ret);
-        if (!ret->note && ret->line == 0)
-                return -ENOMEM;
-        return 0;
+        return frame_line(p, positions, smi_value(p, offset) - p->v.bytecode_header + p->v.heap_tag, f->script, ret);
 unknown:
         ret->function = strdup("<unknown>");
         return ret->function ? 0 : -ENOMEM;
