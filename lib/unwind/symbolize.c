@@ -883,7 +883,8 @@ static int find_symbols(Symbolizer *s, Dwfl_Module *mod, const char *const *name
         have_dyn = dyn_table_open(mod, &dyn) >= 0;
         for (size_t k = 0; k < n; k++)
                 if (!named_find(s, bid, names[k]) &&
-                    (names[k][0] == '.' || !have_dyn || dyn_table_find(&dyn, names[k], &ret_addrs[k], &ret_sizes[k]) < 0))
+                    (names[k][0] == '.' || !have_dyn ||
+                     dyn_table_find(&dyn, names[k], &ret_addrs[k], &ret_sizes[k]) < 0))
                         missing = true;
         if (!missing)
                 goto remember;
