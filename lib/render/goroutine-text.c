@@ -299,16 +299,14 @@ static const UserFrame *own_frame(const GoRuntime *gr, const Goroutine *g) {
         return st && st->n_frames > 0 ? &st->frames[0] : NULL;
 }
 
-int goroutines_summary(const Snapshot *s, char **ret) {
+/* The largest group blocked a minute or more, else the largest that waits at all: into *RET (its first member),
+ * *RET_COUNT and *RET_WAIT_MAX; *RET NULL when none waits. */
+static int stuck_group(const Snapshot *s, const Goroutine **ret, size_t *ret_count, int64_t *ret_wait_max) {
         _cleanup_free_ size_t *members = NULL;
         _cleanup_free_ Group *groups = NULL;
         const Group *best = NULL;
         const GoRuntime *gr = snapshot_go(s);
-        const Goroutine *g;
-        const UserFrame *u;
-        size_t n_groups = 0, size = 0;
-        char *text = NULL;
-        FILE *f;
+        size_t n_groups = 0;
         int r;
 
         *ret = NULL;
@@ -317,10 +315,10 @@ int goroutines_summary(const Snapshot *s, char **ret) {
         r = group_goroutines(s, &members, &groups, &n_groups);
         if (r < 0)
                 return r;
-        /* The largest group blocked a minute or more; else the largest that waits at all. */
         for (int pass = 0; pass < 2 && !best; pass++)
                 for (size_t i = 0; i < n_groups; i++) {
-                        g = &gr->goroutines[members[groups[i].first]];
+                        const Goroutine *g = &gr->goroutines[members[groups[i].first]];
+
                         if (g->status != GO_STATUS_WAITING || (pass == 0 && groups[i].wait_min < USEC_PER_MINUTE))
                                 continue;
                         if (!best || groups[i].count > best->count)
@@ -328,14 +326,47 @@ int goroutines_summary(const Snapshot *s, char **ret) {
                 }
         if (!best)
                 return 0;
-        g = &gr->goroutines[members[best->first]];
+        *ret = &gr->goroutines[members[best->first]];
+        *ret_count = best->count;
+        *ret_wait_max = best->wait_max;
+        return 0;
+}
+
+int goroutines_stuck_stack(const Snapshot *s, const GoStack **ret) {
+        const Goroutine *g;
+        size_t count;
+        int64_t wait_max;
+        int r = stuck_group(s, &g, &count, &wait_max);
+
+        *ret = NULL;
+        if (r < 0)
+                return r;
+        if (g && g->stack >= 0 && (size_t) g->stack < snapshot_go(s)->n_stacks)
+                *ret = &snapshot_go(s)->stacks[g->stack];
+        return 0;
+}
+
+int goroutines_summary(const Snapshot *s, char **ret) {
+        const GoRuntime *gr = snapshot_go(s);
+        const Goroutine *g;
+        const UserFrame *u;
+        size_t count = 0, size = 0;
+        int64_t wait_max = 0;
+        char *text = NULL;
+        FILE *f;
+        int r;
+
+        *ret = NULL;
+        r = stuck_group(s, &g, &count, &wait_max);
+        if (r < 0 || !g)
+                return r;
         f = open_memstream(&text, &size);
         if (!f)
                 return -ENOMEM;
-        fprintf(f, "%zu goroutine%s [", best->count, best->count == 1 ? "" : "s");
+        fprintf(f, "%zu goroutine%s [", count, count == 1 ? "" : "s");
         fputs_escaped(reason_of(g), f);
-        if (best->wait_max >= USEC_PER_MINUTE)
-                fprintf(f, ", %" PRId64 " minutes", best->wait_max / USEC_PER_MINUTE);
+        if (wait_max >= USEC_PER_MINUTE)
+                fprintf(f, ", %" PRId64 " minutes", wait_max / USEC_PER_MINUTE);
         fputc(']', f);
         u = own_frame(gr, g);
         if (u && u->function) {

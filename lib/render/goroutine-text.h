@@ -15,3 +15,6 @@ void goroutines_print_folded(const Snapshot *s, FILE *f);
  * more (else the largest that waits), and its own innermost frame; *RET NULL when S has no goroutines waiting.
  * -ENOMEM. */
 int goroutines_summary(const Snapshot *s, char **ret);
+/* The stack of that group (innermost first, the runtime's own frames in it): where a Go program is stuck, for its
+ * signature; *RET NULL when no goroutine waits or its stack was not read. -ENOMEM. */
+int goroutines_stuck_stack(const Snapshot *s, const GoStack **ret);
