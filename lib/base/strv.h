@@ -2,6 +2,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,14 @@ static inline size_t strv_length(char *const *v) {
 }
 
 /* A deep copy of V (NULL for NULL); NULL on OOM too, so check V first. */
+/* Whether S (NULL: never) is one of the strings of V (NULL: none). */
+static inline bool strv_contains(char *const *v, const char *s) {
+        for (size_t i = 0; s && v && v[i]; i++)
+                if (strcmp(v[i], s) == 0)
+                        return true;
+        return false;
+}
+
 static inline char **strv_copy(char *const *v) {
         size_t n = strv_length(v);
         char **c;

@@ -141,6 +141,9 @@ Snapshot *snapshot_free(Snapshot *s) {
         free(s->modules);
         free(s->hostname);
         free(s->comm);
+        free(s->signature);
+        free(s->title);
+        free(s->proto_signature);
         free(s->exe);
         strv_free(s->cmdline);
         free(s->cgroup);

@@ -369,6 +369,10 @@ typedef struct Snapshot {
         ProcessRuntime *runtime[_RUNTIME_MAX]; /* the language runtimes it runs, by kind; NULL: not that one */
 
         SnapshotTrigger *trigger; /* NULL for on-demand dumps */
+        /* The problem it shows (render/signature.h), for a snapshot a rule took: NULL for a dump */
+        char *signature;        /* SIGNATURE_LENGTH hex digits: the same for the same hang, wherever it is caught */
+        char *title;            /* what a person reads of it ("python3 blocked in read ← app.py:main ⇄ python3") */
+        char *proto_signature;  /* the text the key is a hash of */
 
         WaitChain *wait_chain;  /* NULL when peers were not asked for */
         struct Snapshot **peers; /* the processes the chain reached, captured with the same engine */

@@ -432,10 +432,9 @@ static int put_title(const Snapshot *s, const char *wait, const char *first, pid
         if (!f)
                 return -ENOMEM;
         fprintf(f, "%s %s", comm, s->trigger->klass ?: "?");
-        if (wait) {
-                fputs(" in ", f);
-                fputs_escaped(wait, f);
-        }
+        /* The call alone ("read"): what it leads to is the rest of the title. */
+        if (wait)
+                fprintf(f, " in %.*s", (int) strcspn(wait, " ,"), wait);
         if (frame)
                 fprintf(f, " ← %s", frame);
         for (size_t i = 0; i < n_pids; i++)

@@ -10,6 +10,7 @@
 #include "base/macro.h"
 #include "base/parse-util.h"
 #include "base/strv.h"
+#include "render/signature.h"
 #include "render/snapshot-json.h"
 #include "render/thread-groups.h"
 
@@ -855,6 +856,12 @@ json_object *snapshot_to_json(const Snapshot *s) {
                 ADD(o, "trigger", tr);
         } else
                 ADD(o, "trigger", NULL);
+        /* A rule's snapshot: the problem it shows (signature.h). */
+        if (s->signature) {
+                ADD(o, "signature", json_object_new_string(s->signature));
+                ADD(o, "title", json_new_string_or_null(s->title));
+                ADD(o, "proto_signature", json_new_string_or_null(s->proto_signature));
+        }
 
         mods = json_object_new_array();
         for (size_t i = 0; i < s->n_modules; i++) {
@@ -1192,6 +1199,18 @@ static int snapshot_parse(json_object *j, bool top, Snapshot **ret, const char *
                 for (size_t k = 0; k < snapshot_go(s)->stacks[i].n_frames; k++)
                         if (snapshot_go(s)->stacks[i].frames[k].module >= (int) s->n_modules)
                                 snapshot_go(s)->stacks[i].frames[k].module = -1;
+        /* The problem it shows: as it was written, or (a snapshot written before signatures) computed now. */
+        if (top && s->trigger) {
+                json_object *sig = json_member(j, "signature", json_type_string);
+
+                if (sig && signature_is_valid(json_object_get_string(sig))) {
+                        if (!(s->signature = strdup(json_object_get_string(sig))) ||
+                            (r = json_dup_string(j, "title", &s->title)) < 0 ||
+                            (r = json_dup_string(j, "proto_signature", &s->proto_signature)) < 0)
+                                return -ENOMEM;
+                } else if ((r = snapshot_sign(s)) < 0)
+                        return r;
+        }
         *ret = TAKE_PTR(s);
         return 0;
 }
