@@ -235,6 +235,10 @@ static void random_name_part(char buf[static TMP_RANDOM_LEN + 1]) {
 
 /* ---- the summary header ---- */
 
+bool archive_signature_is_valid(const char *s) {
+        return s && strlen(s) == ARCHIVE_SIGNATURE_LENGTH && strspn(s, "0123456789abcdef") == ARCHIVE_SIGNATURE_LENGTH;
+}
+
 void archive_summary_done(ArchiveSummary *s) {
         if (!s)
                 return;
@@ -244,6 +248,8 @@ void archive_summary_done(ArchiveSummary *s) {
         free(s->klass);
         free(s->exe);
         free(s->unit);
+        free(s->signature);
+        free(s->title);
         *s = (ArchiveSummary) {};
 }
 
@@ -256,7 +262,8 @@ json_object *archive_summary_to_json(const ArchiveSummary *s) {
             json_add_int64(o, "pid", s->pid) < 0 || json_add_string(o, "comm", s->comm) < 0 ||
             json_add_string(o, "exe", s->exe) < 0 || json_add_string(o, "unit", s->unit) < 0 ||
             json_add_string(o, "rule", s->rule) < 0 || json_add_string(o, "class", s->klass) < 0 ||
-            json_add_u64(o, "size", s->size) < 0 || json_add_u64(o, "file_size", s->file_size) < 0) {
+            json_add_u64(o, "size", s->size) < 0 || json_add_u64(o, "file_size", s->file_size) < 0 ||
+            json_add_string(o, "signature", s->signature) < 0 || json_add_string(o, "title", s->title) < 0) {
                 json_object_put(o);
                 return NULL;
         }
@@ -275,10 +282,13 @@ int archive_summary_from_json(json_object *o, ArchiveSummary *ret) {
         s.file_size = json_get_u64(o, "file_size");
         if (!(s.id = strdup(id)) || json_dup_string(o, "comm", &s.comm) < 0 || json_dup_string(o, "exe", &s.exe) < 0 ||
             json_dup_string(o, "unit", &s.unit) < 0 || json_dup_string(o, "rule", &s.rule) < 0 ||
-            json_dup_string(o, "class", &s.klass) < 0) {
+            json_dup_string(o, "class", &s.klass) < 0 || json_dup_string(o, "title", &s.title) < 0 ||
+            json_dup_string(o, "signature", &s.signature) < 0) {
                 archive_summary_done(&s);
                 return -ENOMEM;
         }
+        if (s.signature && !archive_signature_is_valid(s.signature))
+                s.signature = mfree(s.signature);
         *ret = s;
         return 0;
 }
@@ -316,6 +326,12 @@ static int archive_header_build(const char *id, uint64_t timestamp_usec, const A
                 return r;
         if (summary->unit && strlen(summary->unit) <= ARCHIVE_HEADER_FIELD_MAX &&
             (r = json_add_string(o, "unit", summary->unit)) < 0)
+                return r;
+        if (summary->signature && archive_signature_is_valid(summary->signature) &&
+            (r = json_add_string(o, "signature", summary->signature)) < 0)
+                return r;
+        if (summary->signature && summary->title && strlen(summary->title) <= ARCHIVE_HEADER_FIELD_MAX &&
+            (r = json_add_string(o, "title", summary->title)) < 0)
                 return r;
         /* json-c escapes control characters, so a comm like "\e[2J" stays inert in the header. */
         r = json_to_text(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &s, &n);
@@ -379,8 +395,12 @@ static int archive_header_parse(const char *p, size_t n, const char *id, Archive
                 return -EBADMSG;
         if ((r = json_require_string(o, "comm", &s.comm)) < 0 || (r = json_require_string(o, "rule", &s.rule)) < 0 ||
             (r = json_require_string(o, "class", &s.klass)) < 0 || (r = json_dup_string(o, "exe", &s.exe)) < 0 ||
-            (r = json_dup_string(o, "unit", &s.unit)) < 0)
+            (r = json_dup_string(o, "unit", &s.unit)) < 0 || (r = json_dup_string(o, "signature", &s.signature)) < 0 ||
+            (r = json_dup_string(o, "title", &s.title)) < 0)
                 return r;
+        /* A signature not of our form is no signature: it is a key in lookups and paths of the page. */
+        if (s.signature && !archive_signature_is_valid(s.signature))
+                s.signature = mfree(s.signature);
         s.id = strdup(id);
         if (!s.id)
                 return -ENOMEM;

@@ -10,7 +10,7 @@
 /* File format (stackwatch.archive/1):
  *   1. a zstd skippable frame (magic ARCHIVE_HEADER_MAGIC, little-endian u32 length, then that many bytes) that
  *      holds the summary as one JSON object: {"schema", "id", "timestamp_usec", "pid", "comm", "rule", "class",
- *      "size", and when known "exe" and "unit"}, at most ARCHIVE_HEADER_MAX bytes, so that listing reads one small
+ *      "size", and when known "exe", "unit", "signature" and "title"}, at most ARCHIVE_HEADER_MAX bytes, so that listing reads one small
  *      block per file (exe and unit are left out when longer than ARCHIVE_HEADER_FIELD_MAX);
  *   2. one ordinary zstd frame (content size and checksum set) with the snapshot document, "size" bytes.
  * Decoders skip skippable frames, so "zstd -d" yields the document alone.
@@ -38,7 +38,7 @@ typedef struct ArchiveLimits {
 } ArchiveLimits;
 
 /* What a snapshot's header says, plus its size on disk. For archive_write() only timestamp_usec (0 = now), pid,
- * comm, rule and klass are read; id, size and file_size are filled in by the archive. */
+ * comm, rule, klass, exe, unit, signature and title are read; id, size and file_size are filled in by the archive. */
 typedef struct ArchiveSummary {
         char *id;
         uint64_t timestamp_usec; /* CLOCK_REALTIME */
@@ -47,6 +47,8 @@ typedef struct ArchiveSummary {
         char *rule;
         char *klass;             /* "class" in the header */
         char *exe, *unit;        /* NULL when unknown (or written by a version without them) */
+        char *signature, *title; /* the problem it shows (render/signature.h); NULL when the header has none: a
+                                  * version without them wrote it, read the document for them */
         uint64_t size;           /* uncompressed document bytes */
         uint64_t file_size;      /* bytes on disk */
 } ArchiveSummary;
@@ -90,6 +92,10 @@ int archive_list(Archive *a, ArchiveSummary **ret, size_t *ret_n, size_t *ret_sk
  * is no such snapshot, -EBADMSG when the file is corrupt, -EFBIG beyond ARCHIVE_DOCUMENT_MAX. */
 int archive_read(Archive *a, const char *id, char **ret_json, size_t *ret_len, ArchiveSummary *ret_summary);
 
+/* A problem's signature: SIGNATURE_LENGTH (render/signature.h) lowercase hex digits. */
+#define ARCHIVE_SIGNATURE_LENGTH 16
+bool archive_signature_is_valid(const char *s);
+
 /* Whether S is an id of our form (not "latest"): the check for ids from the command line or HTTP. */
 bool archive_id_is_valid(const char *s);
 /* The bytes of snapshot file ID as they are (header frame and compressed document), for carrying the file elsewhere
@@ -104,7 +110,7 @@ int archive_id_compare(const char *a, const char *b);
 /* Free the strings of one summary and zero it (the struct itself is the caller's); NULL-safe. */
 void archive_summary_done(ArchiveSummary *s);
 /* S as the API and stackctl list --json show it: {"id", "timestamp_usec", "pid", "comm", "exe", "unit", "rule",
- * "class", "size", "file_size"} (unknown strings null); NULL on OOM. */
+ * "class", "size", "file_size", "signature", "title"} (unknown strings null); NULL on OOM. */
 struct json_object *archive_summary_to_json(const ArchiveSummary *s);
 /* The other way, for a client of the API: an entry of GET /snapshots into *RET. Lenient about missing strings (NULL)
  * and numbers (0), as a daemon of another version may leave some out; -EBADMSG when O is not an object or its id
