@@ -22,6 +22,7 @@
 #include "capture/syscall-probe.h"
 #include "chain/wait-chain.h"
 #include "render/goroutine-text.h"
+#include "render/signature.h"
 #include "render/snapshot-json.h"
 #include "render/snapshot-pprof.h"
 #include "render/snapshot-text.h"
@@ -252,17 +253,23 @@ static int report_python(const Snapshot *s, pid_t tid, json_object **ret) {
 }
 
 /* The second report line: what an alert and a journal record show of the process, taken here, in the child,
- * because reading /proc/PID/cmdline can block on the target's memory map lock, which the loop must never risk. */
-static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
+ * because reading /proc/PID/cmdline can block on the target's memory map lock, which the loop must never risk; and
+ * the problem the snapshot shows, DUPLICATE when it was not stored for it (capture_job_result.duplicate). */
+static int job_report_identity(const Snapshot *s, pid_t tid, bool duplicate, int out_fd) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_strv_free_ char **frames = NULL, **cmdline = NULL;
         _cleanup_free_ char *stack = NULL, *text = NULL, *goroutines = NULL;
-        json_object *python = NULL;
+        json_object *python = NULL, *peers = json_object_new_array();
         size_t total = 0;
         int r;
 
-        if (!o)
+        if (!o || !peers) {
+                json_object_put(peers);
                 return ENOMEM;
+        }
+        for (size_t i = 0; i < s->n_peers && i < CAPTURE_JOB_PEERS_MAX; i++)
+                if (json_object_array_add(peers, json_object_new_int(s->peers[i]->pid)) < 0)
+                        return ENOMEM;
         /* Bounded, so that the report fits the pipe the parent reads only once the child has exited. */
         r = snapshot_top_frames(s, tid, CAPTURE_JOB_TOP_FRAMES, &frames);
         for (size_t i = 0; r >= 0 && frames && frames[i]; i++)
@@ -284,6 +291,8 @@ static int job_report_identity(const Snapshot *s, pid_t tid, int out_fd) {
         if (r < 0 || json_add(o, "cmdline", json_new_strv(cmdline ?: s->cmdline)) < 0 ||
             json_add(o, "frames", json_new_strv(frames)) < 0 || json_add_string(o, "stack", stack) < 0 ||
             json_add(o, "python", python) < 0 || json_add_string(o, "goroutines", goroutines) < 0 ||
+            json_add_string(o, "signature", s->signature) < 0 || json_add_string(o, "title", s->title) < 0 ||
+            json_add(o, "duplicate", json_object_new_boolean(duplicate)) < 0 || json_add(o, "peers", peers) < 0 ||
             json_to_text(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &text, NULL) < 0)
                 return ENOMEM;
         dprintf(out_fd, "%s\n", text);
@@ -361,8 +370,13 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         s->trigger->rule = strdup(spec->trigger.rule ?: "");
         s->trigger->klass = strdup(spec->trigger.klass ?: "");
         s->trigger->wchan = spec->trigger.wchan ? strdup(spec->trigger.wchan) : NULL;
-        if (!s->trigger->rule || !s->trigger->klass)
+        if (!s->trigger->rule || !s->trigger->klass || snapshot_sign(s) < 0)
                 return ENOMEM;
+        /* The problem is open on this process already: its snapshot stands, this firing only counts. */
+        if (s->signature && strv_contains(spec->open_signatures, s->signature)) {
+                job_report_ok(out_fd, NULL, s);
+                return job_report_identity(s, spec->trigger.tid, true, out_fd);
+        }
         j = snapshot_to_json(s);
         if (!j)
                 return ENOMEM;
@@ -378,6 +392,8 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 .klass = s->trigger->klass,
                 .exe = s->exe,
                 .unit = s->unit,
+                .signature = s->signature,
+                .title = s->title,
         };
         r = archive_open(spec->archive_dir, &a);
         if (r >= 0)
@@ -392,7 +408,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
         if (r < 0)
                 return -r;
         job_report_ok(out_fd, id, s);
-        r = job_report_identity(s, spec->trigger.tid, out_fd);
+        r = job_report_identity(s, spec->trigger.tid, false, out_fd);
         if (r == 0)
                 job_flush_cache(sym, options.deadline_usec);
         return r;
@@ -472,10 +488,22 @@ static void job_finish(CaptureJob *j, int error) {
                      json_dup_strv(identity, "frames", &res.frames) < 0 ||
                      json_dup_string(identity, "stack", &res.stack) < 0 ||
                      json_dup_string(identity, "goroutines", &res.goroutines) < 0 ||
+                     json_dup_string(identity, "signature", &res.signature) < 0 ||
+                     json_dup_string(identity, "title", &res.title) < 0 ||
                      job_python_parse(json_get_array(identity, "python"), &res.python, &res.n_python) < 0))
                         log_oom();
+                res.duplicate = identity && json_get_bool(identity, "duplicate") && !res.id && res.signature;
+                json_object *peers = identity ? json_get_array(identity, "peers") : NULL;
+                for (size_t i = 0; peers && i < json_object_array_length(peers) && i < CAPTURE_JOB_PEERS_MAX; i++) {
+                        int64_t pid = json_object_get_int64(json_object_array_get_idx(peers, i));
+
+                        if (pid > 0 && pid <= INT32_MAX)
+                                res.peers[res.n_peers++] = (pid_t) pid;
+                }
         }
         j->done(j, &res, j->userdata);
+        free(res.signature);
+        free(res.title);
         strv_free(res.cmdline);
         strv_free(res.frames);
         free(res.stack);

@@ -18,6 +18,9 @@
 
 typedef struct CaptureJob CaptureJob;
 
+/* The peers an archived capture reports at most (CaptureJobResult.peers). */
+#define CAPTURE_JOB_PEERS_MAX 16
+
 /* A thread's innermost Python frame, as an archived capture reports it. */
 typedef struct CaptureJobPython {
         pid_t pid, tid;
@@ -43,6 +46,11 @@ typedef struct CaptureJobResult {
         size_t n_python;
         char *goroutines;               /* a Go program's: its largest group of blocked goroutines and where they are
                                          * (goroutines_summary()); NULL when none */
+        char *signature, *title;        /* the problem the snapshot shows (render/signature.h); NULL when unknown */
+        bool duplicate;                 /* it is one of the spec's open_signatures: not stored (ID NULL), the
+                                         * problem's snapshot stands */
+        pid_t peers[CAPTURE_JOB_PEERS_MAX]; /* the processes its wait chain reached and captured */
+        size_t n_peers;
 } CaptureJobResult;
 
 /* Thread TID's entry of RES->python (the innermost Python frame it runs), NULL when it has none there. */
@@ -83,6 +91,8 @@ typedef struct CaptureJobSpec {
         RenderFormat format;
         SvgPicture picture;             /* with RENDER_SVG */
         bool resymbolize;               /* a render: frames resolved again with the debuginfo found now */
+        char *const *open_signatures;   /* the problems open on this process: a capture that shows one of them is
+                                         * not stored (CaptureJobResult.duplicate); NULL-terminated, NULL: none */
         const char *render_id;          /* set: no capture; the stored snapshot of this id (or "latest") in
                                          * ARCHIVE_DIR is read and rendered into OUTPUT_FD in FORMAT, within
                                          * the CAPTURE_JOB_RENDER_MEMORY_* budget */
