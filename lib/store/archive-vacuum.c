@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/time-util.h"
@@ -40,9 +43,51 @@ static int vacuum_reason(int dir_fd, const ArchiveLimits *l, const ArchiveSummar
         return 0;
 }
 
+static const ArchiveSummary *sort_list;
+
+static int cmp_by_signature(const void *a, const void *b) {
+        size_t x = *(const size_t *) a, y = *(const size_t *) b;
+        int c = strcmp(sort_list[x].signature ?: "", sort_list[y].signature ?: "");
+
+        return c != 0 ? c : x < y ? -1 : x > y;
+}
+
+/* The order snapshots go in, into ORDER[0..N): first those that are neither the first nor the latest of their
+ * problem, oldest first; then the first and latest of each problem (and those without a signature), oldest first.
+ * A frequent problem rotating the archive keeps a rare one's snapshot, and its own first one. */
+static int deletion_order(const ArchiveSummary *s, size_t n, size_t *order) {
+        _cleanup_free_ size_t *by_sig = NULL;
+        _cleanup_free_ bool *kept = NULL;
+        size_t k = 0;
+
+        if (n == 0)
+                return 0;
+        by_sig = calloc(n, sizeof *by_sig);
+        kept = calloc(n, sizeof *kept);
+        if (!by_sig || !kept)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                by_sig[i] = i;
+        sort_list = s;
+        qsort(by_sig, n, sizeof *by_sig, cmp_by_signature);
+        for (size_t i = 0; i < n; i++) {
+                const char *sig = s[by_sig[i]].signature;
+                bool first = i == 0 || !streq_ptr(s[by_sig[i - 1]].signature, sig);
+                bool last = i == n - 1 || !streq_ptr(s[by_sig[i + 1]].signature, sig);
+
+                kept[by_sig[i]] = !sig || first || last;
+        }
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < n; i++)
+                        if (kept[i] == (pass == 1))
+                                order[k++] = i;
+        return 0;
+}
+
 int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t make_room, uint64_t now) {
         const ArchiveLimits l = limits ? *limits : (ArchiveLimits) {};
         ArchiveSummary *s = NULL;
+        _cleanup_free_ size_t *order = NULL;
         uint64_t total = 0, freed = 0;
         size_t n = 0, i;
         int r, deleted = 0, dir_fd = archive_dir_fd(a);
@@ -59,6 +104,11 @@ int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t m
                 return r;
         for (i = 0; i < n; i++)
                 total += s[i].file_size;
+        order = calloc(MAX(n, 1U), sizeof *order);
+        if (!order || deletion_order(s, n, order) < 0) {
+                archive_summaries_free(s, n);
+                return -ENOMEM;
+        }
 
         /* Room that even an empty archive would not have is not worth the evidence we hold: keep it all. The
          * bound counts the blocks reserved for root (the daemon's), so it errs towards trying. */
@@ -78,17 +128,22 @@ int archive_vacuum_make_room(Archive *a, const ArchiveLimits *limits, uint64_t m
         /* A plain vacuum never deletes the newest snapshot, whatever the limits say: a keep_free the file system
          * cannot satisfy would otherwise empty the archive right after every write. Making room for a new one may
          * take them all. */
-        for (i = 0; i < n - (make_room == 0 && n > 0); i++) {
+        for (size_t k = 0, left = n; k < n; k++) {
                 char name[ARCHIVE_ID_MAX + sizeof(ARCHIVE_SUFFIX)];
                 const char *reason;
 
-                r = vacuum_reason(dir_fd, &l, &s[i], n - i, total, freed, make_room, now, &reason);
+                i = order[k];
+                if (make_room == 0 && i == n - 1)
+                        continue;
+                r = vacuum_reason(dir_fd, &l, &s[i], left, total, freed, make_room, now, &reason);
                 if (r < 0) {
                         log_debug_errno(r, "Failed to check the free space of the archive: %m");
                         break;
                 }
+                /* Not this one; an older one later in the order may be past max_age. */
                 if (!reason)
-                        break;
+                        continue;
+                left--;
                 if ((size_t) snprintf(name, sizeof name, "%s" ARCHIVE_SUFFIX, s[i].id) >= sizeof name)
                         continue; /* cannot happen: archive_list() returns valid ids only */
                 if (unlinkat(dir_fd, name, 0) < 0) {

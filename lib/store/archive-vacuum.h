@@ -5,7 +5,9 @@
 
 #include "store/archive.h"
 
-/* Delete the oldest snapshots until the archive is within every limit of LIMITS (NULL, or all 0: no limit): at
+/* Delete snapshots until the archive is within every limit of LIMITS: first the oldest of those that are neither the
+ * first nor the latest of their problem (ArchiveSummary.signature), then the oldest of the rest, so that a frequent
+ * problem does not rotate out a rare one. Within every limit of LIMITS (NULL, or all 0: no limit): at
  * most max_snapshots, at most max_size bytes on disk, none older than max_age_usec before NOW_USEC (0 = now), and
  * at least keep_free bytes available to unprivileged users on the file system (statvfs f_bavail * f_frsize), as
  * systemd-coredump's MaxUse= and KeepFree=. Only files with our name and a valid header are ever deleted; what
