@@ -157,7 +157,7 @@ static json_object *alert_from_event(json_object *ev) {
                                                 *labels = json_object_new_object(),
                                                 *ann = json_object_new_object();
         _cleanup_free_ char *stack = join_lines(ev, "frames", "\n"), *cmdline = join_lines(ev, "cmdline", " "),
-                            *cycle = cycle_lines(ev), *howto = NULL, *pid = NULL, *instance = NULL;
+                            *cycle = cycle_lines(ev), *howto = NULL, *pid = NULL, *instance = NULL, *count = NULL;
         const char *state = json_get_string(ev, "state"), *rule = json_get_string(ev, "rule"),
                    *id = json_get_string(ev, "snapshot_id");
         bool resolved = state && streq(state, "resolved");
@@ -169,6 +169,10 @@ static json_object *alert_from_event(json_object *ev) {
                 return NULL;
         }
         if (asprintf(&pid, "%llu", (unsigned long long) json_get_u64(ev, "pid")) < 0)
+                return NULL;
+        /* An annotation, not a label: a label that changes makes another alert. */
+        if (json_get_u64(ev, "count") > 0 &&
+            asprintf(&count, "%llu", (unsigned long long) json_get_u64(ev, "count")) < 0)
                 return NULL;
         /* Prometheus's instance is its scrape target, host:port; the hostname alone matches none of its alerts. */
         if (arg_instance && !(instance = instance_expand(arg_instance, json_get_string(ev, "host"))))
@@ -183,7 +187,10 @@ static json_object *alert_from_event(json_object *ev) {
             add_nonempty(labels, "instance", instance ?: json_get_string(ev, "host")) < 0 ||
             add_nonempty(labels, "host", json_get_string(ev, "host")) < 0 ||
             add_nonempty(labels, "severity", json_get_string(ev, "severity")) < 0 ||
-            json_add_string(labels, "pid", pid) < 0)
+            json_add_string(labels, "pid", pid) < 0 ||
+            /* One problem across hosts: what a route's group_by names to make it one notification. */
+            add_nonempty(labels, "signature", json_get_string(ev, "signature")) < 0 ||
+            add_nonempty(labels, "title", json_get_string(ev, "title")) < 0)
                 return NULL;
         for (char **l = arg_labels; l && *l; l++) {
                 char *eq = strchr(*l, '=');
@@ -201,7 +208,8 @@ static json_object *alert_from_event(json_object *ev) {
             add_nonempty(ann, "snapshot_page", json_get_string(ev, "page_url")) < 0 ||
             add_nonempty(ann, "snapshot_fetch", howto) < 0 ||
             add_nonempty(ann, "snapshot_error", json_get_string(ev, "error")) < 0 ||
-            add_nonempty(ann, "cgroup", json_get_string(ev, "cgroup")) < 0)
+            add_nonempty(ann, "cgroup", json_get_string(ev, "cgroup")) < 0 ||
+            add_nonempty(ann, "count", count) < 0)
                 return NULL;
         if (json_add(alert, "labels", TAKE_PTR(labels)) < 0 || json_add(alert, "annotations", TAKE_PTR(ann)) < 0 ||
             add_time(alert, "startsAt", json_get_u64(ev, "since_usec") ?: json_get_u64(ev, "timestamp_usec")) < 0 ||

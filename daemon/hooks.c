@@ -165,7 +165,9 @@ json_object *hooks_event_to_json(const HookEvent *ev) {
             json_add_int(o, "expires_usec", (int64_t) ev->expires_usec, ev->expires_usec > 0) < 0 ||
             json_add(o, "frames", json_new_strv(ev->frames)) < 0 ||
             json_add_string(o, "python_frame", ev->python_frame) < 0 ||
-            json_add_python_cycle(o, ev->python_cycle, ev->n_python_cycle) < 0) {
+            json_add_python_cycle(o, ev->python_cycle, ev->n_python_cycle) < 0 ||
+            json_add_string(o, "signature", ev->signature) < 0 || json_add_string(o, "title", ev->title) < 0 ||
+            json_add_int(o, "count", (int64_t) ev->count, ev->count > 0) < 0) {
                 json_object_put(o);
                 return NULL;
         }
@@ -191,7 +193,7 @@ static int env_add(char **envp, size_t *n, const char *key, const char *value) {
 static int hook_env_new(const HookEvent *ev, char ***ret) {
         _cleanup_strv_free_ char **envp = NULL;
         _cleanup_free_ char *event = NULL;
-        char pid[32], tid[32], timestamp[32], duration[32];
+        char pid[32], tid[32], timestamp[32], duration[32], count[32];
         json_object *j;
         size_t n = 0;
         int r;
@@ -206,6 +208,7 @@ static int hook_env_new(const HookEvent *ev, char ***ret) {
         snprintf(tid, sizeof tid, "%d", (int) ev->tid);
         snprintf(timestamp, sizeof timestamp, "%llu", (unsigned long long) ev->timestamp_usec);
         snprintf(duration, sizeof duration, "%llu", (unsigned long long) ev->duration_usec);
+        snprintf(count, sizeof count, "%llu", (unsigned long long) ev->count);
         if ((r = env_add(envp, &n, "PATH", HOOKS_PATH)) < 0 || (r = env_add(envp, &n, HOOK_ENV_RULE, ev->rule)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_PID, ev->pid > 0 ? pid : NULL)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_TID, ev->tid > 0 ? tid : NULL)) < 0 ||
@@ -223,6 +226,9 @@ static int hook_env_new(const HookEvent *ev, char ***ret) {
             (r = env_add(envp, &n, HOOK_ENV_UNIT, ev->unit)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_DURATION, ev->since_usec > 0 ? duration : NULL)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_PYTHON_FRAME, ev->python_frame)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_SIGNATURE, ev->signature)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_TITLE, ev->title)) < 0 ||
+            (r = env_add(envp, &n, HOOK_ENV_PROBLEM_COUNT, ev->count > 0 ? count : NULL)) < 0 ||
             (r = json_to_text(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &event, NULL)) < 0 ||
             (r = env_add(envp, &n, HOOK_ENV_EVENT, event)) < 0) {
                 json_object_put(j);

@@ -36,6 +36,9 @@ typedef struct Hooks Hooks;
 #define HOOK_ENV_UNIT "STACKWATCH_UNIT"
 #define HOOK_ENV_DURATION "STACKWATCH_DURATION_USEC"            /* how long the thread has been in its class */
 #define HOOK_ENV_PYTHON_FRAME "STACKWATCH_PYTHON_FRAME"         /* "inner (app.py:12)": where its Python code is */
+#define HOOK_ENV_SIGNATURE "STACKWATCH_SIGNATURE"             /* the problem's key (render/signature.h) */
+#define HOOK_ENV_TITLE "STACKWATCH_TITLE"                       /* and what a person reads of it */
+#define HOOK_ENV_PROBLEM_COUNT "STACKWATCH_PROBLEM_COUNT"       /* firings of the problem while it is open */
 #define HOOK_ENV_EVENT "STACKWATCH_EVENT"                       /* all of the above as one JSON object */
 
 /* STACKWATCH_EVENT, "stackwatch.hook-event/1": {"schema", "rule", "pid", "tid", "comm", "class", "snapshot_id",
@@ -79,6 +82,8 @@ typedef struct HookEvent {
         uint64_t duration_usec;         /* how long it has been (resolved: had been) in it */
         uint64_t expires_usec;          /* firing: CLOCK_REALTIME after which a receiver may end the alert, unless
                                          * it is sent again; 0 when resolved */
+        const char *signature, *title;  /* the problem the snapshot shows; NULL without one */
+        uint64_t count;                 /* the firings of it while this alert is open (1: this one) */
 } HookEvent;
 
 typedef struct HookStats {

@@ -107,7 +107,7 @@ static int field_add_binary(struct iovec *iov, size_t *n, size_t max, const char
 void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL, *comm = NULL, *exe = NULL, *unit = NULL, *cgroup = NULL, *cmdline = NULL;
         char pid[32] = "", tid[32] = "", hook_pid[32] = "", prio[8], duration[32] = "", snap_size[32] = "",
-             duration_text[FORMAT_TIMESPAN_MAX] = "";
+             problem_count[32] = "", duration_text[FORMAT_TIMESPAN_MAX] = "";
         struct iovec iov[JOURNAL_FIELDS_MAX];
         size_t n = 0;
         va_list ap;
@@ -140,6 +140,8 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
                 format_timespan(duration_text, sizeof duration_text, ev->duration_usec);
         }
         snprintf(prio, sizeof prio, "%d", level);
+        if (ev->problem_count > 0)
+                snprintf(problem_count, sizeof problem_count, "%llu", (unsigned long long) ev->problem_count);
         if (ev->snapshot_size > 0)
                 snprintf(snap_size, sizeof snap_size, "%llu", (unsigned long long) ev->snapshot_size);
         r = 0;
@@ -168,6 +170,9 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_PID", hook_pid) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_STATUS", ev->hook_status) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_PYTHON_FRAME", ev->python_frame) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SIGNATURE", ev->signature) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_TITLE", ev->title) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_PROBLEM_COUNT", ev->problem_count ? problem_count : NULL) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_GOROUTINES", ev->goroutines) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_STACK", ev->stack) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SNAPSHOT_SIZE", snap_size) < 0 ||
