@@ -52,6 +52,7 @@ int firing_new(const Rule *r, ThreadEntry *t, Scanner *s, char *const *hook_argv
                                    ? syscall_name(t->sample.syscall.nr)
                                    : NULL,
                 .fired_usec = now_real,
+                .count = 1,
                 .since_usec = now_real - MIN(now_real, now_mono - MIN(now_mono, t->cls.since_usec)),
         };
         if (strdup_or_null(r->name, &f->rule) < 0 || strdup_or_null(p->comm, &f->comm) < 0 ||
@@ -84,8 +85,35 @@ Firing *firing_free(Firing *f) {
         free(f->snapshot_id);
         free(f->snapshot_path);
         free(f->error);
+        free(f->signature);
+        free(f->title);
+        free(f->processes);
+        for (size_t i = 0; i < f->n_members; i++)
+                free(f->members[i].rule);
+        free(f->members);
         free(f);
         return NULL;
+}
+
+int firing_set_problem(Firing *f, const char *signature, const char *title, const FiringProcess *procs, size_t n) {
+        free(f->signature);
+        free(f->title);
+        free(f->processes);
+        f->signature = f->title = NULL;
+        f->processes = NULL;
+        f->n_processes = 0;
+        if (!signature)
+                return 0;
+        if (strdup_or_null(signature, &f->signature) < 0 || strdup_or_null(title, &f->title) < 0)
+                return -ENOMEM;
+        f->processes = calloc(n + 1, sizeof *f->processes);
+        if (!f->processes)
+                return -ENOMEM;
+        f->processes[f->n_processes++] = (FiringProcess) { .pid = f->pid, .starttime = f->starttime };
+        for (size_t i = 0; i < n; i++)
+                if (procs[i].pid != f->pid)
+                        f->processes[f->n_processes++] = procs[i];
+        return 0;
 }
 
 int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const char *error, double max_pause_us,
@@ -198,6 +226,9 @@ static JournalEvent firing_event(const Firing *f, const char *message_id, const 
                 .state = state,
                 .python_frame = f->python_frame,
                 .goroutines = f->goroutines,
+                .signature = f->signature,
+                .title = f->title,
+                .problem_count = f->signature ? f->count : 0,
         };
 }
 
@@ -208,8 +239,12 @@ void firing_log(const Firing *f, const FiringJournal *j) {
 
         if (!summary)
                 return (void) log_oom();
-        if (f->snapshot_id && asprintf(&snap, "; snapshot %s (longest pause %.0f us)", f->snapshot_id,
-                                       f->max_pause_us) < 0)
+        if (f->count > 1 && f->snapshot_id) {
+                if (asprintf(&snap, "; problem %s, open, seen %llu times: its snapshot %s stands", f->signature,
+                             (unsigned long long) f->count, f->snapshot_id) < 0)
+                        return (void) log_oom();
+        } else if (f->snapshot_id && asprintf(&snap, "; snapshot %s (longest pause %.0f us)", f->snapshot_id,
+                                              f->max_pause_us) < 0)
                 return (void) log_oom();
         if (f->frames) {
                 m = open_memstream(&stack, &size);
@@ -245,6 +280,8 @@ void alerts_done(Alerts *a) {
 
 /* Run F's hook: a new firing, a repeat, or the recovery. */
 static void alert_send(Hooks *h, Firing *f, bool resolved, bool repeat, uint64_t repeat_usec) {
+        if (!f->argv)
+                return;
         uint64_t now_real = now_usec(CLOCK_REALTIME), at = resolved || repeat ? now_real : f->fired_usec;
         _cleanup_free_ char *summary = firing_summary(f, resolved, at), *page = page_link_snapshot(f->snapshot_id);
 
@@ -285,6 +322,9 @@ static void alert_send(Hooks *h, Firing *f, bool resolved, bool repeat, uint64_t
                                  .since_usec = f->since_usec,
                                  .duration_usec = at - MIN(f->since_usec, at),
                                  .expires_usec = resolved ? 0 : now_real + ALERT_EXPIRY_REPEATS * repeat_usec,
+                                 .signature = f->signature,
+                                 .title = f->title,
+                                 .count = f->count,
                          });
 }
 
@@ -293,10 +333,6 @@ static bool same_alert(const Firing *a, const Firing *b) {
 }
 
 void alerts_fire(Alerts *a, Hooks *h, Firing *f, uint64_t repeat_usec) {
-        if (!f->argv) {
-                firing_free(f);
-                return;
-        }
         alert_send(h, f, false, false, repeat_usec);
         for (size_t i = 0; i < a->n_active; i++)
                 if (same_alert(a->active[i], f)) {
@@ -312,11 +348,61 @@ void alerts_fire(Alerts *a, Hooks *h, Firing *f, uint64_t repeat_usec) {
         a->active[a->n_active++] = f;
 }
 
+void alerts_merge(Firing *open, Firing *f) {
+        FiringMember *m;
+
+        open->count++;
+        m = reallocarray(open->members, open->n_members + 1, sizeof *m);
+        if (!m) {
+                log_oom();
+                firing_free(f);
+                return;
+        }
+        open->members = m;
+        m[open->n_members++] = (FiringMember) { .rule = TAKE_PTR(f->rule), .classes = f->classes, .pid = f->pid,
+                                                 .tid = f->tid, .starttime = f->starttime };
+        firing_free(f);
+}
+
 bool alerts_open(const Alerts *a, const char *rule, pid_t pid, uint64_t starttime) {
-        for (size_t i = 0; i < a->n_active; i++)
-                if (a->active[i]->pid == pid && a->active[i]->starttime == starttime && streq(a->active[i]->rule, rule))
+        for (size_t i = 0; i < a->n_active; i++) {
+                const Firing *f = a->active[i];
+
+                if (f->pid == pid && f->starttime == starttime && streq(f->rule, rule))
+                        return true;
+                for (size_t k = 0; k < f->n_members; k++)
+                        if (f->members[k].pid == pid && f->members[k].starttime == starttime &&
+                            streq(f->members[k].rule, rule))
+                                return true;
+        }
+        return false;
+}
+
+static bool firing_covers(const Firing *f, pid_t pid, uint64_t starttime) {
+        if (f->pid == pid && f->starttime == starttime)
+                return true;
+        for (size_t i = 0; i < f->n_processes; i++)
+                if (f->processes[i].pid == pid && f->processes[i].starttime == starttime)
                         return true;
         return false;
+}
+
+Firing *alerts_problem(const Alerts *a, const char *signature, pid_t pid, uint64_t starttime) {
+        for (size_t i = 0; signature && i < a->n_active; i++)
+                if (streq_ptr(a->active[i]->signature, signature) && firing_covers(a->active[i], pid, starttime))
+                        return a->active[i];
+        return NULL;
+}
+
+int alerts_open_signatures(const Alerts *a, pid_t pid, uint64_t starttime, char ***ret) {
+        _cleanup_strv_free_ char **v = NULL;
+
+        for (size_t i = 0; i < a->n_active; i++)
+                if (a->active[i]->signature && a->active[i]->snapshot_id && firing_covers(a->active[i], pid, starttime) &&
+                    !strv_contains(v, a->active[i]->signature) && strv_extend(&v, a->active[i]->signature) < 0)
+                        return -ENOMEM;
+        *ret = TAKE_PTR(v);
+        return 0;
 }
 
 static const Rule *config_rule(const Config *c, const char *name) {
@@ -326,14 +412,26 @@ static const Rule *config_rule(const Config *c, const char *name) {
         return NULL;
 }
 
-/* Whether F's thread is still what its rule fired on: the same process, in one of the rule's classes, and the rule
- * still loaded. */
-static bool alert_lasts(const Firing *f, const Scanner *s, const Config *c) {
-        const ThreadEntry *t = intmap_get(&s->threads, f->tid);
-        const Rule *r = config_rule(c, f->rule);
+/* Whether thread TID of PID (STARTTIME) is still what RULE fired on: the same process, in one of the rule's
+ * classes, and the rule still loaded. */
+static bool firing_lasts(const char *rule, pid_t pid, pid_t tid, uint64_t starttime, const Scanner *s,
+                         const Config *c) {
+        const ThreadEntry *t = intmap_get(&s->threads, tid);
+        const Rule *r = config_rule(c, rule);
 
-        return r && t && t->process && t->process->pid == f->pid && t->process->starttime == f->starttime &&
+        return r && t && t->process && t->process->pid == pid && t->process->starttime == starttime &&
                t->cls.class >= 0 && (r->classes & (1U << t->cls.class));
+}
+
+/* An alert lasts while its firing does, or one merged into it: its problem is open. */
+static bool alert_lasts(const Firing *f, const Scanner *s, const Config *c) {
+        if (firing_lasts(f->rule, f->pid, f->tid, f->starttime, s, c))
+                return true;
+        for (size_t i = 0; i < f->n_members; i++)
+                if (firing_lasts(f->members[i].rule, f->members[i].pid, f->members[i].tid, f->members[i].starttime,
+                                 s, c))
+                        return true;
+        return false;
 }
 
 void alerts_check(Alerts *a, Hooks *h, const Scanner *s, const Config *c, uint64_t now_monotonic) {
@@ -344,12 +442,12 @@ void alerts_check(Alerts *a, Hooks *h, const Scanner *s, const Config *c, uint64
 
                 if (!alert_lasts(f, s, c)) {
                         alert_send(h, f, true, false, c->hook_repeat_usec);
-                        a->resolved++;
+                        a->resolved += f->argv != NULL;
                         firing_free(f);
                         continue;
                 }
                 /* A firing of this very poll was sent after NOW was read: not due, not an underflow. */
-                if (now_monotonic > f->sent_usec && now_monotonic - f->sent_usec >= c->hook_repeat_usec) {
+                if (f->argv && now_monotonic > f->sent_usec && now_monotonic - f->sent_usec >= c->hook_repeat_usec) {
                         alert_send(h, f, false, true, c->hook_repeat_usec);
                         a->repeated++;
                 }

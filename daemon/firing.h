@@ -12,6 +12,20 @@
 #include "hooks.h"
 #include "scan.h"
 
+/* A process a problem covers: the firing's, and those its wait chain reached. */
+typedef struct FiringProcess {
+        pid_t pid;
+        uint64_t starttime;
+} FiringProcess;
+
+/* A later firing of an open problem, merged into its alert: while it lasts, the alert does. */
+typedef struct FiringMember {
+        char *rule;
+        unsigned classes;
+        pid_t pid, tid;
+        uint64_t starttime;
+} FiringMember;
+
 typedef struct Firing {
         char *rule;
         RuleSeverity severity;
@@ -35,6 +49,12 @@ typedef struct Firing {
                                          * and where they are (goroutines_summary()); NULL when none */
         char *snapshot_id, *snapshot_path;
         char *error;                    /* why there is no snapshot; NULL when there is one */
+        char *signature, *title;        /* from the capture: the problem it shows (render/signature.h); NULL */
+        FiringProcess *processes;       /* the processes the problem covers: this one, then its chain's */
+        size_t n_processes;
+        uint64_t count;                 /* firings of the problem while it is open, this one included */
+        FiringMember *members;          /* as an alert: the later firings merged into it */
+        size_t n_members;
         double max_pause_us;
 
         uint64_t since_usec;            /* CLOCK_REALTIME when the thread entered its class */
@@ -51,6 +71,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Firing *, firing_free);
  * line and the top frames (both taken over, may be NULL). -ENOMEM. */
 int firing_set_capture(Firing *f, const char *archive_dir, const char *id, const char *error, double max_pause_us,
                        char **cmdline, char **frames, char *stack);
+
+/* Record the problem the capture showed: SIGNATURE and TITLE (copied; NULL: none) and the processes it covers,
+ * PIDS[0..N) with their start times (the firing's own is added first). -ENOMEM. */
+int firing_set_problem(Firing *f, const char *signature, const char *title, const FiringProcess *procs, size_t n);
 
 /* Record where the capture found the thread in Python code: its innermost Python frame (FRAME, NULL: none) and, for a
  * deadlock, the cycle's threads that run Python code (CYCLE[0..N_CYCLE)); all taken over. */
@@ -76,7 +100,8 @@ typedef struct FiringJournal {
  * PRIORITY follows the rule's severity. */
 void firing_log(const Firing *f, const FiringJournal *j);
 
-/* The alerts raised by hooks, while they last. */
+/* The alerts raised by firings, while they last: one per open problem (a firing without a signature is a problem
+ * of its own). Those of rules without a hook run none, but count the problem's firings all the same. */
 typedef struct Alerts {
         Firing **active;
         size_t n_active, n_active_allocated;
@@ -89,8 +114,16 @@ void alerts_done(Alerts *a);
  * same rule on the same process. REPEAT_USEC is hooks.repeat_interval: the event says the alert expires after three
  * of them, so that a receiver ends it if the daemon stops sending. A firing without a hook is just freed. */
 void alerts_fire(Alerts *a, Hooks *h, Firing *f, uint64_t repeat_usec);
-/* Whether an alert of rule RULE on process PID (started at STARTTIME) is open. */
+/* Whether an alert of rule RULE on process PID (started at STARTTIME) is open, or a firing of it was merged into
+ * one that is. */
 bool alerts_open(const Alerts *a, const char *rule, pid_t pid, uint64_t starttime);
+/* The open alert of problem SIGNATURE that covers process PID (STARTTIME); NULL when none. */
+Firing *alerts_problem(const Alerts *a, const char *signature, pid_t pid, uint64_t starttime);
+/* The signatures of the problems open on process PID (STARTTIME), NULL-terminated (NULL: none); -ENOMEM. */
+int alerts_open_signatures(const Alerts *a, pid_t pid, uint64_t starttime, char ***ret);
+/* F (taken over) is a later firing of OPEN's problem: OPEN counts it and lasts while F's thread stays in its class;
+ * no hook runs. */
+void alerts_merge(Firing *open, Firing *f);
 /* Once per poll, after the scan: resolve the alerts whose thread has left the class (or exited, or whose rule is
  * gone), and send the others again when REPEAT_USEC has passed since their last run. */
 void alerts_check(Alerts *a, Hooks *h, const Scanner *s, const Config *c, uint64_t now_monotonic);

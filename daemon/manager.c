@@ -16,6 +16,7 @@
 #include "base/time-util.h"
 #include "config/config-load.h"
 #include "store/archive-vacuum.h"
+#include "store/problems.h"
 #include "unwind/symcache.h"
 #include "http-routes.h"
 #include "http.h"
@@ -62,7 +63,22 @@ static ManagerJob *manager_job_free(ManagerJob *j) {
 static void manager_firing_done(Manager *m, Firing *f, bool log) {
         _cleanup_free_ uint8_t *file = NULL;
         FiringJournal j = { .mode = m->config->journal };
+        Firing *open = f->signature ? alerts_problem(&m->alerts, f->signature, f->pid, f->starttime) : NULL;
         int r;
+
+        /* A later firing of a problem still open: it counts, its record says so, and the problem's one alert lasts
+         * while it does. */
+        if (open)
+                f->count = open->count + 1;
+        if (f->signature) {
+                Problem p = problem_of_firing(f->signature, f->title, f->fired_usec, f->pid, f->comm, f->host,
+                                              f->snapshot_id);
+
+                r = problems_ledger_append(archive_dir_fd(m->archive), &p);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to count problem %s in the archive's ledger, ignoring: %m",
+                                          f->signature);
+        }
 
         if (log || f->snapshot_id) {
                 /* archive.journal: full: the snapshot travels with the record, as its archive file, within a bound
@@ -85,7 +101,10 @@ static void manager_firing_done(Manager *m, Firing *f, bool log) {
                           strna(f->snapshot_id), j.file ? j.file_size : 0,
                           (unsigned long long) (now_usec(CLOCK_MONOTONIC) - t0));
         }
-        alerts_fire(&m->alerts, m->hooks, f, m->config->hook_repeat_usec);
+        if (open)
+                alerts_merge(open, f);
+        else
+                alerts_fire(&m->alerts, m->hooks, f, m->config->hook_repeat_usec);
 }
 
 /* Remove the temporary files of killed writes: an earlier daemon's, or a capture child's cut short by its timeout. */
@@ -167,19 +186,61 @@ static void manager_keep_python(Manager *m, const ManagerJob *j, const CaptureJo
                 }
 }
 
+/* The processes the problem of RES covers, by pid and start time: the capture's peers the scan still knows. */
+static size_t problem_processes(const Manager *m, const CaptureJobResult *res, FiringProcess *ret) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < res->n_peers; i++) {
+                const ProcessEntry *p = intmap_get(&m->scanner->processes, res->peers[i]);
+
+                if (p)
+                        ret[n++] = (FiringProcess) { .pid = p->pid, .starttime = p->starttime };
+        }
+        return n;
+}
+
+/* The snapshot of the problem RES shows, when it is open on F's process already: the capture was not stored
+ * (RES->duplicate), or was stored by a race (another firing of it captured meanwhile) and goes. NULL otherwise. */
+static const char *job_open_problem(Manager *m, const Firing *f, const CaptureJobResult *res) {
+        const Firing *open = f ? alerts_problem(&m->alerts, res->signature, f->pid, f->starttime) : NULL;
+        int r;
+
+        if (!open || !open->snapshot_id)
+                return NULL;
+        if (res->id && !res->duplicate) {
+                r = archive_remove(m->archive, res->id);
+                if (r < 0 && r != -ENOENT)
+                        log_warning_errno(r, "Failed to remove snapshot %s of open problem %s: %m", res->id,
+                                          res->signature);
+                else
+                        log_debug("Snapshot %s shows problem %s, open with snapshot %s: removed", res->id,
+                                  res->signature, open->snapshot_id);
+        }
+        return open->snapshot_id;
+}
+
 static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata) {
         ManagerJob *j = userdata;
         Manager *m = j->manager;
-        const char *rule = j->rule ?: METRICS_RULE_API;
+        const char *rule = j->rule ?: METRICS_RULE_API, *id = res->id, *open_id;
+        _cleanup_free_ char *open_copy = NULL;
 
         metrics_count_capture(&m->metrics, rule, capture_outcome_from_error(res->error), res->max_pause_us,
                               res->duration_usec, res->fallback_stops);
+        if (!j->done && res->signature && (open_id = job_open_problem(m, j->firing, res))) {
+                if (!(open_copy = strdup(open_id)))
+                        log_oom();
+                id = open_copy;
+                m->problem_repeats++;
+                manager_keep_python(m, j, res);
+        } else if (res->duplicate)
+                id = NULL;
         if (j->done)
                 j->done(cj, res, j->userdata);
-        else if (res->id) {
+        else if (res->id && id == res->id) {
                 m->snapshots_written++;
                 manager_keep_python(m, j, res);
-        } else {
+        } else if (!open_copy) {
                 m->capture_failures++;
                 if (!j->firing)
                         journal_event(res->error == -ESRCH ? LOG_INFO : LOG_WARNING,
@@ -189,13 +250,20 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                                       capture_error_string(res->error));
         }
         if (j->firing) {
+                FiringProcess procs[CAPTURE_JOB_PEERS_MAX];
                 char why[128];
 
-                snprintf(why, sizeof why, "capture failed: %s", capture_error_string(res->error));
-                if (firing_set_capture(j->firing, m->config->archive_dir, res->id, why, res->max_pause_us,
+                if (res->duplicate && !open_copy)
+                        snprintf(why, sizeof why, "its problem's snapshot stood when the capture started, and the "
+                                 "problem resolved since");
+                else
+                        snprintf(why, sizeof why, "capture failed: %s", capture_error_string(res->error));
+                if (firing_set_capture(j->firing, m->config->archive_dir, id, why, res->max_pause_us,
                                        strv_copy(res->cmdline), strv_copy(res->frames),
                                        res->stack ? strdup(res->stack) : NULL) < 0 ||
                     firing_python_from(j->firing, res) < 0 ||
+                    firing_set_problem(j->firing, res->signature, res->title, procs,
+                                       problem_processes(m, res, procs)) < 0 ||
                     (res->goroutines && !(j->firing->goroutines = strdup(res->goroutines))))
                         log_oom();
                 manager_firing_done(m, TAKE_PTR(j->firing), j->log);
@@ -206,7 +274,7 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                         break;
                 }
         manager_job_free(j);
-        if (res->id)
+        if (res->id && id == res->id)
                 manager_vacuum(m);
         else
                 manager_sweep(m);
@@ -398,6 +466,11 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
         };
         manager_capture_options(m, &spec.options);
         capture_job_symbols(m->config, &spec.symbols);
+        /* The child is a copy: what it is given lives as long as it needs. */
+        _cleanup_strv_free_ char **open = NULL;
+        if (alerts_open_signatures(&m->alerts, t->pid, t->process->starttime, &open) < 0)
+                return log_oom();
+        spec.open_signatures = open;
         err = manager_start_job(m, &spec, r->name, &f, log, NULL, NULL);
         if (err == -EBUSY) {
                 m->metrics.captures_refused++;

@@ -60,6 +60,7 @@ struct Manager {
         bool stopping;                  /* SIGTERM seen: no more polls, waiting for captures in flight */
         char status[256];
         uint64_t snapshots_written;
+        uint64_t problem_repeats;       /* firings of a problem open on their process: counted, not stored */
         uint64_t capture_failures;
         uint64_t start_usec;            /* CLOCK_MONOTONIC */
         uint64_t archive_snapshots;     /* after the latest rotation */

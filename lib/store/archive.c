@@ -233,6 +233,15 @@ static void random_name_part(char buf[static TMP_RANDOM_LEN + 1]) {
         buf[TMP_RANDOM_LEN] = '\0';
 }
 
+int archive_remove(Archive *a, const char *id) {
+        char name[ARCHIVE_ID_MAX + sizeof(ARCHIVE_SUFFIX)];
+
+        if (!archive_id_is_valid(id))
+                return -EINVAL;
+        snprintf(name, sizeof name, "%s" ARCHIVE_SUFFIX, id);
+        return unlinkat(archive_dir_fd(a), name, 0) < 0 ? negative_errno() : 0;
+}
+
 /* ---- the summary header ---- */
 
 bool archive_signature_is_valid(const char *s) {

@@ -96,6 +96,9 @@ int archive_read(Archive *a, const char *id, char **ret_json, size_t *ret_len, A
 #define ARCHIVE_SIGNATURE_LENGTH 16
 bool archive_signature_is_valid(const char *s);
 
+/* Remove snapshot ID (a valid id); -ENOENT when it is not there. */
+int archive_remove(Archive *a, const char *id);
+
 /* Whether S is an id of our form (not "latest"): the check for ids from the command line or HTTP. */
 bool archive_id_is_valid(const char *s);
 /* The bytes of snapshot file ID as they are (header frame and compressed document), for carrying the file elsewhere
