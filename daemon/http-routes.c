@@ -21,6 +21,7 @@
 #include "render/snapshot-text.h"
 #include "serve/api.h"
 #include "store/archive.h"
+#include "store/problems.h"
 #include "http-routes.h"
 
 /* The kernel's PID_MAX_LIMIT on 64-bit: no pid or tid is larger. */
@@ -592,9 +593,25 @@ static enum MHD_Result route_processes(HttpRoutes *rt, Http *h, struct MHD_Conne
 
 /* ---- /snapshots ---- */
 
+/* ?signature=S of C into *RET (NULL when absent); an error reply into *REPLY when it is not a signature. */
+static int signature_query(Http *h, struct MHD_Connection *c, const char **ret, enum MHD_Result *reply) {
+        const char *v = query(c, API_Q_SIGNATURE);
+        char q[HTTP_QUOTE_MAX + 8];
+
+        *ret = v;
+        if (v && !archive_signature_is_valid(v)) {
+                *reply = http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                          "malformed signature \"%s\" (expected %u lowercase hex digits)",
+                                          clip(v, q, sizeof q), ARCHIVE_SIGNATURE_LENGTH);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 static enum MHD_Result route_snapshots(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
                                        void **con_cls) {
-        const char *v, *rule = query(c, API_Q_RULE);
+        const char *v, *rule = query(c, API_Q_RULE), *sig;
+        enum MHD_Result reply;
         ArchiveSummary *list = NULL;
         size_t n = 0, skipped = 0, first = 0, kept = 0;
         pid_t pid = 0;
@@ -612,6 +629,8 @@ static enum MHD_Result route_snapshots(HttpRoutes *rt, Http *h, struct MHD_Conne
         if ((v = query(c, API_Q_LIMIT)) && (safe_atou64(v, &limit) < 0 || limit == 0))
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed limit \"%s\" (expected 1 or more)",
                                         clip(v, q, sizeof q));
+        if (signature_query(h, c, &sig, &reply) < 0)
+                return reply;
         r = archive_list(routes_view(rt).archive, &list, &n, &skipped);
         if (r < 0)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to list the archive: %s",
@@ -619,7 +638,8 @@ static enum MHD_Result route_snapshots(HttpRoutes *rt, Http *h, struct MHD_Conne
         /* Filter in place (oldest first), then keep the newest LIMIT. */
         for (size_t i = 0; i < n; i++) {
                 ArchiveSummary *s = &list[i];
-                if ((pid && s->pid != pid) || (rule && !streq(s->rule, rule)) || s->timestamp_usec < since) {
+                if ((pid && s->pid != pid) || (rule && !streq(s->rule, rule)) || s->timestamp_usec < since ||
+                    (sig && !streq_ptr(s->signature, sig))) {
                         archive_summary_done(s);
                         continue;
                 }
@@ -643,6 +663,78 @@ static enum MHD_Result route_snapshots(HttpRoutes *rt, Http *h, struct MHD_Conne
         }
         json_object_object_add(o, API_K_SNAPSHOTS, arr);
         json_object_object_add(o, API_K_SKIPPED, json_object_new_uint64(skipped));
+        return http_reply_json(h, c, MHD_HTTP_OK, o);
+}
+
+/* ---- /problems ---- */
+
+/* The archive's problems: its ledger's firings and its snapshots, those open now marked; oldest first by last seen,
+ * the newest LIMIT, as /snapshots pages. */
+static enum MHD_Result route_problems(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
+                                      void **con_cls) {
+        _cleanup_(problem_table_done) ProblemTable t = {};
+        DaemonView view = routes_view(rt);
+        ArchiveSummary *list = NULL;
+        size_t n = 0, skipped = 0, ledger_skipped = 0, first = 0;
+        uint64_t since = 0, limit = UINT64_MAX;
+        char q[HTTP_QUOTE_MAX + 8];
+        const char *v, *sig;
+        enum MHD_Result reply;
+        json_object *o, *arr;
+        int r;
+
+        if ((v = query(c, API_Q_SINCE)) && safe_atou64(v, &since) < 0)
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                        "malformed since \"%s\" (expected microseconds since the epoch)",
+                                        clip(v, q, sizeof q));
+        if ((v = query(c, API_Q_LIMIT)) && (safe_atou64(v, &limit) < 0 || limit == 0))
+                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed limit \"%s\" (expected 1 or more)",
+                                        clip(v, q, sizeof q));
+        if (signature_query(h, c, &sig, &reply) < 0)
+                return reply;
+        r = problems_ledger_load(archive_dir_fd(view.archive), &t, &ledger_skipped);
+        if (r >= 0)
+                r = archive_list(view.archive, &list, &n, &skipped);
+        if (r >= 0)
+                r = problem_table_add_snapshots(&t, list, n);
+        archive_summaries_free(list, n);
+        if (r < 0)
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to read the problems: %s",
+                                        strerror(-r));
+        for (size_t i = 0; view.alerts && i < view.alerts->n_active; i++) {
+                Problem *p = view.alerts->active[i]->signature ? problem_table_find(&t, view.alerts->active[i]->signature)
+                                                                : NULL;
+                if (p)
+                        p->open = true;
+        }
+        problem_table_sort(&t);
+        /* Filter in place (oldest first), then keep the newest LIMIT. */
+        size_t kept = 0;
+        for (size_t i = 0; i < t.n; i++) {
+                if (t.items[i].last_usec < since || (sig && !streq(t.items[i].signature, sig))) {
+                        problem_done(&t.items[i]);
+                        continue;
+                }
+                if (i != kept) {
+                        t.items[kept] = t.items[i];
+                        t.items[i] = (Problem) {};
+                }
+                kept++;
+        }
+        t.n = kept;
+        if (kept > limit)
+                first = kept - (size_t) limit;
+        o = json_object_new_object();
+        arr = json_object_new_array();
+        for (size_t i = first; o && arr && i < kept; i++)
+                json_object_array_add(arr, problem_to_json(&t.items[i]));
+        if (!o || !arr) {
+                json_object_put(o);
+                json_object_put(arr);
+                return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        }
+        json_object_object_add(o, API_K_PROBLEMS, arr);
+        json_object_object_add(o, API_K_SKIPPED, json_object_new_uint64(skipped + ledger_skipped));
         return http_reply_json(h, c, MHD_HTTP_OK, o);
 }
 
@@ -846,7 +938,9 @@ typedef enum MHD_Result (*HttpRouteFn)(HttpRoutes *rt, Http *h, struct MHD_Conne
 
 static const char *const stacks_params[] = { API_Q_FORMAT, API_Q_PICTURE, API_Q_TID, API_Q_PEERS, NULL };
 static const char *const processes_params[] = { API_Q_ALL, API_Q_CLASS, API_Q_UNIT, API_Q_COMM, NULL };
-static const char *const snapshots_params[] = { API_Q_PID, API_Q_RULE, API_Q_SINCE, API_Q_LIMIT, NULL };
+static const char *const snapshots_params[] = { API_Q_PID, API_Q_RULE, API_Q_SINCE, API_Q_LIMIT, API_Q_SIGNATURE,
+                                                NULL };
+static const char *const problems_params[] = { API_Q_SINCE, API_Q_LIMIT, API_Q_SIGNATURE, NULL };
 static const char *const snapshot_params[] = { API_Q_FORMAT, API_Q_PICTURE, API_Q_RESYMBOLIZE, NULL };
 
 static const struct {
@@ -859,6 +953,7 @@ static const struct {
         { API_ROUTE_PROCESSES, false, route_processes, processes_params },
         { API_ROUTE_SNAPSHOTS, false, route_snapshots, snapshots_params },
         { API_ROUTE_SNAPSHOTS "/", true, route_snapshot, snapshot_params },
+        { API_ROUTE_PROBLEMS, false, route_problems, problems_params },
         { API_ROUTE_RULES, false, route_rules, NULL },
         { API_ROUTE_METRICS, false, route_metrics, NULL },
         { API_ROUTE_HEALTHZ, false, route_healthz, NULL },
@@ -885,7 +980,7 @@ static enum MHD_Result routes_dispatch(void *userdata, Http *h, struct MHD_Conne
                 return routes[i].fn(rt, h, c, routes[i].prefix ? url + n : NULL, con_cls);
         }
         return http_reply_error(h, c, MHD_HTTP_NOT_FOUND, "no such route \"%s\" (try /processes, /stacks/PID, "
-                                "/snapshots, /rules, /metrics or /healthz)", clip(url, q, sizeof q));
+                                "/snapshots, /problems, /rules, /metrics or /healthz)", clip(url, q, sizeof q));
 }
 
 static void routes_request_done(void *userdata, void *request) {

@@ -15,6 +15,7 @@
 #define API_ROUTE_STACKS "/stacks/"             /* + pid: capture now, budgeted like a rule firing */
 #define API_ROUTE_PROCESSES "/processes"        /* the current classification */
 #define API_ROUTE_SNAPSHOTS "/snapshots"        /* the archive; + "/" + id for one */
+#define API_ROUTE_PROBLEMS "/problems"          /* every signature's firings, counted (store/problems.h) */
 #define API_ROUTE_RULES "/rules"                /* loaded rules, how often each fired */
 #define API_ROUTE_METRICS "/metrics"            /* Prometheus text format 0.0.4 */
 #define API_ROUTE_HEALTHZ "/healthz"            /* 200 while scans keep coming, 503 when they stall */
@@ -32,7 +33,8 @@
 #define API_Q_PID "pid"                         /* snapshots */
 #define API_Q_RULE "rule"                       /* snapshots */
 #define API_Q_SINCE "since"                     /* snapshots: CLOCK_REALTIME µs since the epoch */
-#define API_Q_LIMIT "limit"                     /* snapshots: the newest N */
+#define API_Q_LIMIT "limit"                     /* snapshots, problems: the newest N */
+#define API_Q_SIGNATURE "signature"             /* snapshots, problems: of this problem only */
 
 /* ?format= takes the names of render/render.h's one table (render_format_to_string(): json, text, folded, svg,
  * pprof), which stackctl's flags name too; ?picture= those of svg_picture_to_string(). */
@@ -83,6 +85,7 @@
  * "skipped": N},
  * oldest first (the same objects as `stackctl list --json`). /snapshots/<id> → the stackwatch.snapshot/1 document. */
 #define API_K_SNAPSHOTS "snapshots"
+#define API_K_PROBLEMS "problems"
 #define API_K_SKIPPED "skipped"
 #define API_K_ID "id"
 #define API_K_TIMESTAMP_USEC "timestamp_usec"
