@@ -252,6 +252,41 @@ static void strings_free(char **v, size_t n) {
                 free(v[i]);
 }
 
+/* A thread's or a process's part of the key, with what the title says of it: the wait and the first frame of the
+ * thread that leads it. */
+typedef struct Part {
+        char *text;
+        char *wait, *first;
+        pid_t pid;
+} Part;
+
+static void parts_free(Part *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(v[i].text);
+                free(v[i].wait);
+                free(v[i].first);
+        }
+}
+
+static int cmp_part(const void *a, const void *b) {
+        return strcmp(((const Part *) a)->text, ((const Part *) b)->text);
+}
+
+/* Sort the N parts of V by their text, drop the repeated ones; the new count. */
+static size_t parts_sort_unique(Part *v, size_t n) {
+        size_t k = 0;
+
+        qsort(v, n, sizeof *v, cmp_part);
+        for (size_t i = 0; i < n; i++) {
+                if (k > 0 && streq(v[k - 1].text, v[i].text)) {
+                        parts_free(&v[i], 1);
+                        continue;
+                }
+                v[k++] = v[i];
+        }
+        return k;
+}
+
 /* What thread T of process P waits on, as the key has it: each edge of the chain from it as "read pipe" (sorted,
  * once each); else the call it is parked in, as the trigger saw it for the culprit (the probe's for a spin, none
  * for a busy loop) or as the capture did for another thread. NULL: nothing. */
@@ -300,11 +335,10 @@ static int thread_wait(const Snapshot *root, const Snapshot *p, const ThreadSnap
         return fclose(f) == 0 ? 0 : -ENOMEM;
 }
 
-/* One thread's part of the key: "read pipe: pipedl.py:<module>", its wait into *RET_WAIT and its first frame into
- * *RET_FIRST (both optional). A Go thread whose frames are all the runtime's (an M parked in the scheduler) stands
- * for where the program is stuck: its largest group of waiting goroutines. */
-static int thread_part(const Snapshot *root, const Snapshot *p, const ThreadSnapshot *t, char **ret,
-                       char **ret_wait, char **ret_first) {
+/* One thread's part of the key: "read pipe: pipedl.py:<module>", with its wait and first frame for the title. A Go
+ * thread whose frames are all the runtime's (an M parked in the scheduler) stands for where the program is stuck:
+ * its largest group of waiting goroutines. */
+static int thread_part(const Snapshot *root, const Snapshot *p, const ThreadSnapshot *t, Part *ret) {
         _cleanup_free_ char *wait = NULL, *frames = NULL, *first = NULL;
         const GoStack *st = NULL;
         bool goroutines = false;
@@ -326,12 +360,13 @@ static int thread_part(const Snapshot *root, const Snapshot *p, const ThreadSnap
         }
         if (r < 0)
                 return r;
-        if (asprintf(ret, "%s%s%s", wait ?: "", goroutines ? " goroutines" : "", frames ?: "") < 0)
+        *ret = (Part) { .pid = p->pid };
+        if (asprintf(&ret->text, "%s%s%s", wait ?: "", goroutines ? " goroutines" : "", frames ?: "") < 0) {
+                ret->text = NULL;
                 return -ENOMEM;
-        if (ret_wait)
-                *ret_wait = TAKE_PTR(wait);
-        if (ret_first)
-                *ret_first = TAKE_PTR(first);
+        }
+        ret->wait = TAKE_PTR(wait);
+        ret->first = TAKE_PTR(first);
         return 0;
 }
 
@@ -343,18 +378,19 @@ static bool has_tid(const pid_t *tids, size_t n, pid_t tid) {
         return false;
 }
 
-/* One process's part: "python3[read pipe: pipedl.py:<module>]", its threads on the chain sorted and joined by " + ";
- * the culprit's (ROOT's trigger thread) wait and first frame into *RET_WAIT and *RET_FIRST. A process the chain
- * reached but none of whose threads it names is its comm alone. */
-static int process_part(const Snapshot *root, pid_t pid, char **ret, char **ret_wait, char **ret_first) {
+/* One process's part: "python3[read pipe: pipedl.py:<module>]", its threads on the chain sorted and joined by " + ".
+ * Its lead, for the title, is the culprit (ROOT's trigger thread) when CULPRIT_LEADS, else the thread whose part sorts
+ * first. A process the chain reached but none of whose threads it names is its comm alone. */
+static int process_part(const Snapshot *root, pid_t pid, bool culprit_leads, Part *ret) {
         const Snapshot *p = snapshot_process_of(root, pid);
         const WaitChain *c = root->wait_chain;
-        char *parts[SIGNATURE_THREADS];
+        Part parts[SIGNATURE_THREADS], lead = {};
         pid_t tids[SIGNATURE_THREADS];
         size_t n_tids = 0, n = 0, size = 0;
         FILE *f;
         int r = 0;
 
+        *ret = (Part) { .pid = pid };
         if (!p)
                 return 0;
         if (p == root && root->trigger && root->trigger->tid > 0)
@@ -370,32 +406,41 @@ static int process_part(const Snapshot *root, pid_t pid, char **ret, char **ret_
         }
         for (size_t i = 0; i < n_tids && r >= 0; i++) {
                 const ThreadSnapshot *t = snapshot_find_thread((Snapshot *) p, tids[i]);
-                bool culprit = p == root && i == 0 && root->trigger;
 
                 if (!t)
                         continue;
-                r = thread_part(root, p, t, &parts[n], culprit ? ret_wait : NULL, culprit ? ret_first : NULL);
-                if (r >= 0)
-                        n++;
+                r = thread_part(root, p, t, &parts[n]);
+                if (r < 0)
+                        break;
+                /* The culprit leads: kept aside before the sort, its copy of the wait and frame. */
+                if (culprit_leads && p == root && i == 0 &&
+                    ((parts[n].wait && !(lead.wait = strdup(parts[n].wait))) ||
+                     (parts[n].first && !(lead.first = strdup(parts[n].first)))))
+                        r = -ENOMEM;
+                n++;
         }
-        if (r < 0) {
-                strings_free(parts, n);
-                return r;
+        if (r >= 0)
+                n = parts_sort_unique(parts, n);
+        if (r >= 0 && !lead.wait && !lead.first && n > 0) {
+                lead.wait = TAKE_PTR(parts[0].wait);
+                lead.first = TAKE_PTR(parts[0].first);
         }
-        n = sort_unique(parts, n);
-        f = open_memstream(ret, &size);
+        f = r >= 0 ? open_memstream(&ret->text, &size) : NULL;
         if (!f) {
-                strings_free(parts, n);
-                return -ENOMEM;
+                parts_free(parts, n);
+                parts_free(&lead, 1);
+                return r < 0 ? r : -ENOMEM;
         }
         fputs(p->comm ?: "?", f);
         if (n > 0) {
                 fputc('[', f);
                 for (size_t i = 0; i < n; i++)
-                        fprintf(f, "%s%s", i ? " + " : "", parts[i]);
+                        fprintf(f, "%s%s", i ? " + " : "", parts[i].text);
                 fputc(']', f);
         }
-        strings_free(parts, n);
+        parts_free(parts, n);
+        ret->wait = lead.wait;
+        ret->first = lead.first;
         return fclose(f) == 0 ? 0 : -ENOMEM;
 }
 
@@ -420,28 +465,28 @@ static uint64_t fnv1a64(const char *s) {
         return h;
 }
 
-static int put_title(const Snapshot *s, const char *wait, const char *first, pid_t *pids, size_t n_pids,
-                     char **ret) {
-        _cleanup_free_ char *comm = escape_string(s->comm ?: "?"), *frame = first ? escape_string(first) : NULL;
+/* "python3 blocked in read ← pipedl.py:<module> ⇄ python3 (deadlock)": LEAD's comm, its wait and first frame, then
+ * the comms of the OTHER processes. */
+static int put_title(const Snapshot *s, const Part *lead, const Part *other, size_t n_other, char **ret) {
         size_t size = 0;
         FILE *f;
 
-        if (!comm || (first && !frame))
-                return -ENOMEM;
         f = open_memstream(ret, &size);
         if (!f)
                 return -ENOMEM;
-        fprintf(f, "%s %s", comm, s->trigger->klass ?: "?");
+        fputs_escaped(snapshot_comm_of(s, lead->pid) ?: "?", f);
+        fprintf(f, " %s", s->trigger->klass ?: "?");
         /* The call alone ("read"): what it leads to is the rest of the title. */
-        if (wait)
-                fprintf(f, " in %.*s", (int) strcspn(wait, " ,"), wait);
-        if (frame)
-                fprintf(f, " ← %s", frame);
-        for (size_t i = 0; i < n_pids; i++)
-                if (pids[i] != s->pid) {
-                        fputs(" ⇄ ", f);
-                        fputs_escaped(snapshot_comm_of(s, pids[i]) ?: "?", f);
-                }
+        if (lead->wait)
+                fprintf(f, " in %.*s", (int) strcspn(lead->wait, " ,"), lead->wait);
+        if (lead->first) {
+                fputs(" ← ", f);
+                fputs_escaped(lead->first, f);
+        }
+        for (size_t i = 0; i < n_other; i++) {
+                fputs(" ⇄ ", f);
+                fputs_escaped(snapshot_comm_of(s, other[i].pid) ?: "?", f);
+        }
         if (s->wait_chain && s->wait_chain->deadlock)
                 fputs(" (deadlock)", f);
         if (fclose(f) != 0)
@@ -451,11 +496,12 @@ static int put_title(const Snapshot *s, const char *wait, const char *first, pid
 }
 
 int snapshot_signature(const Snapshot *s, SnapshotSignature *ret) {
-        _cleanup_free_ char *wait = NULL, *first = NULL, *proto = NULL, *title = NULL;
+        _cleanup_free_ char *proto = NULL, *title = NULL;
         const WaitChain *c = s->wait_chain;
-        char *parts[SIGNATURE_PROCESSES];
+        bool deadlock = c && c->deadlock;
+        Part parts[SIGNATURE_PROCESSES];
         pid_t pids[SIGNATURE_PROCESSES] = { s->pid };
-        size_t n_pids = 1, n = 0, size = 0;
+        size_t n_pids = 1, n = 0, size = 0, lead = 0;
         FILE *f;
         int r = 0;
 
@@ -466,30 +512,43 @@ int snapshot_signature(const Snapshot *s, SnapshotSignature *ret) {
                 if (c->edges[i].peer_pid > 0 && !has_tid(pids, n_pids, c->edges[i].peer_pid) &&
                     snapshot_process_of(s, c->edges[i].peer_pid))
                         pids[n_pids++] = c->edges[i].peer_pid;
+        /* A deadlock has no culprit: whichever of its processes fired, the title leads with the one that sorts
+         * first, so that both sides read alike. */
         for (size_t i = 0; i < n_pids && r >= 0; i++) {
-                parts[n] = NULL;
-                r = process_part(s, pids[i], &parts[n], i == 0 ? &wait : NULL, i == 0 ? &first : NULL);
-                if (r >= 0 && parts[n])
+                r = process_part(s, pids[i], !deadlock, &parts[n]);
+                if (r >= 0 && parts[n].text)
                         n++;
+                else if (r >= 0)
+                        parts_free(&parts[n], 1);
         }
-        if (r < 0) {
-                strings_free(parts, n);
-                return r;
+        if (r < 0 || n == 0) {
+                parts_free(parts, n);
+                return r < 0 ? r : -ENODATA;
         }
-        n = sort_unique(parts, n);
+        Part root = parts[0];
+        n = parts_sort_unique(parts, n);
+        for (size_t i = 0; !deadlock && i < n; i++)
+                if (parts[i].pid == root.pid)
+                        lead = i;
         f = open_memstream(&proto, &size);
         if (!f) {
-                strings_free(parts, n);
+                parts_free(parts, n);
                 return -ENOMEM;
         }
-        fprintf(f, "%s%s: ", s->trigger->klass ?: "?", c && c->deadlock ? " deadlock" : "");
+        fprintf(f, "%s%s: ", s->trigger->klass ?: "?", deadlock ? " deadlock" : "");
         for (size_t i = 0; i < n; i++)
-                fprintf(f, "%s%s", i ? " ⇄ " : "", parts[i]);
-        strings_free(parts, n);
-        if (fclose(f) != 0)
+                fprintf(f, "%s%s", i ? " ⇄ " : "", parts[i].text);
+        if (fclose(f) != 0) {
+                parts_free(parts, n);
                 return -ENOMEM;
+        }
         cut_utf8(proto, SIGNATURE_PROTO_MAX);
-        r = put_title(s, wait, first, pids, n_pids, &title);
+        /* The others in key order, the lead taken out. */
+        Part lead_part = parts[lead];
+        memmove(parts + lead, parts + lead + 1, (n - lead - 1) * sizeof *parts);
+        r = put_title(s, &lead_part, parts, n - 1, &title);
+        parts_free(parts, n - 1);
+        parts_free(&lead_part, 1);
         if (r < 0)
                 return r;
         snprintf(ret->key, sizeof ret->key, "%016" PRIx64, fnv1a64(proto));
@@ -497,7 +556,6 @@ int snapshot_signature(const Snapshot *s, SnapshotSignature *ret) {
         ret->proto = TAKE_PTR(proto);
         return 0;
 }
-
 void snapshot_signature_done(SnapshotSignature *sig) {
         free(sig->title);
         free(sig->proto);
