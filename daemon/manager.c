@@ -73,6 +73,20 @@ static void manager_firing_done(Manager *m, Firing *f, bool log) {
         if (f->signature) {
                 Problem p = problem_of_firing(f->signature, f->title, f->fired_usec, f->pid, f->comm, f->host,
                                               f->snapshot_id);
+                ProblemProcess procs[1 + CAPTURE_JOB_PEERS_MAX];
+                size_t n = 0;
+
+                /* The firing's process, then those its chain reached: a deadlock names both sides. */
+                for (size_t i = 0; i < f->n_processes && n < ELEMENTSOF(procs); i++) {
+                        const ProcessEntry *q = intmap_get(&m->scanner->processes, f->processes[i].pid);
+
+                        procs[n++] = (ProblemProcess) { .pid = f->processes[i].pid,
+                                                        .comm = i == 0 ? f->comm : q ? (char *) q->comm : NULL };
+                }
+                if (n > 0) {
+                        p.processes = procs;
+                        p.n_processes = n;
+                }
 
                 r = problems_ledger_append(archive_dir_fd(m->archive), &p);
                 if (r < 0)

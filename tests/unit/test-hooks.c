@@ -211,6 +211,9 @@ static const HookEvent full_event = {
         .python_frame = "Worker.inner (app.py:12)",
         .python_cycle = python_cycle,
         .n_python_cycle = ELEMENTSOF(python_cycle),
+        .signature = "d00b3d3f55661023",
+        .title = "nginx blocked in read ← nginx!worker",
+        .count = 3,
 };
 
 /* ---- the environment ---- */
@@ -264,8 +267,10 @@ static void check_event_json(const char *s, const HookEvent *ev) {
         json_object *j = json_tokener_parse(s), *cycle;
 
         ck_assert_msg(j, "STACKWATCH_EVENT is not JSON: %s", s);
-        ck_assert_int_eq(json_object_object_length(j), 26);
+        ck_assert_int_eq(json_object_object_length(j), 29);
         ck_assert_str_eq(json_str(j, "schema"), HOOK_EVENT_SCHEMA);
+        ck_assert_pstr_eq(json_str(j, "signature"), ev->signature);
+        ck_assert_pstr_eq(json_str(j, "title"), ev->title);
         ck_assert_pstr_eq(json_str(j, "page_url"), ev->page_url);
         ck_assert_str_eq(json_str(j, "rule"), ev->rule);
         ck_assert_int_eq(json_int(j, "pid"), ev->pid);
@@ -305,7 +310,7 @@ static const char env_script[] = "#!/bin/sh\nexec /usr/bin/env -0 >\"$1\"\n";
 static void run_env_check(Fixture *f, const HookEvent *ev, uint64_t n_before) {
         _cleanup_free_ char *script = write_script(f, "env.sh", env_script, 0755), *out = path_in(f->dir, "env"),
                             *env = NULL, *json = NULL;
-        char pid[16], tid[16], ts[32];
+        char pid[16], tid[16], ts[32], count[32];
         json_object *j = hooks_event_to_json(ev);
         size_t size;
 
@@ -315,6 +320,7 @@ static void run_env_check(Fixture *f, const HookEvent *ev, uint64_t n_before) {
         snprintf(pid, sizeof pid, "%d", (int) ev->pid);
         snprintf(tid, sizeof tid, "%d", (int) ev->tid);
         snprintf(ts, sizeof ts, "%llu", (unsigned long long) ev->timestamp_usec);
+        snprintf(count, sizeof count, "%llu", (unsigned long long) ev->count);
         const EnvCheck want[] = {
                 { "PATH", HOOKS_PATH },
                 { "STACKWATCH_RULE", ev->rule },
@@ -328,6 +334,9 @@ static void run_env_check(Fixture *f, const HookEvent *ev, uint64_t n_before) {
                 { "STACKWATCH_ERROR", ev->error },
                 { "STACKWATCH_TIMESTAMP", ts },
                 { "STACKWATCH_PYTHON_FRAME", ev->python_frame },
+                { "STACKWATCH_SIGNATURE", ev->signature },
+                { "STACKWATCH_TITLE", ev->title },
+                { "STACKWATCH_PROBLEM_COUNT", ev->count ? count : NULL },
                 { "STACKWATCH_EVENT", json },
                 /* Set in this process's environment below: a hook must not see them. */
                 { "STACKWATCH_TEST_LEAK", NULL },

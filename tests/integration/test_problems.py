@@ -1,0 +1,139 @@
+"""Problems, not snapshots: every snapshot a rule takes has a signature; a hang that keeps firing is one snapshot and
+one alert whose count grows; GET /problems counts every signature; rotation keeps a rare problem's snapshot."""
+import json
+
+from conftest import wait_until
+from test_python_daemon import (culprit, events, firings, recording_hook,  # noqa: F401  (culprit is a fixture)
+                                unique_comm)
+
+
+def rules(comm, hook, extra=""):
+    """The default config's two rules on a deadlock, quick: the deadlock at once, then blocked, each with a short
+    cooldown, so that a hang kept a few seconds fires as often as one kept for hours on the defaults."""
+    return f"""
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+{extra}
+hooks:
+  command: [{json.dumps(hook)}]
+  repeat_interval: 1h
+rules:
+  - name: deadlock
+    class: blocked
+    for: 1s
+    comm: {json.dumps(comm)}
+    deadlock: true
+    cooldown: 2s
+    actions: [snapshot, log, hook]
+  - name: blocked
+    class: blocked
+    for: 3s
+    comm: {json.dumps(comm)}
+    cooldown: 2s
+    actions: [snapshot, log, hook]
+"""
+
+
+def problems(d, query=""):
+    return d.get_json("/problems" + query)["problems"]
+
+
+def test_a_deadlock_kept_firing_is_one_snapshot_and_one_alert_whose_count_grows(daemon, culprit, tmp_path):
+    comm = unique_comm("pb-dl")
+    hook, out = recording_hook(tmp_path)
+    d = daemon(rules(comm, hook))
+    c = culprit(comm, "deadlock")
+    pids = {c.tid("wait_for_child"), c.tid("wait_for_parent")}
+    # Both rules on both processes, several cooldowns over: at least five firings.
+    [p] = wait_until(lambda: [p for p in problems(d) if p["count"] >= 5], timeout=60, interval=0.2,
+                     what="five firings of the deadlock")
+    snaps = [s for s in d.snapshots() if s["pid"] in pids]
+    assert len(snaps) == 1, snaps
+    assert p["snapshots"] == 1 and p["latest_id"] == p["first_id"] == snaps[0]["id"], p
+    assert p["open"] and {q["pid"] for q in p["processes"]} == pids, p
+    assert snaps[0]["signature"] == p["signature"] and snaps[0]["title"] == p["title"]
+    assert p["title"].startswith(f"{comm} blocked in read ← culprit.py:wait_for_") and \
+        p["title"].endswith(f" ⇄ {comm} (deadlock)"), p["title"]
+    # One alert: the hook ran once for a new firing; the log counts the others against the problem.
+    assert len(firings(out)) == 1, events(out)
+    ev = firings(out)[0]
+    assert ev["signature"] == p["signature"] and ev["title"] == p["title"] and ev["count"] == 1, ev
+    assert f"problem {p['signature']}, open, seen 5 times: its snapshot {snaps[0]['id']} stands" in d.log_text()
+    # The snapshot itself says which problem it shows, and the text it is the key of.
+    doc = d.show(snaps[0]["id"])
+    assert doc["signature"] == p["signature"] and doc["proto_signature"].startswith("blocked deadlock: "), doc
+    for pid in pids:
+        assert f"{comm}[read pipe: culprit.py:wait_for_" in doc["proto_signature"]
+    # The problem resolves with the hang: once, for the one alert.
+    c.stop()
+    wait_until(lambda: [e for e in events(out) if e["state"] == "resolved"], timeout=20, what="the resolution")
+    wait_until(lambda: not problems(d)[0]["open"], timeout=10, what="the problem closed")
+    assert len([e for e in events(out) if e["state"] == "resolved"]) == 1, events(out)
+
+
+def test_two_hangs_are_two_problems_and_the_same_hang_again_is_the_same(daemon, culprit, tmp_path):
+    comm = unique_comm("pb-two")
+    hook, out = recording_hook(tmp_path)
+    d = daemon(rules(comm, hook) + f"""
+  - name: spin
+    class: busy-loop
+    for: 1s
+    comm: {json.dumps(comm)}
+    cooldown: 1h
+    actions: [snapshot, log]
+""")
+    first = culprit(comm, "deadlock")
+    wait_until(lambda: d.snapshots(), timeout=30, interval=0.2, what="the first deadlock's snapshot")
+    first.stop()
+    wait_until(lambda: not problems(d)[0]["open"], timeout=20, what="the first deadlock over")
+    # The same bug in new processes (other pids, other addresses): the same key, a second snapshot of it.
+    again = culprit(comm, "deadlock")
+    [p] = wait_until(lambda: [p for p in problems(d) if p["snapshots"] == 2], timeout=30, interval=0.2,
+                     what="the second deadlock's snapshot")
+    assert p["first_id"] != p["latest_id"] and len(p["processes"]) == 4, p
+    again.stop()
+    # A different bug: another key.
+    spin = culprit(comm, "spin")
+    ps = wait_until(lambda: (lambda ps: ps if len(ps) == 2 else None)(problems(d)), timeout=30, interval=0.2,
+                    what="the spin's problem")
+    assert ps[0]["signature"] != ps[1]["signature"], ps
+    [sp] = [p for p in ps if "busy-loop" in p["title"]]
+    assert sp["title"].startswith(f"{comm} busy-loop ← culprit.py:spin"), sp
+    assert problems(d, f"?signature={sp['signature']}") == [sp]
+    assert [s["signature"] for s in d.get_json(f"/snapshots?signature={sp['signature']}")["snapshots"]] == \
+        [sp["signature"]]
+    spin.stop()
+    code, _, body = d.get("/problems?signature=nothex")
+    assert code == 400 and b"malformed signature" in body
+
+
+def test_rotation_keeps_the_rare_problem_and_the_common_one_s_first(daemon, culprit, tmp_path):
+    comm = unique_comm("pb-rot")
+    hook, out = recording_hook(tmp_path)
+    d = daemon(rules(comm, hook, extra="  max_snapshots: 3") + f"""
+  - name: spin
+    class: busy-loop
+    for: 1s
+    comm: {json.dumps(comm)}
+    cooldown: 1h
+    actions: [snapshot, log]
+""")
+    rare = culprit(comm, "spin")
+    [r] = wait_until(lambda: d.snapshots(), timeout=30, interval=0.2, what="the rare problem's snapshot")
+    rare.stop()
+    # The common one: a deadlock, again and again, each time in new processes (a new snapshot each).
+    ids = []
+    for i in range(4):
+        c = culprit(comm, "deadlock")
+        wait_until(lambda: (p := [p for p in problems(d) if "(deadlock)" in p["title"]]) and
+                   p[0]["latest_id"] not in ids, timeout=30, interval=0.2, what=f"deadlock {i}'s snapshot")
+        ids.append([p for p in problems(d) if "(deadlock)" in p["title"]][0]["latest_id"])
+        c.stop()
+        wait_until(lambda: not any(p["open"] for p in problems(d)), timeout=20, what=f"deadlock {i} over")
+    kept = {s["id"] for s in d.snapshots()}
+    assert len(kept) == 3, kept
+    assert r["id"] in kept and ids[0] in kept and ids[-1] in kept, (r, ids, kept)
+    [dl] = [p for p in problems(d) if "(deadlock)" in p["title"]]
+    # The ledger still counts what rotated away.
+    assert dl["count"] >= 4 and dl["snapshots"] == 2, dl
