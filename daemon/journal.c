@@ -105,7 +105,8 @@ static int field_add_binary(struct iovec *iov, size_t *n, size_t max, const char
 }
 
 void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
-        _cleanup_free_ char *msg = NULL, *comm = NULL, *exe = NULL, *unit = NULL, *cgroup = NULL, *cmdline = NULL;
+        _cleanup_free_ char *msg = NULL, *comm = NULL, *exe = NULL, *unit = NULL, *cgroup = NULL, *cmdline = NULL,
+                            *title = NULL;
         char pid[32] = "", tid[32] = "", hook_pid[32] = "", prio[8], duration[32] = "", snap_size[32] = "",
              problem_count[32] = "", duration_text[FORMAT_TIMESPAN_MAX] = "";
         struct iovec iov[JOURNAL_FIELDS_MAX];
@@ -128,6 +129,7 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
         exe = ev->exe ? escape_string(ev->exe) : NULL;
         unit = ev->unit ? escape_string(ev->unit) : NULL;
         cgroup = ev->cgroup ? escape_string(ev->cgroup) : NULL;
+        title = ev->title ? escape_string(ev->title) : NULL;
         cmdline = cmdline_join(ev->cmdline);
         if (ev->pid > 0)
                 snprintf(pid, sizeof pid, "%d", (int) ev->pid);
@@ -171,7 +173,7 @@ void journal_event(int level, const JournalEvent *ev, const char *fmt, ...) {
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_HOOK_STATUS", ev->hook_status) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_PYTHON_FRAME", ev->python_frame) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_SIGNATURE", ev->signature) < 0 ||
-            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_TITLE", ev->title) < 0 ||
+            field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_TITLE", title) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_PROBLEM_COUNT", ev->problem_count ? problem_count : NULL) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_GOROUTINES", ev->goroutines) < 0 ||
             field_add(iov, &n, ELEMENTSOF(iov), "STACKWATCH_STACK", ev->stack) < 0 ||

@@ -61,7 +61,7 @@ typedef struct JournalEvent {
         uint64_t snapshot_size;         /* STACKWATCH_SNAPSHOT_SIZE: that file's size, also when left out */
         bool snapshot_truncated;        /* STACKWATCH_SNAPSHOT_TRUNCATED=1: left out, over the size bound */
         const char *signature;  /* STACKWATCH_SIGNATURE: the problem's key */
-        const char *title;      /* STACKWATCH_TITLE: what a person reads of it (already escaped) */
+        const char *title;      /* STACKWATCH_TITLE: what a person reads of it (process-supplied: escaped when logged) */
         uint64_t problem_count; /* STACKWATCH_PROBLEM_COUNT: its firings while it is open; 0: none */
         const char *hook;       /* a hook's argv[0] */
         pid_t hook_pid;         /* 0: none */

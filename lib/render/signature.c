@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "base/alloc-util.h"
-#include "base/escape.h"
 #include "base/macro.h"
 #include "model/proc-parse.h"
 #include "render/goroutine-text.h"
@@ -474,18 +473,18 @@ static int put_title(const Snapshot *s, const Part *lead, const Part *other, siz
         f = open_memstream(ret, &size);
         if (!f)
                 return -ENOMEM;
-        fputs_escaped(snapshot_comm_of(s, lead->pid) ?: "?", f);
+        fputs(snapshot_comm_of(s, lead->pid) ?: "?", f);
         fprintf(f, " %s", s->trigger->klass ?: "?");
         /* The call alone ("read"): what it leads to is the rest of the title. */
         if (lead->wait)
                 fprintf(f, " in %.*s", (int) strcspn(lead->wait, " ,"), lead->wait);
         if (lead->first) {
                 fputs(" ← ", f);
-                fputs_escaped(lead->first, f);
+                fputs(lead->first, f);
         }
         for (size_t i = 0; i < n_other; i++) {
                 fputs(" ⇄ ", f);
-                fputs_escaped(snapshot_comm_of(s, other[i].pid) ?: "?", f);
+                fputs(snapshot_comm_of(s, other[i].pid) ?: "?", f);
         }
         if (s->wait_chain && s->wait_chain->deadlock)
                 fputs(" (deadlock)", f);

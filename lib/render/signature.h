@@ -21,7 +21,8 @@
 
 typedef struct SnapshotSignature {
         char key[SIGNATURE_LENGTH + 1];
-        char *title;    /* "python3 blocked in read ← pipedl.py:<module> ⇄ python3 (deadlock)", names escaped */
+        char *title;    /* "python3 blocked in read ← pipedl.py:<module> ⇄ python3 (deadlock)": process-supplied names as
+                         * they are, escaped by whoever prints it */
         char *proto;    /* what the key hashes: "blocked deadlock: python3[read pipe: pipedl.py:<module>] ⇄ …" */
 } SnapshotSignature;
 

@@ -715,6 +715,13 @@ int snapshot_print_text(const Snapshot *s, const TextOptions *o, FILE *f) {
                 } else if (t->probe_window_usec > 0)
                         fprintf(f, "  probe: no syscall returned in %.0f ms\n", (double) t->probe_window_usec / 1000.0);
         }
+        if (s->signature) {
+                fputs("  problem: ", f);
+                fputs_escaped(s->signature, f);
+                fputc(' ', f);
+                fputs_escaped(s->title ?: "", f);
+                fputc('\n', f);
+        }
         for (char **e = s->errors; e && *e; e++) {
                 fputs("  ! ", f);
                 fputs_escaped(*e, f);
