@@ -63,7 +63,9 @@ static ManagerJob *manager_job_free(ManagerJob *j) {
 static void manager_firing_done(Manager *m, Firing *f, bool log) {
         _cleanup_free_ uint8_t *file = NULL;
         FiringJournal j = { .mode = m->config->journal };
-        Firing *open = f->signature ? alerts_problem(&m->alerts, f->signature, f->pid, f->starttime) : NULL;
+        Firing *open = f->signature && !m->config->every_firing
+                               ? alerts_problem(&m->alerts, f->signature, f->pid, f->starttime)
+                               : NULL;
         int r;
 
         /* A later firing of a problem still open: it counts, its record says so, and the problem's one alert lasts
@@ -216,7 +218,9 @@ static size_t problem_processes(const Manager *m, const CaptureJobResult *res, F
 /* The snapshot of the problem RES shows, when it is open on F's process already: the capture was not stored
  * (RES->duplicate), or was stored by a race (another firing of it captured meanwhile) and goes. NULL otherwise. */
 static const char *job_open_problem(Manager *m, const Firing *f, const CaptureJobResult *res) {
-        const Firing *open = f ? alerts_problem(&m->alerts, res->signature, f->pid, f->starttime) : NULL;
+        const Firing *open = f && !m->config->every_firing
+                                     ? alerts_problem(&m->alerts, res->signature, f->pid, f->starttime)
+                                     : NULL;
         int r;
 
         if (!open || !open->snapshot_id)
@@ -482,7 +486,7 @@ static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, 
         capture_job_symbols(m->config, &spec.symbols);
         /* The child is a copy: what it is given lives as long as it needs. */
         _cleanup_strv_free_ char **open = NULL;
-        if (alerts_open_signatures(&m->alerts, t->pid, t->process->starttime, &open) < 0)
+        if (!m->config->every_firing && alerts_open_signatures(&m->alerts, t->pid, t->process->starttime, &open) < 0)
                 return log_oom();
         spec.open_signatures = open;
         err = manager_start_job(m, &spec, r->name, &f, log, NULL, NULL);

@@ -926,6 +926,7 @@ static const ConfigKey archive_keys[] = {
         KEY("journal", CONFIG_NODE_SCALAR, parse_journal_mode, Config, journal),
         KEY("journal_max_size", CONFIG_NODE_SCALAR, parse_size, Config, journal_max_size,
             .min = CONFIG_JOURNAL_MAX_SIZE_MIN, .max = CONFIG_JOURNAL_MAX_SIZE_MAX),
+        KEY("every_firing", CONFIG_NODE_SCALAR, parse_bool, Config, every_firing),
 };
 static const ConfigTable archive_table = { "in \"archive\"", archive_keys, ELEMENTSOF(archive_keys) };
 

@@ -150,6 +150,8 @@ typedef struct Config {
         uint64_t keep_free;             /* bytes */
         ConfigJournal journal;          /* what of a snapshot the firing's journal record carries */
         uint64_t journal_max_size;      /* full: the largest snapshot (compressed) put into the journal */
+        bool every_firing;              /* a snapshot and an alert for every firing, also of a problem already open
+                                         * on its process (counted all the same); false: one per open problem */
 
         unsigned max_per_minute;
         CaptureMethod method;

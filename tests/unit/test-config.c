@@ -131,6 +131,7 @@ static void check_defaults(const Config *c) {
         ck_assert_uint_eq(c->keep_free, 1ULL << 30);
         ck_assert_int_eq(c->journal, CONFIG_JOURNAL_SUMMARY);
         ck_assert_uint_eq(c->journal_max_size, 8ULL << 20);
+        ck_assert(!c->every_firing);
         ck_assert_ptr_null(c->symbols_cache_dir); /* the default: settled by the daemon (symcache_default_dir()) */
         ck_assert(!c->symbols_cache_off);
         ck_assert_uint_eq(c->symbols_cache_max_size, 1ULL << 30);
@@ -214,6 +215,7 @@ static const char full_file[] =
         "  keep_free: 512M\n"
         "  journal: full\n"
         "  journal_max_size: 2M\n"
+        "  every_firing: true\n"
         "capture:\n"
         "  max_per_minute: 12\n"
         "  method: ptrace\n"
@@ -279,6 +281,7 @@ START_TEST(test_full_file) {
         ck_assert_uint_eq(c->keep_free, 512ULL << 20);
         ck_assert_int_eq(c->journal, CONFIG_JOURNAL_FULL);
         ck_assert_uint_eq(c->journal_max_size, 2ULL << 20);
+        ck_assert(c->every_firing);
         ck_assert_uint_eq(c->max_per_minute, 12);
         ck_assert_int_eq(c->method, CAPTURE_METHOD_PTRACE);
         ck_assert_int_eq(c->unwinder, UNWINDER_FP);
@@ -320,7 +323,7 @@ START_TEST(test_full_file) {
         r = &c->rules[0];
         ck_assert_str_eq(r->name, "nginx-stuck");
         ck_assert_str_eq(r->file, p);
-        ck_assert_uint_eq(r->line, 33);
+        ck_assert_uint_eq(r->line, 34);
         ck_assert_uint_eq(r->column, 11);
         ck_assert_uint_eq(r->classes, (1U << THREAD_CLASS_BLOCKED) | (1U << THREAD_CLASS_WAITING));
         ck_assert_uint_eq(r->for_usec, 30 * SEC);
@@ -1106,6 +1109,7 @@ static void check_same_config(const Config *a, const Config *b) {
         ck_assert_uint_eq(a->keep_free, b->keep_free);
         ck_assert_int_eq(a->journal, b->journal);
         ck_assert_uint_eq(a->journal_max_size, b->journal_max_size);
+        ck_assert_int_eq(a->every_firing, b->every_firing);
         ck_assert_uint_eq(a->max_per_minute, b->max_per_minute);
         ck_assert_int_eq(a->method, b->method);
         ck_assert_int_eq(a->unwinder, b->unwinder);
