@@ -71,7 +71,12 @@ def test_hook_gets_the_event_in_its_environment(daemon, fixture, tmp_path):
                         "STACKWATCH_CLASS", "STACKWATCH_SNAPSHOT", "STACKWATCH_SNAPSHOT_ID", "STACKWATCH_SUMMARY",
                         "STACKWATCH_TIMESTAMP", "STACKWATCH_EVENT", "STACKWATCH_STATE", "STACKWATCH_SEVERITY",
                         "STACKWATCH_HOST", "STACKWATCH_EXE", "STACKWATCH_UNIT",
-                        "STACKWATCH_DURATION_USEC"}, sorted(env)
+                        "STACKWATCH_DURATION_USEC", "STACKWATCH_SIGNATURE", "STACKWATCH_TITLE",
+                        "STACKWATCH_PROBLEM_COUNT"}, sorted(env)
+    # The problem it is: the snapshot's signature and title, the first firing of it.
+    assert env["STACKWATCH_SIGNATURE"] == snap[0]["signature"] == ev["signature"] and ev["count"] == 1
+    assert env["STACKWATCH_TITLE"] == snap[0]["title"] == "br-hook blocked in read ← block-read!br_level_20", env
+    assert env["STACKWATCH_PROBLEM_COUNT"] == "1"
     # Who, where and what: the host, the binary, the command line, how long, and the top of the stack.
     assert env["STACKWATCH_STATE"] == "firing" and env["STACKWATCH_SEVERITY"] == "warning"
     assert env["STACKWATCH_HOST"] == os.uname().nodename and ev["host"] == os.uname().nodename

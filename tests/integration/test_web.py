@@ -19,6 +19,8 @@ CONFIG = f"""
 poll_interval: 200ms
 archive:
   directory: "@ARCHIVE@"
+  # Two snapshots of the one hang, for the page to compare.
+  every_firing: true
 rules:
   - name: web-hung
     class: blocked
