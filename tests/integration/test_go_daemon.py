@@ -47,6 +47,8 @@ def test_a_go_firing_names_its_largest_group_of_goroutines(journald_daemon, fixt
     assert rec["STACKWATCH_GOROUTINES"].endswith(")"), rec
     first = rec["MESSAGE"].splitlines()[0]
     assert "; " + rec["STACKWATCH_GOROUTINES"] in first, first
+    # The problem is where the goroutines are stuck, not where the thread that fired parks in the scheduler.
+    assert " ← main.idleWorker" in rec["STACKWATCH_TITLE"] and rec["STACKWATCH_TITLE"].startswith(f"{comm} waiting"), rec
 
     # The hook's summary says it too.
     ev = wait_until(lambda: [json.loads(ln) for ln in out.read_text().splitlines()] if out.exists() else [],
@@ -57,6 +59,8 @@ def test_a_go_firing_names_its_largest_group_of_goroutines(journald_daemon, fixt
     snap = rec["STACKWATCH_SNAPSHOT_ID"]
     doc = d.show(snap)
     assert doc["go"]["version"].startswith("go1.") and doc["go"]["layout"] == "dwarf"
+    assert doc["signature"] == rec["STACKWATCH_SIGNATURE"] and " goroutines: main.idleWorker" in doc["proto_signature"]
+    assert "runtime." not in doc["proto_signature"], doc["proto_signature"]
     idle = [g for g in doc["goroutines"] if g.get("created_by", {}).get("function") == "main.main"
             and g.get("wait_reason") == "chan receive" and g.get("wait_on", {}).get("kind") == "channel"]
     by_stack = collections.Counter(g["stack"] for g in idle)

@@ -531,6 +531,9 @@ rules:
     assert lock_cycle_tids(doc["wait_chain"]) == (j.pid, {tids["sync-a"], tids["sync-b"]}), doc["wait_chain"]
     a = by_name(doc, j.pid)["sync-a"]
     assert ("Hung.takeAthenB", "Hung.java", marker_line("takeAthenB-inner")) in java_frames(a), a
+    # The problem: both sides of the monitor deadlock, by their Java methods, whichever thread fired.
+    assert "Hung.takeAthenB" in doc["proto_signature"] and "Hung.takeBthenA" in doc["proto_signature"], doc
+    assert recs[0]["STACKWATCH_SIGNATURE"] == doc["signature"]
     j.assert_untouched()
 
 

@@ -348,6 +348,8 @@ def test_the_daemon_names_the_javascript_culprit(journald_daemon, hang, tmp_path
     ev = wait_until(lambda: firings(out), timeout=10, what="the hook's event")[0]
     assert ev["python_frame"] == frame and ev["env"] == frame, ev
     assert ev["frames"][0] == f"#0  {frame}", ev["frames"]
+    # The problem is the JavaScript function, not V8's or libuv's frames.
+    assert ev["title"] == f"{comm} busy-loop ← hang.js:busyLoopHere" and ev["signature"] == rec["STACKWATCH_SIGNATURE"]
     # The API: the frames of a live dump, as JSON and as a picture.
     doc = d.get_json(f"/stacks/{h.pid}")
     main = thread_of(doc, h.pid)
