@@ -104,10 +104,15 @@ static bool frame_skipped(const Snapshot *s, const UserFrame *u) {
                 return true;
         if (rk >= 0 && runtime_traits[rk].machinery && function && startswith(function, runtime_traits[rk].machinery))
                 return true;
+        /* A Go program's own functions are native frames of its threads' stacks: the Go rules hold for them. */
+        bool go = u->kind == FRAME_KIND_NATIVE && snapshot_runtime(s, RUNTIME_GO);
+
+        if (go && function && startswith(function, runtime_traits[RUNTIME_GO].machinery))
+                return true;
         for (size_t i = 0; i < ELEMENTSOF(skip_rules); i++) {
                 const SkipRule *r = &skip_rules[i];
 
-                if (r->kind != u->kind)
+                if (r->kind != u->kind && !(go && r->kind == FRAME_KIND_GO))
                         continue;
                 if (r->module && (!module || fnmatch(r->module, module, 0) != 0))
                         continue;
