@@ -418,24 +418,10 @@ int problems_ledger_append(int dir_fd, const Problem *p) {
         return r;
 }
 
-int problems_ledger_load(int dir_fd, ProblemTable *t, size_t *ret_skipped) {
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, skipped = 0;
-        struct stat st;
-        int fd, r;
+int problems_ledger_parse(char *buf, ProblemTable *t, size_t *ret_skipped) {
+        size_t skipped = 0;
+        int r;
 
-        fd = openat(dir_fd, PROBLEMS_LEDGER, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (fd < 0)
-                return errno == ENOENT ? 0 : negative_errno();
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                r = S_ISREG(st.st_mode) ? negative_errno() : -EBADMSG;
-                safe_close(fd);
-                return r;
-        }
-        r = read_full_fd(fd, LEDGER_READ_MAX, &buf, &len);
-        safe_close(fd);
-        if (r < 0)
-                return r;
         for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
                 _cleanup_(json_object_putp) json_object *o = NULL;
                 _cleanup_(problem_done) Problem p = {};
@@ -458,4 +444,27 @@ int problems_ledger_load(int dir_fd, ProblemTable *t, size_t *ret_skipped) {
         if (ret_skipped)
                 *ret_skipped = skipped;
         return 0;
+}
+
+int problems_ledger_load(int dir_fd, ProblemTable *t, size_t *ret_skipped) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        struct stat st;
+        int fd, r;
+
+        if (ret_skipped)
+                *ret_skipped = 0;
+        fd = openat(dir_fd, PROBLEMS_LEDGER, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                r = S_ISREG(st.st_mode) ? negative_errno() : -EBADMSG;
+                safe_close(fd);
+                return r;
+        }
+        r = read_full_fd(fd, LEDGER_READ_MAX, &buf, &len);
+        safe_close(fd);
+        if (r < 0)
+                return r;
+        return problems_ledger_parse(buf, t, ret_skipped);
 }

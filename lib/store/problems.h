@@ -85,3 +85,5 @@ int problems_ledger_append(int dir_fd, const Problem *p);
 /* Merge every line of the ledger into T; a missing ledger is an empty one, a line that does not parse is skipped
  * (counted in *RET_SKIPPED, optional). */
 int problems_ledger_load(int dir_fd, ProblemTable *t, size_t *ret_skipped);
+/* The same for the ledger's text BUF (NUL-terminated, changed in place): what the load and the fuzzer share. */
+int problems_ledger_parse(char *buf, ProblemTable *t, size_t *ret_skipped);
