@@ -532,6 +532,26 @@ static ssize_t chain_box(Chain *c, pid_t pid, pid_t tid, const WaitEdge *nobody)
         return (ssize_t) c->n_boxes++;
 }
 
+/* The thread of process PID that the chain goes on from, for a wait that names only the process at its other end (a
+ * pipe's or a socket's holders): the first that waits in turn, one of the deadlock's before any other. Without it a
+ * deadlock of two processes would be drawn as two pairs of boxes, each process twice, and no cycle. 0: no thread of
+ * PID waits on, and the box is the process's. */
+static pid_t chain_next_thread(const Chain *c, const WaitChain *w, pid_t pid) {
+        pid_t first = 0;
+
+        for (size_t i = 0; i < w->n_edges; i++) {
+                const WaitEdge *e = &w->edges[i];
+
+                if (e->pid != pid || e->tid <= 0)
+                        continue;
+                if (chain_in_deadlock(c, e->pid, e->tid))
+                        return e->tid;
+                if (first == 0)
+                        first = e->tid;
+        }
+        return first;
+}
+
 static int chain_build(const Snapshot *s, Chain *c) {
         const WaitChain *w = s->wait_chain;
 
@@ -542,11 +562,12 @@ static int chain_build(const Snapshot *s, Chain *c) {
         for (size_t i = 0; i < w->n_edges; i++) {
                 const WaitEdge *e = &w->edges[i];
                 ssize_t a = chain_box(c, e->pid, e->tid, NULL), b;
+                pid_t peer_tid = e->peer_tid > 0 ? e->peer_tid : chain_next_thread(c, w, e->peer_pid);
                 ChainArc *arc;
                 size_t span;
 
                 b = a < 0             ? -1
-                    : e->peer_pid > 0 ? chain_box(c, e->peer_pid, e->peer_tid, NULL)
+                    : e->peer_pid > 0 ? chain_box(c, e->peer_pid, peer_tid, NULL)
                                       : chain_box(c, 0, 0, e);
                 if (a < 0 || b < 0) {
                         c->undrawn++;
@@ -657,11 +678,17 @@ static void chain_print_box(const Snapshot *s, const Chain *c, size_t i, double 
 
 static void chain_print_arc(const Chain *c, const ChainArc *a, double y, FILE *f) {
         const WaitEdge *e = a->edge;
+        const ChainBox *from = &c->boxes[a->from], *to = &c->boxes[a->to];
         const char *colour = a->red ? "rgb(200,0,0)" : "rgb(60,60,60)";
         double x1, x2, y1, cy, lx, ly;
 
-        fprintf(f, "<g class=\"edge%s\" data-kind=\"%s\"><title>", a->red ? " deadlock" : "",
-                wait_kind_to_string(e->kind) ?: "?");
+        /* Its ends as the boxes name them (data-pid/data-tid), so that a reader of the picture can follow it. */
+        fprintf(f, "<g class=\"edge%s\" data-kind=\"%s\" data-from=\"%d/%d\" ", a->red ? " deadlock" : "",
+                wait_kind_to_string(e->kind) ?: "?", (int) from->pid, (int) from->tid);
+        if (to->nobody)
+                fputs("data-to=\"nobody\"><title>", f);
+        else
+                fprintf(f, "data-to=\"%d/%d\"><title>", (int) to->pid, (int) to->tid);
         fprintf(f, "%d", (int) e->tid);
         fputs(" waits in ", f);
         fputs_xml(e->syscall ?: "?", f);

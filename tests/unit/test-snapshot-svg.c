@@ -149,9 +149,11 @@ START_TEST(test_deadlock) {
 
         /* Both tellers red, both mutex waits red, the pipe to the logger not. */
         ck_assert_uint_eq(count(svg, "<g class=\"box culprit\""), 2);
-        ck_assert_uint_eq(count(svg, "<g class=\"edge deadlock\" data-kind=\"mutex\">"), 2);
-        ck_assert_ptr_nonnull(strstr(svg, "<g class=\"edge\" data-kind=\"pipe\">"));
-        ck_assert_ptr_nonnull(strstr(svg, "<g class=\"edge\" data-kind=\"child\">"));
+        ck_assert_uint_eq(count(svg, "<g class=\"edge deadlock\" data-kind=\"mutex\" "), 2);
+        ck_assert_ptr_nonnull(
+                strstr(svg, "<g class=\"edge\" data-kind=\"pipe\" data-from=\"4200/4200\" data-to=\"4300/4300\">"));
+        ck_assert_ptr_nonnull(
+                strstr(svg, "<g class=\"edge\" data-kind=\"child\" data-from=\"4300/4300\" data-to=\"nobody\">"));
         ck_assert_ptr_nonnull(
                 strstr(svg, "DEADLOCK: thread 4201 of 4200 → thread 4202 of 4200 → thread 4201 of 4200"));
         /* The back edge is an arc below the row. */
@@ -162,6 +164,27 @@ START_TEST(test_deadlock) {
         ck_assert_ptr_null(strstr(chain, "sw-flame"));
         ck_assert_ptr_null(strstr(chain, "<script"));
         ck_assert_ptr_nonnull(strstr(chain, "sw-chain"));
+}
+END_TEST
+
+/* Two processes, each reading the pipe only the other writes: a pipe's wait names the process at its other end, and
+ * the chain goes on from that process's waiting thread: two boxes and the waits between them both ways, a cycle. */
+START_TEST(test_pipe_deadlock) {
+        _cleanup_free_ char *chain = draw("svg-pipe-deadlock", "svg-pipe-deadlock-chain",
+                                          &(SvgOptions) { .picture = SVG_PICTURE_CHAIN });
+
+        ck_assert_uint_eq(count(chain, "<g class=\"box"), 2);
+        ck_assert_ptr_nonnull(strstr(chain, "<g class=\"box culprit\" data-pid=\"4700\" data-tid=\"4700\">"));
+        ck_assert_ptr_nonnull(strstr(chain, "<g class=\"box culprit\" data-pid=\"4701\" data-tid=\"4701\">"));
+        ck_assert_ptr_null(strstr(chain, "data-tid=\"0\""));
+        ck_assert_ptr_nonnull(strstr(chain, "<g class=\"edge deadlock\" data-kind=\"pipe\" data-from=\"4700/4700\" "
+                                            "data-to=\"4701/4701\">"));
+        ck_assert_ptr_nonnull(strstr(chain, "<g class=\"edge deadlock\" data-kind=\"pipe\" data-from=\"4701/4701\" "
+                                            "data-to=\"4700/4700\">"));
+        /* The way back is an arc below the row. */
+        ck_assert_ptr_nonnull(strstr(chain, " C"));
+        ck_assert_ptr_nonnull(
+                strstr(chain, "DEADLOCK: thread 4700 of 4700 → thread 4701 of 4701 → thread 4700 of 4700"));
 }
 END_TEST
 
@@ -255,5 +278,5 @@ START_TEST(test_picture_names) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("snapshot-svg", test_crowd, test_crowd_icicle, test_deadlock, test_runtimes, test_hostile,
-               test_deep_stack, test_picture_names)
+UNIT_TEST_MAIN("snapshot-svg", test_crowd, test_crowd_icicle, test_deadlock, test_pipe_deadlock, test_runtimes,
+               test_hostile, test_deep_stack, test_picture_names)

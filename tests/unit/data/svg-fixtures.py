@@ -125,6 +125,26 @@ def deadlock():
                     MODS, wait_chain=chain, peers=[logger])
 
 
+def pipe_deadlock():
+    """Two processes, each reading the pipe only the other writes: a wait on a pipe names the process at its other
+    end, not a thread."""
+    def reader(pid, comm, fn):
+        return thread(pid, comm, "S", [frame("read", 0x7f0000000400, 1, "read.c", 26),
+                                       frame(fn, 0x401100, 0, "pipes.c", 40), frame("main", 0x401500, 0, "pipes.c", 90)],
+                      kernel=["pipe_read", "vfs_read", "ksys_read"], syscall="read")
+    mods = [module("/usr/bin/pipes", 0x400000), MODS[1]]
+    child = snapshot(4701, "pipes", "/usr/bin/pipes", [reader(4701, "pipes", "wait_for_parent")], mods)
+    chain = {"tid": 4700, "depth": 2, "deadlock": True, "cycle": [4700, 4701], "lock_cycle": None,
+             "truncated": False, "errors": [], "resolve_us": 300, "edges": [
+                 edge(4700, 4700, "pipes", "read", "pipe", "pipe 9001 (read end)",
+                      to={"pid": 4701, "tid": None, "comm": "pipes"}, fd=5),
+                 edge(4701, 4701, "pipes", "read", "pipe", "pipe 9000 (read end)",
+                      to={"pid": 4700, "tid": None, "comm": "pipes"}, fd=3),
+             ]}
+    return snapshot(4700, "pipes", "/usr/bin/pipes", [reader(4700, "pipes", "wait_for_child")], mods,
+                    trigger=trigger(4700, "blocked"), wait_chain=chain, peers=[child])
+
+
 def runtimes():
     mods = MODS + [module("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0", 0x7f1000000000),
                    module("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so", 0x7f2000000000)]
@@ -171,5 +191,6 @@ def hostile():
 
 write("svg-crowd.json", crowd())
 write("svg-deadlock.json", deadlock())
+write("svg-pipe-deadlock.json", pipe_deadlock())
 write("svg-runtimes.json", runtimes())
 write("svg-hostile.json", hostile())
