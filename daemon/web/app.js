@@ -165,11 +165,13 @@ async function viewSnapshots(params) {
 }
 
 // ---- the pictures: our SVG, fetched, scripts and handlers removed, imported ----
+// Its own <style> and style attributes go too: the page's CSP refuses inline styles (app.css has the picture's).
 function sanitizeSvg(root) {
-  for (const s of root.querySelectorAll('script, foreignObject')) s.remove();
+  for (const s of root.querySelectorAll('script, foreignObject, style')) s.remove();
   for (const n of [root, ...root.querySelectorAll('*')])
     for (const a of [...n.attributes])
-      if (/^on/i.test(a.name) || (/href$/i.test(a.name) && /^\s*javascript:/i.test(a.value))) n.removeAttribute(a.name);
+      if (/^on/i.test(a.name) || a.name === 'style' || (/href$/i.test(a.name) && /^\s*javascript:/i.test(a.value)))
+        n.removeAttribute(a.name);
   return root;
 }
 async function picture(id, kind, box) {
@@ -178,7 +180,10 @@ async function picture(id, kind, box) {
     box.replaceChildren(el('p', { class: 'unavailable' }, 'picture unavailable (' + r.status + ': ' + r.error + ')'));
     return;
   }
-  const doc = new DOMParser().parseFromString(r.text, 'image/svg+xml');
+  // Its <style> and style attributes out before the parse: a parsed document keeps the page's CSP, which refuses them
+  // (and says so in the console). Text in the picture has its quotes escaped: an attribute's are the only ones.
+  const text = r.text.replace(/<style[\s\S]*?<\/style>/g, '').replace(/ style="[^"]*"/g, '');
+  const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
   const svg = doc.documentElement;
   if (!svg || svg.nodeName !== 'svg' || doc.querySelector('parsererror')) {
     box.replaceChildren(el('p', { class: 'unavailable' }, 'picture unavailable (not an SVG)'));

@@ -1,0 +1,104 @@
+"""What a user sees of real hangs on the page at "/": Debian's chromium walked through it by tests/browser/steps.js,
+against the real stackwatchd (a TCP listener, a read token and a capture token) and real processes in real states
+(a thread blocked in read(), a syscall spin, two python3 processes each reading the pipe only the other writes, a
+python3 thread waiting for a threading.Lock), under hostile names: every name must show as text."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import BUILDDIR, SRCDIR, wait_until
+from test_web import browser_missing
+
+BROWSER_DIR = os.path.join(SRCDIR, "tests", "browser")
+READ, CAPTURE = "read-s3cret", "capture-s3cret"
+# Process names as their processes set them (the kernel keeps 15 bytes): markup, which the page must show as text.
+BLOCKED, SPIN, DEADLOCKED, LOCKED = "<b>x</b>", "<i>spin</i>", "<b>dl</b>", "<i>lk</i>"
+
+
+def config(tmp_path, rules, extra=""):
+    token, read_token = tmp_path / "token", tmp_path / "read-token"
+    token.write_text(CAPTURE + "\n")
+    read_token.write_text(READ + "\n")
+    for f in (token, read_token):
+        f.chmod(0o600)
+    return f"""
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+{extra}
+rules:{rules or " []"}
+http:
+  socket: "@SOCKET@"
+  listen: 127.0.0.1:0
+  token_file: {token}
+  read_token_file: {read_token}
+"""
+
+
+def rule(name, klass, comm, extra=""):
+    return f"""
+  - name: {name}
+    class: {klass}
+    for: 1s
+    comm: {json.dumps(comm)}
+    cooldown: 1h
+{extra}"""
+
+
+def browse(d, tmp_path, steps):
+    """Walk the page through STEPS (see steps.js); returns each step's result. Fails on a step that could not be
+    done, on a script error or a dialog (an injected handler ran)."""
+    why = browser_missing()
+    if why:
+        pytest.skip(why)
+    host, port = d.tcp_address()
+    out = os.path.join(BUILDDIR, "tests", "browser", "out")  # test output: screenshots
+    os.makedirs(out, exist_ok=True)
+    cfg = dict(base=f"http://{host}:{port}", out=out, user_data_dir=str(tmp_path / "chromium"), steps=steps)
+    r = subprocess.run(["node", os.path.join(BROWSER_DIR, "steps.js"), json.dumps(cfg)], capture_output=True,
+                       timeout=180, cwd=BROWSER_DIR)
+    assert r.stdout, r.stderr.decode(errors="replace")
+    res = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    (tmp_path / "browse.json").write_text(json.dumps(res, indent=1))  # all that was seen, for a failure's reader
+    assert "error" not in res, res["error"]
+    assert res["console_errors"] == [] and res["dialogs"] == [], res
+    return res["steps"]
+
+
+def texts(seen):
+    return [e["text"] for e in seen]
+
+
+def trigger_rows(seen):
+    """What fired, as the page's table says it: {"Rule": "…", "Class": "…", …}."""
+    return dict(r["cells"] for r in seen["trigger"])
+
+
+TRIGGER = {"trigger": "#trigger-table tr", "raw": "#trigger-raw pre", "injected": "main img, main b"}
+
+
+def hook_recording_page_url(tmp_path):
+    out = tmp_path / "page-url"
+    hook = tmp_path / "record-url"
+    hook.write_text(f'#!/bin/sh\nprintf %s "$STACKWATCH_PAGE_URL" > "{out}.tmp" && mv "{out}.tmp" "{out}"\n')
+    hook.chmod(0o755)
+    return str(hook), out
+
+
+def test_the_pictures_are_drawn_as_the_daemon_styles_them(daemon, fixture, tmp_path):
+    """The pictures' own <style> is inline, which the page's CSP refuses (a console error each, and text drawn at the
+    page's size, not the size the daemon measured the boxes and frames for): app.css has their rules."""
+    d = daemon(config(tmp_path, rule("web-blocked", "blocked", BLOCKED)))
+    fx = fixture("block-read", "--name", BLOCKED)
+    sid = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=20, what="a snapshot")[0]["id"]
+    res = browse(d, tmp_path, [
+        {"open": f"/#token={READ}&/snapshots/{sid}"}, {"wait": "#flame-picture svg g.frame"},
+        {"wait": "#chain-picture svg text.title"},
+        {"read": {"titles": ".picture svg text.title", "frames": "#flame-picture svg g.frame text",
+                  "styles": ".picture svg style, .picture svg [style]"}}])
+    seen = res[3]["read"]
+    assert [t["style"]["font_size"] for t in seen["titles"]] == ["16px", "16px"], seen["titles"]
+    assert seen["frames"] and {t["style"]["font_size"] for t in seen["frames"]} == {"11px"}
+    assert seen["styles"] == []
