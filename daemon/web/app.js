@@ -5,13 +5,19 @@
 const TOKEN_KEY = 'stackwatch-token';
 let refreshTimer = null;
 
-// A token in the fragment (never sent to the server) moves to sessionStorage and out of the address bar.
+// A token in the fragment (never sent to the server) moves to sessionStorage and out of the address bar; the route
+// around it stays: "#token=T", "#token=T&/snapshots/ID", "#/snapshots/ID&token=T" (an alert's link, page-link.c,
+// with the token added), "#/snapshots?pid=1&token=T".
 (function takeToken() {
-  const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  const h = location.hash.replace(/^#/, '');
+  const m = /(^|[?&])token=([^&]*)/.exec(h);
   if (!m) return;
-  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
-  const rest = location.hash.replace(/(?:^#|&)token=[^&]*/, '').replace(/^&/, '');
-  history.replaceState(null, '', location.pathname + '#' + (rest.startsWith('/') ? rest : '/'));
+  let t = m[2];
+  try { t = decodeURIComponent(t); } catch (e) { /* not %-encoded: as it is */ }
+  sessionStorage.setItem(TOKEN_KEY, t);
+  const after = h.slice(m.index + m[0].length).replace(/^&/, '');
+  const rest = (h.slice(0, m.index) + (after ? m[1] : '') + after).replace(/\?$/, '');
+  history.replaceState(null, '', location.pathname + location.search + '#' + (rest.startsWith('/') ? rest : '/'));
 })();
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }

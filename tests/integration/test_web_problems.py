@@ -102,3 +102,37 @@ def test_the_pictures_are_drawn_as_the_daemon_styles_them(daemon, fixture, tmp_p
     assert [t["style"]["font_size"] for t in seen["titles"]] == ["16px", "16px"], seen["titles"]
     assert seen["frames"] and {t["style"]["font_size"] for t in seen["frames"]} == {"11px"}
     assert seen["styles"] == []
+
+
+def test_an_alert_link_with_the_token_added_opens_its_snapshot(daemon, fixture, tmp_path):
+    """The link an alert carries (page-link.c: http://HOST:PORT/#/snapshots/ID), with "&token=…" added as the README
+    says to, opens that snapshot, not "Now"; the other forms of a token in the address open their routes too."""
+    hook, out = hook_recording_page_url(tmp_path)
+    d = daemon(config(tmp_path, rule("web-link", "blocked", BLOCKED, f"    actions: [snapshot, hook]\n    hook: "
+                                                                      f"[{json.dumps(hook)}]\n")))
+    host, port = d.tcp_address()
+    fx = fixture("block-read", "--name", BLOCKED)
+    link = wait_until(lambda: out.exists() and out.read_text(), timeout=20, what="the hook's page link")
+    sid = d.snapshots("--pid", str(fx.pid))[0]["id"]
+    assert link == f"http://{host}:{port}/#/snapshots/{sid}"
+    path = link[len(f"http://{host}:{port}"):]
+    heading = {"h2": "main h2", "injected": "main img, main b"}
+    forms = [path + "&token=" + READ, f"/#/snapshots/{sid}?token={READ}", f"/#token={READ}&/snapshots/{sid}"]
+    steps = []
+    for form in forms:
+        steps += [{"open": form}, {"wait": "#why", "text": BLOCKED}, {"read": heading}]
+    steps += [{"open": f"/#/snapshots?pid={fx.pid}&token={READ}"}, {"wait": "#snapshots-table a.snap"},
+              {"read": {"ids": "#snapshots-table a.snap", "pid": "#filters input[name=pid]"}},
+              {"open": f"/#token={READ}"}, {"wait": "#now-table tr.now-thread td.comm", "text": "^<b>x</b>$"},
+              {"read": {"h2": "main h2"}}, {"shot": "link-now"}]
+    res = browse(d, tmp_path, steps)
+    for i, form in enumerate(forms):
+        opened = res[3 * i + 2]
+        assert texts(opened["read"]["h2"]) == [f"Snapshot {sid}"], (form, opened)
+        assert opened["url"] == f"http://{host}:{port}/#/snapshots/{sid}", (form, opened["url"])
+        assert opened["token"] == READ and opened["read"]["injected"] == [], opened
+    listed = res[len(forms) * 3 + 2]
+    assert listed["url"].endswith(f"/#/snapshots?pid={fx.pid}") and listed["token"] == READ
+    assert texts(listed["read"]["ids"]) == [sid] and listed["read"]["pid"][0]["attrs"]["value"] == str(fx.pid)
+    now = res[-2]
+    assert now["url"].endswith("/#/") and texts(now["read"]["h2"]) == ["Now: threads in a problem class"]
