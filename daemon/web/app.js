@@ -274,20 +274,46 @@ async function diffView(snap, id, box) {
   box.replaceChildren(el('p', {}, 'Against ', snapLink(older[0].id), ' (' + fmtTime(older[0].timestamp_usec) + '):'), diffGroups(p.json, snap));
 }
 
+// What fired, as a person reads it; the trigger's raw JSON behind a toggle.
+function probeText(p) {
+  const ms = ' in ' + Math.round((p.window_us || 0) / 1000) + ' ms';
+  if (!p.syscall && (p.result === null || p.result === undefined)) return 'no syscall returned' + ms;
+  return p.syscall + ' = ' + (p.error ? '-' + p.error : String(p.result)) + ' ×' + p.count + ' of ' + p.syscalls + ' syscalls' + ms;
+}
+// A thread's innermost frame of the program's own code where a runtime runs it (its line, as the daemon names it in
+// "Now"), else its innermost frame.
+function whereOf(t) {
+  const frames = (t && t.frames) || [], f = frames.find(x => x.kind);
+  if (f) return (f.function || '?') + (f.file ? ' (' + f.file.replace(/.*\//, '') + (f.line ? ':' + f.line : '') + ')' : '');
+  return frames[0] ? frameLine(frames[0]) : null;
+}
+function triggerView(s) {
+  const t = s.trigger;
+  if (!t) return el('p', {}, 'None: captured on request.');
+  const th = (s.threads || []).find(x => x.tid === t.tid);
+  const rows = [['Rule', t.rule], ['Class', t.class],
+    ['For', t.duration_us !== undefined && t.duration_us !== null ? fmtMs(t.duration_us / 1000) : null],
+    ['Thread', t.tid ? t.tid + (th && th.comm ? ' "' + th.comm + '"' : '') : null], ['State', t.state],
+    ['Syscall', t.syscall], ['Wchan', t.wchan], ['Where', whereOf(th)],
+    ['CPU', t.cpu_percent ? t.cpu_percent.toFixed(0) + ' %' : null],
+    ['Syscall rate', t.syscalls_per_sec ? t.syscalls_per_sec.toFixed(0) + '/s, ' + (t.bytes_per_sec || 0).toFixed(0) + ' bytes/s' : null],
+    ['Probe', t.probe ? probeText(t.probe) : null]].filter(([, v]) => v !== null && v !== undefined && v !== '');
+  return el('div', {},
+    el('table', { id: 'trigger-table' }, rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, String(v))))),
+    el('details', { id: 'trigger-raw' }, el('summary', {}, 'Raw JSON'), el('pre', {}, JSON.stringify(t, null, 1))));
+}
+
 // ---- one snapshot ----
 async function viewSnapshot(id) {
   main(el('p', {}, 'Loading snapshot ' + id + '…'));
   const r = await api('/snapshots/' + encodeURIComponent(id));
   if (r.error) { main(el('p', { class: 'refused' }, authHint(r))); return; }
-  const s = r.json, p = s.process || {}, trig = s.trigger || {};
+  const s = r.json, p = s.process || {};
   const why = el('dl', { id: 'why' },
     el('dt', {}, 'Process'), el('dd', {}, pidLink(p.pid), ' ', el('span', { class: 'comm' }, p.comm || ''), ' ',
       el('span', { class: 'cmdline' }, (p.cmdline || []).join(' '))),
     el('dt', {}, 'Taken'), el('dd', {}, fmtTime(s.timestamp_usec)),
-    el('dt', {}, 'Rule'), el('dd', {}, trig.rule || (s.trigger ? '' : 'none: captured on request')),
-    el('dt', {}, 'Class'), el('dd', {}, trig.class || ''),
-    el('dt', {}, 'For'), el('dd', {}, trig.duration_us !== undefined ? fmtMs(trig.duration_us / 1000) : ''),
-    el('dt', {}, 'Details'), el('dd', {}, el('pre', {}, s.trigger ? JSON.stringify(trig, null, 1) : '')));
+    el('dt', {}, 'Trigger'), el('dd', {}, triggerView(s)));
   const chain = el('div', { class: 'picture', id: 'chain-picture' }, 'Loading…');
   const flame = el('div', { class: 'picture', id: 'flame-picture' }, 'Loading…');
   const diff = el('div', { id: 'diff' }, 'Loading…');

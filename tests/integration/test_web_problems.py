@@ -4,6 +4,7 @@ against the real stackwatchd (a TCP listener, a read token and a capture token) 
 python3 thread waiting for a threading.Lock), under hostile names: every name must show as text."""
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -136,3 +137,34 @@ def test_an_alert_link_with_the_token_added_opens_its_snapshot(daemon, fixture, 
     assert texts(listed["read"]["ids"]) == [sid] and listed["read"]["pid"][0]["attrs"]["value"] == str(fx.pid)
     now = res[-2]
     assert now["url"].endswith("/#/") and texts(now["read"]["h2"]) == ["Now: threads in a problem class"]
+
+
+def test_what_fired_is_a_table_with_the_raw_json_behind_a_toggle(daemon, fixture, tmp_path):
+    d = daemon(config(tmp_path, rule("web-blocked", "blocked", BLOCKED) +
+                      rule("web-spin", "syscall-spin", SPIN, "    probe: 50ms\n")))
+    blocked = fixture("block-read", "--name", BLOCKED)
+    spin = fixture("spin-eagain", "--name", SPIN)
+    blocked_id = wait_until(lambda: d.snapshots("--pid", str(blocked.pid)), timeout=20, what="the blocked snapshot")[0]["id"]
+    spin_id = wait_until(lambda: d.snapshots("--pid", str(spin.pid)), timeout=20, what="the spin's snapshot")[0]["id"]
+    res = browse(d, tmp_path, [
+        {"open": f"/#/snapshots/{blocked_id}&token={READ}"}, {"wait": "#trigger-table"}, {"read": TRIGGER},
+        {"click": "#trigger-raw summary"}, {"read": {"raw": "#trigger-raw pre"}}, {"shot": "trigger-blocked"},
+        {"go": f"/#/snapshots/{spin_id}"}, {"wait": "#trigger-table th", "text": "^Probe$"}, {"read": TRIGGER},
+        {"shot": "trigger-spin"}])
+    rows = trigger_rows(res[2]["read"])
+    trig = d.show(blocked_id)["trigger"]
+    assert rows["Rule"] == "web-blocked" and rows["Class"] == "blocked" and rows["State"] == "S", rows
+    assert rows["Thread"] == f'{blocked.pid} "{BLOCKED}"' and rows["Syscall"] == "read", rows
+    m = re.fullmatch(r"(\d+\.\d) s", rows["For"])
+    assert m and float(m.group(1)) >= 1.0 and abs(float(m.group(1)) - trig["duration_us"] / 1e6) < 0.06, rows
+    assert "Probe" not in rows  # not probed: no row that says nothing
+    # The raw JSON is there, behind its toggle: hidden until asked for, then the trigger as the API has it.
+    [raw] = res[2]["read"]["raw"]
+    assert not raw["visible"] and json.loads(raw["text"]) == trig
+    assert res[4]["read"]["raw"][0]["visible"]
+    assert res[2]["read"]["injected"] == []
+    spin_rows = trigger_rows(res[8]["read"])
+    assert spin_rows["Rule"] == "web-spin" and spin_rows["Class"] == "syscall-spin", spin_rows
+    # What the probe saw, as `stackctl show` words it: the call, its result, how often.
+    assert re.fullmatch(r"read = -EAGAIN ×\d+ of \d+ syscalls in 50 ms", spin_rows["Probe"]), spin_rows
+    assert re.fullmatch(r"\d+/s, 0 bytes/s", spin_rows["Syscall rate"]), spin_rows
