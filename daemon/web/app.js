@@ -235,12 +235,13 @@ function groupsOf(snap) {
     return { ...g, thread: t, frames, key: (t.state || '') + '|' + (t.frames || []).map(f => f.function || '?').join(';') };
   });
 }
-function groupsView(snap) {
-  const box = el('div', { id: 'groups' });
+// A process's groups; OPEN: the TIDs whose group shows open besides the culprit's (a peer's threads in the chain).
+function groupsView(snap, attrs, open) {
+  const box = el('div', attrs || { id: 'groups' });
   for (const g of groupsOf(snap)) {
-    const t = g.thread;
+    const t = g.thread, shown = g.culprit || (g.tids || []).some(tid => open && open.has(tid));
     const top = t.frames && t.frames[0] ? frameLine(t.frames[0]) : (t.wchan || '?');
-    const d = el('details', { class: 'group' + (g.culprit ? ' culprit' : '') + (g.problem ? ' problem' : ''), open: g.culprit || undefined },
+    const d = el('details', { class: 'group' + (g.culprit ? ' culprit' : '') + (g.problem ? ' problem' : ''), open: shown || undefined },
       el('summary', {}, g.count + ' thread(s) ' + (t.state || '') + (t.comm ? ' "' + t.comm + '"' : '') + ' in ' + top + (g.culprit ? ' — the culprit' : '')),
       el('p', {}, 'TIDs: ' + (g.tids || []).join(', ')),
       el('pre', {}, g.frames.join('\n')));
@@ -272,6 +273,17 @@ async function diffView(snap, id, box) {
   const p = await api('/snapshots/' + encodeURIComponent(older[0].id));
   if (p.error) { box.replaceChildren(el('p', { class: 'unavailable' }, 'no diff: ' + authHint(p))); return; }
   box.replaceChildren(el('p', {}, 'Against ', snapLink(older[0].id), ' (' + fmtTime(older[0].timestamp_usec) + '):'), diffGroups(p.json, snap));
+}
+
+// The snapshot's process's groups, and under a heading of its own each peer's (the processes of its wait chain).
+function processGroups(s) {
+  const peers = s.peers || [];
+  if (!peers.length) return [groupsView(s)];
+  const chained = new Set(((s.wait_chain || {}).edges || []).map(e => e.from && e.from.tid));
+  const head = (p, what) => el('h4', { class: what === 'Process' ? 'process-head' : 'peer-head' }, what + ' ', pidLink(p.pid),
+    ' (', el('span', { class: 'comm' }, p.comm || '?'), ')');
+  return [head(s.process || {}, 'Process'), groupsView(s),
+    ...peers.flatMap(p => [head(p.process || {}, 'Peer process'), groupsView(p, { class: 'peer-groups' }, chained)])];
 }
 
 // What fired, as a person reads it; the trigger's raw JSON behind a toggle.
@@ -320,7 +332,7 @@ async function viewSnapshot(id) {
   main(el('h2', {}, 'Snapshot ', String(id)),
     el('section', {}, el('h3', {}, 'What fired and why'), why),
     el('section', { id: 'chain-section' }, el('h3', {}, 'Wait chain'), chain),
-    el('section', { id: 'groups-section' }, el('h3', {}, 'Stacks, grouped'), groupsView(s)),
+    el('section', { id: 'groups-section' }, el('h3', {}, 'Stacks, grouped'), ...processGroups(s)),
     el('section', { id: 'flame-section' }, el('h3', {}, 'Flame graph'), flame),
     el('section', { id: 'diff-section' }, el('h3', {}, 'Against the previous snapshot'), diff));
   await Promise.all([picture(id, 'chain', chain), picture(id, 'flame', flame), diffView(s, id, diff)]);

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from conftest import BUILDDIR, SRCDIR, wait_until
+from test_python_daemon import CULPRIT, culprit  # noqa: F401  (culprit: a fixture)
 from test_web import browser_missing
 
 BROWSER_DIR = os.path.join(SRCDIR, "tests", "browser")
@@ -168,3 +169,47 @@ def test_what_fired_is_a_table_with_the_raw_json_behind_a_toggle(daemon, fixture
     # What the probe saw, as `stackctl show` words it: the call, its result, how often.
     assert re.fullmatch(r"read = -EAGAIN ×\d+ of \d+ syscalls in 50 ms", spin_rows["Probe"]), spin_rows
     assert re.fullmatch(r"\d+/s, 0 bytes/s", spin_rows["Syscall rate"]), spin_rows
+
+
+def test_a_pipe_deadlock_is_a_cycle_and_shows_both_processes_stacks(daemon, culprit, tmp_path):  # noqa: F811
+    d = daemon(config(tmp_path, rule("web-deadlock", "blocked", DEADLOCKED, "    deadlock: true\n")))
+    c = culprit(DEADLOCKED, "deadlock")
+    parent, child = c.tid("wait_for_child"), c.tid("wait_for_parent")
+    snap = wait_until(lambda: d.snapshots(), timeout=30, interval=0.1, what="the deadlock's snapshot")[0]
+    # Either process may fire first; the other is its peer.
+    root, peer = (parent, child) if snap["pid"] == parent else (child, parent)
+    fn = {parent: "wait_for_child", child: "wait_for_parent"}
+    res = browse(d, tmp_path, [
+        {"open": f"/#/snapshots/{snap['id']}&token={READ}"}, {"wait": "#chain-picture svg g.box"},
+        {"wait": ".peer-groups details"},
+        {"read": {"boxes": "#chain-picture svg g.box", "edges": "#chain-picture svg g.edge",
+                  "process": "h4.process-head", "peer": "h4.peer-head", "groups": "#groups details",
+                  "peer_groups": ".peer-groups details", "peer_stacks": ".peer-groups details pre",
+                  "trigger": "#trigger-table tr", "injected": "main img, main b",
+                  "banner": "#chain-picture svg text.deadlock", "names": "#chain-picture svg g.box text.name"}},
+        {"shot": "pipe-deadlock"}])
+    seen = res[3]["read"]
+    # The wait chain: one box per process, and the two waits between them, both ways and both in red: a cycle.
+    assert sorted((int(b["attrs"]["data-pid"]), int(b["attrs"]["data-tid"])) for b in seen["boxes"]) == \
+        sorted([(parent, parent), (child, child)]), seen["boxes"]
+    assert sorted((e["attrs"]["data-from"], e["attrs"]["data-to"]) for e in seen["edges"]) == \
+        sorted([(f"{parent}/{parent}", f"{child}/{child}"), (f"{child}/{child}", f"{parent}/{parent}")])
+    assert all("deadlock" in e["attrs"]["class"].split() for e in seen["edges"])
+    # Drawn as the daemon styles it (its <style>, refused inline by the CSP, comes from app.css): the banner in
+    # bold red, the boxes' names in bold 12 px Verdana, which the boxes are measured for.
+    [banner] = seen["banner"]
+    assert banner["text"].startswith("DEADLOCK: ") and banner["style"]["fill"] == "rgb(200, 0, 0)" and \
+        banner["style"]["font_weight"] == "700", banner
+    assert [n["style"]["font_size"] for n in seen["names"]] == ["12px", "12px"] and \
+        all(n["text"] == f"{DEADLOCKED} ({n_pid})" for n, n_pid in
+            zip(seen["names"], [int(b["attrs"]["data-pid"]) for b in seen["boxes"]])), seen["names"]
+    # The stacks of both: the firing process's groups, then the peer's under a heading that names it.
+    assert texts(seen["process"]) == [f"Process {root} ({DEADLOCKED})"]
+    assert texts(seen["peer"]) == [f"Peer process {peer} ({DEADLOCKED})"]
+    assert len(seen["groups"]) == 1 and fn[root] in seen["groups"][0]["text"]
+    assert len(seen["peer_groups"]) == 1 and "open" in seen["peer_groups"][0]["attrs"], seen["peer_groups"]
+    assert seen["peer_stacks"][0]["visible"]
+    assert f"{fn[peer]} ({CULPRIT}:{c.where[fn[peer]][1]})" in seen["peer_stacks"][0]["text"], seen["peer_stacks"]
+    # What fired names the Python line the thread waits at.
+    assert trigger_rows(seen)["Where"] == c.frame(fn[root])
+    assert seen["injected"] == []
