@@ -41,8 +41,8 @@ struct CaptureJob {
         char *rule;                     /* a render: the snapshot id */
         bool render;
         int pipe_fd;                    /* the child reports its first line here (job_report_ok()),
-                                         * and for an archived capture a second line: {"cmdline": [..],
-                                         * "frames": [..]} */
+                                         * and a second line: {"python": [..]}, with {"cmdline": [..],
+                                         * "frames": [..]} for an archived capture */
         bool timed_out;
         sd_event_source *child_source, *timeout_source;
         CaptureJobDone done;
@@ -252,6 +252,20 @@ static int report_python(const Snapshot *s, pid_t tid, json_object **ret) {
         return 0;
 }
 
+/* A live capture's second report line: where its threads are in Python code, as an archived capture reports it
+ * (job_report_identity()), so that the daemon knows it from any capture it made. */
+static int job_report_python(const Snapshot *s, int out_fd) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        _cleanup_free_ char *text = NULL;
+        json_object *python = NULL;
+
+        if (!o || report_python(s, 0, &python) < 0 || json_add(o, "python", python) < 0 ||
+            json_to_text(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &text, NULL) < 0)
+                return ENOMEM;
+        dprintf(out_fd, "%s\n", text);
+        return 0;
+}
+
 /* The second report line: what an alert and a journal record show of the process, taken here, in the child,
  * because reading /proc/PID/cmdline can block on the target's memory map lock, which the loop must never risk; and
  * the problem the snapshot shows, DUPLICATE when it was not stored for it (capture_job_result.duplicate). */
@@ -352,6 +366,8 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 if (r < 0)
                         return -r;
                 job_report_ok(out_fd, NULL, s);
+                /* The capture is served already: without this line only the daemon's view of it is the poorer. */
+                (void) job_report_python(s, out_fd);
                 job_flush_cache(sym, options.deadline_usec);
                 return 0;
         }

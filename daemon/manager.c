@@ -253,6 +253,10 @@ static void job_done(CaptureJob *cj, const CaptureJobResult *res, void *userdata
                 manager_keep_python(m, j, res);
         } else if (res->duplicate)
                 id = NULL;
+        /* A live capture (GET /stacks/PID, the page's "capture now") knows where the threads are as well as a
+         * snapshot does: without it, /processes would show a thread's syscall until a rule fires. */
+        if (j->done && res->error == 0)
+                manager_keep_python(m, j, res);
         if (j->done)
                 j->done(cj, res, j->userdata);
         else if (res->id && id == res->id) {

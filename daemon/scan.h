@@ -120,7 +120,7 @@ struct ThreadEntry {
                                          * there again, it waits as it did, and needs no new walk (owed.c) */
         LockProbeVerdict lock_probe;    /* whether it polls for a lock, as a probe saw it */
         uint64_t lock_probe_usec;       /* when that verdict came */
-        char *python_frame;             /* the innermost Python frame the daemon's latest snapshot of it caught
+        char *python_frame;             /* the innermost Python frame the daemon's latest capture of it caught
                                          * ("inner (app.py:12)", escaped); NULL when none did. Never read by the
                                          * scan: a capture sets it (scanner_set_python_frame()) */
 };

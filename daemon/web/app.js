@@ -124,7 +124,7 @@ async function viewNow() {
       el('td', { class: 'process-comm' }, t.process_comm || ''),
       el('td', { class: 'comm' }, t.comm || ''),
       el('td', {}, t.unit || ''),
-      el('td', {}, t.top_frame || t.python_frame || (t.syscall ? t.syscall + '()' : '') || t.wchan || '')));
+      el('td', { class: 'where' }, t.python_frame || (t.syscall ? t.syscall + '()' : '') || t.wchan || '')));
     table.tBodies[0].replaceChildren(...rows);
     stamp.textContent = threads.length + ' thread(s) in a problem class · refreshed ' + new Date().toLocaleTimeString();
   }

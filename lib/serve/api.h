@@ -79,7 +79,8 @@
 #define API_K_CGROUP "cgroup"
 #define API_K_VERSION "version"
 #define API_K_PYTHON_FRAME "python_frame"       /* the innermost Python frame ("inner (app.py:12)") the daemon's
-                                                 * latest snapshot of the thread caught; absent when none did */
+                                                 * latest capture of the thread caught (a rule's snapshot, or a
+                                                 * GET /stacks of its process); absent when none did */
 
 /* GET /snapshots → {"snapshots": [{id, timestamp_usec, pid, comm, exe, unit, rule, class, size, file_size}…],
  * "skipped": N},

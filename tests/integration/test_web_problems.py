@@ -213,3 +213,36 @@ def test_a_pipe_deadlock_is_a_cycle_and_shows_both_processes_stacks(daemon, culp
     # What fired names the Python line the thread waits at.
     assert trigger_rows(seen)["Where"] == c.frame(fn[root])
     assert seen["injected"] == []
+
+
+def test_now_names_the_python_line_the_daemon_knows(daemon, culprit, tmp_path):  # noqa: F811
+    """"Where" in Now is the thread's Python line wherever the daemon has one: from a rule's snapshot (two processes
+    in a pipe deadlock), and from a capture made from the page (a thread waiting for a threading.Lock, which records
+    no holder: no rule here fires for it)."""
+    d = daemon(config(tmp_path, rule("web-deadlock", "blocked", DEADLOCKED, "    deadlock: true\n")))
+    dl = culprit(DEADLOCKED, "deadlock")
+    lk = culprit(LOCKED, "lock")
+    waiter = lk.tid("wait_for_lock")
+    wait_until(lambda: d.snapshots(), timeout=30, interval=0.1, what="the deadlock's snapshot")
+    row = "#now-table tr.now-thread"
+    res = browse(d, tmp_path, [
+        {"open": f"/#token={CAPTURE}"}, {"wait": row + " td.comm", "text": "^<i>lk</i>$"},
+        {"wait": row + " td.where", "text": re.escape(dl.frame("wait_for_parent"))},
+        {"read": {"rows": row}}, {"shot": "now-before-capture"},
+        {"go": f"/#/process/{lk.pid}"}, {"click": "#capture"}, {"wait": "#capture-ok"},
+        {"read": {"capture": "#capture-result pre"}},
+        {"go": "/#/"}, {"wait": row + " td.where", "text": re.escape(lk.frame("wait_for_lock"))},
+        {"read": {"rows": row, "injected": "main img, main b"}}, {"shot": "now-after-capture"}])
+
+    def wheres(seen):
+        """{tid: what "Where" says} of Now's rows (Class, For, PID, TID, Process, Thread, Unit, Where)."""
+        return {int(r["cells"][3]): r["cells"][7] for r in seen["rows"]}
+    before, after = wheres(res[3]["read"]), wheres(res[11]["read"])
+    # The deadlock's threads: the snapshot the rule took named their lines.
+    for f in ("wait_for_child", "wait_for_parent"):
+        assert before[dl.tid(f)] == after[dl.tid(f)] == dl.frame(f), (before, after)
+    # The lock's waiter: its syscall until the daemon had captured it; its line once the page's capture did.
+    assert before[waiter] == "futex()", before
+    assert any(f"wait_for_lock ({CULPRIT}:{lk.where['wait_for_lock'][1]})" in p["text"] for p in res[8]["read"]["capture"])
+    assert after[waiter] == lk.frame("wait_for_lock"), after
+    assert res[11]["read"]["injected"] == []
