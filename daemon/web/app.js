@@ -64,6 +64,7 @@ function el(tag, attrs, ...kids) {
 }
 
 function pidLink(pid) { return el('a', { href: '#/process/' + encodeURIComponent(pid), class: 'pid' }, String(pid)); }
+function problemLink(sig, text) { return el('a', { href: '#/problems?signature=' + encodeURIComponent(sig) }, text); }
 function snapLink(id) { return el('a', { href: '#/snapshots/' + encodeURIComponent(id), class: 'snap' }, String(id)); }
 function fmtMs(ms) {
   if (ms === undefined || ms === null) return '';
@@ -137,12 +138,13 @@ const PAGE = 25;
 async function viewSnapshots(params) {
   const page = Math.max(0, parseInt(params.get('page') || '0', 10) || 0);
   const q = new URLSearchParams();
-  for (const k of ['pid', 'rule', 'since']) if (params.get(k)) q.set(k, params.get(k));
+  for (const k of ['pid', 'rule', 'since', 'signature']) if (params.get(k)) q.set(k, params.get(k));
   q.set('limit', String((page + 1) * PAGE + 1));
   const form = el('form', { class: 'filters', id: 'filters' },
     el('label', {}, 'PID ', el('input', { name: 'pid', value: params.get('pid') || '' })), ' ',
     el('label', {}, 'Rule ', el('input', { name: 'rule', value: params.get('rule') || '' })), ' ',
     el('label', {}, 'Since (µs since epoch) ', el('input', { name: 'since', value: params.get('since') || '' })), ' ',
+    el('label', {}, 'Problem ', el('input', { name: 'signature', value: params.get('signature') || '' })), ' ',
     el('button', { type: 'submit' }, 'Filter'));
   form.addEventListener('submit', ev => {
     ev.preventDefault();
@@ -157,17 +159,47 @@ async function viewSnapshots(params) {
   const all = (r.json.snapshots || []).slice().sort((a, b) => (b.timestamp_usec || 0) - (a.timestamp_usec || 0));
   const shown = all.slice(page * PAGE, (page + 1) * PAGE);
   const table = el('table', { id: 'snapshots-table' },
-    el('thead', {}, el('tr', {}, ['ID', 'Time', 'PID', 'Process', 'Rule', 'Size'].map(h => el('th', {}, h)))),
+    el('thead', {}, el('tr', {}, ['ID', 'Time', 'PID', 'Process', 'Rule', 'Problem', 'Size'].map(h => el('th', {}, h)))),
     el('tbody', {}, shown.map(s => el('tr', {},
       el('td', {}, snapLink(s.id)), el('td', {}, fmtTime(s.timestamp_usec)),
       el('td', {}, s.pid !== undefined ? pidLink(s.pid) : ''), el('td', {}, s.comm || ''),
-      el('td', {}, s.rule || ''), el('td', {}, s.size !== undefined ? String(s.size) : '')))));
+      el('td', {}, s.rule || ''), el('td', { class: 'problem' }, s.signature ? problemLink(s.signature, s.title || s.signature) : ''),
+      el('td', {}, s.size !== undefined ? String(s.size) : '')))));
   const pager = el('p', {});
   const link = p => { const n = new URLSearchParams(params); n.set('page', String(p)); return '#/snapshots?' + n.toString(); };
   if (page > 0) pager.appendChild(el('a', { href: link(page - 1) }, '← newer'));
   pager.appendChild(document.createTextNode(' page ' + (page + 1) + ' '));
   if (all.length > (page + 1) * PAGE) pager.appendChild(el('a', { href: link(page + 1) }, 'older →'));
   body.replaceChildren(shown.length ? table : el('p', {}, 'No snapshot.'), pager);
+}
+
+// ---- Problems: a hang that recurs is one problem with a count, newest first ----
+async function viewProblems(params) {
+  const q = new URLSearchParams();
+  for (const k of ['since', 'limit', 'signature']) if (params.get(k)) q.set(k, params.get(k));
+  const body = el('div', {}, 'Loading…');
+  main(el('h2', {}, 'Problems'), body);
+  const r = await api('/problems' + (q.toString() ? '?' + q.toString() : ''));
+  if (r.error) { body.replaceChildren(el('p', { class: 'refused' }, authHint(r))); return; }
+  const all = (r.json.problems || []).slice().sort((a, b) => (b.last_usec || 0) - (a.last_usec || 0));
+  const link = (id, text) => id ? el('a', { href: '#/snapshots/' + encodeURIComponent(id), class: text }, text) : null;
+  const rows = all.map(p => el('tr', { class: 'problem' + (p.open ? ' open' : '') },
+    el('td', {}, el('span', { class: 'title' }, p.title || p.signature || '?'), p.open ? el('span', { class: 'open-mark' }, ' open') : null),
+    el('td', { class: 'count' }, String(p.count ?? '')),
+    el('td', { class: 'first-seen' }, fmtTime(p.first_usec)), el('td', { class: 'last-seen' }, fmtTime(p.last_usec)),
+    el('td', { class: 'hosts' }, (p.hosts || []).join(', ')),
+    el('td', { class: 'processes' }, (p.processes || []).flatMap((x, i) => [i ? ', ' : null, pidLink(x.pid), ' ',
+      el('span', { class: 'comm' }, x.comm || '?')])),
+    el('td', { class: 'days' }, Object.keys(p.days || {}).sort().map(d => el('span', { class: 'day' }, d + ': ' + p.days[d]))),
+    el('td', { class: 'links' }, link(p.first_id, 'first'), ' ', link(p.latest_id, 'latest'), ' ',
+      el('a', { href: '#/snapshots?signature=' + encodeURIComponent(p.signature || ''), class: 'all' },
+        'all ' + (p.snapshots ?? '') + ' snapshot(s)'))));
+  body.replaceChildren(all.length
+    ? el('table', { id: 'problems-table' },
+        el('thead', {}, el('tr', {}, ['Problem', 'Count', 'First seen', 'Last seen', 'Hosts', 'Processes', 'Per day',
+          'Snapshots'].map(h => el('th', {}, h)))), el('tbody', {}, rows))
+    : el('p', {}, 'No problem.'));
+  if (r.json.skipped) body.appendChild(el('p', {}, r.json.skipped + ' snapshot(s) could not be read.'));
 }
 
 // ---- the pictures: our SVG, fetched, scripts and handlers removed, imported ----
@@ -378,6 +410,7 @@ async function route() {
   let m;
   if ((m = /^\/snapshots\/([^/]+)$/.exec(path))) await viewSnapshot(decodeURIComponent(m[1]));
   else if (path === '/snapshots') await viewSnapshots(params);
+  else if (path === '/problems') await viewProblems(params);
   else if ((m = /^\/process\/(\d+)$/.exec(path))) await viewProcess(m[1]);
   else await viewNow();
   document.body.dataset.loaded = h;

@@ -2,6 +2,7 @@
 against the real stackwatchd (a TCP listener, a read token and a capture token) and real processes in real states
 (a thread blocked in read(), a syscall spin, two python3 processes each reading the pipe only the other writes, a
 python3 thread waiting for a threading.Lock), under hostile names: every name must show as text."""
+import datetime
 import json
 import os
 import re
@@ -39,13 +40,13 @@ http:
 """
 
 
-def rule(name, klass, comm, extra=""):
+def rule(name, klass, comm, extra="", cooldown="1h"):
     return f"""
   - name: {name}
     class: {klass}
     for: 1s
     comm: {json.dumps(comm)}
-    cooldown: 1h
+    cooldown: {cooldown}
 {extra}"""
 
 
@@ -246,3 +247,63 @@ def test_now_names_the_python_line_the_daemon_knows(daemon, culprit, tmp_path): 
     assert any(f"wait_for_lock ({CULPRIT}:{lk.where['wait_for_lock'][1]})" in p["text"] for p in res[8]["read"]["capture"])
     assert after[waiter] == lk.frame("wait_for_lock"), after
     assert res[11]["read"]["injected"] == []
+
+
+def fmt_time(usec):
+    """A time as the page shows it (fmtTime: UTC, to the second)."""
+    return datetime.datetime.fromtimestamp(usec // 1_000_000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def test_problems_lists_each_recurring_hang_once_newest_first(daemon, fixture, culprit, tmp_path):  # noqa: F811
+    """#/problems: each problem (GET /problems) once, newest first, with its count, when it was first and last seen,
+    where and in which processes, a count per day, and links to its first and latest snapshot and to the Snapshots
+    view of it. Its titles hold the processes' names: markup, shown as text."""
+    d = daemon(config(tmp_path, rule("web-blocked", "blocked", BLOCKED) +
+                      rule("web-deadlock", "blocked", DEADLOCKED, "    deadlock: true\n", cooldown="2s")))
+    # One hang that fires once and stays (open), then one that keeps firing (a count that grows) and ends.
+    fx = fixture("block-read", "--name", BLOCKED)
+    wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=20, what="the blocked read's snapshot")
+    dl = culprit(DEADLOCKED, "deadlock")
+    wait_until(lambda: [p for p in d.get_json("/problems")["problems"] if DEADLOCKED in p["title"] and p["count"] >= 3],
+               timeout=40, interval=0.2, what="the deadlock fired three times")
+    dl.stop()
+    wait_until(lambda: not [p for p in d.get_json("/problems")["problems"] if p["open"] and DEADLOCKED in p["title"]],
+               timeout=20, interval=0.2, what="the deadlock's problem closed")
+    api = d.get_json("/problems")["problems"]
+    assert len(api) == 2, api
+    newest, oldest = sorted(api, key=lambda p: p["last_usec"], reverse=True)
+    assert DEADLOCKED in newest["title"] and not newest["open"] and BLOCKED in oldest["title"] and oldest["open"]
+    rows = "#problems-table tr.problem"
+    res = browse(d, tmp_path, [
+        {"open": f"/#/problems&token={READ}"}, {"wait": rows},
+        {"read": {"rows": rows, "links": rows + " td.links a", "titles": rows + " span.title",
+                  "injected": "main img, main b, main i"}}, {"shot": "problems"},
+        {"click": rows + " a.latest"}, {"wait": "#why"}, {"read": {"h2": "main h2"}},
+        {"go": "/#/problems"}, {"wait": rows}, {"click": rows + " a.all"}, {"wait": "#snapshots-table a.snap"},
+        {"read": {"ids": "#snapshots-table a.snap", "problems": "#snapshots-table td.problem",
+                  "filter": "#filters input[name=signature]", "injected": "main img, main b, main i"}},
+        {"shot": "problem-snapshots"}])
+    seen = res[2]["read"]
+    assert res[2]["url"].endswith("/#/problems")
+    assert texts(seen["titles"]) == [newest["title"], oldest["title"]] and seen["injected"] == []
+    for row, p in zip(seen["rows"], (newest, oldest)):
+        assert row["cells"][:7] == [
+            p["title"] + (" open" if p["open"] else ""), str(p["count"]), fmt_time(p["first_usec"]),
+            fmt_time(p["last_usec"]), ", ".join(p["hosts"]),
+            ", ".join(f"{q['pid']} {q['comm']}" for q in p["processes"]),
+            "".join(f"{day}: {n}" for day, n in sorted(p["days"].items()))], (row["cells"], p)
+        assert p["hosts"] == [os.uname().nodename]
+    assert newest["count"] >= 3 and oldest["count"] == 1
+    assert sorted(q["pid"] for q in newest["processes"]) == sorted([dl.tid("wait_for_child"), dl.tid("wait_for_parent")])
+    links = [(a["attrs"]["class"], a["attrs"]["href"], a["text"]) for a in seen["links"]]
+    assert links == [link for p in (newest, oldest) for link in (
+        ("first", f"#/snapshots/{p['first_id']}", "first"), ("latest", f"#/snapshots/{p['latest_id']}", "latest"),
+        ("all", f"#/snapshots?signature={p['signature']}", f"all {p['snapshots']} snapshot(s)"))]
+    # The newest problem's latest snapshot, and the Snapshots view of it: its snapshots only, named by its title.
+    assert texts(res[6]["read"]["h2"]) == [f"Snapshot {newest['latest_id']}"]
+    listed = res[11]["read"]
+    assert res[11]["url"].endswith(f"/#/snapshots?signature={newest['signature']}")
+    snaps = d.get_json(f"/snapshots?signature={newest['signature']}")["snapshots"]
+    assert sorted(texts(listed["ids"])) == sorted(s["id"] for s in snaps) and len(snaps) == newest["snapshots"]
+    assert texts(listed["problems"]) == [newest["title"]] * len(snaps)
+    assert listed["filter"][0]["attrs"]["value"] == newest["signature"] and listed["injected"] == []
