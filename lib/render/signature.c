@@ -491,7 +491,7 @@ static int put_title(const Snapshot *s, const Part *lead, const Part *other, siz
                 fputs(" ⇄ ", f);
                 fputs(snapshot_comm_of(s, other[i].pid) ?: "?", f);
         }
-        if (s->wait_chain && s->wait_chain->deadlock)
+        if (s->wait_chain && (s->wait_chain->deadlock || s->wait_chain->n_lock_cycle > 0))
                 fputs(" (deadlock)", f);
         if (fclose(f) != 0)
                 return -ENOMEM;
@@ -502,7 +502,8 @@ static int put_title(const Snapshot *s, const Part *lead, const Part *other, siz
 int snapshot_signature(const Snapshot *s, SnapshotSignature *ret) {
         _cleanup_free_ char *proto = NULL, *title = NULL;
         const WaitChain *c = s->wait_chain;
-        bool deadlock = c && c->deadlock;
+        /* A cycle of processes, or of one process's threads over its mutexes. */
+        bool deadlock = c && (c->deadlock || c->n_lock_cycle > 0);
         Part parts[SIGNATURE_PROCESSES];
         pid_t pids[SIGNATURE_PROCESSES] = { s->pid };
         size_t n_pids = 1, n = 0, size = 0, lead = 0;

@@ -137,3 +137,46 @@ def test_rotation_keeps_the_rare_problem_and_the_common_one_s_first(daemon, culp
     [dl] = [p for p in problems(d) if "(deadlock)" in p["title"]]
     # The ledger still counts what rotated away.
     assert dl["count"] >= 4 and dl["snapshots"] == 2, dl
+
+
+def test_a_c_deadlock_is_one_key_in_every_process_that_has_it(daemon, fixture, tmp_path):
+    """deadlock-abba (two threads, each holding the mutex the other wants), twice, in two processes: the key has
+    no address (another ASLR layout), no pid and no thread that fired; block-read is another problem."""
+    hook, out = recording_hook(tmp_path)
+    d = daemon(f"""
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+hooks:
+  command: [{json.dumps(hook)}]
+rules:
+  - name: stuck
+    class: blocked
+    for: 1s
+    comm: "deadlock-abba"
+    cooldown: 1h
+    actions: [snapshot, log]
+  - name: parked
+    class: [blocked, waiting]
+    for: 1s
+    comm: "block-read"
+    cooldown: 1h
+    actions: [snapshot, log]
+""")
+    keys = []
+    for _ in range(2):
+        fx = fixture("deadlock-abba")
+        [s] = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=30, interval=0.2,
+                         what="the deadlock's snapshot")
+        keys.append(s)
+        fx.kill()
+    assert keys[0]["signature"] == keys[1]["signature"] and keys[0]["title"] == keys[1]["title"], keys
+    doc = d.show(keys[0]["id"])
+    # Both threads of the lock cycle are in the key, by their own functions, past the mutex's frames.
+    assert doc["proto_signature"].startswith("blocked deadlock: deadlock-abba[futex mutex: deadlock-abba!"), doc
+    assert "pthread_mutex_lock" not in doc["proto_signature"] and "libc.so" not in doc["proto_signature"], doc
+    br = fixture("block-read")
+    [s] = wait_until(lambda: d.snapshots("--pid", str(br.pid)), timeout=30, interval=0.2, what="block-read's")
+    assert s["signature"] != keys[0]["signature"] and s["title"].startswith("block-read "), s
+    [p] = [p for p in problems(d) if p["signature"] == keys[0]["signature"]]
+    assert p["snapshots"] == 2 and p["count"] == 2 and len(p["processes"]) == 2, p
