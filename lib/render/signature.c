@@ -530,10 +530,10 @@ int snapshot_signature(const Snapshot *s, SnapshotSignature *ret) {
                 parts_free(parts, n);
                 return r < 0 ? r : -ENODATA;
         }
-        Part root = parts[0];
-        n = parts_sort_unique(parts, n);
+        /* Sorted, repeats kept: two processes alike (a pipe deadlock of two copies of one program) are two. */
+        qsort(parts, n, sizeof *parts, cmp_part);
         for (size_t i = 0; !deadlock && i < n; i++)
-                if (parts[i].pid == root.pid)
+                if (parts[i].pid == s->pid)
                         lead = i;
         f = open_memstream(&proto, &size);
         if (!f) {

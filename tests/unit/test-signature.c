@@ -173,13 +173,15 @@ START_TEST(test_runtime_frames_first) {
 END_TEST
 
 /* Process A (pid APID) waits on B through a pipe and B on A: the snapshot as rooted at A. */
-static Snapshot *pipe_deadlock(pid_t apid, pid_t bpid, bool root_a) {
+static Snapshot *pipe_deadlock(pid_t apid, pid_t bpid, bool root_a, bool same) {
         Snapshot *a = blocked_c("worker", apid, 0x555500000000, 10), *b = blocked_c("worker", bpid, 0x56000000, 10);
         Snapshot *root = root_a ? a : b, *peer = root_a ? b : a;
         WaitEdge *e;
 
-        free(b->threads[0].frames[4].function);
-        b->threads[0].frames[4].function = strdup("reply");
+        if (!same) {
+                free(b->threads[0].frames[4].function);
+                b->threads[0].frames[4].function = strdup("reply");
+        }
         free(peer->trigger->rule);
         free(peer->trigger->klass);
         free(peer->trigger);
@@ -199,8 +201,8 @@ static Snapshot *pipe_deadlock(pid_t apid, pid_t bpid, bool root_a) {
 }
 
 START_TEST(test_both_sides_of_a_deadlock_are_one_key) {
-        _cleanup_snapshot_free_ Snapshot *from_a = pipe_deadlock(100, 200, true);
-        _cleanup_snapshot_free_ Snapshot *from_b = pipe_deadlock(300, 400, false);
+        _cleanup_snapshot_free_ Snapshot *from_a = pipe_deadlock(100, 200, true, false);
+        _cleanup_snapshot_free_ Snapshot *from_b = pipe_deadlock(300, 400, false, false);
         SnapshotSignature x, y;
 
         signature_of(from_a, &x);
@@ -212,6 +214,19 @@ START_TEST(test_both_sides_of_a_deadlock_are_one_key) {
         ck_assert_str_eq(x.title, "worker blocked in read ← app!poll_once ⇄ worker (deadlock)");
         snapshot_signature_done(&x);
         snapshot_signature_done(&y);
+}
+END_TEST
+
+/* Two copies of one program deadlocked on each other: two processes in the key and the title, not one. */
+START_TEST(test_two_copies_are_two_processes) {
+        _cleanup_snapshot_free_ Snapshot *s = pipe_deadlock(100, 200, true, true);
+        SnapshotSignature sig;
+
+        signature_of(s, &sig);
+        ck_assert_str_eq(sig.proto, "blocked deadlock: worker[read pipe: app!poll_once | app!serve | app!main] ⇄ "
+                                    "worker[read pipe: app!poll_once | app!serve | app!main]");
+        ck_assert_str_eq(sig.title, "worker blocked in read ← app!poll_once ⇄ worker (deadlock)");
+        snapshot_signature_done(&sig);
 }
 END_TEST
 
@@ -263,6 +278,7 @@ static Suite *signature_suite(void) {
         tcase_add_test(tc, test_names_normalized);
         tcase_add_test(tc, test_runtime_frames_first);
         tcase_add_test(tc, test_both_sides_of_a_deadlock_are_one_key);
+        tcase_add_test(tc, test_two_copies_are_two_processes);
         tcase_add_test(tc, test_signed_on_read);
         tcase_add_test(tc, test_a_dump_has_none);
         suite_add_tcase(s, tc);
