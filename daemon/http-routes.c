@@ -593,12 +593,27 @@ static enum MHD_Result route_processes(HttpRoutes *rt, Http *h, struct MHD_Conne
 
 /* ---- /snapshots ---- */
 
-/* ?signature=S of C into *RET (NULL when absent); an error reply into *REPLY when it is not a signature. */
-static int signature_query(Http *h, struct MHD_Connection *c, const char **ret, enum MHD_Result *reply) {
-        const char *v = query(c, API_Q_SIGNATURE);
+/* What /snapshots and /problems page and filter by: ?since=USEC (0: all), ?limit=N (the newest N; UINT64_MAX: all)
+ * and ?signature=KEY (NULL: any), into the RET_*; a 400 reply into *REPLY when one is malformed. */
+static int paging_query(Http *h, struct MHD_Connection *c, uint64_t *ret_since, uint64_t *ret_limit,
+                        const char **ret_signature, enum MHD_Result *reply) {
         char q[HTTP_QUOTE_MAX + 8];
+        const char *v;
 
-        *ret = v;
+        *ret_since = 0;
+        *ret_limit = UINT64_MAX;
+        if ((v = query(c, API_Q_SINCE)) && safe_atou64(v, ret_since) < 0) {
+                *reply = http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                          "malformed since \"%s\" (expected microseconds since the epoch)",
+                                          clip(v, q, sizeof q));
+                return -EINVAL;
+        }
+        if ((v = query(c, API_Q_LIMIT)) && (safe_atou64(v, ret_limit) < 0 || *ret_limit == 0)) {
+                *reply = http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
+                                          "malformed limit \"%s\" (expected 1 or more)", clip(v, q, sizeof q));
+                return -EINVAL;
+        }
+        v = *ret_signature = query(c, API_Q_SIGNATURE);
         if (v && !archive_signature_is_valid(v)) {
                 *reply = http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
                                           "malformed signature \"%s\" (expected %u lowercase hex digits)",
@@ -622,14 +637,7 @@ static enum MHD_Result route_snapshots(HttpRoutes *rt, Http *h, struct MHD_Conne
 
         if ((v = query(c, API_Q_PID)) && http_parse_pid(v, &pid) < 0)
                 return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed pid \"%s\"", clip(v, q, sizeof q));
-        if ((v = query(c, API_Q_SINCE)) && safe_atou64(v, &since) < 0)
-                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "malformed since \"%s\" (expected microseconds since the epoch)",
-                                        clip(v, q, sizeof q));
-        if ((v = query(c, API_Q_LIMIT)) && (safe_atou64(v, &limit) < 0 || limit == 0))
-                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed limit \"%s\" (expected 1 or more)",
-                                        clip(v, q, sizeof q));
-        if (signature_query(h, c, &sig, &reply) < 0)
+        if (paging_query(h, c, &since, &limit, &sig, &reply) < 0)
                 return reply;
         r = archive_list(routes_view(rt).archive, &list, &n, &skipped);
         if (r < 0)
@@ -676,21 +684,13 @@ static enum MHD_Result route_problems(HttpRoutes *rt, Http *h, struct MHD_Connec
         DaemonView view = routes_view(rt);
         ArchiveSummary *list = NULL;
         size_t n = 0, skipped = 0, ledger_skipped = 0, first = 0;
-        uint64_t since = 0, limit = UINT64_MAX;
-        char q[HTTP_QUOTE_MAX + 8];
-        const char *v, *sig;
+        uint64_t since, limit;
+        const char *sig;
         enum MHD_Result reply;
         json_object *o, *arr;
         int r;
 
-        if ((v = query(c, API_Q_SINCE)) && safe_atou64(v, &since) < 0)
-                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST,
-                                        "malformed since \"%s\" (expected microseconds since the epoch)",
-                                        clip(v, q, sizeof q));
-        if ((v = query(c, API_Q_LIMIT)) && (safe_atou64(v, &limit) < 0 || limit == 0))
-                return http_reply_error(h, c, MHD_HTTP_BAD_REQUEST, "malformed limit \"%s\" (expected 1 or more)",
-                                        clip(v, q, sizeof q));
-        if (signature_query(h, c, &sig, &reply) < 0)
+        if (paging_query(h, c, &since, &limit, &sig, &reply) < 0)
                 return reply;
         r = problems_ledger_load(archive_dir_fd(view.archive), &t, &ledger_skipped);
         if (r >= 0)

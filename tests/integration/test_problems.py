@@ -35,6 +35,17 @@ rules:
 """
 
 
+def spin_rule(comm):
+    return f"""
+  - name: spin
+    class: busy-loop
+    for: 1s
+    comm: {json.dumps(comm)}
+    cooldown: 1h
+    actions: [snapshot, log]
+"""
+
+
 def problems(d, query=""):
     return d.get_json("/problems" + query)["problems"]
 
@@ -75,14 +86,7 @@ def test_a_deadlock_kept_firing_is_one_snapshot_and_one_alert_whose_count_grows(
 def test_two_hangs_are_two_problems_and_the_same_hang_again_is_the_same(daemon, culprit, tmp_path):
     comm = unique_comm("pb-two")
     hook, out = recording_hook(tmp_path)
-    d = daemon(rules(comm, hook) + f"""
-  - name: spin
-    class: busy-loop
-    for: 1s
-    comm: {json.dumps(comm)}
-    cooldown: 1h
-    actions: [snapshot, log]
-""")
+    d = daemon(rules(comm, hook) + spin_rule(comm))
     first = culprit(comm, "deadlock")
     wait_until(lambda: d.snapshots(), timeout=30, interval=0.2, what="the first deadlock's snapshot")
     first.stop()
@@ -111,14 +115,7 @@ def test_two_hangs_are_two_problems_and_the_same_hang_again_is_the_same(daemon, 
 def test_rotation_keeps_the_rare_problem_and_the_common_one_s_first(daemon, culprit, tmp_path):
     comm = unique_comm("pb-rot")
     hook, out = recording_hook(tmp_path)
-    d = daemon(rules(comm, hook, extra="  max_snapshots: 3") + f"""
-  - name: spin
-    class: busy-loop
-    for: 1s
-    comm: {json.dumps(comm)}
-    cooldown: 1h
-    actions: [snapshot, log]
-""")
+    d = daemon(rules(comm, hook, extra="  max_snapshots: 3") + spin_rule(comm))
     rare = culprit(comm, "spin")
     [r] = wait_until(lambda: d.snapshots(), timeout=30, interval=0.2, what="the rare problem's snapshot")
     rare.stop()
