@@ -1,8 +1,8 @@
 /* stackctl-snapshots.c: "stackctl list" and "stackctl show" over a snapshot source (stackctl-source.h): the
- * archive, read directly, daemon or not; journal records; a daemon's API. Matching, -1, -n, -r, the list table
- * and show's rendering are here, once for every source. */
+ * archive, read directly, daemon or not; journal records; a daemon's API. The list table and show's rendering are
+ * here, once for every source; the matches and the -1 and -n window are stackctl-match.c's, the choice of source
+ * stackctl-sources.c's. */
 #include <errno.h>
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,6 @@
 #include "base/escape.h"
 #include "base/json-util.h"
 #include "base/log.h"
-#include "base/parse-util.h"
 #include "render/snapshot-json.h"
 #include "render/snapshot-text.h"
 #include "store/archive.h"
@@ -21,151 +20,10 @@
 #include "stackctl-dump.h"
 #include "stackctl-format.h"
 #include "stackctl-output.h"
+#include "stackctl-match.h"
 #include "stackctl-source.h"
+#include "stackctl-sources.h"
 #include "stackctl-verbs.h"
-
-/* A match on list and show, as coredumpctl takes them: "1234", "nginx", "/usr/sbin/nginx", or FIELD=VALUE. */
-typedef enum MatchField {
-        MATCH_PID,
-        MATCH_COMM,
-        MATCH_EXE,
-        MATCH_UNIT,
-        MATCH_RULE,
-        MATCH_CLASS,
-} MatchField;
-
-typedef struct Match {
-        MatchField field;
-        const char *value;              /* a glob for COMM, EXE and UNIT */
-        pid_t pid;
-} Match;
-
-#define MATCHES_MAX 16
-
-/* The sources, in the order they are asked whether the options want them; the archive says yes to all. */
-static const SnapshotSourceType *const sources[] = {
-        &snapshot_source_journal,
-        &snapshot_source_daemon,
-        &snapshot_source_archive,
-};
-
-static const SnapshotSourceType *source_wanted(void) {
-        for (size_t i = 0; i < ELEMENTSOF(sources); i++)
-                if (sources[i]->wanted())
-                        return sources[i];
-        return &snapshot_source_archive;
-}
-
-/* An open source, closed by its _cleanup_. */
-typedef struct Source {
-        const SnapshotSourceType *type;
-        void *state;
-} Source;
-
-static void source_closep(Source *s) {
-        if (s->type && s->state)
-                s->type->close(s->state);
-}
-
-static int source_open(Source *ret) {
-        ret->type = source_wanted();
-        return ret->type->open(&ret->state);
-}
-
-static int parse_match(const char *a, Match *ret) {
-        static const struct {
-                const char *prefix;
-                MatchField field;
-        } fields[] = {
-                { "PID=", MATCH_PID },   { "COMM=", MATCH_COMM }, { "EXE=", MATCH_EXE },
-                { "UNIT=", MATCH_UNIT }, { "RULE=", MATCH_RULE }, { "CLASS=", MATCH_CLASS },
-        };
-        const char *eq = strchr(a, '=');
-
-        *ret = (Match) { .value = a };
-        if (eq) {
-                bool known = false;
-
-                for (size_t i = 0; i < ELEMENTSOF(fields) && !known; i++)
-                        if (startswith(a, fields[i].prefix)) {
-                                *ret = (Match) { .field = fields[i].field, .value = a + strlen(fields[i].prefix) };
-                                known = true;
-                        }
-                if (!known || !ret->value[0]) {
-                        log_error("Invalid match '%s': expected PID=, COMM=, EXE=, UNIT=, RULE= or CLASS= with a "
-                                  "value, a PID, a process name or an /EXE path.", a);
-                        return -EINVAL;
-                }
-                if (ret->field == MATCH_PID && parse_pid(ret->value, &ret->pid) < 0) {
-                        log_error("Invalid match '%s': not a process id.", a);
-                        return -EINVAL;
-                }
-                return 0;
-        }
-        if (parse_pid(a, &ret->pid) >= 0)
-                ret->field = MATCH_PID;
-        else
-                ret->field = strchr(a, '/') ? MATCH_EXE : MATCH_COMM;
-        return 0;
-}
-
-static int parse_matches(int argc, char **argv, Match *ret, size_t *ret_n) {
-        if ((size_t) argc > MATCHES_MAX) {
-                log_error("At most %d matches.", MATCHES_MAX);
-                return -EINVAL;
-        }
-        for (int i = 0; i < argc; i++)
-                if (parse_match(argv[i], &ret[i]) < 0)
-                        return -EINVAL;
-        *ret_n = (size_t) argc;
-        return 0;
-}
-
-static bool glob_matches(const char *glob, const char *s) {
-        return s && fnmatch(glob, s, 0) == 0;
-}
-
-static bool matches(const ArchiveSummary *s, const Match *m, size_t n) {
-        if (arg.filter_pid > 0 && s->pid != arg.filter_pid)
-                return false;
-        if (arg.filter_rule && !streq_ptr(s->rule, arg.filter_rule))
-                return false;
-        if (arg.since_usec > 0 && s->timestamp_usec < arg.since_usec)
-                return false;
-        if (arg.until_usec > 0 && s->timestamp_usec >= arg.until_usec)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                bool ok = false;
-
-                switch (m[i].field) {
-                case MATCH_PID:
-                        ok = s->pid == m[i].pid;
-                        break;
-                case MATCH_COMM:
-                        ok = glob_matches(m[i].value, s->comm);
-                        break;
-                case MATCH_EXE:
-                        ok = glob_matches(m[i].value, s->exe);
-                        break;
-                case MATCH_UNIT:
-                        ok = glob_matches(m[i].value, s->unit);
-                        break;
-                case MATCH_RULE:
-                        ok = streq_ptr(s->rule, m[i].value);
-                        break;
-                case MATCH_CLASS:
-                        ok = streq_ptr(s->klass, m[i].value);
-                        break;
-                }
-                if (!ok)
-                        return false;
-        }
-        return true;
-}
-
-static bool filtered(size_t n_matches) {
-        return n_matches > 0 || arg.filter_pid || arg.filter_rule || arg.since_usec || arg.until_usec;
-}
 
 /* The source's snapshots that match ARGV, oldest first, into *RET (the rest are freed). */
 static int select_snapshots(Source *src, int argc, char **argv, SnapshotEntry **ret, size_t *ret_n,
@@ -175,7 +33,7 @@ static int select_snapshots(Source *src, int argc, char **argv, SnapshotEntry **
         size_t n = 0, n_m = 0, k = 0;
         int r;
 
-        if (parse_matches(argc, argv, m, &n_m) < 0)
+        if (match_parse(argc, argv, m, &n_m) < 0)
                 return EXIT_USAGE;
         /* A source that could read only some of what it has (a host of several that did not answer) returns
          * that with its error: it is shown, and the error is the exit status. */
@@ -183,7 +41,7 @@ static int select_snapshots(Source *src, int argc, char **argv, SnapshotEntry **
         if (r != EXIT_OK && !all)
                 return r;
         for (size_t i = 0; i < n; i++) {
-                if (!matches(&all[i].s, m, n_m)) {
+                if (!match_snapshot(&all[i].s, m, n_m)) {
                         archive_summary_done(&all[i].s);
                         free(all[i].host);
                         json_object_put(all[i].extra);
@@ -286,7 +144,7 @@ int verb_list(int argc, char **argv) {
         for (size_t i = 0; i < n_sel && !host; i++)
                 host = sel[i].host != NULL;
         /* -1 and -n N: the latest ones, still listed oldest first unless --reverse. */
-        first = arg.one ? (n_sel > 0 ? n_sel - 1 : 0) : arg.count > 0 && arg.count < n_sel ? n_sel - arg.count : 0;
+        first = match_first_kept(n_sel);
         if (arg.format == RENDER_JSON)
                 arr = json_object_new_array();
         else if (n_sel > first && arg.legend)
@@ -316,7 +174,7 @@ int verb_list(int argc, char **argv) {
                 return r;
         if (n_sel == 0) {
                 if (arg.format != RENDER_JSON)
-                        log_error("No snapshots%s in %s.", filtered(n_m) || arg.n_hosts ? " match" : "",
+                        log_error("No snapshots%s in %s.", match_filtered(n_m) || arg.n_hosts ? " match" : "",
                                   src.type->where(src.state));
                 return EXIT_NOT_FOUND;
         }
@@ -358,7 +216,7 @@ int verb_show(int argc, char **argv) {
                 return r;
         if (argc == 2 && (streq(argv[1], "latest") || archive_id_is_valid(argv[1])))
                 id = argv[1];
-        else if (argc > 1 || filtered(0)) {
+        else if (argc > 1 || match_filtered(0)) {
                 r = pick_latest(&src, argc - 1, argv + 1, &picked, &host);
                 if (r != EXIT_OK)
                         return r;
