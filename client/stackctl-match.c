@@ -16,6 +16,7 @@ static const struct {
 } match_fields[] = {
         { "PID=", MATCH_PID },   { "COMM=", MATCH_COMM }, { "EXE=", MATCH_EXE },
         { "UNIT=", MATCH_UNIT }, { "RULE=", MATCH_RULE }, { "CLASS=", MATCH_CLASS },
+        { "SIGNATURE=", MATCH_SIGNATURE },
 };
 
 static int parse_one(const char *a, Match *ret) {
@@ -32,17 +33,25 @@ static int parse_one(const char *a, Match *ret) {
                                 known = true;
                         }
                 if (!known || !ret->value[0]) {
-                        log_error("Invalid match '%s': expected PID=, COMM=, EXE=, UNIT=, RULE= or CLASS= with a "
-                                  "value, a PID, a process name or an /EXE path.", a);
+                        log_error("Invalid match '%s': expected PID=, COMM=, EXE=, UNIT=, RULE=, CLASS= or "
+                                  "SIGNATURE= with a value, a PID, a process name, an /EXE path or a signature.", a);
                         return -EINVAL;
                 }
                 if (ret->field == MATCH_PID && parse_pid(ret->value, &ret->pid) < 0) {
                         log_error("Invalid match '%s': not a process id.", a);
                         return -EINVAL;
                 }
+                if (ret->field == MATCH_SIGNATURE && !archive_signature_is_valid(ret->value)) {
+                        log_error("Invalid match '%s': a signature is %d lowercase hex digits.", a,
+                                  ARCHIVE_SIGNATURE_LENGTH);
+                        return -EINVAL;
+                }
                 return 0;
         }
-        if (parse_pid(a, &ret->pid) >= 0)
+        /* A comm has at most 15 bytes: 16 hex digits are a signature, never a process name. */
+        if (archive_signature_is_valid(a))
+                ret->field = MATCH_SIGNATURE;
+        else if (parse_pid(a, &ret->pid) >= 0)
                 ret->field = MATCH_PID;
         else
                 ret->field = strchr(a, '/') ? MATCH_EXE : MATCH_COMM;
@@ -97,6 +106,9 @@ bool match_snapshot(const ArchiveSummary *s, const Match *m, size_t n) {
                         break;
                 case MATCH_CLASS:
                         ok = streq_ptr(s->klass, m[i].value);
+                        break;
+                case MATCH_SIGNATURE:
+                        ok = streq_ptr(s->signature, m[i].value);
                         break;
                 default:
                         assert(!"a match field without a test");

@@ -1,6 +1,6 @@
 /* stackctl-match.h: the matches list and show take, as coredumpctl takes them ("1234", "nginx",
- * "/usr/sbin/nginx", FIELD=VALUE), and the -1 and -n window over what matched. Pure: the options in arg and the
- * words of the command line, nothing read. */
+ * "/usr/sbin/nginx", FIELD=VALUE) or as a problem's signature, and the -1 and -n window over what matched. Pure:
+ * the options in arg and the words of the command line, nothing read. */
 #pragma once
 
 #include <stdbool.h>
@@ -16,6 +16,7 @@ typedef enum MatchField {
         MATCH_UNIT,
         MATCH_RULE,
         MATCH_CLASS,
+        MATCH_SIGNATURE,
         _MATCH_FIELD_MAX,
 } MatchField;
 
@@ -27,8 +28,8 @@ typedef struct Match {
 
 #define MATCHES_MAX 16
 
-/* The matches ARGV[0..ARGC) into RET (MATCHES_MAX at most): a number is a PID, a word with a slash an EXE, any
- * other word a COMM; or FIELD=VALUE. -EINVAL, logged, for a bad one. */
+/* The matches ARGV[0..ARGC) into RET (MATCHES_MAX at most): a number is a PID, 16 hex digits a SIGNATURE, a word
+ * with a slash an EXE, any other word a COMM; or FIELD=VALUE. -EINVAL, logged, for a bad one. */
 int match_parse(int argc, char **argv, Match *ret, size_t *ret_n);
 /* Whether snapshot S satisfies every match M[0..N) and --pid, --rule, --since and --until. */
 bool match_snapshot(const ArchiveSummary *s, const Match *m, size_t n);

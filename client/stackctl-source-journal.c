@@ -152,6 +152,11 @@ static int entry_summary(sd_journal *j, SnapshotEntry *ret) {
         ret->s.rule = field(j, "STACKWATCH_RULE");
         ret->s.klass = field(j, "STACKWATCH_CLASS");
         ret->host = field(j, "_HOSTNAME");
+        /* The problem it shows: list SIGNATURE matches it. A key not of our form is none. */
+        ret->s.signature = field(j, "STACKWATCH_SIGNATURE");
+        if (ret->s.signature && !archive_signature_is_valid(ret->s.signature))
+                ret->s.signature = mfree(ret->s.signature);
+        ret->s.title = ret->s.signature ? field(j, "STACKWATCH_TITLE") : NULL;
         size = field(j, "STACKWATCH_SNAPSHOT_SIZE");
         if (size)
                 (void) safe_atou64(size, &ret->s.file_size);

@@ -47,7 +47,7 @@ static const Verb verbs[] = {
         { "dump", V_DUMP, 0, -1, verb_dump, "dump PID… | --all",
           "Print the kernel and user stack of every thread of PID, without stopping blocked threads" },
         { "list", V_LIST, 0, -1, verb_list, "list [MATCH…]",
-          "List the snapshots in the archive, oldest first (MATCH: PID, COMM, /EXE, FIELD=VALUE)" },
+          "List the snapshots in the archive, oldest first (MATCH: PID, COMM, /EXE, SIGNATURE, FIELD=VALUE)" },
         { "show", V_SHOW, 0, -1, verb_show, "show [ID|latest|MATCH…]",
           "Print one archived snapshot (default: the latest, or the latest that matches)" },
         { "ps", V_PS, 0, 0, verb_ps, "ps", "Threads the daemon finds unhealthy (--all, --class, --unit, --comm)" },
@@ -179,8 +179,9 @@ static void help(FILE *f) {
         for (size_t i = 0; i < ELEMENTSOF(option_help); i++)
                 fprintf(f, "  %-*s %s\n", column_width(option_help[i].option, 24), option_help[i].option,
                         option_help[i].help);
-        fprintf(f, "\nMATCH (list, show), as coredumpctl takes them: a PID, a COMM, an /EXE path, or PID=, COMM=, "
-                   "EXE=,\nUNIT=, RULE=, CLASS= with a value (COMM, EXE and UNIT take globs); all must hold.\n");
+        fprintf(f, "\nMATCH (list, show), as coredumpctl takes them: a PID, a COMM, an /EXE path, a problem's SIGNATURE\n"
+                   "(16 hex digits), or PID=, COMM=, EXE=, UNIT=, RULE=, CLASS=, SIGNATURE= with a value (COMM, EXE\n"
+                   "and UNIT take globs); all must hold.\n");
         fprintf(f, "\nThe daemon's socket is " API_SOCKET_DEFAULT " unless --socket or --host says otherwise.\n");
         fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage, 3 no such process or nothing found, 4 permission\n"
                    "denied, 5 partial dump, 6 no daemon. With several hosts, any host that did not answer properly\n"
