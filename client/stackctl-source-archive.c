@@ -1,10 +1,11 @@
 /* stackctl-source-archive.c: the snapshot archive (--archive DIR, /var/lib/stackwatch), read directly, daemon or
- * not. */
+ * not: its snapshots, and its problems from its ledger (problems.jsonl) and its snapshots' headers. */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "base/log.h"
 #include "store/archive.h"
+#include "store/problems.h"
 #include "stackctl-args.h"
 #include "stackctl-source.h"
 
@@ -80,6 +81,40 @@ static int archive_source_fetch(void *state, const char *id, const char *host, S
         return EXIT_OK;
 }
 
+/* The ledger (every firing, also those the archive took no snapshot of), then the snapshots the archive has: their
+ * count, the first and the latest of each problem, and a row for a snapshot the ledger does not know. */
+static int archive_source_problems(void *state, ProblemTable *t) {
+        ArchiveSummary *sums = NULL;
+        size_t n = 0, skipped = 0;
+        int r;
+
+        r = problems_ledger_load(archive_dir_fd(state), t, &skipped);
+        if (r == -EACCES || r == -EPERM) {
+                log_error("Permission denied reading %s/%s.", arg.archive_dir, PROBLEMS_LEDGER);
+                return EXIT_PERMISSION;
+        }
+        if (r == -ENOMEM)
+                return log_oom(), EXIT_FAIL;
+        if (r < 0) {
+                log_error_errno(r, "Failed to read %s/%s: %m", arg.archive_dir, PROBLEMS_LEDGER);
+                return EXIT_FAIL;
+        }
+        if (skipped > 0)
+                log_warning("Skipped %zu unreadable line(s) of %s/%s.", skipped, arg.archive_dir, PROBLEMS_LEDGER);
+        r = archive_list(state, &sums, &n, &skipped);
+        if (r < 0) {
+                log_error_errno(r, "Failed to list %s: %m", arg.archive_dir);
+                return EXIT_FAIL;
+        }
+        if (skipped > 0)
+                log_warning("Skipped %zu unreadable file(s) in %s.", skipped, arg.archive_dir);
+        r = problem_table_add_snapshots(t, sums, n);
+        archive_summaries_free(sums, n);
+        if (r < 0)
+                return log_oom(), EXIT_FAIL;
+        return EXIT_OK;
+}
+
 const SnapshotSourceType snapshot_source_archive = {
         .name = "archive",
         .wanted = archive_wanted,
@@ -88,4 +123,5 @@ const SnapshotSourceType snapshot_source_archive = {
         .close = archive_source_close,
         .list = archive_source_list,
         .fetch = archive_source_fetch,
+        .problems = archive_source_problems,
 };

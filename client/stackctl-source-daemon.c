@@ -1,7 +1,8 @@
-/* stackctl-source-daemon.c: the archive of stackwatchd, through its API (GET /snapshots, /snapshots/ID): "list" and
- * "show" with --socket or --host, so that a person can read a fleet's snapshots without the journal. With several
- * --host every daemon is asked at once (stackctl-fanout.c): list merges their snapshots, oldest first, with a HOST
- * column; a host that does not answer is named and makes the exit status, never hidden by the others' answers. */
+/* stackctl-source-daemon.c: the archive of stackwatchd, through its API (GET /snapshots, /snapshots/ID, /problems):
+ * "list", "show" and "problems" with --socket or --host, so that a person can read a fleet's snapshots without the
+ * journal. With several --host every daemon is asked at once (stackctl-fanout.c): list merges their snapshots,
+ * oldest first, with a HOST column, problems their problems, one row per problem however many hosts have it; a
+ * host that does not answer is named and makes the exit status, never hidden by the others' answers. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +11,11 @@
 #include "base/escape.h"
 #include "base/json-util.h"
 #include "base/log.h"
+#include "base/strv.h"
 #include "render/render.h"
 #include "serve/api.h"
 #include "store/archive.h"
+#include "store/problems.h"
 #include "stackctl-args.h"
 #include "stackctl-daemon.h"
 #include "stackctl-fanout.h"
@@ -223,6 +226,88 @@ static int daemon_source_fetch(void *state, const char *id, const char *host, Sn
         return r;
 }
 
+/* Name where row P of the daemon that answered as HOST (its --host) is, where the row does not: its hosts (a
+ * daemon names its machine's host name; a row from a snapshot alone names none), its processes (a pid is a process
+ * on one host: the row's, or HOST), and its first and latest snapshot (HOST: where show asks for them). -ENOMEM. */
+static int problem_name_host(Problem *p, const char *host) {
+        const char *machine;
+
+        if (!p->hosts && strv_extend(&p->hosts, host) < 0)
+                return -ENOMEM;
+        machine = strv_length(p->hosts) == 1 ? p->hosts[0] : host;
+        for (size_t k = 0; k < p->n_processes; k++)
+                if (!p->processes[k].host && !(p->processes[k].host = strdup(machine)))
+                        return -ENOMEM;
+        if (p->first_id && !p->first_host && !(p->first_host = strdup(host)))
+                return -ENOMEM;
+        if (p->latest_id && !p->latest_host && !(p->latest_host = strdup(host)))
+                return -ENOMEM;
+        return 0;
+}
+
+/* The rows of one GET /problems reply merged into T; HOST (several hosts: the one that answered) names where each
+ * is (problem_name_host()). */
+static int merge_problems(const char *body, size_t size, const char *host, ProblemTable *t) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *arr;
+        const char *why = NULL;
+        size_t skipped = 0;
+
+        if (json_parse_bounded(body, size, &o, &why) < 0 ||
+            !(arr = json_member(o, API_K_PROBLEMS, json_type_array))) {
+                log_error("The reply of %s to " API_ROUTE_PROBLEMS " is not a list of problems%s%s.",
+                          host ?: "stackwatchd", why ? ": " : "", why ?: "");
+                return EXIT_FAIL;
+        }
+        for (size_t i = 0; i < json_object_array_length(arr); i++) {
+                _cleanup_(problem_done) Problem p = {};
+                int r;
+
+                r = problem_from_json(json_object_array_get_idx(arr, i), &p);
+                if (r == -ENOMEM)
+                        return log_oom(), EXIT_FAIL;
+                if (r < 0) {
+                        skipped++;
+                        continue;
+                }
+                if (host && problem_name_host(&p, host) < 0)
+                        return log_oom(), EXIT_FAIL;
+                r = problem_table_merge(t, &p);
+                if (r < 0)
+                        return log_oom(), EXIT_FAIL;
+        }
+        if (skipped > 0)
+                log_warning("Skipped %zu row(s) of %s's problems that name no problem.", skipped,
+                            host ?: "stackwatchd");
+        return EXIT_OK;
+}
+
+/* GET /problems of every host, one table: the same problem on two hosts is one row, its firings added up. */
+static int daemon_source_problems(void *state, ProblemTable *t) {
+        FanoutReply *replies = NULL;
+        size_t n_replies = 0;
+        int r;
+
+        if (!several_hosts()) {
+                _cleanup_(http_response_done) HttpResponse resp = {};
+
+                r = daemon_get(API_ROUTE_PROBLEMS, DAEMON_TIMEOUT_USEC, 0, &resp);
+                return r == EXIT_OK ? merge_problems(resp.body, resp.size, NULL, t) : r;
+        }
+        r = fanout_get(API_ROUTE_PROBLEMS, DAEMON_TIMEOUT_USEC, 0, &replies, &n_replies);
+        for (size_t i = 0; r == EXIT_OK && i < n_replies; i++) {
+                if (replies[i].exit == EXIT_OK)
+                        replies[i].exit = merge_problems(replies[i].body, replies[i].size, replies[i].host, t);
+                else
+                        log_error("%s: %s", replies[i].host, replies[i].error ?: "no answer");
+        }
+        /* The hosts that failed say the exit status; the others' problems are shown. */
+        if (r == EXIT_OK)
+                r = fanout_exit_status(replies, n_replies);
+        fanout_replies_free(replies, n_replies);
+        return r;
+}
+
 const SnapshotSourceType snapshot_source_daemon = {
         .name = "daemon",
         .wanted = daemon_wanted,
@@ -231,4 +316,5 @@ const SnapshotSourceType snapshot_source_daemon = {
         .close = daemon_source_close,
         .list = daemon_source_list,
         .fetch = daemon_source_fetch,
+        .problems = daemon_source_problems,
 };

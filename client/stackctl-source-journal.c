@@ -1,8 +1,9 @@
 /* stackctl-source-journal.c: "stackctl list/show --journal": the snapshots that travelled in journal records (one record per
  * firing, MESSAGE_ID SW_MESSAGE_RULE_FIRED; with archive.journal: full the snapshot's archive file rides along in
  * STACKWATCH_SNAPSHOT_FILE), read on any machine as coredumpctl reads cores: the local journal, -D DIR, --file GLOB,
- * a central host's journal-remote files. libsystemd is opened on first use, so that every other stackctl run
- * starts without it. */
+ * a central host's journal-remote files; and "problems --journal": every record's firing counted to its problem
+ * (STACKWATCH_SIGNATURE), whatever host it came from. libsystemd is opened on first use, so that every other
+ * stackctl run starts without it. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <glob.h>
@@ -16,6 +17,7 @@
 #include "base/log.h"
 #include "base/parse-util.h"
 #include "store/archive.h"
+#include "store/problems.h"
 #include "stackctl-args.h"
 #include "stackctl-source.h"
 
@@ -332,6 +334,60 @@ static int journal_source_fetch(void *state, const char *id, const char *host, S
         return EXIT_OK;
 }
 
+/* The current entry, a firing record, as one firing of its problem merged into T: 1, or 0 for a record without a
+ * signature (a daemon that did not record them). */
+static int merge_firing(sd_journal *j, ProblemTable *t) {
+        _cleanup_free_ char *sig = NULL, *title = NULL, *pid = NULL, *comm = NULL, *host = NULL, *id = NULL;
+        ProblemProcess proc;
+        uint64_t when = 0;
+        Problem p;
+        int n = 0;
+
+        sig = field(j, "STACKWATCH_SIGNATURE");
+        if (!sig || !archive_signature_is_valid(sig))
+                return 0;
+        title = field(j, "STACKWATCH_TITLE");
+        /* OBJECT_PID is the firing's process (journald adds its fields from it); STACKWATCH_PID says the same. */
+        pid = field(j, "OBJECT_PID") ?: field(j, "STACKWATCH_PID");
+        if (pid)
+                (void) parse_pid(pid, &n);
+        comm = field(j, "STACKWATCH_COMM");
+        host = field(j, "_HOSTNAME");
+        id = field(j, "STACKWATCH_SNAPSHOT_ID");
+        (void) sym_sd_journal_get_realtime_usec(j, &when);
+        p = problem_of_firing(sig, title, when, n, comm, host, id);
+        /* Records come from many machines: a pid is a process on its host, and the snapshot is in that host's
+         * archive. */
+        if (p.n_processes > 0) {
+                proc = (ProblemProcess) { .pid = n, .comm = comm, .host = host };
+                p.processes = &proc;
+        }
+        if (id) {
+                /* A later firing of a problem still open names the problem's snapshot again: one snapshot. */
+                const Problem *row = problem_table_find(t, sig);
+
+                p.snapshots = !row || (!streq_ptr(row->latest_id, id) && !streq_ptr(row->first_id, id));
+                p.first_host = p.latest_host = host;
+        }
+        return problem_table_merge(t, &p) < 0 ? -ENOMEM : 1;
+}
+
+static int journal_source_problems(void *state, ProblemTable *t) {
+        sd_journal *j = state;
+        int r;
+
+        if (journal_add_matches(j, NULL) < 0)
+                return log_oom(), EXIT_FAIL;
+        while ((r = sym_sd_journal_next(j)) > 0)
+                if (merge_firing(j, t) < 0)
+                        return log_oom(), EXIT_FAIL;
+        if (r < 0) {
+                log_error_errno(r, "Failed to read the journal: %m");
+                return EXIT_FAIL;
+        }
+        return EXIT_OK;
+}
+
 const SnapshotSourceType snapshot_source_journal = {
         .name = "journal",
         .wanted = journal_wanted,
@@ -340,5 +396,6 @@ const SnapshotSourceType snapshot_source_journal = {
         .close = journal_source_close,
         .list = journal_source_list,
         .fetch = journal_source_fetch,
+        .problems = journal_source_problems,
         .host_column = true,
 };

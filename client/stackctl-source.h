@@ -1,8 +1,9 @@
-/* stackctl-source.h: where "list" and "show" read snapshots. A source lists the snapshots it has and fetches one:
- * the archive directory (stackctl-source-archive.c), the records of a journal (stackctl-source-journal.c), or
- * stackwatchd's API on one or several hosts (stackctl-source-daemon.c). Matching (PID, COMM=, --since …), -1, -n,
- * -r, the list table and show's rendering are written once, above the sources (stackctl-snapshots.c). A new source
- * is one file with a SnapshotSourceType, declared below and added to the table in stackctl-snapshots.c. */
+/* stackctl-source.h: where "list", "show" and "problems" read. A source lists the snapshots it has, fetches one,
+ * and counts the problems it knows of: the archive directory (stackctl-source-archive.c), the records of a journal
+ * (stackctl-source-journal.c), or stackwatchd's API on one or several hosts (stackctl-source-daemon.c). Matching
+ * (PID, COMM=, --since …), -1, -n, -r, the tables and show's rendering are written once, above the sources
+ * (stackctl-match.c, stackctl-snapshots.c, stackctl-problems.c). A new source is one file with a
+ * SnapshotSourceType, declared below and added to the table in stackctl-sources.c. */
 #pragma once
 
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "store/archive.h"
+#include "store/problems.h"
 
 /* One snapshot as a list shows it. */
 typedef struct SnapshotEntry {
@@ -61,6 +63,10 @@ typedef struct SnapshotSourceType {
         /* Snapshot ID (an id, or "latest": the newest of all), from HOST when a list entry named one (NULL
          * otherwise). */
         int (*fetch)(void *state, const char *id, const char *host, SnapshotDocument *ret);
+        /* Every problem it knows of (store/problems.h), merged into T: every firing counted once, the hosts and
+         * processes it was seen on, its latest snapshot. Like list, a source that could read only some of what it
+         * has merges that and returns its error. */
+        int (*problems)(void *state, ProblemTable *t);
         bool host_column;               /* list: a HOST column, even when no entry names its host */
 } SnapshotSourceType;
 
