@@ -1,4 +1,4 @@
-/* stackctl-match.c: the matches of list and show, and their -1 and -n window. */
+/* stackctl-match.c: the matches of list, show and problems, and their -1 and -n window. */
 #include <assert.h>
 #include <errno.h>
 #include <fnmatch.h>
@@ -112,6 +112,68 @@ bool match_snapshot(const ArchiveSummary *s, const Match *m, size_t n) {
                         break;
                 default:
                         assert(!"a match field without a test");
+                }
+                if (!ok)
+                        return false;
+        }
+        return true;
+}
+
+static const char *field_prefix(MatchField f) {
+        for (size_t i = 0; i < ELEMENTSOF(match_fields); i++)
+                if (match_fields[i].field == f)
+                        return match_fields[i].prefix;
+        return "";
+}
+
+int match_check_problem(const Match *m, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (m[i].field != MATCH_PID && m[i].field != MATCH_COMM && m[i].field != MATCH_SIGNATURE) {
+                        /* A problem spans processes, rules and classes: it has none of one. */
+                        log_error("Problems match a PID, a COMM or a SIGNATURE, not %s'%s'.",
+                                  field_prefix(m[i].field), m[i].value);
+                        return -EINVAL;
+                }
+        return 0;
+}
+
+static bool problem_has_pid(const Problem *p, pid_t pid) {
+        for (size_t i = 0; i < p->n_processes; i++)
+                if (p->processes[i].pid == pid)
+                        return true;
+        return false;
+}
+
+static bool problem_has_comm(const Problem *p, const char *glob) {
+        for (size_t i = 0; i < p->n_processes; i++)
+                if (glob_matches(glob, p->processes[i].comm))
+                        return true;
+        return false;
+}
+
+bool match_problem(const Problem *p, const Match *m, size_t n) {
+        if (arg.filter_pid > 0 && !problem_has_pid(p, arg.filter_pid))
+                return false;
+        /* --since: seen since then; --until: first seen before then. */
+        if (arg.since_usec > 0 && p->last_usec < arg.since_usec)
+                return false;
+        if (arg.until_usec > 0 && p->first_usec >= arg.until_usec)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                bool ok = false;
+
+                switch (m[i].field) {
+                case MATCH_PID:
+                        ok = problem_has_pid(p, m[i].pid);
+                        break;
+                case MATCH_COMM:
+                        ok = problem_has_comm(p, m[i].value);
+                        break;
+                case MATCH_SIGNATURE:
+                        ok = streq(p->signature, m[i].value);
+                        break;
+                default:
+                        ok = false; /* refused by match_check_problem() */
                 }
                 if (!ok)
                         return false;

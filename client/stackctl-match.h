@@ -1,4 +1,4 @@
-/* stackctl-match.h: the matches list and show take, as coredumpctl takes them ("1234", "nginx",
+/* stackctl-match.h: the matches list, show and problems take, as coredumpctl takes them ("1234", "nginx",
  * "/usr/sbin/nginx", FIELD=VALUE) or as a problem's signature, and the -1 and -n window over what matched. Pure:
  * the options in arg and the words of the command line, nothing read. */
 #pragma once
@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "store/archive.h"
+#include "store/problems.h"
 
 typedef enum MatchField {
         MATCH_PID,
@@ -33,6 +34,11 @@ typedef struct Match {
 int match_parse(int argc, char **argv, Match *ret, size_t *ret_n);
 /* Whether snapshot S satisfies every match M[0..N) and --pid, --rule, --since and --until. */
 bool match_snapshot(const ArchiveSummary *s, const Match *m, size_t n);
+/* -EINVAL, logged, when a match of M[0..N) names what a problem does not have (EXE, UNIT, RULE, CLASS). */
+int match_check_problem(const Match *m, size_t n);
+/* Whether problem P satisfies every match M[0..N) (PID, COMM: one of its processes; SIGNATURE: its key), --pid,
+ * --since (seen since) and --until (first seen before). */
+bool match_problem(const Problem *p, const Match *m, size_t n);
 /* Whether anything narrows what is listed (N_MATCHES matches, --pid, --rule, --since, --until): "No snapshots
  * match" rather than "No snapshots". */
 bool match_filtered(size_t n_matches);

@@ -1,4 +1,4 @@
-/* stackctl-sources.h: which snapshot source (stackctl-source.h) the options choose, for list and show:
+/* stackctl-sources.h: which snapshot source (stackctl-source.h) the options choose, for list, show and problems:
  * the journal with --journal, a daemon with --socket or --host, else the archive directory. */
 #pragma once
 

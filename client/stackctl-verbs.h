@@ -8,3 +8,4 @@ int verb_show(int argc, char **argv);          /* stackctl-snapshots.c */
 int verb_ps(int argc, char **argv);            /* stackctl-ps.c */
 int verb_rules(int argc, char **argv);         /* stackctl-rules.c */
 int verb_status(int argc, char **argv);        /* stackctl-status.c */
+int verb_problems(int argc, char **argv);      /* stackctl-problems.c */

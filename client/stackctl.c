@@ -29,9 +29,12 @@ enum {
         V_PS = 1 << 3,
         V_RULES = 1 << 4,
         V_STATUS = 1 << 5,
-        V_ALL = V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES | V_STATUS,
-        /* They talk to stackwatchd: dump with --via-daemon, list and show with --socket or --host. */
-        V_DAEMON = V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES | V_STATUS,
+        V_PROBLEMS = 1 << 6,
+        V_ALL = V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES | V_STATUS | V_PROBLEMS,
+        /* They talk to stackwatchd: dump with --via-daemon, list, show and problems with --socket or --host. */
+        V_DAEMON = V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES | V_STATUS | V_PROBLEMS,
+        /* They read a snapshot source (stackctl-sources.h): the archive, the journal or a daemon's. */
+        V_SOURCES = V_LIST | V_SHOW | V_PROBLEMS,
 };
 
 typedef struct Verb {
@@ -47,9 +50,11 @@ static const Verb verbs[] = {
         { "dump", V_DUMP, 0, -1, verb_dump, "dump PID… | --all",
           "Print the kernel and user stack of every thread of PID, without stopping blocked threads" },
         { "list", V_LIST, 0, -1, verb_list, "list [MATCH…]",
-          "List the snapshots in the archive, oldest first (MATCH: PID, COMM, /EXE, SIGNATURE, FIELD=VALUE)" },
+          "List the archive's snapshots, oldest first (MATCH: PID, COMM, /EXE, SIGNATURE, FIELD=VALUE)" },
         { "show", V_SHOW, 0, -1, verb_show, "show [ID|latest|MATCH…]",
           "Print one archived snapshot (default: the latest, or the latest that matches)" },
+        { "problems", V_PROBLEMS, 0, -1, verb_problems, "problems [MATCH…]",
+          "One row per problem: how often it fired, when, where (MATCH: PID, COMM, SIGNATURE)" },
         { "ps", V_PS, 0, 0, verb_ps, "ps", "Threads the daemon finds unhealthy (--all, --class, --unit, --comm)" },
         { "rules", V_RULES, 0, 0, verb_rules, "rules",
           "The daemon's rules, how often each fired, the capture budget" },
@@ -72,9 +77,9 @@ static const struct {
         { "   --no-pager", "Do not pipe the output into a pager ($STACKCTL_PAGER, $PAGER, less) on a terminal" },
         { "-a --all", "dump: every process on the machine; ps: every thread" },
         { "-t --tid TID", "dump: only this thread" },
-        { "-p --pid PID", "dump: this process (as an argument; eu-stack's -p); list: only this process" },
-        { "-1", "dump: only the main thread (eu-stack); list: only the latest match; show: taken, a no-op" },
-        { "-n N", "dump: at most N frames per thread (eu-stack); list: only the N latest" },
+        { "-p --pid PID", "dump: this process (as an argument; eu-stack's -p); list, problems: only this process" },
+        { "-1", "dump: only the main thread (eu-stack); list, problems: only the latest match; show: a no-op" },
+        { "-n N", "dump: at most N frames per thread (eu-stack); list, problems: only the N latest" },
         { "-s -i -m", "dump: eu-stack's source lines, inlined frames, module names (all shown by default)" },
         { "-b", "dump: eu-stack's build-ids (the same as --modules)" },
         { "   --peers N", "dump: also the processes it waits on, N hops deep, and the wait chain (default 0)" },
@@ -95,27 +100,27 @@ static const struct {
         { "   --modules", "dump, show: also list the modules with their build-ids" },
         { "   --via-daemon", "dump: have stackwatchd capture the process (one PID; several hosts: each one's)" },
         { "-o --output FILE", "dump, show: write to FILE instead of stdout" },
-        { "   --archive DIR", "list, show: the snapshot archive (default " STACKWATCH_ARCHIVE_DEFAULT ")" },
+        { "   --archive DIR", "list, show, problems: the snapshot archive (default " STACKWATCH_ARCHIVE_DEFAULT ")" },
         { "   --rule NAME", "list, show: only snapshots taken by this rule" },
-        { "   --since WHEN", "list, show: only snapshots since WHEN (10m, 2h, @EPOCH, YYYY-MM-DD[ HH:MM[:SS]])" },
-        { "   --until WHEN", "list, show: only snapshots before WHEN (the same forms)" },
-        { "-r --reverse", "list: newest first; dump: eu-stack's -r, names not demangled" },
+        { "   --since WHEN", "list, show, problems: only since WHEN (10m, 2h, @EPOCH, YYYY-MM-DD[ HH:MM[:SS]])" },
+        { "   --until WHEN", "list, show, problems: only before WHEN (the same forms)" },
+        { "-r --reverse", "list, problems: newest first; dump: eu-stack's -r, names not demangled" },
         { "   --no-demangle", "dump, show: C++ and Rust names as the binary has them (demangled by default)" },
         { "   --resymbolize", "show: resolve the frames again from their pcs and build-ids with today's debuginfo" },
         { "   --debuginfod URLS", "dump, show --resymbolize: ask these debuginfod servers (DEBUGINFOD_URLS)" },
         { "   --no-debuginfod", "dump, show --resymbolize: ask no debuginfod server" },
         { "   --cache-dir DIR", "dump, show --resymbolize: debuginfo cache (" SYMCACHE_DIR_DEFAULT " for root)" },
         { "   --no-cache", "dump, show --resymbolize: no debuginfo cache" },
-        { "   --journal", "list, show: the snapshots in journal records (archive.journal), not the archive" },
-        { "-D --directory DIR", "list, show --journal: the journal files in DIR (a journal-remote directory)" },
-        { "   --file GLOB", "list, show --journal: these journal files" },
-        { "-m --merge", "list, show --journal: every machine's journals, not only this one's" },
+        { "   --journal", "list, show, problems: the journal's records of firings (archive.journal), not the archive" },
+        { "-D --directory DIR", "With --journal: the journal files in DIR (a journal-remote directory)" },
+        { "   --file GLOB", "With --journal: these journal files" },
+        { "-m --merge", "With --journal: every machine's journals, not only this one's" },
         { "   --class LIST", "ps: only these classes, comma-separated (blocked,busy-loop,…)" },
         { "   --unit GLOB", "ps: only processes in matching systemd units" },
         { "   --comm GLOB", "ps: only threads or processes with a matching name" },
-        { "   --no-legend", "list, ps, rules: no header and footer lines" },
-        { "   --socket PATH", "ps, rules, status, dump --via-daemon, list, show (its archive): the daemon's socket" },
-        { "   --host URL", "The same, over TCP (http://HOST:PORT; several: each); list, show --journal: host NAME" },
+        { "   --no-legend", "list, problems, ps, rules: no header and footer lines" },
+        { "   --socket PATH", "ps, rules, status, dump --via-daemon, list, show, problems (its archive): the daemon's socket" },
+        { "   --host URL", "The same, over TCP (http://HOST:PORT; several: each); with --journal: a host NAME" },
         { "   --hosts FILE", "Every daemon in FILE, one a line: URL [TOKEN-FILE] (# comments); as --host each" },
         { "   --token-file FILE", "With --host: send the bearer token in FILE (--hosts: for lines without one)" },
         { "   --cacert FILE", "With --host https://…: check the daemon's certificate against the CA(s) in FILE" },
@@ -179,9 +184,10 @@ static void help(FILE *f) {
         for (size_t i = 0; i < ELEMENTSOF(option_help); i++)
                 fprintf(f, "  %-*s %s\n", column_width(option_help[i].option, 24), option_help[i].option,
                         option_help[i].help);
-        fprintf(f, "\nMATCH (list, show), as coredumpctl takes them: a PID, a COMM, an /EXE path, a problem's SIGNATURE\n"
-                   "(16 hex digits), or PID=, COMM=, EXE=, UNIT=, RULE=, CLASS=, SIGNATURE= with a value (COMM, EXE\n"
-                   "and UNIT take globs); all must hold.\n");
+        fprintf(f, "\nMATCH (list, show, problems), as coredumpctl takes them: a PID, a COMM, an /EXE path, a problem's\n"
+                   "SIGNATURE (16 hex digits), or PID=, COMM=, EXE=, UNIT=, RULE=, CLASS=, SIGNATURE= with a value\n"
+                   "(COMM, EXE and UNIT take globs); all must hold. A problem matches a PID or COMM of any of its\n"
+                   "processes, and takes no EXE, UNIT, RULE or CLASS.\n");
         fprintf(f, "\nThe daemon's socket is " API_SOCKET_DEFAULT " unless --socket or --host says otherwise.\n");
         fprintf(f, "\nExit status: 0 ok, 1 failure, 2 usage, 3 no such process or nothing found, 4 permission\n"
                    "denied, 5 partial dump, 6 no daemon. With several hosts, any host that did not answer properly\n"
@@ -254,15 +260,15 @@ static const struct {
         { ARG_NO_PAGER, "--no-pager", V_ALL },
         { 'a', "--all", V_DUMP | V_PS },
         { 't', "--tid", V_DUMP },
-        { 'p', "--pid", V_DUMP | V_LIST | V_SHOW },
-        { '1', "-1", V_DUMP | V_LIST | V_SHOW },
-        { 'n', "-n", V_DUMP | V_LIST },
+        { 'p', "--pid", V_DUMP | V_SOURCES },
+        { '1', "-1", V_DUMP | V_SOURCES },
+        { 'n', "-n", V_DUMP | V_LIST | V_PROBLEMS },
         { 's', "-s", V_DUMP },
         { 'i', "-i", V_DUMP },
-        { 'm', "-m", V_DUMP | V_LIST | V_SHOW },
-        { ARG_JOURNAL, "--journal", V_LIST | V_SHOW },
-        { 'D', "--directory", V_LIST | V_SHOW },
-        { ARG_FILE, "--file", V_LIST | V_SHOW },
+        { 'm', "-m", V_DUMP | V_SOURCES },
+        { ARG_JOURNAL, "--journal", V_SOURCES },
+        { 'D', "--directory", V_SOURCES },
+        { ARG_FILE, "--file", V_SOURCES },
         { 'b', "-b", V_DUMP },
         { ARG_PEERS, "--peers", V_DUMP },
         { ARG_LOCKS, "--locks", V_DUMP },
@@ -282,11 +288,11 @@ static const struct {
         { ARG_MODULES, "--modules", V_DUMP | V_SHOW },
         { ARG_VIA_DAEMON, "--via-daemon", V_DUMP },
         { 'o', "--output", V_DUMP | V_SHOW },
-        { ARG_ARCHIVE, "--archive", V_LIST | V_SHOW },
+        { ARG_ARCHIVE, "--archive", V_SOURCES },
         { ARG_RULE, "--rule", V_LIST | V_SHOW },
-        { ARG_SINCE, "--since", V_LIST | V_SHOW },
-        { ARG_UNTIL, "--until", V_LIST | V_SHOW },
-        { 'r', "--reverse", V_LIST | V_DUMP },
+        { ARG_SINCE, "--since", V_SOURCES },
+        { ARG_UNTIL, "--until", V_SOURCES },
+        { 'r', "--reverse", V_LIST | V_PROBLEMS | V_DUMP },
         { ARG_NO_DEMANGLE, "--no-demangle", V_DUMP | V_SHOW },
         { ARG_RESYMBOLIZE, "--resymbolize", V_SHOW },
         { ARG_DEBUGINFOD, "--debuginfod", V_DUMP | V_SHOW },
@@ -296,7 +302,7 @@ static const struct {
         { ARG_CLASS, "--class", V_PS },
         { ARG_UNIT, "--unit", V_PS },
         { ARG_COMM, "--comm", V_PS },
-        { ARG_NO_LEGEND, "--no-legend", V_LIST | V_PS | V_RULES },
+        { ARG_NO_LEGEND, "--no-legend", V_LIST | V_PROBLEMS | V_PS | V_RULES },
         { ARG_SOCKET, "--socket", V_DAEMON },
         { ARG_HOST, "--host", V_DAEMON },
         { ARG_HOSTS, "--hosts", V_DAEMON },
@@ -621,7 +627,8 @@ static int parse_argv(int argc, char **argv) {
                         /* eu-stack's source lines and inlined frames: on unless --no-source. */
                         break;
                 case 'm':
-                        /* dump: eu-stack's module names (every frame shows its module); list, show: --merge. */
+                        /* dump: eu-stack's module names (every frame shows its module); list, show, problems:
+                         * --merge. */
                         arg.merge = true;
                         break;
                 case ARG_JOURNAL:
@@ -774,23 +781,23 @@ static int dispatch(int argc, char **argv) {
                 argv = dump_argv;
                 arg.filter_pid = 0;
         }
-        /* list, show: -D, --file and -m read journals, and only with --journal; --host is a daemon without it, a
-         * host name to match with it, and --socket a daemon. */
-        if ((v->bit & (V_LIST | V_SHOW)) && !arg.journal && (arg.journal_dir || arg.journal_files || arg.merge)) {
+        /* list, show, problems: -D, --file and -m read journals, and only with --journal; --host is a daemon
+         * without it, a host name to match with it, and --socket a daemon. */
+        if ((v->bit & V_SOURCES) && !arg.journal && (arg.journal_dir || arg.journal_files || arg.merge)) {
                 log_error("-D, --file and --merge read snapshots from the journal: add --journal.");
                 return EXIT_USAGE;
         }
-        if ((v->bit & (V_LIST | V_SHOW)) && arg.journal && arg.socket_given) {
+        if ((v->bit & V_SOURCES) && arg.journal && arg.socket_given) {
                 log_error("--socket names a daemon to read snapshots from, --journal the journal: use one.");
                 return EXIT_USAGE;
         }
-        if ((v->bit & (V_LIST | V_SHOW)) && (arg.journal || !(arg.host || arg.socket_given)) &&
+        if ((v->bit & V_SOURCES) && (arg.journal || !(arg.host || arg.socket_given)) &&
             (arg.token_file || arg.cacert || arg.timeout_usec)) {
-                log_error("--token-file, --cacert and --timeout are for a daemon: list and show read one with "
-                          "--socket or --host.");
+                log_error("--token-file, --cacert and --timeout are for a daemon: list, show and problems read "
+                          "one with --socket or --host.");
                 return EXIT_USAGE;
         }
-        if ((v->bit & (V_LIST | V_SHOW)) && (arg.host || arg.socket_given) && !arg.journal &&
+        if ((v->bit & V_SOURCES) && (arg.host || arg.socket_given) && !arg.journal &&
             !streq(arg.archive_dir, STACKWATCH_ARCHIVE_DEFAULT)) {
                 log_error("--archive names a directory here; --socket and --host read a daemon's archive: use one.");
                 return EXIT_USAGE;
@@ -835,7 +842,7 @@ static int dispatch(int argc, char **argv) {
                 return EXIT_FAIL;
         }
         /* A pager for what people read on a terminal; JSON and folded stacks are for programs. */
-        if (arg.format == RENDER_TEXT && (v->bit & (V_DUMP | V_LIST | V_SHOW | V_PS | V_RULES)))
+        if (arg.format == RENDER_TEXT && (v->bit & (V_DUMP | V_SOURCES | V_PS | V_RULES)))
                 pager_open();
         r = v->fn(argc, argv);
         pager_close();

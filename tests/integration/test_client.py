@@ -429,8 +429,12 @@ def test_bash_completion_snapshot_ids(daemon, fixture):
     d = daemon(rules(name))
     fx = fixture("block-read", "--name", name).wait_wchan("pipe_read")
     [snap] = wait_until(lambda: d.snapshots("--pid", str(fx.pid)), timeout=15, what="a snapshot")
-    assert complete(STACKCTL, "--archive", d.archive, "show", "") == ["latest", snap["id"]]
+    # show takes a problem's signature too (its latest snapshot); list and problems take one as a match.
+    assert snap["signature"], snap
+    assert complete(STACKCTL, "--archive", d.archive, "show", "") == ["latest", snap["id"], snap["signature"]]
     assert complete(STACKCTL, "--archive", d.archive, "show", snap["id"][:8]) == [snap["id"]]
+    for verb in ("list", "problems"):
+        assert complete(STACKCTL, "--archive", d.archive, verb, "") == [snap["signature"]]
 
 
 # ---- start-up ----
