@@ -1,12 +1,17 @@
 """stackctl problems: one row per problem (every firing of one signature), from each source list reads: the archive
 directory (its ledger and its snapshots), the journal's firing records, a daemon's GET /problems, and several daemons
 at once, where the same hang on two hosts is one row with its counts added. Real hangs under the real daemon: the
-two-process Python pipe deadlock of tests/fixtures/python/culprit.py, and block-read."""
+two-process Python pipe deadlock of tests/fixtures/python/culprit.py, and block-read; two hosts are namespaces with
+hostnames of their own, as in test_fleet.py."""
 import json
 import os
 import re
+import signal
+import subprocess
+import uuid
 
 from conftest import free_port, stackctl, wait_until
+from test_fleet import HOST, JOURNALD, REMOTE, UPLOAD, journal_records, needs_remote
 from test_journal import FIRED, journal, journald_daemon  # noqa: F401  (journald_daemon is a fixture)
 from test_python_daemon import culprit, unique_comm  # noqa: F401  (culprit is a fixture)
 
@@ -311,3 +316,73 @@ def test_the_journal_counts_every_firing_record(journald_daemon, culprit):
     # --host keeps one machine's records, as list has it.
     assert problems(*src, "--host", NODENAME, rc=0) == rows
     problems(*src, "--host", "no-such-host", rc=3)
+
+
+@needs_remote
+def test_a_central_journal_has_one_row_for_a_hang_two_hosts_saw(daemon, culprit, tmp_path):
+    """Two hosts (each its own hostname, machine-id and journald, as in test_fleet.py) see the same deadlock and ship
+    their journals to a systemd-journal-remote: on the central directory, problems --journal is one row, HOSTS 2,
+    COUNT 2, each host's records its own with --host."""
+    comm = unique_comm("pr-fl")
+    names = ("pr-fleet-a", "pr-fleet-b")
+    hosts, journalds = {}, []
+    remote = None
+    try:
+        for name in names:
+            hdir = tmp_path / name
+            (hdir / "journal").mkdir(parents=True)
+            setup = hdir / "host-ns"
+            setup.write_text(HOST % JOURNALD)
+            setup.chmod(0o755)
+            env = {"FLEET_HOST": name, "FLEET_MACHINE_ID": uuid.uuid4().hex, "FLEET_DIR": str(hdir)}
+            archive = tmp_path / f"archive-{name}"
+            d = daemon(config(deadlock_rule(comm), archive=archive), env=env,
+                       args=("--log-target=journal",),
+                       wrapper=("unshare", "--mount", "--uts", "--propagation", "private", "--", str(setup)))
+            journalds.append(int((hdir / "journald.pid").read_text()))
+            hosts[name] = (d, hdir, archive)
+        c = culprit(comm, "deadlock")
+        pids = {c.tid("wait_for_child"), c.tid("wait_for_parent")}
+        for name, (d, hdir, _) in hosts.items():
+            wait_until(lambda: journal_records(hdir / "journal", f"MESSAGE_ID={FIRED}", f"STACKWATCH_COMM={comm}"),
+                       timeout=30, interval=0.1, what=f"{name}'s firing record")
+
+        central = tmp_path / "central"
+        central.mkdir()
+        port = free_port()
+        remote = subprocess.Popen([REMOTE, f"--listen-http=127.0.0.1:{port}", f"--output={central}/all.journal",
+                                   "--split-mode=none"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        wait_until(lambda: subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"],
+                                          capture_output=True).returncode == 0,
+                   timeout=15, interval=0.1, what="journal-remote listening")
+        for name, (d, hdir, _) in hosts.items():
+            jfiles = list((hdir / "journal").rglob("*.journal"))
+            up = subprocess.run([UPLOAD, f"--url=http://127.0.0.1:{port}", f"--directory={jfiles[0].parent}",
+                                 "--follow=no", f"--save-state={hdir}/upload.state"], capture_output=True, text=True,
+                                timeout=60)
+            assert up.returncode == 0, up.stderr[-2000:]
+        src = ("--journal", "-D", central)
+        [row] = wait_until(lambda: [r for r in problems(*src) if r["count"] == 2], timeout=20, interval=0.2,
+                           what="both hosts' firings in the central journal")
+        assert sorted(row["hosts"]) == sorted(names) and row["snapshots"] == 2, row
+        assert {p["host"] for p in row["processes"]} == set(names), row
+        assert {p["pid"] for p in row["processes"]} <= pids, row
+        assert row["title"].endswith(f" ⇄ {comm} (deadlock)"), row
+        _, [t] = table("problems", *src)
+        assert (t["SIGNATURE"], t["COUNT"], t["HOSTS"]) == (row["signature"], "2", "2"), t
+        # One machine's records: its one firing, its own snapshot.
+        for name, (d, hdir, archive) in hosts.items():
+            [one] = problems(*src, "--host", name, rc=0)
+            [snap] = json.loads(stackctl("--archive", archive, "list", "--json", check_rc=0).stdout)
+            assert one["count"] == 1 and one["hosts"] == [name] and one["latest_id"] == snap["id"], one
+    finally:
+        if remote:
+            remote.send_signal(signal.SIGTERM)
+            remote.wait(timeout=10)
+        for d, *_ in hosts.values():
+            d.stop()
+        for pid in journalds:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
