@@ -78,7 +78,7 @@ static const struct {
         { "-a --all", "dump: every process on the machine; ps: every thread" },
         { "-t --tid TID", "dump: only this thread" },
         { "-p --pid PID", "dump: this process (as an argument; eu-stack's -p); list, problems: only this process" },
-        { "-1", "dump: only the main thread (eu-stack); list, problems: only the latest match; show: a no-op" },
+        { "-1", "dump: only the main thread (eu-stack); list, problems: only the latest match; show: taken, a no-op" },
         { "-n N", "dump: at most N frames per thread (eu-stack); list, problems: only the N latest" },
         { "-s -i -m", "dump: eu-stack's source lines, inlined frames, module names (all shown by default)" },
         { "-b", "dump: eu-stack's build-ids (the same as --modules)" },

@@ -74,12 +74,12 @@ def test_man_page_and_help_agree_with_the_code_on_r_and_show_1(tmp_path):
     opt = {ln.split()[0]: " ".join(ln.split()) for ln in help_text.splitlines() if ln.startswith("  -")}
     man = man_text("stackctl.1")
     # -r: list newest first; dump takes it as eu-stack does (names not demangled); stackctl(1) said "not taken".
-    assert "list: newest first; dump: eu-stack's -r, names not demangled" in opt["-r"]
+    assert "list, problems: newest first; dump: eu-stack's -r, names not demangled" in opt["-r"]
     assert "-r is taken (names not demangled, as --no-demangle)" in man
     assert not re.search(r"-r, -v, -d and -q are not taken", man)
     # show -1: taken, and show prints the latest match whether or not it is given; --help said "only the latest
     # match" for list and show alike, the man page only for list.
-    assert "list: only the latest match; show: taken, a no-op" in opt["-1"]
+    assert "list, problems: only the latest match; show: taken, a no-op" in opt["-1"]
     assert "show -1 is taken, as coredumpctl(1) takes it, and changes nothing" in man
     arch = tmp_path / "archive"
     arch.mkdir()
