@@ -184,9 +184,17 @@ def test_daemon_routes_and_archive(daemon, hostile):
     base = hostile["base"].decode()
     d = daemon(RULES.format(base=base))
     pids = hostile["pids"]
-    # The client and the reader are blocked; each is captured with its peer into the archive.
-    wait_until(lambda: len({s["pid"] for s in d.snapshots()} & {pids["client"], pids["reader"]}) == 2, timeout=30,
-               what="snapshots of the client and the reader")
+    # The client and the server wait on each other (one problem: one snapshot, of whichever fired first, the other
+    # its peer); the reader waits on the server. Each is captured with its peer into the archive.
+    def captured():
+        snaps = {s["pid"] for s in d.snapshots()}
+        return snaps & {pids["client"], pids["server"]} and pids["reader"] in snaps
+    try:
+        wait_until(captured, timeout=30, what="snapshots of the deadlock and of the reader")
+    except AssertionError as e:
+        # What the daemon made of them, for the failure to say why.
+        threads = [t for t in d.get_json("/processes?all=1")["threads"] if t["pid"] in pids.values()]
+        raise AssertionError(f"{e}; snapshots {d.snapshots()}; threads {threads}") from None
 
     routes = ["/processes", "/processes?all=1", "/snapshots", "/rules", "/metrics", "/healthz"]
     for pid in pids.values():
