@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "store/archive.h"
+#include "store/problems.h"
 #include "firing.h"
 #include "hooks.h"
 #include "owed.h"
@@ -33,6 +34,8 @@ typedef struct DaemonView {
         uint64_t reload_failures;       /* reloads refused since start */
         const char *reload_error;       /* why the latest reload failed (its first error); NULL when it did not */
         const Alerts *alerts;           /* the alerts hooks keep active; NULL: none */
+        const ProblemTable *problems;   /* every firing's problem, the ledger's and since (no snapshot in it);
+                                         * NULL: read the ledger */
         uint64_t poll_interval_usec;    /* the one in force: poll_interval, or auto stretched by the polls' cost */
         uint64_t last_poll_cpu_usec;    /* the latest poll's CPU time: its scan, walks and rules */
 } DaemonView;

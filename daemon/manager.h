@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "store/archive.h"
+#include "store/problems.h"
 #include "capture-budget.h"
 #include "capture-job.h"
 #include "firing.h"
@@ -54,6 +55,7 @@ struct Manager {
         HttpRoutes *http_routes;
         Hooks *hooks;
         Alerts alerts;
+        ProblemTable problems;          /* the archive's ledger, read at start and counted on in memory */
         Metrics metrics;
 
         bool ready;

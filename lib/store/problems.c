@@ -205,6 +205,13 @@ Problem problem_of_firing(const char *signature, const char *title, uint64_t tim
 int problem_table_add_snapshots(ProblemTable *t, const ArchiveSummary *list, size_t n) {
         int r;
 
+        /* Which snapshots there are is the listing's to say: the ids a firing named may have rotated out. */
+        for (size_t i = 0; i < t->n; i++) {
+                t->items[i].first_id = mfree(t->items[i].first_id);
+                t->items[i].latest_id = mfree(t->items[i].latest_id);
+                t->items[i].snapshots = 0;
+        }
+
         for (size_t i = 0; i < n; i++) {
                 const ArchiveSummary *s = &list[i];
                 Problem *p;

@@ -68,8 +68,9 @@ int problem_table_merge(ProblemTable *t, const Problem *p);
  * problem_done() it). */
 Problem problem_of_firing(const char *signature, const char *title, uint64_t time_usec, pid_t pid, const char *comm,
                           const char *host, const char *snapshot_id);
-/* The snapshots an archive has (archive_list()) counted into T: each row's snapshots, first_id and latest_id; a
- * snapshot whose signature has no row (the ledger lost it, or nothing wrote one) is a row of one firing. Snapshots
+/* The snapshots an archive has (archive_list()) counted into T: each row's snapshots, first_id and latest_id (those
+ * the rows had before are dropped: a snapshot a firing named may have rotated out); a snapshot whose signature has
+ * no row (the ledger lost it, or nothing wrote one) is a row of one firing. Snapshots
  * without a signature in their header are left out. */
 int problem_table_add_snapshots(ProblemTable *t, const ArchiveSummary *list, size_t n);
 /* Oldest first by last_usec, then by signature. */
