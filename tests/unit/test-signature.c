@@ -4,6 +4,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "base/macro.h"
 #include "render/signature.h"
@@ -67,14 +68,14 @@ static Snapshot *blocked_c(const char *comm, pid_t pid, uint64_t base, unsigned 
         s->comm = strdup(comm);
         app = module_of(s, "/usr/bin/app", base);
         libc = module_of(s, "/lib/x86_64-linux-gnu/libc.so.6", base + 0x7000000);
-        t = thread(s, pid, 0);
+        t = thread(s, pid, SYS_read);
         native(t, libc, base + 0x7000123, "__GI___libc_read", 26);
         native(t, libc, base + 0x7000456, "read", 0);
         native(t, app, base + 0x1100, "poll_once(int, std::vector<int, std::allocator<int> > const&)", line);
         native(t, app, base + 0x1180, "poll_once(int, std::vector<int, std::allocator<int> > const&)", line + 1);
         native(t, app, base + 0x1200, "serve", line + 10);
         native(t, app, base + 0x1300, "main", line + 20);
-        trigger(s, pid, "blocked", 0);
+        trigger(s, pid, "blocked", SYS_read);
         return s;
 }
 
