@@ -37,19 +37,29 @@ static void archive_source_close(void *state) {
         archive_free(state);
 }
 
-static int archive_source_list(void *state, SnapshotEntry **ret, size_t *ret_n) {
-        ArchiveSummary *sums = NULL;
-        SnapshotEntry *e;
-        size_t n = 0, skipped = 0;
-        int r;
+/* The archive's snapshots, oldest first, saying what could not be read: an exit code. */
+static int list_archive(void *state, ArchiveSummary **ret, size_t *ret_n) {
+        size_t skipped = 0;
+        int r = archive_list(state, ret, ret_n, &skipped);
 
-        r = archive_list(state, &sums, &n, &skipped);
         if (r < 0) {
                 log_error_errno(r, "Failed to list %s: %m", arg.archive_dir);
                 return EXIT_FAIL;
         }
         if (skipped > 0)
                 log_warning("Skipped %zu unreadable file(s) in %s.", skipped, arg.archive_dir);
+        return EXIT_OK;
+}
+
+static int archive_source_list(void *state, SnapshotEntry **ret, size_t *ret_n) {
+        ArchiveSummary *sums = NULL;
+        SnapshotEntry *e;
+        size_t n = 0;
+        int r;
+
+        r = list_archive(state, &sums, &n);
+        if (r != EXIT_OK)
+                return r;
         e = calloc(n + 1, sizeof *e);
         if (!e) {
                 archive_summaries_free(sums, n);
@@ -101,13 +111,9 @@ static int archive_source_problems(void *state, ProblemTable *t) {
         }
         if (skipped > 0)
                 log_warning("Skipped %zu unreadable line(s) of %s/%s.", skipped, arg.archive_dir, PROBLEMS_LEDGER);
-        r = archive_list(state, &sums, &n, &skipped);
-        if (r < 0) {
-                log_error_errno(r, "Failed to list %s: %m", arg.archive_dir);
-                return EXIT_FAIL;
-        }
-        if (skipped > 0)
-                log_warning("Skipped %zu unreadable file(s) in %s.", skipped, arg.archive_dir);
+        r = list_archive(state, &sums, &n);
+        if (r != EXIT_OK)
+                return r;
         r = problem_table_add_snapshots(t, sums, n);
         archive_summaries_free(sums, n);
         if (r < 0)
