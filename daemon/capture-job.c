@@ -410,6 +410,7 @@ static int job_child(const CaptureJobSpec *spec, int out_fd) {
                 .unit = s->unit,
                 .signature = s->signature,
                 .title = s->title,
+                .host = s->hostname,
         };
         r = archive_open(spec->archive_dir, &a);
         if (r >= 0)

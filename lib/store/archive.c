@@ -259,6 +259,7 @@ void archive_summary_done(ArchiveSummary *s) {
         free(s->unit);
         free(s->signature);
         free(s->title);
+        free(s->host);
         *s = (ArchiveSummary) {};
 }
 
@@ -272,7 +273,8 @@ json_object *archive_summary_to_json(const ArchiveSummary *s) {
             json_add_string(o, "exe", s->exe) < 0 || json_add_string(o, "unit", s->unit) < 0 ||
             json_add_string(o, "rule", s->rule) < 0 || json_add_string(o, "class", s->klass) < 0 ||
             json_add_u64(o, "size", s->size) < 0 || json_add_u64(o, "file_size", s->file_size) < 0 ||
-            json_add_string(o, "signature", s->signature) < 0 || json_add_string(o, "title", s->title) < 0) {
+            json_add_string(o, "signature", s->signature) < 0 || json_add_string(o, "title", s->title) < 0 ||
+            json_add_string(o, "host", s->host) < 0) {
                 json_object_put(o);
                 return NULL;
         }
@@ -292,7 +294,7 @@ int archive_summary_from_json(json_object *o, ArchiveSummary *ret) {
         if (!(s.id = strdup(id)) || json_dup_string(o, "comm", &s.comm) < 0 || json_dup_string(o, "exe", &s.exe) < 0 ||
             json_dup_string(o, "unit", &s.unit) < 0 || json_dup_string(o, "rule", &s.rule) < 0 ||
             json_dup_string(o, "class", &s.klass) < 0 || json_dup_string(o, "title", &s.title) < 0 ||
-            json_dup_string(o, "signature", &s.signature) < 0) {
+            json_dup_string(o, "signature", &s.signature) < 0 || json_dup_string(o, "host", &s.host) < 0) {
                 archive_summary_done(&s);
                 return -ENOMEM;
         }
@@ -341,6 +343,9 @@ static int archive_header_build(const char *id, uint64_t timestamp_usec, const A
                 return r;
         if (summary->signature && summary->title && strlen(summary->title) <= ARCHIVE_HEADER_FIELD_MAX &&
             (r = json_add_string(o, "title", summary->title)) < 0)
+                return r;
+        if (summary->host && strlen(summary->host) <= ARCHIVE_HEADER_FIELD_MAX &&
+            (r = json_add_string(o, "host", summary->host)) < 0)
                 return r;
         /* json-c escapes control characters, so a comm like "\e[2J" stays inert in the header. */
         r = json_to_text(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &s, &n);
@@ -405,7 +410,7 @@ static int archive_header_parse(const char *p, size_t n, const char *id, Archive
         if ((r = json_require_string(o, "comm", &s.comm)) < 0 || (r = json_require_string(o, "rule", &s.rule)) < 0 ||
             (r = json_require_string(o, "class", &s.klass)) < 0 || (r = json_dup_string(o, "exe", &s.exe)) < 0 ||
             (r = json_dup_string(o, "unit", &s.unit)) < 0 || (r = json_dup_string(o, "signature", &s.signature)) < 0 ||
-            (r = json_dup_string(o, "title", &s.title)) < 0)
+            (r = json_dup_string(o, "title", &s.title)) < 0 || (r = json_dup_string(o, "host", &s.host)) < 0)
                 return r;
         /* A signature not of our form is no signature: it is a key in lookups and paths of the page. */
         if (s.signature && !archive_signature_is_valid(s.signature))

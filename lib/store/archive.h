@@ -10,8 +10,9 @@
 /* File format (stackwatch.archive/1):
  *   1. a zstd skippable frame (magic ARCHIVE_HEADER_MAGIC, little-endian u32 length, then that many bytes) that
  *      holds the summary as one JSON object: {"schema", "id", "timestamp_usec", "pid", "comm", "rule", "class",
- *      "size", and when known "exe", "unit", "signature" and "title"}, at most ARCHIVE_HEADER_MAX bytes, so that listing reads one small
- *      block per file (exe and unit are left out when longer than ARCHIVE_HEADER_FIELD_MAX);
+ *      "size", and when known "exe", "unit", "signature", "title" and "host"}, at most ARCHIVE_HEADER_MAX bytes, so
+ *      that listing reads one small block per file (exe, unit, title and host are left out when longer than
+ *      ARCHIVE_HEADER_FIELD_MAX);
  *   2. one ordinary zstd frame (content size and checksum set) with the snapshot document, "size" bytes.
  * Decoders skip skippable frames, so "zstd -d" yields the document alone.
  * Schema history:
@@ -38,7 +39,7 @@ typedef struct ArchiveLimits {
 } ArchiveLimits;
 
 /* What a snapshot's header says, plus its size on disk. For archive_write() only timestamp_usec (0 = now), pid,
- * comm, rule, klass, exe, unit, signature and title are read; id, size and file_size are filled in by the archive. */
+ * comm, rule, klass, exe, unit, signature, title and host are read; id, size and file_size are filled in by the archive. */
 typedef struct ArchiveSummary {
         char *id;
         uint64_t timestamp_usec; /* CLOCK_REALTIME */
@@ -49,6 +50,7 @@ typedef struct ArchiveSummary {
         char *exe, *unit;        /* NULL when unknown (or written by a version without them) */
         char *signature, *title; /* the problem it shows (render/signature.h); NULL when the header has none: a
                                   * version without them wrote it, read the document for them */
+        char *host;              /* the host it was taken on; NULL when unknown */
         uint64_t size;           /* uncompressed document bytes */
         uint64_t file_size;      /* bytes on disk */
 } ArchiveSummary;
@@ -113,7 +115,7 @@ int archive_id_compare(const char *a, const char *b);
 /* Free the strings of one summary and zero it (the struct itself is the caller's); NULL-safe. */
 void archive_summary_done(ArchiveSummary *s);
 /* S as the API and stackctl list --json show it: {"id", "timestamp_usec", "pid", "comm", "exe", "unit", "rule",
- * "class", "size", "file_size", "signature", "title"} (unknown strings null); NULL on OOM. */
+ * "class", "size", "file_size", "signature", "title", "host"} (unknown strings null); NULL on OOM. */
 struct json_object *archive_summary_to_json(const ArchiveSummary *s);
 /* The other way, for a client of the API: an entry of GET /snapshots into *RET. Lenient about missing strings (NULL)
  * and numbers (0), as a daemon of another version may leave some out; -EBADMSG when O is not an object or its id

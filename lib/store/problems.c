@@ -220,8 +220,10 @@ int problem_table_add_snapshots(ProblemTable *t, const ArchiveSummary *list, siz
                         continue;
                 p = problem_table_find(t, s->signature);
                 if (!p) {
+                        /* A snapshot whose firing is not counted yet (its job has just ended): one firing, on
+                         * the host that took it. */
                         Problem one = problem_of_firing(s->signature, s->title, s->timestamp_usec, s->pid, s->comm,
-                                                        NULL, NULL);
+                                                        s->host, NULL);
 
                         r = problem_table_merge(t, &one);
                         if (r < 0)

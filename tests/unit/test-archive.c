@@ -18,6 +18,7 @@
 /* The module itself, for its static helpers and Archive's insides (the named-temp fallback), as chrony's tests do. */
 #include "../../lib/store/archive.c"
 #include "store/archive-vacuum.h"
+#include "store/problems.h"
 
 /* 2024-01-02T03:04:05.000006Z */
 #define T0 1704164645000006ULL
@@ -235,6 +236,7 @@ START_TEST(test_file_bytes_round_trip) {
         ck_assert_int_eq(archive_open(dir, &a), 0);
         in.exe = (char *) "/usr/sbin/nginx";
         in.unit = (char *) "nginx.service";
+        in.host = (char *) "db-7";
         ck_assert_int_eq(archive_write(a, doc, strlen(doc), &in, NULL, NULL, &id), 0);
         ck_assert_int_eq(archive_read_file(a, id, 16, &raw, &size), -EFBIG);
         ck_assert_uint_gt(size, 16);
@@ -245,6 +247,7 @@ START_TEST(test_file_bytes_round_trip) {
         ck_assert_str_eq(out.id, id);
         ck_assert_str_eq(out.exe, "/usr/sbin/nginx");
         ck_assert_str_eq(out.unit, "nginx.service");
+        ck_assert_str_eq(out.host, "db-7");
         ck_assert_uint_eq(out.file_size, size);
         archive_summary_done(&out);
         ck_assert_int_eq(archive_decode(raw, size - 1, &again, NULL, NULL), -EBADMSG);
@@ -252,6 +255,51 @@ START_TEST(test_file_bytes_round_trip) {
         ck_assert_int_eq(archive_decode(raw, size, &again, NULL, NULL), -EBADMSG);
         ck_assert_int_eq(archive_decode(raw, 7, &again, NULL, NULL), -EBADMSG);
         ck_assert_int_eq(archive_read_file(a, "../x", 1 << 20, &raw, &size), -EINVAL);
+        tmpdir_free(dir);
+}
+END_TEST
+
+/* A snapshot whose firing the ledger has not counted yet (the daemon merges a firing when its capture job ends, the
+ * file is listed from the moment it is written) is one firing of its problem, on the host its header names; a
+ * counted one adds no firing, only its snapshot. */
+START_TEST(test_problems_of_snapshots_name_their_host) {
+        _cleanup_(archive_freep) Archive *a = NULL;
+        _cleanup_(problem_table_done) ProblemTable t = {};
+        _cleanup_free_ char *id1 = NULL, *id2 = NULL;
+        const char *counted = "00000000000000aa", *fresh = "00000000000000bb";
+        ArchiveSummary in = summary_at(T0, 4242), *s = NULL;
+        char *dir = tmpdir_new();
+        Problem *p;
+        size_t n = 0;
+
+        ck_assert_int_eq(archive_open(dir, &a), 0);
+        in.host = (char *) "db-7";
+        in.signature = (char *) counted;
+        in.title = (char *) "sleeper blocked in read";
+        ck_assert_int_eq(archive_write(a, "{}", 2, &in, NULL, NULL, &id1), 0);
+        in.timestamp_usec = T0 + SEC;
+        in.signature = (char *) fresh;
+        ck_assert_int_eq(archive_write(a, "{}", 2, &in, NULL, NULL, &id2), 0);
+
+        Problem f = problem_of_firing(counted, "sleeper blocked in read", T0, 4242, "sleeper", "db-7", id1);
+        ck_assert_int_eq(problem_table_merge(&t, &f), 0);
+        list(a, &s, &n, NULL);
+        ck_assert_uint_eq(n, 2);
+        ck_assert_int_eq(problem_table_add_snapshots(&t, s, n), 0);
+        archive_summaries_free(s, n);
+
+        ck_assert_uint_eq(t.n, 2);
+        ck_assert_ptr_nonnull(p = problem_table_find(&t, counted));
+        ck_assert_uint_eq(p->count, 1);
+        ck_assert_uint_eq(p->snapshots, 1);
+        ck_assert_str_eq(p->latest_id, id1);
+        ck_assert_ptr_nonnull(p = problem_table_find(&t, fresh));
+        ck_assert_uint_eq(p->count, 1);
+        ck_assert_uint_eq(p->snapshots, 1);
+        ck_assert_str_eq(p->latest_id, id2);
+        ck_assert_ptr_nonnull(p->hosts);
+        ck_assert_str_eq(p->hosts[0], "db-7");
+        ck_assert_ptr_null(p->hosts[1]);
         tmpdir_free(dir);
 }
 END_TEST
@@ -1244,7 +1292,8 @@ START_TEST(test_enospc) {
 }
 END_TEST
 
-UNIT_TEST_MAIN("archive", test_round_trip, test_file_bytes_round_trip, test_null_summary_fields, test_id_collision,
+UNIT_TEST_MAIN("archive", test_round_trip, test_file_bytes_round_trip, test_problems_of_snapshots_name_their_host,
+               test_null_summary_fields, test_id_collision,
                test_sort_by_time, test_latest,
                test_id_validation, test_hostile_ids, test_foreign_files, test_corrupt_files, test_vacuum_max_snapshots,
                test_vacuum_max_size, test_vacuum_max_age, test_vacuum_keep_free, test_no_tmp_left, test_no_proc_fallback,
