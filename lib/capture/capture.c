@@ -32,6 +32,7 @@ typedef struct RawThread {
         bool have_regs;
         UnwindRegs regs;
         UnwindStack stack;
+        bool copy_truncated;    /* its stack was longer than stack_bytes: only what the copy holds was copied */
         RuntimeRaw rt;          /* what the runtimes read of it (Python's frames), in the same moment as its stack */
         bool unwound;           /* by the unwind pass (not cut by the budget) */
         UnwindFrame *pcs;       /* its unwound pcs while file:line is owed (capture_source_pass()) */
@@ -314,7 +315,7 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
                         raw->stack = stack;
                         raw->have_regs = true;
                         t->stack_bytes = stack.len;
-                        t->truncated = t->truncated || truncated;
+                        raw->copy_truncated = truncated;
                         t->method = CAPTURE_METHOD_PASSIVE;
                         return 0;
                 }
@@ -323,6 +324,23 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
                 t->syscall = again;
         }
         return -EAGAIN;
+}
+
+/* Whether thread T, copied passively, is still parked where it was copied: then the stack beyond its copy, which the
+ * unwinder read from the process, has not changed either. */
+static bool still_parked(Capture *c, const ThreadSnapshot *t) {
+        _cleanup_close_ int taskfd = -EBADF;
+        ProcSyscall again;
+        char buf[512];
+        ssize_t n;
+
+        if (t->method != CAPTURE_METHOD_PASSIVE || proc_open_task(c->dirfd, t->tid, &taskfd) < 0)
+                return false;
+        n = proc_read_small(taskfd, "syscall", buf, sizeof buf);
+        if (n < 0 || proc_parse_syscall(buf, (size_t) n, &again) < 0)
+                return false;
+        proc_syscall_resolve_restart(&again, t->wchan);
+        return proc_syscall_same_place(&t->syscall, &again);
 }
 
 /* A thread of a ptrace batch recorded: its registers and stack copy, and the pause it cost; or its error. */
@@ -336,7 +354,7 @@ static int ptrace_item_take(Capture *c, ThreadSnapshot *t, RawThread *raw, Ptrac
         raw->have_regs = true;
         t->pause_us = it->pause_us;
         t->stack_bytes = raw->stack.len;
-        t->truncated = t->truncated || it->truncated;
+        raw->copy_truncated = it->truncated;
         t->method = CAPTURE_METHOD_PTRACE;
         if (t->pause_us > c->s->max_pause_us)
                 c->s->max_pause_us = t->pause_us;
@@ -915,7 +933,7 @@ static int capture_unwind_threads(Capture *c, Symbolizer *sym, const char *root,
                         return r;
                 /* Auto mode: a sleeping thread whose passive unwind did not reach the outermost frame (a register
                  * its CFI needs was not in the syscall record) gets a brief ptrace capture instead. */
-                if (!clean && !t->truncated && c->o->method == CAPTURE_METHOD_AUTO &&
+                if (!clean && !t->truncated && !raw->copy_truncated && c->o->method == CAPTURE_METHOD_AUTO &&
                     t->method == CAPTURE_METHOD_PASSIVE && t->state != 'D' &&
                     (t->tracer_pid == 0 || t->tracer_pid == getpid())) {
                         RawThread again = { .index = raw->index };
@@ -937,12 +955,19 @@ static int capture_unwind_threads(Capture *c, Symbolizer *sym, const char *root,
                                 r = unwind_one(c, sym, root, t, raw, frames, &clean2);
                                 if (r < 0)
                                         return r;
+                                clean = clean2;
                         } else {
                                 raw_thread_done(&again);
                                 t->method = backup.method;
                                 t->pause_us = backup.pause_us;
                         }
                 }
+                /* A stack longer than the copy: the unwinder read on from the process. That holds for a thread that
+                 * reached its outermost frame and was parked in the same place all along (Ruby keeps a thread's VM
+                 * stack on its machine stack, a megabyte between its syscall and its outer frames); anywhere else
+                 * frames may be missing, or read after the thread moved. */
+                if (raw->copy_truncated && !(clean && still_parked(c, t)))
+                        t->truncated = true;
                 if (t->truncated)
                         s->truncated = true;
         }
