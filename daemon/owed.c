@@ -71,7 +71,7 @@ static bool may_be_owed(Scanner *s, const ThreadEntry *t) {
         /* A Python lock's or the GIL's wait looks like a semaphore's or a condition variable's: idle, unless the
          * interpreter says what it is (runtime/python.h). */
         if (sc->nr == __NR_futex && classify_syscall_is_idle_wait(sc))
-                return scanner_process_python(s, t->process);
+                return scanner_process_runs(s, t->process, RUNTIME_PYTHON);
         return !classify_syscall_is_idle_wait(sc) &&
                (peers_syscall_follows(sc->nr) || sc->nr == __NR_futex || peers_syscall_is_path_call(sc->nr));
 }

@@ -330,13 +330,12 @@ static int fd_table_list(void *userdata, pid_t **ret, size_t *ret_n) {
         return 0;
 }
 
-/* Whether process PID, as this scan saw it, may run runtime K: its maps name a CPython's (no other runtime reads waits
- * of a live process yet). */
+/* Whether process PID, as this scan saw it, may run runtime K: its maps name K's interpreter. */
 static bool resolver_may_run(void *userdata, RuntimeKind k, pid_t pid) {
         Scanner *s = userdata;
         ProcessEntry *p = intmap_get(&s->processes, pid);
 
-        return p && k == RUNTIME_PYTHON && scanner_process_python(s, p);
+        return p && scanner_process_runs(s, p, k);
 }
 
 int scanner_resolver_new(Scanner *s, uint64_t now, PeerResolver **ret) {
@@ -371,30 +370,30 @@ Symbolizer *scanner_runtime_symbolizer(Scanner *s) {
         return s->runtime_sym;
 }
 
-bool scanner_process_python(Scanner *s, ProcessEntry *p) {
+bool scanner_process_runs(Scanner *s, ProcessEntry *p, RuntimeKind k) {
         _cleanup_close_ int dirfd = -EBADF;
         _cleanup_free_ char *maps = NULL;
         size_t len;
 
-        if (p->python == 0) {
-                p->python = 1;
+        if (p->runtimes == 0) {
+                p->runtimes = RUNTIMES_LOOKED;
                 if (proc_open_dir(p->pid, 0, &dirfd) >= 0 &&
                     proc_read_full(dirfd, "maps", SCAN_MAPS_BYTES_MAX, &maps, &len) >= 0)
                         for (char *line = maps, *end; line && *line; line = end ? end + 1 : NULL) {
-                                const char *b;
+                                const char *path;
+                                RuntimeKind r;
 
                                 end = strchr(line, '\n');
                                 if (end)
                                         *end = '\0';
-                                b = strrchr(line, '/');
-                                if (b && (startswith(b + 1, "libpython3") || startswith(b + 1, "python3"))) {
-                                        p->python = 2;
-                                        break;
-                                }
+                                path = strchr(line, '/');
+                                r = path ? runtime_of_interpreter_module(path) : _RUNTIME_INVALID;
+                                if (r >= 0)
+                                        p->runtimes |= (uint16_t) (1U << r);
                         }
                 s->stats.deep_reads++;
         }
-        return p->python == 2;
+        return p->runtimes & (1U << k);
 }
 
 int scanner_set_python_frame(Scanner *s, pid_t pid, pid_t tid, const char *frame) {
@@ -738,7 +737,7 @@ static bool thread_gil_wait(Scanner *s, ThreadEntry *t, const ThreadSample *cur)
         const ProcSyscall *sc = &cur->syscall;
 
         if (!cur->have_syscall || sc->kind != PROC_SYSCALL_BLOCKED || sc->nr != __NR_futex ||
-            !scanner_process_python(s, p))
+            !scanner_process_runs(s, p, RUNTIME_PYTHON))
                 return false;
         if (p->gil_looked_usec == 0 ||
             (p->gil_size == 0 && cur->when_usec - p->gil_looked_usec >= SCAN_GIL_RETRY_USEC)) {
@@ -874,7 +873,7 @@ static int thread_scan(Scanner *s, ThreadEntry *t, const TaskRecord *rec, ProcSt
         wants = classify_wants(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz);
         if (!(wants & CLASSIFY_READ_SYSCALL) &&
             classify_may_wait_gil(&t->cls, t->have_sample ? &t->sample : NULL, &cur, s->hz) &&
-            scanner_process_python(s, t->process))
+            scanner_process_runs(s, t->process, RUNTIME_PYTHON))
                 wants |= CLASSIFY_READ_SYSCALL | CLASSIFY_READ_SCHED;
         if (rec)
                 sample_deep_record(s, t, rec, &cur, wants);

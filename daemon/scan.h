@@ -13,6 +13,9 @@
 #include "proc/cgroup-freeze.h"
 #include "proc/peers-tables.h"
 #include "proc/task-iter.h"
+
+/* ProcessEntry.runtimes: its maps were looked at. */
+#define RUNTIMES_LOOKED (1U << 15)
 #include "unwind/symbolize.h"
 #include "classify.h"
 
@@ -83,8 +86,9 @@ typedef struct ProcessEntry {
                                          * leads to it may be owed, or no longer */
         uint64_t waits_key;             /* where its parked threads wait, as owed.c keys it (one number), */
         unsigned waits_key_gen;         /* made in this scan (0: never) */
-        int8_t python;                  /* 0: not looked yet; 1: no CPython in it; 2: its maps hold one (a python3
-                                         * executable or a libpython3): its lock waits are read from the interpreter */
+        uint16_t runtimes;              /* 0: not looked yet; else RUNTIMES_LOOKED and 1 << RuntimeKind for each
+                                         * runtime whose interpreter its maps hold (a python3 executable, a
+                                         * libpython3, a libruby): its lock waits are read from the interpreter */
         uint64_t gil_looked_usec;       /* when its GIL was looked for (found once, it stays where it is; not
                                          * found, it is looked for again after SCAN_GIL_RETRY_USEC); 0: never */
         uint64_t gil_start, gil_size;   /* where its GIL's state lies; size 0: not known */
@@ -201,7 +205,7 @@ int scanner_scan(Scanner *s, uint64_t now_usec);
 /* A lock probe of thread TID of process PID (started at STARTTIME) ended with verdict V at NOW. */
 void scanner_lock_probe_done(Scanner *s, pid_t pid, pid_t tid, uint64_t starttime, LockProbeVerdict v, uint64_t now);
 /* Whether a CPython runs in P (its maps, read once): its futex waits may be on the GIL or a Python lock. */
-bool scanner_process_python(Scanner *s, ProcessEntry *p);
+bool scanner_process_runs(Scanner *s, ProcessEntry *p, RuntimeKind k);
 /* The symbolizer the walks find runtimes with (made on first call); NULL on OOM. */
 Symbolizer *scanner_runtime_symbolizer(Scanner *s);
 

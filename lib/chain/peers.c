@@ -872,46 +872,59 @@ static int edge_join(EdgeCtx *c, uint64_t addr, pid_t joined) {
 /* A futex wait on a glibc mutex is an edge to its holder (see peers_futex_mutex()). Any other futex wait (a
  * condition variable, a semaphore, glibc's internal locks, another library's own) is not: nothing in it names an
  * owner, and we do not guess one. */
-/* A futex wait that a language runtime explains (RuntimeWaitFn): the GIL to its holder, an RLock to its owner (a
- * mutex: it names one), a Lock to nobody (it names none). */
-static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc) {
+/* A wait that a language runtime explains (RuntimeWaitFn): its global lock to its holder, a lock that records its
+ * owner to the owner, a lock that records none to nobody, a join to the thread to exit. Futex waits are asked; so is
+ * any blocked call (ANY_CALL, FUTEX 0 when not a futex wait) of the runtimes that park threads in calls of their own. */
+static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc, bool any_call) {
         PeerResolver *r = c->r;
         const char *reason = NULL;
-        char object[64];
+        const RuntimeTraits *tr;
+        char object[64], why[128];
         RuntimeWait rw;
         WaitEdge *e;
         int k;
 
-        k = peer_resolver_runtime_wait(r, c->w->pid, c->w->tid, sc->args[0], &rw);
+        k = peer_resolver_runtime_wait(r, c->w->pid, c->w->tid, sc->nr == __NR_futex ? sc->args[0] : 0, any_call, &rw);
         if (k <= 0 || rw.kind == RUNTIME_WAIT_NONE || rw.kind == RUNTIME_WAIT_CONDITION)
                 return k;
+        tr = &runtime_traits[rw.runtime];
         if (rw.kind == RUNTIME_WAIT_JOIN) {
                 /* Its owner is the thread to exit: found by its tstate lock where the version keeps it. */
-                if (rw.owner <= 0 || thread_group_of(rw.owner) != c->w->pid)
-                        return edge_add(c, WAIT_KIND_OTHER, -1, 0, "Thread.join", 0, -1,
-                                        "it waits for a thread to exit (Thread.join)");
+                if (rw.owner <= 0 || thread_group_of(rw.owner) != c->w->pid) {
+                        snprintf(why, sizeof why, "it waits for a thread to exit (%s)", tr->join_call ?: "join");
+                        return edge_add(c, WAIT_KIND_OTHER, -1, 0, tr->join_call ?: "join", 0, -1, why);
+                }
                 k = edge_join(c, sc->args[0], rw.owner);
                 if (k >= 0)
                         c->chain->edges[c->chain->n_edges - 1].runtime = true;
                 return k;
         }
         if (rw.kind == RUNTIME_WAIT_GIL)
-                snprintf(object, sizeof object, "the GIL");
+                snprintf(object, sizeof object, "the %s", tr->global_lock ?: "global lock");
         else
-                snprintf(object, sizeof object, "threading.%s 0x%" PRIx64, rw.kind == RUNTIME_WAIT_RLOCK ? "RLock" : "Lock",
-                         rw.object);
+                snprintf(object, sizeof object, "%s 0x%" PRIx64,
+                         (rw.kind == RUNTIME_WAIT_RLOCK ? tr->owned_lock_class : tr->lock_class) ?: "lock", rw.object);
         if (rw.owner > 0 && thread_group_of(rw.owner) == c->w->pid) {
                 ThreadWait h;
 
                 /* The classic whole-process hang: C code that kept the GIL and blocked. */
                 if (rw.kind == RUNTIME_WAIT_GIL && thread_wait_read(c->w->pid, rw.owner, &h) == 0 &&
-                    h.syscall.kind == PROC_SYSCALL_BLOCKED)
-                        reason = "it holds the GIL while blocked in a syscall: no other thread runs Python";
+                    h.syscall.kind == PROC_SYSCALL_BLOCKED) {
+                        snprintf(why, sizeof why, "it holds the %s while blocked in a syscall: no other thread runs %s",
+                                 tr->global_lock ?: "global lock", tr->language ?: "its code");
+                        reason = why;
+                }
         } else {
                 rw.owner = 0;
-                reason = rw.kind == RUNTIME_WAIT_GIL    ? "no thread held the GIL as we looked"
-                       : rw.kind == RUNTIME_WAIT_RLOCK ? "owner unknown: the RLock names no live thread"
-                                                      : "no owner recorded (threading.Lock): see each waiter's Python line";
+                if (rw.kind == RUNTIME_WAIT_GIL)
+                        snprintf(why, sizeof why, "no thread held the %s as we looked", tr->global_lock ?: "lock");
+                else if (rw.kind == RUNTIME_WAIT_RLOCK)
+                        snprintf(why, sizeof why, "owner unknown: the %s names no live thread",
+                                 tr->owned_lock_class ?: "lock");
+                else
+                        snprintf(why, sizeof why, "no owner recorded (%s): see each waiter's %s line",
+                                 tr->lock_class ?: "lock", tr->language ?: "runtime");
+                reason = why;
         }
         k = edge_add(c, rw.kind == RUNTIME_WAIT_GIL ? WAIT_KIND_GIL : WAIT_KIND_MUTEX, -1, 0, object,
                      rw.owner > 0 ? c->w->pid : 0, -1, reason);
@@ -933,7 +946,7 @@ static int edges_futex(EdgeCtx *c, const ProcSyscall *sc) {
                 k = peers_futex_join(c->w->pid, c->w->tid, sc, &joined);
                 if (k != 0)
                         return k < 0 ? k : edge_join(c, sc->args[0], joined);
-                return edges_runtime(c, sc);
+                return edges_runtime(c, sc, false);
         }
         if (k < 0)
                 return k;
@@ -1328,6 +1341,12 @@ int peers_thread_edges(PeerResolver *r, const ThreadWait *w, WaitChain *chain) {
         if (wchan_is_fifo_open(w->wchan)) {
                 k = edges_fifo_open(&c);
                 return k < 0 ? k : c.added;
+        }
+        /* A runtime that parks its threads in calls of its own says first what they wait for. */
+        if (peer_resolver_runtime_any(r)) {
+                k = edges_runtime(&c, sc, true);
+                if (k < 0 || c.added > 0)
+                        return k < 0 ? k : c.added;
         }
         switch (sc->nr) {
         case __NR_flock:

@@ -446,7 +446,7 @@ static bool lock_cycle_holds(PeerResolver *r, const WaitChain *c, pid_t pid, con
                 /* A runtime's lock (the GIL, an RLock) or join (Thread.join) is asked of the runtime again. */
                 if (e->runtime) {
                         if (w.syscall.kind != PROC_SYSCALL_BLOCKED || w.syscall.args[0] != e->address ||
-                            peer_resolver_runtime_wait(r, pid, tids[i], e->address, &rw) != 1 ||
+                            peer_resolver_runtime_wait(r, pid, tids[i], e->address, false, &rw) != 1 ||
                             rw.owner != tids[(i + 1) % n])
                                 return false;
                         continue;
@@ -580,8 +580,10 @@ static int lock_edge(const Snapshot *p, pid_t tid, RuntimeKind k, const RuntimeL
         char object[256];
         WaitEdge *e;
 
+        /* One edge a wait: the resolver's, when the runtime explained it there too (Ruby's Mutex). */
         for (size_t i = 0; i < c->n_edges; i++)
-                if (c->edges[i].kind == WAIT_KIND_MONITOR && c->edges[i].pid == p->pid && c->edges[i].tid == tid)
+                if ((c->edges[i].kind == WAIT_KIND_MONITOR || c->edges[i].kind == WAIT_KIND_MUTEX) &&
+                    c->edges[i].pid == p->pid && c->edges[i].tid == tid)
                         return 0;
         if (c->n_edges >= WAIT_CHAIN_EDGES_MAX)
                 return 0;

@@ -13,6 +13,10 @@ const RuntimeTraits runtime_traits[_RUNTIME_MAX] = {
                 .name = "python",
                 .interpreter_modules = python_modules,
                 .global_lock = "GIL",
+                .lock_class = "threading.Lock",
+                .owned_lock_class = "threading.RLock",
+                .join_call = "Thread.join",
+                .language = "Python",
         },
         [RUNTIME_GO] = {
                 .name = "go",

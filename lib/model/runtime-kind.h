@@ -40,6 +40,9 @@ typedef struct RuntimeTraits {
                                          * NULL: none */
         const char *global_lock;        /* its global lock's name ("GIL"); NULL: it has none */
         const char *lock_class;         /* what a lock of it is called when the runtime names no class; NULL */
+        const char *owned_lock_class;   /* what a lock that records its owner is called ("threading.RLock"); NULL */
+        const char *join_call;          /* how a wait for a thread's end is called ("Thread.join"); NULL */
+        const char *language;           /* the language its code is in ("Python"); NULL */
 } RuntimeTraits;
 
 extern const RuntimeTraits runtime_traits[_RUNTIME_MAX];

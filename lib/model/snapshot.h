@@ -78,6 +78,7 @@ RuntimeWaitKind runtime_wait_from_string(const char *s);
 /* What a thread parked in a futex waits on inside a language runtime, as its runtime records it. */
 typedef struct RuntimeWait {
         RuntimeWaitKind kind;
+        RuntimeKind runtime;    /* whose (set by the resolver that asked it) */
         pid_t owner;            /* the global lock's holder, the lock's owner (TID); 0 when none or not known */
         uint64_t object;        /* the lock object's address (RUNTIME_WAIT_RLOCK, _LOCK) */
 } RuntimeWait;

@@ -37,13 +37,28 @@ void peer_resolver_set_runtime(PeerResolver *r, RuntimeKind k, RuntimeWaitFn fn,
         r->runtime[k] = (RuntimeWaitReader) { .fn = fn, .userdata = userdata, .free = free_fn };
 }
 
-int peer_resolver_runtime_wait(PeerResolver *r, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret) {
+void peer_resolver_runtime_any_call(PeerResolver *r, RuntimeKind k) {
+        assert(k >= 0 && k < _RUNTIME_MAX);
+        r->runtime[k].any_call = true;
+}
+
+bool peer_resolver_runtime_any(const PeerResolver *r) {
+        for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++)
+                if (r->runtime[k].fn && r->runtime[k].any_call)
+                        return true;
+        return false;
+}
+
+int peer_resolver_runtime_wait(PeerResolver *r, pid_t pid, pid_t tid, uint64_t futex, bool any_call,
+                               RuntimeWait *ret) {
         for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++) {
                 int q;
 
-                if (!r->runtime[k].fn)
+                if (!r->runtime[k].fn || (any_call && !r->runtime[k].any_call))
                         continue;
                 q = r->runtime[k].fn(r->runtime[k].userdata, pid, tid, futex, ret);
+                if (q > 0)
+                        ret->runtime = k;
                 if (q != 0)
                         return q;
         }

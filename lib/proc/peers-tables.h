@@ -77,6 +77,8 @@ typedef struct RuntimeWaitReader {
         RuntimeWaitFn fn;       /* NULL: none */
         void *userdata;
         void (*free)(void *userdata);
+        bool any_call;          /* asked of every blocked call of its threads, not only futex waits: the runtime parks a
+                                 * thread in a call of its own (Ruby's, in ppoll or a condition variable) */
 } RuntimeWaitReader;
 
 struct PeerResolver {
@@ -104,9 +106,15 @@ int peer_resolver_new(PeerResolver **ret);
  * is freed with R by FREE_FN, or borrowed (FREE_FN NULL: it must outlive R's use). */
 void peer_resolver_set_runtime(PeerResolver *r, RuntimeKind k, RuntimeWaitFn fn, void *userdata,
                                void (*free_fn)(void *));
-/* What thread TID of PID, parked in a futex wait on FUTEX, waits for, asked of each runtime's reader in turn: 1 with
- * *RET from the first that knows, 0 when none does, -ENOMEM. */
-int peer_resolver_runtime_wait(PeerResolver *r, pid_t pid, pid_t tid, uint64_t futex, RuntimeWait *ret);
+/* Runtime K's reader is asked of every blocked call of a thread, before the call's own edges (FUTEX 0 when the call
+ * is no futex wait). */
+void peer_resolver_runtime_any_call(PeerResolver *r, RuntimeKind k);
+/* Whether any runtime's reader is asked of every blocked call. */
+bool peer_resolver_runtime_any(const PeerResolver *r);
+/* What thread TID of PID, parked in a futex wait on FUTEX, waits for, asked of each runtime's reader in turn (only
+ * those asked of any call when ANY_CALL): 1 with *RET from the first that knows, 0 when none does, -ENOMEM. */
+int peer_resolver_runtime_wait(PeerResolver *r, pid_t pid, pid_t tid, uint64_t futex, bool any_call,
+                               RuntimeWait *ret);
 /* R's pass over every process's fds lists the processes VIEW knows, takes their fds from T where VIEW says the
  * process has not run since they were read, and reads the others into T, stamped NOW. T and VIEW must outlive R. */
 void peer_resolver_set_fd_tables(PeerResolver *r, FdTables *t, const FdTablesView *view, uint64_t now);

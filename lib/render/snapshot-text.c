@@ -617,13 +617,22 @@ static void print_wait_chain(const Snapshot *s, FILE *f) {
                 }
                 {
                         const char *what = "mutex";
+                        char runtime_lock[64];
                         bool join = false;
 
                         for (size_t i = 0; i < c->n_edges; i++)
                                 if (c->edges[i].pid == c->lock_pid) {
-                                        if (c->edges[i].tid == c->lock_cycle[0] &&
-                                            c->edges[i].kind == WAIT_KIND_MONITOR)
+                                        const WaitEdge *e = &c->edges[i];
+
+                                        if (e->tid == c->lock_cycle[0] && e->kind == WAIT_KIND_MONITOR)
                                                 what = "Java lock";
+                                        /* A runtime's lock by its class ("Thread::Mutex 0x…"). */
+                                        else if (e->tid == c->lock_cycle[0] && e->kind == WAIT_KIND_MUTEX &&
+                                                 e->runtime && e->object && strstr(e->object, " 0x")) {
+                                                snprintf(runtime_lock, sizeof runtime_lock, "%.*s",
+                                                         (int) (strstr(e->object, " 0x") - e->object), e->object);
+                                                what = runtime_lock;
+                                        }
                                         for (size_t k = 0; k < c->n_lock_cycle; k++)
                                                 join = join || (c->edges[i].kind == WAIT_KIND_JOIN &&
                                                                 c->edges[i].tid == c->lock_cycle[k]);
