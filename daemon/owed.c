@@ -69,9 +69,11 @@ static bool may_be_owed(Scanner *s, const ThreadEntry *t) {
         if (sc->nr == __NR_wait4 || sc->nr == __NR_waitid)
                 return true;
         /* A Python lock's or the GIL's wait looks like a semaphore's or a condition variable's: idle, unless the
-         * interpreter says what it is (runtime/python.h). */
-        if (sc->nr == __NR_futex && classify_syscall_is_idle_wait(sc))
-                return scanner_process_runs(s, t->process, RUNTIME_PYTHON);
+         * interpreter says what it is (runtime/python.h). Ruby parks a thread in a Mutex, a join or the GVL in a
+         * condition variable or in ppoll alike (runtime/ruby.h). */
+        if (classify_syscall_is_idle_wait(sc))
+                return (sc->nr == __NR_futex && scanner_process_runs(s, t->process, RUNTIME_PYTHON)) ||
+                       scanner_process_runs(s, t->process, RUNTIME_RUBY);
         return !classify_syscall_is_idle_wait(sc) &&
                (peers_syscall_follows(sc->nr) || sc->nr == __NR_futex || peers_syscall_is_path_call(sc->nr));
 }

@@ -7,6 +7,7 @@
 static const char *const python_modules[] = { "libpython", "python", NULL };
 static const char *const java_modules[] = { "libjvm", NULL };
 static const char *const node_modules[] = { "node", "libnode", NULL };
+static const char *const ruby_modules[] = { "libruby", "ruby", NULL };
 
 const RuntimeTraits runtime_traits[_RUNTIME_MAX] = {
         [RUNTIME_PYTHON] = {
@@ -32,6 +33,15 @@ const RuntimeTraits runtime_traits[_RUNTIME_MAX] = {
                 .name = "node",
                 .frame_kind = "js",
                 .interpreter_modules = node_modules,
+        },
+        [RUNTIME_RUBY] = {
+                .name = "ruby",
+                .interpreter_modules = ruby_modules,
+                .global_lock = "GVL",
+                .lock_class = "Thread::Mutex",
+                .owned_lock_class = "Thread::Mutex",
+                .join_call = "Thread#join",
+                .language = "Ruby",
         },
 };
 

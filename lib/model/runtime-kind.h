@@ -12,6 +12,7 @@ typedef enum RuntimeKind {
         RUNTIME_GO,
         RUNTIME_JAVA,
         RUNTIME_NODE,
+        RUNTIME_RUBY,
         _RUNTIME_MAX,
         _RUNTIME_INVALID = -EINVAL,
 } RuntimeKind;
@@ -23,6 +24,7 @@ typedef enum FrameKind {
         FRAME_KIND_GO,          /* a goroutine's frame: a Go function's pc in the binary, as native frames are */
         FRAME_KIND_JAVA,        /* a JVM's: class.method, file and line as its thread dump names them; no pc */
         FRAME_KIND_JS,          /* V8's (Node.js): the function as Node's stack traces name it, script, line, column */
+        FRAME_KIND_RUBY,        /* CRuby's: the label (method) as Ruby's backtraces name it, path and line */
         _FRAME_KIND_MAX,
         _FRAME_KIND_INVALID = -EINVAL,
 } FrameKind;

@@ -98,6 +98,17 @@ static void print_js_frame(FILE *f, const UserFrame *u, size_t n) {
         fputs(")\n", f);
 }
 
+/* A Ruby frame as Ruby's backtraces show it: #5  app.rb:14:in `run' */
+static void print_ruby_frame(FILE *f, const UserFrame *u, size_t n) {
+        fprintf(f, "#%-2zu ", n);
+        fputs_escaped(u->file ?: "?", f);
+        if (u->line)
+                fprintf(f, ":%u", u->line);
+        fputs(":in `", f);
+        fputs_escaped(u->function ?: "?", f);
+        fputs("'\n", f);
+}
+
 /* A frame of a runtime with no printer of its own: #5  function (file:line) */
 static void print_runtime_frame(FILE *f, const UserFrame *u, size_t n) {
         fprintf(f, "#%-2zu ", n);
@@ -116,6 +127,22 @@ static void print_python_process(FILE *f, const ProcessRuntime *r) {
                 fprintf(f, ", the GIL held by TID %d", (int) r->lock_holder);
         else
                 fputs(", the GIL free", f);
+}
+
+/* What the process's Ruby is, who holds its GVL, and the Mutex deadlocks among its threads; or why none is read. */
+static void print_ruby_process(FILE *f, const ProcessRuntime *r) {
+        fputs_escaped(r->version ?: "?", f);
+        if (r->error) {
+                fputs(": no Ruby frames: ", f);
+                fputs_escaped(r->error, f);
+                return;
+        }
+        if (r->lock_holder > 0)
+                fprintf(f, ", the GVL held by TID %d", (int) r->lock_holder);
+        else
+                fputs(", the GVL free", f);
+        if (r->deadlocks > 0)
+                fprintf(f, "; DEADLOCK: %u cycle%s of Mutex owners", r->deadlocks, r->deadlocks == 1 ? "" : "s");
 }
 
 /* What the JVM answered, and how fast; or why it did not. */
@@ -159,6 +186,7 @@ static const RuntimeText runtime_text[_RUNTIME_MAX] = {
                          .tail_folded = goroutines_print_folded },
         [RUNTIME_JAVA] = { .frame = print_java_frame, .process = print_java_process },
         [RUNTIME_NODE] = { .frame = print_js_frame },
+        [RUNTIME_RUBY] = { .frame = print_ruby_frame, .process = print_ruby_process },
 };
 
 /* What each runtime knows of T beside its frames, one line each: why frames are missing, the locks it holds and

@@ -7,6 +7,7 @@
 #include "runtime/java.h"
 #include "runtime/node.h"
 #include "runtime/python.h"
+#include "runtime/ruby.h"
 #include "runtime/runtime.h"
 
 /* A new runtime: its RuntimeKind, its module's RuntimeOps, and a row here. */
@@ -15,6 +16,7 @@ const RuntimeOps *const runtime_table[_RUNTIME_MAX] = {
         [RUNTIME_GO] = &go_runtime_ops,
         [RUNTIME_JAVA] = &java_runtime_ops,
         [RUNTIME_NODE] = &node_runtime_ops,
+        [RUNTIME_RUBY] = &ruby_runtime_ops,
 };
 
 #define FOREACH_ACTIVE(set, k, ops)                                                                             \
