@@ -91,6 +91,7 @@ static const struct {
         { "   --no-goroutines", "dump: a Go program's threads only, not its goroutines (read by default)" },
         { "   --no-java", "dump: a JVM's native frames only, not asked for its thread dump (asked by default)" },
         { "   --no-node", "dump: a Node.js process's native frames only, no JavaScript frames (read by default)" },
+        { "   --no-ruby", "dump: a Ruby process's native frames only, no Ruby frames (read by default)" },
         { "   --max-frames N", "dump: at most N user frames per thread (default 256)" },
         { "   --max-threads N", "dump: at most N threads per process (default 4096)" },
         { "   --stack-bytes N", "dump: copy at most N bytes of each thread's stack (default 262144)" },
@@ -207,6 +208,7 @@ enum {
         ARG_NO_GOROUTINES,
         ARG_NO_JAVA,
         ARG_NO_NODE,
+        ARG_NO_RUBY,
         ARG_MAX_FRAMES,
         ARG_MAX_THREADS,
         ARG_STACK_BYTES,
@@ -279,6 +281,7 @@ static const struct {
         { ARG_NO_GOROUTINES, "--no-goroutines", V_DUMP },
         { ARG_NO_JAVA, "--no-java", V_DUMP },
         { ARG_NO_NODE, "--no-node", V_DUMP },
+        { ARG_NO_RUBY, "--no-ruby", V_DUMP },
         { ARG_MAX_FRAMES, "--max-frames", V_DUMP },
         { ARG_MAX_THREADS, "--max-threads", V_DUMP },
         { ARG_STACK_BYTES, "--stack-bytes", V_DUMP },
@@ -386,6 +389,7 @@ static const struct {
         { ARG_NO_GOROUTINES, "--no-goroutines" },
         { ARG_NO_JAVA, "--no-java" },
         { ARG_NO_NODE, "--no-node" },
+        { ARG_NO_RUBY, "--no-ruby" },
         { ARG_MAX_FRAMES, "--max-frames" },
         { ARG_MAX_THREADS, "--max-threads" },
         { ARG_STACK_BYTES, "--stack-bytes" },
@@ -419,6 +423,7 @@ static int parse_argv(int argc, char **argv) {
                 { "no-goroutines", no_argument, NULL, ARG_NO_GOROUTINES },
                 { "no-java", no_argument, NULL, ARG_NO_JAVA },
                 { "no-node", no_argument, NULL, ARG_NO_NODE },
+                { "no-ruby", no_argument, NULL, ARG_NO_RUBY },
                 { "max-frames", required_argument, NULL, ARG_MAX_FRAMES },
                 { "max-threads", required_argument, NULL, ARG_MAX_THREADS },
                 { "stack-bytes", required_argument, NULL, ARG_STACK_BYTES },
@@ -562,6 +567,9 @@ static int parse_argv(int argc, char **argv) {
                         break;
                 case ARG_NO_NODE:
                         arg.capture.skip_runtimes |= 1U << RUNTIME_NODE;
+                        break;
+                case ARG_NO_RUBY:
+                        arg.capture.skip_runtimes |= 1U << RUNTIME_RUBY;
                         break;
                 case ARG_PEERS:
                         if (parse_uint_arg("--peers", optarg, 0, WAIT_CHAIN_DEPTH_MAX, &v) < 0)

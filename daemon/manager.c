@@ -321,6 +321,8 @@ static void manager_capture_options(const Manager *m, CaptureOptions *o) {
                 o->skip_runtimes |= 1U << RUNTIME_JAVA;
         if (!m->config->node)
                 o->skip_runtimes |= 1U << RUNTIME_NODE;
+        if (!m->config->ruby)
+                o->skip_runtimes |= 1U << RUNTIME_RUBY;
         o->max_frames = m->config->max_frames;
         o->max_threads = m->config->max_threads;
         o->stack_bytes = m->config->stack_bytes;

@@ -946,6 +946,7 @@ static const ConfigKey capture_keys[] = {
         KEY("kernel", CONFIG_NODE_SCALAR, parse_bool, Config, kernel),
         KEY("java", CONFIG_NODE_SCALAR, parse_bool, Config, java),
         KEY("node", CONFIG_NODE_SCALAR, parse_bool, Config, node),
+        KEY("ruby", CONFIG_NODE_SCALAR, parse_bool, Config, ruby),
 };
 static const ConfigTable capture_table = { "in \"capture\"", capture_keys, ELEMENTSOF(capture_keys) };
 

@@ -61,6 +61,7 @@
                 .kernel = true,                                         \
                 .java = true,                                           \
                 .node = true,                                           \
+                .ruby = true,                                           \
                 .http_socket_mode = CONFIG_DEFAULT_HTTP_SOCKET_MODE,    \
                 .http_max_connections = CONFIG_DEFAULT_HTTP_MAX_CONNECTIONS, \
                 .http_timeout_usec = CONFIG_DEFAULT_HTTP_TIMEOUT_USEC,  \
@@ -163,6 +164,7 @@ typedef struct Config {
         bool kernel;
         bool java;                      /* ask a JVM for its thread dump (a safepoint of its own) */
         bool node;                      /* read a Node.js process's JavaScript frames */
+        bool ruby;                      /* read a Ruby process's own frames */
 
         /* http: */
         char *http_socket;              /* NULL: no unix socket ("socket: none") */
