@@ -64,6 +64,12 @@ typedef struct RbIseq {
         uint64_t positions;     /* insns_info.positions, 0 once the succinct table replaced it */
         uint32_t n_info;
         uint64_t succ;          /* insns_info.succ_index_table */
+        bool tables_read;       /* the two below were tried */
+        uint8_t *info_copy;     /* insns_info.body copied: n_info entries; NULL: not (too large, unreadable) */
+        uint8_t *succ_copy;     /* the succinct table copied, succ_bytes of it; NULL: not */
+        size_t succ_bytes;
+        uint64_t memo_pc;       /* the line of the pc looked up last (a recursion repeats it) */
+        unsigned memo_line;
 } RbIseq;
 
 typedef struct RbId {
@@ -275,6 +281,8 @@ static const char *id_name(RbProcess *p, uint64_t id, int *ret_err) {
 static void iseq_done(RbIseq *q) {
         free(q->label);
         free(q->path);
+        free(q->info_copy);
+        free(q->succ_copy);
         *q = (RbIseq) {};
 }
 
@@ -404,13 +412,56 @@ int ruby_succ_index_lookup(const uint8_t *part, size_t n, uint32_t pos, uint32_t
         return 0;
 }
 
-/* The line of iseq Q at PC, as Ruby's calc_pos() and rb_iseq_line_no() find it; 0 when unknown. */
-static unsigned iseq_line(const RbProcess *p, const RbIseq *q, uint64_t pc) {
+/* An iseq's line tables at most, copied. */
+#define RUBY_LINE_TABLE_BYTES_MAX (256U * 1024)
+
+/* Q's line tables, copied once per capture: the entries, and the succinct table over every position it has. */
+static int iseq_tables(const RbProcess *p, RbIseq *q) {
+        size_t info = (size_t) q->n_info * p->l.insn_info_entry_size;
+        uint64_t offset;
+
+        q->tables_read = true;
+        if (info == 0 || info > RUBY_LINE_TABLE_BYTES_MAX)
+                return 0;
+        q->info_copy = malloc(info);
+        if (!q->info_copy)
+                return -ENOMEM;
+        if (rb_read(p, q->info, q->info_copy, info) < 0) {
+                q->info_copy = mfree(q->info_copy);
+                return 0;
+        }
+        if (q->n_info < 2 || q->positions || q->size == 0)
+                return 0;
+        q->succ_bytes = ruby_succ_index_part(q->size - 1, &offset) + offset;
+        if (q->succ_bytes > RUBY_LINE_TABLE_BYTES_MAX)
+                return 0;
+        q->succ_copy = malloc(q->succ_bytes);
+        if (!q->succ_copy)
+                return -ENOMEM;
+        if (rb_read(p, q->succ, q->succ_copy, q->succ_bytes) < 0)
+                q->succ_copy = mfree(q->succ_copy);
+        return 0;
+}
+
+/* The line of iseq Q at PC, as Ruby's calc_pos() and rb_iseq_line_no() find it; 0 when unknown. -ENOMEM. */
+static int iseq_line(const RbProcess *p, RbIseq *q, uint64_t pc, unsigned *ret) {
         uint32_t pos, index = 0;
         int32_t line;
+        int r;
 
-        if (pc < q->encoded || (pc - q->encoded) / 8 > q->size || q->n_info == 0)
-                return q->first_lineno > 0 ? (unsigned) q->first_lineno : 0;
+        *ret = 0;
+        if (q->memo_pc == pc && pc) {
+                *ret = q->memo_line;
+                return 0;
+        }
+        if (pc < q->encoded || (pc - q->encoded) / 8 > q->size || q->n_info == 0) {
+                *ret = q->first_lineno > 0 ? (unsigned) q->first_lineno : 0;
+                return 0;
+        }
+        if (!q->tables_read && (r = iseq_tables(p, q)) < 0)
+                return r;
+        if (!q->info_copy)
+                return 0;
         /* The pc is past the instruction it runs. */
         pos = (uint32_t) ((pc - q->encoded) / 8);
         if (pos > 0)
@@ -431,17 +482,22 @@ static unsigned iseq_line(const RbProcess *p, const RbIseq *q, uint64_t pc) {
                 }
                 index = lo;
         } else if (q->n_info > 1) {
-                uint8_t part[SUCC_BLOCK_BYTES];
                 uint64_t offset;
                 size_t n = ruby_succ_index_part(pos, &offset);
 
-                if (rb_read(p, q->succ + offset, part, n) < 0 || ruby_succ_index_lookup(part, n, pos, &index) < 0)
+                if (!q->succ_copy || offset + n > q->succ_bytes ||
+                    ruby_succ_index_lookup(q->succ_copy + offset, n, pos, &index) < 0)
                         return 0;
         }
-        if (index >= q->n_info || rb_read(p, q->info + (uint64_t) index * p->l.insn_info_entry_size, &line,
-                                          sizeof line) < 0 || line <= 0)
+        if (index >= q->n_info)
                 return 0;
-        return (unsigned) line;
+        memcpy(&line, q->info_copy + (size_t) index * p->l.insn_info_entry_size, sizeof line);
+        if (line > 0) {
+                *ret = (unsigned) line;
+                q->memo_pc = pc;
+                q->memo_line = *ret;
+        }
+        return 0;
 }
 
 /* ---- threads ---- */
@@ -657,7 +713,11 @@ static int ruby_frames(RbProcess *p, const RbRawStack *st, UserFrame *out, bool 
                                 continue;
                         u.function = strdup(q->label);
                         u.file = strdup(q->path);
-                        u.line = iseq_line(p, q, f->pc);
+                        r = iseq_line(p, q, f->pc, &u.line);
+                        if (r < 0) {
+                                user_frame_done(&u);
+                                break;
+                        }
                 } else if ((f->flags & RUBY_FRAME_MAGIC_MASK) == RUBY_FRAME_MAGIC_CFUNC) {
                         r = cfunc_name(p, f->me, &u.function);
                         if (r < 0)
@@ -872,7 +932,8 @@ static int find_vm_cb(Dwfl_Module *mod, void **userdata, const char *name, Dwarf
         return DWARF_CB_ABORT;
 }
 
-/* The writable PT_LOAD segments of MOD as mapped: where the symbol table is. */
+/* The initialized part of MOD's writable PT_LOAD segments as mapped (.data: the symbol table is initialized, not in
+ * .bss). */
 static void data_segments(RbProcess *p, Dwfl_Module *mod) {
         GElf_Addr bias = 0;
         Elf *elf = dwfl_module_getelf(mod, &bias);
@@ -887,9 +948,9 @@ static void data_segments(RbProcess *p, Dwfl_Module *mod) {
                 if (!gelf_getphdr(elf, (int) i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_W))
                         continue;
                 start = (ph.p_vaddr + bias + 7) & ~(uint64_t) 7;
-                if (ph.p_vaddr + bias + ph.p_memsz <= start + 32 || total >= RUBY_SCAN_BYTES_MAX)
+                if (ph.p_vaddr + bias + ph.p_filesz <= start + 32 || total >= RUBY_SCAN_BYTES_MAX)
                         continue;
-                size = MIN((ph.p_vaddr + bias + ph.p_memsz - start) & ~(uint64_t) 7, RUBY_SCAN_BYTES_MAX - total);
+                size = MIN((ph.p_vaddr + bias + ph.p_filesz - start) & ~(uint64_t) 7, RUBY_SCAN_BYTES_MAX - total);
                 p->data[p->n_data][0] = start;
                 p->data[p->n_data][1] = start + size;
                 p->n_data++;
