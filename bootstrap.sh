@@ -8,7 +8,7 @@ PACKAGES="build-essential autoconf automake pkg-config libdw-dev libelf-dev libu
 check python3-pytest util-linux binutils elfutils prometheus prometheus-alertmanager systemd-journal-remote libiberty-dev
 libdebuginfod-dev debuginfod rustc clang libclang-rt-14-dev libpython3.11 golang-go
 default-jdk-headless libxml2-utils chromium bpftool libbpf-dev
-libuv1 libc-ares2 libicu72 libnghttp2-14 libbrotli1"
+libuv1 libc-ares2 libicu72 libnghttp2-14 libbrotli1 ruby3.1"
 
 # Cross build for aarch64 (--host=aarch64-linux-gnu): Debian's cross toolchain, the :arm64 libraries (multiarch) and
 # qemu-user, which runs the unit tests (tests/arm64/cross-check); then the same configure and build for that host.
