@@ -11,6 +11,7 @@
 #include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "model/proc-parse.h"
 #include "proc/proc-read.h"
 #include "runtime/ruby-layouts.h"
 #include "runtime/ruby.h"
@@ -773,6 +774,8 @@ static pid_t owner_of_fiber(const RbProcess *p, uint64_t fiber) {
         return 0;
 }
 
+static int rb_wait_of(RbProcess *p, pid_t tid, uint64_t futex, RuntimeWait *ret);
+
 static int ruby_merge_thread(void *state, const RuntimeCapture *rc, void *raw, ThreadSnapshot *t) {
         RbProcess *p = state;
         const RbRawStack *st = raw;
@@ -803,6 +806,10 @@ static int ruby_merge_thread(void *state, const RuntimeCapture *rc, void *raw, T
                 if (!(lk->klass = strdup("Thread::Mutex")))
                         return -ENOMEM;
         }
+        /* What it waits for as Ruby parked it (a Mutex, a join, a Queue, the GVL), read while it is still parked. */
+        if (t->syscall.kind == PROC_SYSCALL_BLOCKED)
+                (void) rb_wait_of(p, t->tid, streq_ptr(syscall_name(t->syscall.nr), "futex") ? t->syscall.args[0] : 0,
+                                  &rt->wait);
         if (st->end[0])
                 return (rt->note = strdup(st->end)) ? 0 : -ENOMEM;
         rf = calloc(st->n ?: 1, sizeof *rf);

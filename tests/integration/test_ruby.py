@@ -112,7 +112,10 @@ def test_a_mutex_abba_is_a_deadlock_with_both_owners(hang):
         assert e["kind"] == "mutex" and e["object"].startswith("Thread::Mutex 0x") and e["to"]["tid"] == owner, e
     # One edge a wait: the Mutex is not counted twice.
     assert sum(1 for e in chain["edges"] if e["from"]["tid"] in (ab, ba)) == 2, chain["edges"]
-    # The main thread waits for the sleeper to end; the sleeper for nobody.
+    # The main thread waits for the sleeper to end (Thread#join, as Ruby records it); the sleeper for nobody.
+    assert thread_of(doc, h.first["main"])["ruby"]["waits"] == {"kind": "join", "owner": napper, "object": None}
+    assert thread_of(doc, ab)["ruby"]["waits"]["kind"] == "rlock" and \
+        thread_of(doc, ab)["ruby"]["waits"]["owner"] == ba
     assert edges[h.first["main"]]["kind"] == "join" and edges[h.first["main"]]["to"]["tid"] == napper, edges
     assert edges[napper]["to"] is None, edges[napper]
     text = stackctl("dump", "--peers", "1", h.pid, check_rc=0).stdout.decode()
@@ -164,6 +167,8 @@ def test_the_daemon_fires_its_deadlock_rule_on_a_ruby_mutex_abba(daemon, hang, t
     ev = wait_until(lambda: firings(out), timeout=30, interval=0.1, what="the deadlock's hook")[0]
     assert ev["pid"] == h.pid and ev["tid"] in lockers, ev
     assert "deadlock with" in ev["summary"], ev["summary"]
+    # The problem is the Ruby code's: the script and the method, not libruby's frames.
+    assert ev["title"].startswith(f"{comm} blocked in ") and " ← hang.rb:" in ev["title"], ev["title"]
     snap = json.loads(stackctl("--socket", d.socket, "show", "--json", ev["snapshot_id"], check_rc=0).stdout)
     for tid, t in lockers.items():
         assert ruby_frames(thread_of(snap, tid)) == oracle(t), (ruby_frames(thread_of(snap, tid)), oracle(t))
