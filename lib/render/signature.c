@@ -57,6 +57,7 @@ static const SkipRule skip_rules[] = {
         { FRAME_KIND_NATIVE, NULL, "uv__*" },
         { FRAME_KIND_NATIVE, NULL, "v8::*" },
         { FRAME_KIND_NATIVE, NULL, "Builtins_*" },
+        { FRAME_KIND_NATIVE, "libruby*", NULL },
         /* the runtimes' own lock primitives and machinery */
         { FRAME_KIND_PYTHON, "threading.py", NULL },
         { FRAME_KIND_PYTHON, "queue.py", NULL },
@@ -71,6 +72,7 @@ static const SkipRule skip_rules[] = {
         { FRAME_KIND_JAVA, NULL, "sun.misc.Unsafe.park" },
         { FRAME_KIND_JAVA, NULL, "java.util.concurrent.locks.*" },
         { FRAME_KIND_JS, "node:*", NULL },
+        { FRAME_KIND_RUBY, "<internal:*", NULL },
 };
 
 static const char *base_name(const char *path) {
@@ -90,6 +92,7 @@ static const char *frame_module(const Snapshot *s, const UserFrame *u) {
                 return m ? base_name(m->path) : NULL;
         case FRAME_KIND_PYTHON:
         case FRAME_KIND_JS:
+        case FRAME_KIND_RUBY:
                 return base_name(u->file);
         default:
                 return NULL;
