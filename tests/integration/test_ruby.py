@@ -172,3 +172,30 @@ def test_the_daemon_fires_its_deadlock_rule_on_a_ruby_mutex_abba(daemon, hang, t
     snap = json.loads(stackctl("--socket", d.socket, "show", "--json", ev["snapshot_id"], check_rc=0).stdout)
     for tid, t in lockers.items():
         assert ruby_frames(thread_of(snap, tid)) == oracle(t), (ruby_frames(thread_of(snap, tid)), oracle(t))
+
+
+def test_idle_ruby_threads_are_no_alarm(daemon, hang, tmp_path):
+    """Threads parked in Queue#pop, a sleeper, and a main thread joining them wait: nobody owes them anything, and
+    rules that fire on a blocked thread or a deadlock stay quiet while the daemon watches them."""
+    comm = unique_comm("rb-idle")
+    hook, out = recording_hook(tmp_path)
+    d = daemon(config(f"""
+  - name: rb-blocked
+    class: blocked
+    for: 1s
+    comm: {json.dumps(comm)}
+    cooldown: 1h
+    actions: [log, hook]
+  - name: rb-deadlock
+    class: blocked
+    for: 1s
+    comm: {json.dumps(comm)}
+    deadlock: true
+    cooldown: 1h
+    actions: [log, hook]
+""", hook))
+    h = hang("crowd", 4, 3, comm=comm, tmp_path=tmp_path)
+    # Parked well past the rules' 1 s, judged at every poll (200 ms) of 4 s.
+    d.wait_scans(20)
+    assert firings(out) == [], firings(out)
+    assert h.p.poll() is None
