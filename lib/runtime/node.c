@@ -29,6 +29,7 @@
 #include "proc/proc-read.h"
 #include "runtime/node-tables.h"
 #include "runtime/node.h"
+#include "runtime/runtime.h"
 
 #define JS_FRAMES_SEGMENT_MAX 4096U   /* V8 frames walked from one start */
 #define JS_FRAME_BYTES_MAX (1U << 20) /* the largest step from a frame to its caller's */
@@ -1402,50 +1403,10 @@ fail:
 /* ---- finding V8 ---- */
 
 typedef struct NodeFind {
-        UnwindProcess *up;
-        Symbolizer *sym;
         Dwfl_Module *mod;
         uint64_t addrs[ELEMENTSOF(v8_constants)];
         int found;
-        int error;
-        bool candidate; /* a module named as Node's was seen */
 } NodeFind;
-
-static bool candidate_module(const char *name) {
-        const char *b = name ? strrchr(name, '/') : NULL;
-
-        b = b ? b + 1 : name;
-        return b && (startswith(b, "node") || startswith(b, "libnode.so"));
-}
-
-static int find_v8_cb(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg) {
-        static const char *names[ELEMENTSOF(v8_constants)];
-        uint64_t addrs[ELEMENTSOF(v8_constants)], sizes[ELEMENTSOF(v8_constants)];
-        NodeFind *f = arg;
-        int r;
-
-        (void) userdata;
-        (void) start;
-        if (unwind_process_module_not_read(f->up, name))
-                return DWARF_CB_OK;
-        if (!candidate_module(unwind_process_module_name(f->up, name)))
-                return DWARF_CB_OK;
-        f->candidate = true;
-        for (size_t i = 0; i < ELEMENTSOF(v8_constants); i++)
-                names[i] = v8_constants[i].symbol;
-        /* V8 exports them (its dynamic symbols): no pass over node's own symbol table, 280,000 strong. */
-        r = symbolizer_find_exported(f->sym, mod, names, ELEMENTSOF(names), addrs, sizes);
-        if (r == -ENOMEM) {
-                f->error = r;
-                return DWARF_CB_ABORT;
-        }
-        if (r <= f->found)
-                return DWARF_CB_OK;
-        f->found = r;
-        f->mod = mod;
-        memcpy(f->addrs, addrs, sizeof addrs);
-        return r == (int) ELEMENTSOF(v8_constants) ? DWARF_CB_ABORT : DWARF_CB_OK;
-}
 
 /* The layout from the constants' values, read from the process (a constant in .bss is 0 only once running). */
 static int read_layout(NodeProcess *p, const NodeFind *f, const char **ret_why) {
@@ -1537,19 +1498,25 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(NodeProcess *, node_process_free);
 
 static int node_open(const RuntimeCapture *rc, void **ret) {
         _cleanup_(node_process_freep) NodeProcess *p = NULL;
-        NodeFind f = {.up = rc->up, .sym = rc->sym};
+        const char *names[ELEMENTSOF(v8_constants)];
+        NodeFind f = {};
         const char *why = NULL;
         ProcessRuntime *pr;
+        bool seen;
         int r;
 
         *ret = NULL;
         if (!rc->up)
                 return 0;
-        dwfl_getmodules(unwind_process_dwfl(rc->up), find_v8_cb, &f, 0);
-        if (f.error < 0)
-                return f.error;
-        if (!f.candidate)
+        /* V8 exports them (its dynamic symbols) from node or libnode. */
+        for (size_t i = 0; i < ELEMENTSOF(v8_constants); i++)
+                names[i] = v8_constants[i].symbol;
+        r = runtime_find_exported(rc->up, rc->sym, RUNTIME_NODE, names, ELEMENTSOF(names), &f.mod, f.addrs, &seen);
+        if (r < 0)
+                return r;
+        if (!seen)
                 return 0;
+        f.found = r;
         pr = snapshot_add_runtime(rc->s, RUNTIME_NODE);
         if (!pr)
                 return -ENOMEM;

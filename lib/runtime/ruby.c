@@ -15,6 +15,7 @@
 #include "proc/proc-read.h"
 #include "runtime/ruby-layouts.h"
 #include "runtime/ruby.h"
+#include "runtime/runtime.h"
 
 #define RUBY_THREADS_MAX 65536U
 #define RUBY_STRING_MAX 4096U
@@ -897,48 +898,6 @@ static int ruby_finish(void *state, const RuntimeCapture *rc) {
 
 /* ---- finding the VM ---- */
 
-typedef struct RbFind {
-        UnwindProcess *up;
-        Symbolizer *sym;
-        Dwfl_Module *mod;
-        uint64_t vm_ptr, version;
-        int error;
-        bool candidate;         /* a module named as Ruby's was seen */
-} RbFind;
-
-static bool candidate_module(const char *name) {
-        const char *b = name ? strrchr(name, '/') : NULL;
-
-        b = b ? b + 1 : name;
-        return b && (startswith(b, "libruby") || startswith(b, "ruby"));
-}
-
-static int find_vm_cb(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg) {
-        static const char *const names[] = { "ruby_current_vm_ptr", "ruby_version" };
-        uint64_t addrs[ELEMENTSOF(names)], sizes[ELEMENTSOF(names)];
-        RbFind *f = arg;
-        int r;
-
-        (void) userdata;
-        (void) start;
-        if (unwind_process_module_not_read(f->up, name))
-                return DWARF_CB_OK;
-        if (!candidate_module(unwind_process_module_name(f->up, name)))
-                return DWARF_CB_OK;
-        f->candidate = true;
-        r = symbolizer_find_exported(f->sym, mod, names, ELEMENTSOF(names), addrs, sizes);
-        if (r < 0) {
-                f->error = r;
-                return DWARF_CB_ABORT;
-        }
-        if (r < (int) ELEMENTSOF(names) || !addrs[0] || !addrs[1])
-                return DWARF_CB_OK;
-        f->mod = mod;
-        f->vm_ptr = addrs[0];
-        f->version = addrs[1];
-        return DWARF_CB_ABORT;
-}
-
 /* The initialized part of MOD's writable PT_LOAD segments as mapped (.data: the symbol table is initialized, not in
  * .bss). */
 static void data_segments(RbProcess *p, Dwfl_Module *mod) {
@@ -1002,23 +961,26 @@ static int ruby_layout(RbProcess *p, const char **ret_why) {
  * (when RET_PR) its version and error in snapshot S. -ENOMEM; a Ruby that cannot be read is *RET NULL with *RET_WHY. */
 static int rb_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, RbProcess **ret, char **ret_version,
                            const char **ret_why) {
+        static const char *const names[] = { "ruby_current_vm_ptr", "ruby_version" };
         _cleanup_(rb_process_freep) RbProcess *p = NULL;
-        RbFind f = { .up = up, .sym = sym };
-        uint64_t main_thread;
+        uint64_t main_thread, addrs[ELEMENTSOF(names)];
+        Dwfl_Module *mod;
+        bool seen;
         int r;
 
         *ret = NULL;
         *ret_why = NULL;
-        dwfl_getmodules(unwind_process_dwfl(up), find_vm_cb, &f, 0);
-        if (f.error < 0)
-                return f.error;
-        if (!f.candidate || !f.mod)
+        /* libruby (or a ruby built without it) exports both. */
+        r = runtime_find_exported(up, sym, RUNTIME_RUBY, names, ELEMENTSOF(names), &mod, addrs, &seen);
+        if (r < 0)
+                return r;
+        if (r < (int) ELEMENTSOF(names))
                 return 0;
         p = calloc(1, sizeof *p);
         if (!p)
                 return -ENOMEM;
         p->pid = pid;
-        if (rb_read(p, f.version, p->version, sizeof p->version - 1) < 0) {
+        if (rb_read(p, addrs[1], p->version, sizeof p->version - 1) < 0) {
                 *ret_why = "its version (ruby_version) cannot be read";
                 return -EPROTONOSUPPORT;
         }
@@ -1028,7 +990,7 @@ static int rb_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, RbProc
         r = ruby_layout(p, ret_why);
         if (r < 0)
                 return r;
-        if (!rb_word(p, f.vm_ptr, &p->vm) || !is_object(p->vm)) {
+        if (!rb_word(p, addrs[0], &p->vm) || !is_object(p->vm)) {
                 *ret_why = "no Ruby VM yet (ruby_current_vm_ptr is not set)";
                 return -EPROTONOSUPPORT;
         }
@@ -1040,7 +1002,7 @@ static int rb_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, RbProc
         r = threads_read(p, main_thread, ret_why);
         if (r < 0)
                 return r;
-        data_segments(p, f.mod);
+        data_segments(p, mod);
         *ret = TAKE_PTR(p);
         return 0;
 }
