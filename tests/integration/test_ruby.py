@@ -56,6 +56,19 @@ def hang():
         h.stop()
 
 
+def rule(name, comm, deadlock=False, actions="[snapshot, log, hook]"):
+    """A rule on COMM's threads blocked for a second (in a deadlock, with DEADLOCK)."""
+    return f"""
+  - name: {name}
+    class: blocked
+    for: 1s
+    comm: {json.dumps(comm)}
+    {"deadlock: true" if deadlock else ""}
+    cooldown: 1h
+    actions: {actions}
+"""
+
+
 def thread_of(doc, tid):
     return next(t for t in doc["threads"] if t["tid"] == tid)
 
@@ -153,15 +166,7 @@ def test_the_daemon_fires_its_deadlock_rule_on_a_ruby_mutex_abba(daemon, hang, t
     Ruby parks them), fires the deadlock rule once, and its snapshot has both threads' Ruby frames."""
     comm = unique_comm("rb-dl")
     hook, out = recording_hook(tmp_path)
-    d = daemon(config(f"""
-  - name: rb-deadlock
-    class: blocked
-    for: 1s
-    comm: {json.dumps(comm)}
-    deadlock: true
-    cooldown: 1h
-    actions: [snapshot, log, hook]
-""", hook))
+    d = daemon(config(rule("rb-deadlock", comm, deadlock=True), hook))
     h = hang("abba", comm=comm, tmp_path=tmp_path)
     lockers = {t["tid"]: t for t in h.first["threads"][:2]}
     ev = wait_until(lambda: firings(out), timeout=30, interval=0.1, what="the deadlock's hook")[0]
@@ -179,21 +184,8 @@ def test_idle_ruby_threads_are_no_alarm(daemon, hang, tmp_path):
     rules that fire on a blocked thread or a deadlock stay quiet while the daemon watches them."""
     comm = unique_comm("rb-idle")
     hook, out = recording_hook(tmp_path)
-    d = daemon(config(f"""
-  - name: rb-blocked
-    class: blocked
-    for: 1s
-    comm: {json.dumps(comm)}
-    cooldown: 1h
-    actions: [log, hook]
-  - name: rb-deadlock
-    class: blocked
-    for: 1s
-    comm: {json.dumps(comm)}
-    deadlock: true
-    cooldown: 1h
-    actions: [log, hook]
-""", hook))
+    d = daemon(config(rule("rb-blocked", comm, actions="[log, hook]") +
+                      rule("rb-deadlock", comm, deadlock=True, actions="[log, hook]"), hook))
     h = hang("crowd", 4, 3, comm=comm, tmp_path=tmp_path)
     # Parked well past the rules' 1 s, judged at every poll (200 ms) of 4 s.
     d.wait_scans(20)
