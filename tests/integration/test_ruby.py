@@ -191,3 +191,54 @@ def test_idle_ruby_threads_are_no_alarm(daemon, hang, tmp_path):
     d.wait_scans(20)
     assert firings(out) == [], firings(out)
     assert h.p.poll() is None
+
+
+def libruby():
+    """The libruby the machine's Ruby loads, from its maps' point of view: ldd's answer."""
+    out = subprocess.run(["ldd", RUBY], capture_output=True, text=True).stdout
+    return next((ln.split("=>")[1].split()[0] for ln in out.splitlines() if "libruby" in ln and "=>" in ln), None)
+
+
+def file_offset(path, symbol):
+    """The file offset of dynamic symbol SYMBOL of PATH (its address, through the section that holds it)."""
+    addr = next(int(ln.split()[0], 16) for ln in subprocess.run(["nm", "-D", path], capture_output=True,
+                                                                text=True).stdout.splitlines()
+                if ln.split()[-1] == symbol)
+    for ln in subprocess.run(["readelf", "-S", "-W", path], capture_output=True, text=True).stdout.splitlines():
+        f = ln.replace("[ ", "[").split()
+        if len(f) > 6 and f[0].startswith("[") and f[0] != "[Nr]":
+            start, off, size = int(f[3], 16), int(f[4], 16), int(f[5], 16)
+            if start and start <= addr < start + size:
+                return addr - start + off
+    raise AssertionError(f"no section holds {symbol}")
+
+
+@pytest.mark.skipif(not shutil.which("nm") or not shutil.which("readelf"), reason="needs binutils")
+def test_a_ruby_release_without_a_layout_is_named_with_native_frames(tmp_path):
+    """A libruby whose ruby_version says 3.9.2 (a copy of the machine's, patched): the dump names the release and
+    why its frames are not read, and has its native frames, as before the reader."""
+    lib = libruby()
+    if not lib:
+        pytest.skip("the machine's Ruby has no libruby")
+    data = bytearray(open(lib, "rb").read())
+    off = file_offset(lib, "ruby_version")
+    assert data[off:off + 4] == b"3.1." or data[off:off + 2] == b"3.", data[off:off + 8]
+    data[off:off + 6] = b"3.9.2\0"
+    (tmp_path / os.path.basename(lib)).write_bytes(bytes(data))
+    # --disable-gems: RbConfig, which rubygems loads, checks its version against the executable's.
+    p = subprocess.Popen([RUBY, "--disable-gems", "-e", "puts 1; $stdout.flush; sleep"], stdout=subprocess.PIPE,
+                         env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path)), start_new_session=True)
+    try:
+        assert p.stdout.readline() == b"1\n"
+        maps = open(f"/proc/{p.pid}/maps").read()
+        assert str(tmp_path) in maps, "the patched libruby was not loaded"
+        [doc] = dump_json(p.pid)
+        assert doc["ruby"]["version"] == "3.9.2", doc["ruby"]
+        assert "a Ruby release whose layout this reader does not know" in doc["ruby"]["error"], doc["ruby"]
+        main = thread_of(doc, p.pid)
+        assert not ruby_frames(main) and any(f.get("function") == "ruby_run_node" for f in main["frames"]), main
+        text = stackctl("dump", p.pid, check_rc=0).stdout.decode()
+        assert "ruby 3.9.2: no Ruby frames: a Ruby release whose layout" in text, text
+    finally:
+        os.killpg(p.pid, 9)
+        p.wait()
