@@ -895,8 +895,10 @@ static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc, bool any_call) {
                         return edge_add(c, WAIT_KIND_OTHER, -1, 0, tr->join_call ?: "join", 0, -1, why);
                 }
                 k = edge_join(c, sc->args[0], rw.owner);
-                if (k >= 0)
+                if (k >= 0) {
                         c->chain->edges[c->chain->n_edges - 1].runtime = true;
+                        c->chain->edges[c->chain->n_edges - 1].runtime_kind = rw.runtime;
+                }
                 return k;
         }
         if (rw.kind == RUNTIME_WAIT_GIL)
@@ -934,6 +936,7 @@ static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc, bool any_call) {
         e->peer_tid = rw.owner;
         e->address = sc->args[0];
         e->runtime = true;
+        e->runtime_kind = rw.runtime;
         return 0;
 }
 

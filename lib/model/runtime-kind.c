@@ -18,6 +18,8 @@ const RuntimeTraits runtime_traits[_RUNTIME_MAX] = {
                 .owned_lock_class = "threading.RLock",
                 .join_call = "Thread.join",
                 .language = "Python",
+                .owned_lock_held = "a Python RLock another thread holds",
+                .global_lock_kept = "the GIL, which another thread keeps",
         },
         [RUNTIME_GO] = {
                 .name = "go",
@@ -42,6 +44,8 @@ const RuntimeTraits runtime_traits[_RUNTIME_MAX] = {
                 .owned_lock_class = "Thread::Mutex",
                 .join_call = "Thread#join",
                 .language = "Ruby",
+                .owned_lock_held = "a Ruby Mutex another thread holds",
+                .global_lock_kept = "the GVL, which another thread keeps",
         },
 };
 

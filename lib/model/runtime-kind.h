@@ -45,6 +45,10 @@ typedef struct RuntimeTraits {
         const char *owned_lock_class;   /* what a lock that records its owner is called ("threading.RLock"); NULL */
         const char *join_call;          /* how a wait for a thread's end is called ("Thread.join"); NULL */
         const char *language;           /* the language its code is in ("Python"); NULL */
+        const char *owned_lock_held;    /* why a wait for its lock that records an owner is owed: "a Python RLock
+                                         * another thread holds"; NULL */
+        const char *global_lock_kept;   /* why a wait for its global lock is owed: "the GIL, which another thread
+                                         * keeps"; NULL */
 } RuntimeTraits;
 
 extern const RuntimeTraits runtime_traits[_RUNTIME_MAX];

@@ -231,6 +231,7 @@ typedef struct WaitEdge {
         bool owner_exited;      /* a mutex whose holder is gone: nobody will ever unlock it (not stored) */
         bool runtime;           /* read from a language runtime (the GIL, a Python lock), not from a glibc lock; its
                                  * ADDRESS is the futex waited on (not stored) */
+        RuntimeKind runtime_kind; /* which, when RUNTIME (not stored) */
 } WaitEdge;
 
 /* The wait chain of a snapshot: the edges from the thread(s) it started at, followed to a depth. */

@@ -242,3 +242,22 @@ def test_a_ruby_release_without_a_layout_is_named_with_native_frames(tmp_path):
     finally:
         os.killpg(p.pid, 9)
         p.wait()
+
+
+def test_a_mutex_another_thread_holds_is_owed_in_rubys_words(daemon, hang, tmp_path):
+    """A thread waiting for a Mutex whose owner sleeps is blocked (the owner may sleep as long as it likes: the wait
+    ends only when it unlocks), and the daemon says why in Ruby's words; the owner itself only sleeps."""
+    comm = unique_comm("rb-held")
+    hook, out = recording_hook(tmp_path)
+    d = daemon(config(rule("rb-blocked", comm, actions="[log, hook]"), hook))
+    h = hang("held", comm=comm, tmp_path=tmp_path)
+    holder, waiter = (t["tid"] for t in h.first["threads"])
+
+    def verdicts():
+        rows = {t["tid"]: t for t in d.get_json("/processes")["threads"] if t["pid"] == h.pid}
+        return rows if rows.get(waiter, {}).get("blocked_because") else None
+    rows = wait_until(verdicts, timeout=30, interval=0.1, what="the waiter's verdict")
+    assert rows[waiter]["blocked_because"] == "a Ruby Mutex another thread holds", rows[waiter]
+    assert not rows.get(holder, {}).get("blocked_because"), rows.get(holder)
+    ev = wait_until(lambda: firings(out), timeout=30, interval=0.1, what="the blocked rule's hook")[0]
+    assert ev["tid"] == waiter, ev
