@@ -19,6 +19,7 @@
 #include "model/proc-parse.h"
 #include "proc/cgroup-freeze.h"
 #include "proc/proc-read.h"
+#include "proc/task-regs.h"
 
 #define CMDLINE_BYTES_MAX (128U * 1024)
 #define CGROUP_BYTES_MAX (16U * 1024)
@@ -70,6 +71,8 @@ typedef struct Capture {
         RuntimeSet runtimes;    /* the runtimes found in it (runtime/runtime.h) */
         char root[64];          /* /proc/PID/root, where the symbolizer opens the target's files */
         Symbolizer *sym;
+        TaskRegs *regs;         /* the BPF reader of a sleeping thread's every register, loaded on first need */
+        bool regs_tried;        /* and whether it was tried (it may not load: no BPF, no privilege) */
 } Capture;
 
 /* A ptrace batch item's thread, stopped: what the runtimes read of it, in the same pause. */
@@ -279,9 +282,38 @@ static int read_thread_facts(Capture *c, int taskfd, ThreadSnapshot *t) {
         return 0;
 }
 
-/* Passive capture: registers from the syscall record, a stack copy, and a second look at the record to make sure
- * the thread did not move while we copied. -EAGAIN when it is running or keeps moving. */
-static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread *raw) {
+/* Every saved user register of T, read through BPF (proc/task-regs.h) as it sleeps where its syscall record says,
+ * into *REGS over what the record gave: -EAGAIN when it is not there (it moved), -EOPNOTSUPP when BPF cannot read
+ * them here. */
+static int bpf_regs(Capture *c, const ThreadSnapshot *t, UnwindRegs *regs) {
+        TaskRegsRecord rec;
+        int r;
+
+        if (!c->regs_tried) {
+                _cleanup_free_ char *why = NULL;
+
+                c->regs_tried = true;
+                r = task_regs_new(&c->regs, &why);
+                if (r < 0)
+                        log_debug("No registers from BPF: %s", why ?: strerror(-r));
+        }
+        if (!c->regs)
+                return -EOPNOTSUPP;
+        r = task_regs_read(c->regs, t->tid, &rec);
+        if (r < 0)
+                return r == -ENOMEM ? r : r == -EOPNOTSUPP || r == -EPERM ? -EOPNOTSUPP : -EAGAIN;
+        if (rec.syscall_nr != t->syscall.nr || rec.n > UNWIND_NREGS || rec.r[UNWIND_REG_SP] != t->syscall.sp ||
+            rec.r[UNWIND_REG_PC] != t->syscall.pc)
+                return -EAGAIN;
+        for (unsigned k = 0; k < rec.n; k++)
+                unwind_regs_set(regs, k, rec.r[k]);
+        return 0;
+}
+
+/* Passive capture: registers from the syscall record (all of them through BPF, with ALL_REGS), a stack copy, and a
+ * second look at the record to make sure the thread did not move while we copied. -EAGAIN when it is running or
+ * keeps moving. */
+static int capture_passive_with(Capture *c, int taskfd, ThreadSnapshot *t, RawThread *raw, bool all_regs) {
         size_t n_maps;
         const ProcMap *maps = unwind_process_maps(c->up, &n_maps);
         char buf[512];
@@ -294,6 +326,8 @@ static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread 
                 int r;
 
                 r = capture_passive_regs(&t->syscall, &raw->regs);
+                if (r >= 0 && all_regs)
+                        r = bpf_regs(c, t, &raw->regs);
                 if (r < 0)
                         return r;
                 r = capture_copy_stack(c->pid, maps, n_maps, t->syscall.sp, c->o->stack_bytes, &stack, &truncated);
@@ -341,6 +375,24 @@ static bool still_parked(Capture *c, const ThreadSnapshot *t) {
                 return false;
         proc_syscall_resolve_restart(&again, t->wchan);
         return proc_syscall_same_place(&t->syscall, &again);
+}
+
+static int capture_passive(Capture *c, int taskfd, ThreadSnapshot *t, RawThread *raw) {
+        return capture_passive_with(c, taskfd, t, raw, false);
+}
+
+/* A sleeping thread whose passive unwind ended early, read passively again with every register (BPF): 0 when it was,
+ * -errno when it cannot be (no BPF here, or it moved). */
+static int capture_passive_all_regs(Capture *c, ThreadSnapshot *t, RawThread *raw) {
+        _cleanup_close_ int taskfd = -EBADF;
+        int r;
+
+        if (c->regs_tried && !c->regs)
+                return -EOPNOTSUPP;
+        r = proc_open_task(c->dirfd, t->tid, &taskfd);
+        if (r < 0)
+                return r;
+        return capture_passive_with(c, taskfd, t, raw, true);
 }
 
 /* A thread of a ptrace batch recorded: its registers and stack copy, and the pause it cost; or its error. */
@@ -694,6 +746,7 @@ static void capture_done(Capture *c) {
         c->symmods = mfree(c->symmods);
         c->symmod_done = mfree(c->symmod_done);
         runtime_set_done(&c->runtimes);
+        c->regs = task_regs_free(c->regs);
 }
 
 /* A new snapshot of C->pid with what needs no thread: identity, the address space (C->up stays NULL where it
@@ -931,8 +984,30 @@ static int capture_unwind_threads(Capture *c, Symbolizer *sym, const char *root,
                 r = unwind_one(c, sym, root, t, raw, frames, &clean);
                 if (r < 0)
                         return r;
-                /* Auto mode: a sleeping thread whose passive unwind did not reach the outermost frame (a register
-                 * its CFI needs was not in the syscall record) gets a brief ptrace capture instead. */
+                /* A sleeping thread whose passive unwind did not reach the outermost frame (a register its CFI
+                 * needs was not in the syscall record) is read again with every register its kernel saved for it
+                 * (BPF), still without stopping it; in D state too, where ptrace could not stop it. */
+                if (!clean && !t->truncated && !raw->copy_truncated && c->o->method != CAPTURE_METHOD_PTRACE &&
+                    t->method == CAPTURE_METHOD_PASSIVE) {
+                        RawThread again = { .index = raw->index };
+
+                        r = capture_passive_all_regs(c, t, &again);
+                        if (r == -ENOMEM) {
+                                raw_thread_done(&again);
+                                return r;
+                        }
+                        if (r == 0) {
+                                raw_thread_done(raw);
+                                *raw = again;
+                                raw->unwound = true;
+                                r = unwind_one(c, sym, root, t, raw, frames, &clean);
+                                if (r < 0)
+                                        return r;
+                        } else
+                                raw_thread_done(&again);
+                }
+                /* Auto mode: a sleeping thread whose passive unwind still did not reach the outermost frame (no BPF
+                 * here, or it did not help) gets a brief ptrace capture instead. */
                 if (!clean && !t->truncated && !raw->copy_truncated && c->o->method == CAPTURE_METHOD_AUTO &&
                     t->method == CAPTURE_METHOD_PASSIVE && t->state != 'D' &&
                     (t->tracer_pid == 0 || t->tracer_pid == getpid())) {

@@ -16,9 +16,10 @@ import time
 
 import pytest
 
-from conftest import SRCDIR, dump_json, stackctl, wait_until
+from conftest import SRCDIR, STACKCTL, dump_json, stackctl, wait_until
 from test_journal import FIRED, journal, journald_daemon  # noqa: F401  (journald_daemon is a fixture)
 from test_python_daemon import config, firings, recording_hook, spin_rule, unique_comm
+from test_scan_source import bpf_reason, without_bpf_caps
 
 HANG = os.path.join(SRCDIR, "tests", "fixtures", "node", "hang.js")
 NODE18 = os.environ.get("STACKWATCH_NODE18") or os.path.join(SRCDIR, "tests", "fixtures", "node18")
@@ -356,3 +357,35 @@ def test_the_daemon_names_the_javascript_culprit(journald_daemon, hang, tmp_path
     assert js_frames(main)[0][:2] == ("busyLoopHere", HANG), js_frames(main)
     code, _, body = d.get(f"/stacks/{h.pid}?format=svg")
     assert code == 200 and b"busyLoopHere" in body
+
+
+def test_a_read_in_readfilesync_is_read_with_every_register_stopping_nothing(hang, tmp_path):
+    """readFileSync() of a FIFO that a writer holds open blocks in read() inside libuv, whose caller's frame the
+    syscall record's registers cannot recover (uv__fs_work). With BPF the capture reads every register the kernel
+    saved for the thread: the whole stack, its JavaScript frames, nothing stopped; without BPF (no CAP_BPF), the
+    default method stops it once for them."""
+    label, argv = NODES[0]
+    need(argv, label)
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        h = hang(argv, "fifo", fifo)
+        tid = h.first["tid"]
+        wait_until(lambda: "pipe_read" in open(f"/proc/{h.pid}/task/{tid}/wchan").read(), what="node in read()")
+        why = bpf_reason()
+        if why:
+            pytest.skip(why)
+        [doc] = dump_json(h.pid)
+        main = thread_of(doc, tid)
+        assert main["capture"]["method"] == "passive" and main["capture"]["pause_us"] == 0, main["capture"]
+        assert doc["capture"]["fallback_stops"] == 0, doc["capture"]
+        names = [f.get("function") for f in main["frames"]]
+        assert "uv__fs_work" in names and names.index("uv__fs_work") < len(names) - 3, names
+        assert "readConfigSync" in [f[0] for f in js_frames(main)], js_frames(main)
+        wrapper = without_bpf_caps()
+        if wrapper:
+            r = subprocess.run([*wrapper, STACKCTL, "dump", "--json", str(h.pid)], capture_output=True)
+            assert r.returncode in (0, 5) and json.loads(r.stdout)["capture"]["fallback_stops"] >= 1, r
+    finally:
+        os.close(writer)
