@@ -987,6 +987,8 @@ static int capture_unwind_threads(Capture *c, Symbolizer *sym, const char *root,
                 /* A sleeping thread whose passive unwind did not reach the outermost frame (a register its CFI
                  * needs was not in the syscall record) is read again with every register its kernel saved for it
                  * (BPF), still without stopping it; in D state too, where ptrace could not stop it. */
+                bool all_regs = false;
+
                 if (!clean && !t->truncated && !raw->copy_truncated && c->o->method != CAPTURE_METHOD_PTRACE &&
                     t->method == CAPTURE_METHOD_PASSIVE) {
                         RawThread again = { .index = raw->index };
@@ -997,6 +999,7 @@ static int capture_unwind_threads(Capture *c, Symbolizer *sym, const char *root,
                                 return r;
                         }
                         if (r == 0) {
+                                all_regs = true;
                                 raw_thread_done(raw);
                                 *raw = again;
                                 raw->unwound = true;
@@ -1006,10 +1009,11 @@ static int capture_unwind_threads(Capture *c, Symbolizer *sym, const char *root,
                         } else
                                 raw_thread_done(&again);
                 }
-                /* Auto mode: a sleeping thread whose passive unwind still did not reach the outermost frame (no BPF
-                 * here, or it did not help) gets a brief ptrace capture instead. */
-                if (!clean && !t->truncated && !raw->copy_truncated && c->o->method == CAPTURE_METHOD_AUTO &&
-                    t->method == CAPTURE_METHOD_PASSIVE && t->state != 'D' &&
+                /* Auto mode: a sleeping thread whose passive unwind still did not reach the outermost frame gets a
+                 * brief ptrace capture instead, where BPF could not give it every register (a stop would give the
+                 * same registers and the same stack: the unwind ends where it ended). */
+                if (!clean && !all_regs && !t->truncated && !raw->copy_truncated &&
+                    c->o->method == CAPTURE_METHOD_AUTO && t->method == CAPTURE_METHOD_PASSIVE && t->state != 'D' &&
                     (t->tracer_pid == 0 || t->tracer_pid == getpid())) {
                         RawThread again = { .index = raw->index };
                         ThreadSnapshot backup = *t;
