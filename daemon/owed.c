@@ -185,9 +185,10 @@ static const char *edge_owed(Scanner *s, const WaitChain *c, const ProcessEntry 
         if (e->kind == WAIT_KIND_MUTEX) {
                 if (e->owner_exited)
                         return "a mutex whose holder exited";
+                if (e->peer_tid > 0 && e->peer_tid != e->tid && !e->runtime)
+                        return "a mutex another thread holds";
                 if (e->peer_tid > 0 && e->peer_tid != e->tid)
-                        return e->runtime ? runtime_traits[e->runtime_kind].owned_lock_held ?: "a lock another thread holds"
-                                          : "a mutex another thread holds";
+                        return runtime_traits[e->runtime_kind].owned_lock_held ?: "a lock another thread holds";
                 /* A threading.Lock records no holder, but one waited on is held: by another thread, or by the
                  * waiter itself (a Lock taken twice never returns). Parked this long on it is a lock wait, as a
                  * mutex's is, not an idle one. */
@@ -197,9 +198,8 @@ static const char *edge_owed(Scanner *s, const WaitChain *c, const ProcessEntry 
         }
         /* Parked this long for the GIL: its holder keeps it (C code that blocked without releasing it). */
         if (e->kind == WAIT_KIND_GIL)
-                return e->peer_tid > 0 && e->peer_tid != e->tid
-                               ? runtime_traits[e->runtime_kind].global_lock_kept ?: "a global lock another thread keeps"
-                               : NULL;
+                return e->peer_tid <= 0 || e->peer_tid == e->tid ? NULL
+                       : runtime_traits[e->runtime_kind].global_lock_kept ?: "a global lock another thread keeps";
         if (e->peer_pid == 0) {
                 /* A pipe or socket whose other end only its own process holds, while every thread of it is parked
                  * in such a wait: nobody is left to write to it. */

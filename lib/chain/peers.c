@@ -873,8 +873,9 @@ static int edge_join(EdgeCtx *c, uint64_t addr, pid_t joined) {
  * condition variable, a semaphore, glibc's internal locks, another library's own) is not: nothing in it names an
  * owner, and we do not guess one. */
 /* A wait that a language runtime explains (RuntimeWaitFn): its global lock to its holder, a lock that records its
- * owner to the owner, a lock that records none to nobody, a join to the thread to exit. Futex waits are asked; so is
- * any blocked call (ANY_CALL, FUTEX 0 when not a futex wait) of the runtimes that park threads in calls of their own. */
+ * owner to the owner, a lock that records none to nobody, a join to the thread to exit. Futex waits are asked; so
+ * is any blocked call (ANY_CALL, FUTEX 0 when not a futex wait) of the runtimes that park threads in calls of their
+ * own. */
 static int edges_runtime(EdgeCtx *c, const ProcSyscall *sc, bool any_call) {
         PeerResolver *r = c->r;
         const char *reason = NULL;

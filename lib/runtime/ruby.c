@@ -223,9 +223,9 @@ static void symbols_find(RbProcess *p) {
                 if (!buf || rb_read(p, start, buf, size) < 0)
                         continue;
                 for (size_t i = 0; i + 32 <= size && n_found < 2; i += 8) {
-                        uint64_t last = word_at(buf, i), tbl = word_at(buf, i + 8),
-                                 ids = word_at(buf, i + p->l.symbols_ids), dsym = word_at(buf, i + p->l.symbols_ids + 8),
-                                 fl, first;
+                        uint64_t last = word_at(buf, i), tbl = word_at(buf, i + 8), fl, first;
+                        uint64_t ids = word_at(buf, i + p->l.symbols_ids);
+                        uint64_t dsym = word_at(buf, i + p->l.symbols_ids + 8);
 
                         if (last < 64 || last > (1U << 24) || !is_object(tbl) || !is_object(ids) || !is_object(dsym))
                                 continue;
@@ -957,8 +957,9 @@ static int ruby_layout(RbProcess *p, const char **ret_why) {
         return 0;
 }
 
-/* Open the Ruby VM of process PID (UP its modules, SYM to find their symbols) into *RET, NULL when it runs none; *RET_PR
- * (when RET_PR) its version and error in snapshot S. -ENOMEM; a Ruby that cannot be read is *RET NULL with *RET_WHY. */
+/* Open the Ruby VM of process PID (UP its modules, SYM to find their symbols) into *RET, NULL when it runs none; its
+ * version into *RET_VERSION (when not NULL) as soon as it is read. -ENOMEM; a Ruby that cannot be read is *RET NULL
+ * with *RET_WHY. */
 static int rb_process_open(pid_t pid, UnwindProcess *up, Symbolizer *sym, RbProcess **ret, char **ret_version,
                            const char **ret_why) {
         static const char *const names[] = { "ruby_current_vm_ptr", "ruby_version" };
