@@ -7,17 +7,7 @@
  * preserve_access_index, so libbpf moves each access to where the running kernel's BTF puts the field. GPL-2.0 as
  * the helpers it calls (bpf_get_task_stack, bpf_task_pt_regs) require of their caller. */
 
-typedef unsigned char __u8;
-typedef unsigned short __u16;
-typedef unsigned int __u32;
-typedef unsigned long long __u64;
-typedef signed int __s32;
-typedef signed long long __s64;
-typedef __u16 __be16; /* named by bpf_helper_defs.h */
-typedef __u32 __be32, __wsum;
-typedef _Bool bool;
-#define true 1
-#define false 0
+#include "bpf-types.h"
 
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>

@@ -12,6 +12,7 @@
 #include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "proc/bpf-log.h"
 #include "proc/task-iter.h"
 
 #ifdef HAVE_BPF
@@ -45,18 +46,6 @@ struct TaskIter {
         TaskGroup *groups;              /* its counts per process */
         size_t n_groups, groups_allocated;
 };
-
-/* libbpf's own messages (it prints warnings to stderr otherwise) go to our debug log. */
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap) {
-        char line[512];
-
-        if (level == LIBBPF_DEBUG)
-                return 0;
-        vsnprintf(line, sizeof line, fmt, ap);
-        line[strcspn(line, "\n")] = '\0';
-        log_debug("libbpf: %s", line);
-        return 0;
-}
 
 /* The bounds of the scheduler's and the lock functions' text, which /proc's wchan skips. All four 0 when kallsyms
  * hides addresses (kptr_restrict): then the iterator looks for no wchan, and the scan reads /proc's for the few
@@ -227,7 +216,7 @@ int task_iter_new_walk(TaskIter **ret, TaskIterWalk walk, char **ret_why) {
         if (access("/sys/kernel/btf/vmlinux", R_OK) < 0)
                 return fail(-errno, ret_why, "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s)",
                             strerror(errno));
-        libbpf_set_print(libbpf_print);
+        bpf_log_to_debug();
         it = calloc(1, sizeof *it);
         if (!it)
                 return -ENOMEM;

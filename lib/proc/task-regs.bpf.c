@@ -4,15 +4,7 @@
  *
  * Compiled with clang -target bpf. GPL-2.0 as bpf_task_pt_regs requires. */
 
-typedef unsigned char __u8;
-typedef unsigned short __u16;
-typedef unsigned int __u32;
-typedef unsigned long long __u64;
-typedef signed int __s32;
-typedef signed long long __s64;
-typedef __u16 __be16;
-typedef __u32 __be32, __wsum;
-typedef _Bool bool;
+#include "bpf-types.h"
 
 #include <bpf/bpf_helpers.h>
 

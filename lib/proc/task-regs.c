@@ -1,6 +1,5 @@
 /* task-regs.c: loading the BPF register reader and reading one thread's record (see task-regs.h). */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +7,7 @@
 
 #include "base/log.h"
 #include "base/macro.h"
+#include "proc/bpf-log.h"
 #include "proc/task-regs.h"
 
 #ifdef HAVE_BPF
@@ -26,17 +26,6 @@ struct TaskRegs {
         struct task_regs_bpf *skel;
 };
 
-static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap) {
-        char line[512];
-
-        if (level == LIBBPF_DEBUG)
-                return 0;
-        vsnprintf(line, sizeof line, fmt, ap);
-        line[strcspn(line, "\n")] = '\0';
-        log_debug("libbpf: %s", line);
-        return 0;
-}
-
 static int fail(int r, char **ret_why, const char *what) {
         if (ret_why && asprintf(ret_why, "%s: %s", what, strerror(-r)) < 0)
                 *ret_why = NULL;
@@ -49,7 +38,7 @@ int task_regs_new(TaskRegs **ret, char **ret_why) {
 
         if (ret_why)
                 *ret_why = NULL;
-        libbpf_set_print(libbpf_quiet);
+        bpf_log_to_debug();
         t = calloc(1, sizeof *t);
         if (!t)
                 return -ENOMEM;
