@@ -583,8 +583,11 @@ int capture_job_start(sd_event *e, const CaptureJobSpec *spec, CaptureJobDone do
         /* The child keeps only its two pipes: a copy of an HTTP client's connection or of a listening socket must not
          * outlive the daemon's own (a client would wait for an EOF the child holds up). The loop's fds go too. Dying
          * with the daemon, the kernel detaches anything it holds. */
+        /* And the BPF register reader's program, loaded once by the daemon (capture_regs_preload()); -EBADF, and
+         * ignored, where it did not load. */
         r = fork_child(&(ForkOptions) { .flags = FORK_CHILD_OF_DAEMON, .keep_fds = (const int[]) { fds[1],
-                                        spec->output_fd }, .n_keep_fds = 2, .setup_failed_status = ESRCH },
+                                        spec->output_fd, capture_regs_fd() }, .n_keep_fds = 3,
+                                        .setup_failed_status = ESRCH },
                        &child);
         if (r < 0) {
                 safe_close(fds[0]);

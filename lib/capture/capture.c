@@ -71,9 +71,26 @@ typedef struct Capture {
         RuntimeSet runtimes;    /* the runtimes found in it (runtime/runtime.h) */
         char root[64];          /* /proc/PID/root, where the symbolizer opens the target's files */
         Symbolizer *sym;
-        TaskRegs *regs;         /* the BPF reader of a sleeping thread's every register, loaded on first need */
-        bool regs_tried;        /* and whether it was tried (it may not load: no BPF, no privilege) */
 } Capture;
+
+/* The BPF reader of a sleeping thread's every register, loaded on first need (17 ms: libbpf reads the kernel's BTF),
+ * once for every capture of this process and of the children it forks after (capture_regs_preload()); kept to its
+ * exit. NULL when it did not load: no BPF, no privilege, an old kernel. */
+static TaskRegs *regs_reader;
+static bool regs_tried;
+
+int capture_regs_preload(void) {
+        _cleanup_free_ char *why = NULL;
+        int r;
+
+        if (regs_tried)
+                return regs_reader ? 0 : -EOPNOTSUPP;
+        regs_tried = true;
+        r = task_regs_new(&regs_reader, &why);
+        if (r < 0)
+                log_debug("No registers from BPF: %s", why ?: strerror(-r));
+        return r;
+}
 
 /* A ptrace batch item's thread, stopped: what the runtimes read of it, in the same pause. */
 typedef struct RuntimeStopped {
@@ -285,21 +302,18 @@ static int read_thread_facts(Capture *c, int taskfd, ThreadSnapshot *t) {
 /* Every saved user register of T, read through BPF (proc/task-regs.h) as it sleeps where its syscall record says,
  * into *REGS over what the record gave: -EAGAIN when it is not there (it moved), -EOPNOTSUPP when BPF cannot read
  * them here. */
+int capture_regs_fd(void) {
+        return regs_reader ? task_regs_fd(regs_reader) : -EBADF;
+}
+
 static int bpf_regs(Capture *c, const ThreadSnapshot *t, UnwindRegs *regs) {
         TaskRegsRecord rec;
         int r;
 
-        if (!c->regs_tried) {
-                _cleanup_free_ char *why = NULL;
-
-                c->regs_tried = true;
-                r = task_regs_new(&c->regs, &why);
-                if (r < 0)
-                        log_debug("No registers from BPF: %s", why ?: strerror(-r));
-        }
-        if (!c->regs)
-                return -EOPNOTSUPP;
-        r = task_regs_read(c->regs, t->tid, &rec);
+        r = capture_regs_preload();
+        if (r < 0)
+                return r == -ENOMEM ? r : -EOPNOTSUPP;
+        r = task_regs_read(regs_reader, t->tid, &rec);
         if (r < 0)
                 return r == -ENOMEM ? r : r == -EOPNOTSUPP || r == -EPERM ? -EOPNOTSUPP : -EAGAIN;
         if (rec.syscall_nr != t->syscall.nr || rec.n > UNWIND_NREGS || rec.r[UNWIND_REG_SP] != t->syscall.sp ||
@@ -387,7 +401,7 @@ static int capture_passive_all_regs(Capture *c, ThreadSnapshot *t, RawThread *ra
         _cleanup_close_ int taskfd = -EBADF;
         int r;
 
-        if (c->regs_tried && !c->regs)
+        if (regs_tried && !regs_reader)
                 return -EOPNOTSUPP;
         r = proc_open_task(c->dirfd, t->tid, &taskfd);
         if (r < 0)
@@ -746,7 +760,6 @@ static void capture_done(Capture *c) {
         c->symmods = mfree(c->symmods);
         c->symmod_done = mfree(c->symmod_done);
         runtime_set_done(&c->runtimes);
-        c->regs = task_regs_free(c->regs);
 }
 
 /* A new snapshot of C->pid with what needs no thread: identity, the address space (C->up stays NULL where it

@@ -45,6 +45,15 @@ typedef struct CaptureOptions {
 
 void capture_options_init(CaptureOptions *o);
 
+/* Load the BPF reader of a sleeping thread's every register now, for the captures of this process and of the
+ * children it forks after: a daemon calls it before it forks capture children, each of which would load it again
+ * (17 ms). Captures load it themselves when a thread first needs it. 0, or -errno when it cannot be loaded here
+ * (then such a thread is stopped with ptrace instead, in the auto method). */
+int capture_regs_preload(void);
+/* The fd that a child forked after capture_regs_preload() must keep open to read registers (its parent closes the
+ * rest): -EBADF when none was loaded. */
+int capture_regs_fd(void);
+
 /* Capture process PID. Returns -ESRCH when the process does not exist (or is gone before anything was read),
  * -EACCES/-EPERM when nothing could be read; otherwise 0 with a snapshot that may be partial (see its errors).
  * SYM caches modules across calls and must outlive none of the returned data. */

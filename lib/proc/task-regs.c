@@ -69,6 +69,10 @@ TaskRegs *task_regs_free(TaskRegs *t) {
         return NULL;
 }
 
+int task_regs_fd(const TaskRegs *t) {
+        return bpf_program__fd(t->skel->progs.stackwatch_regs);
+}
+
 int task_regs_read(TaskRegs *t, pid_t tid, TaskRegsRecord *ret) {
         union bpf_iter_link_info info = { .task.tid = (uint32_t) tid };
         LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof info);
@@ -116,6 +120,10 @@ int task_regs_new(TaskRegs **ret, char **ret_why) {
 TaskRegs *task_regs_free(TaskRegs *t) {
         free(t);
         return NULL;
+}
+
+int task_regs_fd(const TaskRegs *t) {
+        return -EBADF;
 }
 
 int task_regs_read(TaskRegs *t, pid_t tid, TaskRegsRecord *ret) {

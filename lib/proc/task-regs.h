@@ -17,6 +17,8 @@ typedef struct TaskRegs TaskRegs;
  * privilege, a kernel too old. */
 int task_regs_new(TaskRegs **ret, char **ret_why);
 TaskRegs *task_regs_free(TaskRegs *t);
+/* The fd a forked child that closes every other one must keep to read with T (the loaded program's). */
+int task_regs_fd(const TaskRegs *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(TaskRegs *, task_regs_free);
 /* Thread TID's saved user registers (those of its last entry into the kernel: while it sleeps in a syscall, that
  * call's; the caller checks it is still there): -ESRCH when it is gone, -EINVAL from a kernel before 6.1 (which

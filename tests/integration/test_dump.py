@@ -508,3 +508,44 @@ def test_a_stop_the_default_method_falls_back_to_says_why(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_the_daemons_captures_read_every_register_without_a_stop(daemon, tmp_path):
+    """The daemon loads the BPF register reader once, before it forks its capture children: a snapshot of the
+    frame-pointer fixture, blocked for good on a pipe only it holds, has its whole stack read passively, and the
+    daemon's count of fall-back stops stays 0."""
+    if not shutil.which("gcc"):
+        pytest.skip("no gcc to build the frame-pointer fixture (the arm64 VM has none)")
+    why = bpf_reason()
+    if why:
+        pytest.skip(why)
+    binary = tmp_path / "fp-read"
+    subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", str(binary),
+                    os.path.join(SRCDIR, "tests", "fixtures", "fp-read.c")], check=True)
+    d = daemon("""
+poll_interval: 200ms
+archive:
+  directory: "@ARCHIVE@"
+rules:
+  - name: fp-blocked
+    class: blocked
+    for: 1s
+    comm: fp-read
+    cooldown: 1h
+    actions: [snapshot, log]
+""")
+    p = subprocess.Popen([str(binary)], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"READY\n"
+        [snap] = wait_until(lambda: d.snapshots("--pid", str(p.pid)), timeout=30, interval=0.2,
+                            what="the fixture's snapshot")
+        doc = json.loads(stackctl("--archive", d.archive, "show", "--json", snap["id"], check_rc=0).stdout)
+        [t] = doc["threads"]
+        assert t["capture"]["method"] == "passive" and t["capture"]["pause_us"] == 0, t["capture"]
+        assert functions(t)[:3] == ["read", "fp_wait", "main"], functions(t)
+        assert doc["capture"]["fallback_stops"] == 0, doc["capture"]
+        _, _, body = d.get("/metrics")
+        assert "stackwatch_capture_fallback_stops_total 0\n" in body.decode()
+    finally:
+        p.kill()
+        p.wait()
