@@ -29,7 +29,7 @@
 #include "proc/proc-read.h"
 #include "runtime/node-tables.h"
 #include "runtime/node.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime-symbols.h"
 
 #define JS_FRAMES_SEGMENT_MAX 4096U   /* V8 frames walked from one start */
 #define JS_FRAME_BYTES_MAX (1U << 20) /* the largest step from a frame to its caller's */

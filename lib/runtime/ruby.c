@@ -15,7 +15,7 @@
 #include "proc/proc-read.h"
 #include "runtime/ruby-layouts.h"
 #include "runtime/ruby.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime-symbols.h"
 
 #define RUBY_THREADS_MAX 65536U
 #define RUBY_STRING_MAX 4096U

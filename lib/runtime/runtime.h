@@ -32,11 +32,5 @@ int runtime_set_finish(RuntimeSet *set);
 void runtime_set_done(RuntimeSet *set);
 /* Every runtime's waits_attach() but those in SKIP (1 << RuntimeKind) on R. -ENOMEM. */
 int runtime_waits_attach(PeerResolver *r, Symbolizer *sym, unsigned skip, RuntimeMayRunFn may_run, void *userdata);
-/* Among UP's modules named as runtime K's interpreter (RuntimeTraits.interpreter_modules), the one whose exported
- * symbols (found with SYM) hold the most of NAMES[0..N): *RET_MOD, and each name's address in RET_ADDRS[0..N) (0: not
- * there). Returns how many of them it holds: 0 when none does, or no module is named so (*RET_SEEN false then);
- * -ENOMEM. */
-int runtime_find_exported(UnwindProcess *up, Symbolizer *sym, RuntimeKind k, const char *const *names, size_t n,
-                          Dwfl_Module **ret_mod, uint64_t *ret_addrs, bool *ret_seen);
 /* Every runtime's trim_native() on T. */
 int runtime_trim_native(ThreadSnapshot *t, bool *ret_clean);
