@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -316,8 +317,10 @@ static int bpf_regs(Capture *c, const ThreadSnapshot *t, UnwindRegs *regs) {
         r = task_regs_read(regs_reader, t->tid, &rec);
         if (r < 0)
                 return r == -ENOMEM ? r : r == -EOPNOTSUPP || r == -EPERM ? -EOPNOTSUPP : -EAGAIN;
-        if (rec.syscall_nr != t->syscall.nr || rec.n > UNWIND_NREGS || rec.r[UNWIND_REG_SP] != t->syscall.sp ||
-            rec.r[UNWIND_REG_PC] != t->syscall.pc)
+        /* The registers hold the number the kernel does: restart_syscall for a call continued after a stop (a JVM's
+         * threads after its SIGQUIT), which the record was turned back into the call it continues. */
+        if (rec.syscall_nr != (t->syscall.restarted ? (int64_t) SYS_restart_syscall : t->syscall.nr) ||
+            rec.n > UNWIND_NREGS || rec.r[UNWIND_REG_SP] != t->syscall.sp || rec.r[UNWIND_REG_PC] != t->syscall.pc)
                 return -EAGAIN;
         for (unsigned k = 0; k < rec.n; k++)
                 unwind_regs_set(regs, k, rec.r[k]);
