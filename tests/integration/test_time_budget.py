@@ -83,7 +83,7 @@ def test_peers_share_the_capture_s_deadline(fixture):
         assert f"peer {pid} and later ones not captured: time budget spent" in chain["errors"], chain
 
 
-def test_a_later_process_gets_file_and_line_after_a_cut_one(fixture):
+def test_a_later_process_gets_file_and_line_after_a_cut_one(fixture, tmp_path):
     """File:line is skipped only for the capture whose budget ran short, and only for frames first looked up past
     three quarters of it: the next process of the same dump (the same binary, with a budget of its own) gets them
     again for the very frames the first one resolved without. Since captures go in rounds (the first copies for an
@@ -92,10 +92,15 @@ def test_a_later_process_gets_file_and_line_after_a_cut_one(fixture):
     big = crowd(fixture, "4000", "0")
     small = crowd(fixture, "10", "0")
     # A budget the small process's whole dump fits in four times over on this machine now (a loaded machine, or the
-    # sanitizer build, is slower), and that the big one's cannot: 4,000 threads take a hundred times longer.
-    [alone] = dump_json("--no-kernel", small.pid, timeout=60)
+    # sanitizer build, is slower), and that the big one's cannot: 4,000 threads take a hundred times longer. Measured
+    # with the symbols' cache warm, as the dump below finds them: without one, every dump inflates libc's debuginfo
+    # (100 ms here), which made a budget the big process's dump fit in too (191 ms for its 4,001 threads).
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    dump_json("--no-kernel", *cache, small.pid, timeout=60)
+    [alone] = dump_json("--no-kernel", *cache, small.pid, timeout=60)
     budget_ms = max(100, 4 * alone["capture"]["duration_us"] // 1000)
-    cut, whole = dump_json("--no-kernel", "--time-budget", budget_ms, big.pid, small.pid, check_rc=5, timeout=60)
+    cut, whole = dump_json("--no-kernel", *cache, "--time-budget", budget_ms, big.pid, small.pid, check_rc=5,
+                           timeout=60)
     assert cut["capture"]["truncated"], cut["capture"]
     assert not any("without file:line" in e for e in whole["capture"]["errors"]), whole["capture"]
 
