@@ -26,9 +26,6 @@
 #include "runtime/runtime.h"
 #include "scan.h"
 
-/* A process map larger than this is not looked through for a runtime. */
-#define SCAN_MAPS_BYTES_MAX (4U * 1024 * 1024)
-
 int scanner_new(Scanner **ret) {
         Scanner *s = calloc(1, sizeof *s);
         struct rlimit rl;
@@ -371,26 +368,8 @@ Symbolizer *scanner_runtime_symbolizer(Scanner *s) {
 }
 
 bool scanner_process_runs(Scanner *s, ProcessEntry *p, RuntimeKind k) {
-        _cleanup_close_ int dirfd = -EBADF;
-        _cleanup_free_ char *maps = NULL;
-        size_t len;
-
         if (p->runtimes == 0) {
-                p->runtimes = RUNTIMES_LOOKED;
-                if (proc_open_dir(p->pid, 0, &dirfd) >= 0 &&
-                    proc_read_full(dirfd, "maps", SCAN_MAPS_BYTES_MAX, &maps, &len) >= 0)
-                        for (char *line = maps, *end; line && *line; line = end ? end + 1 : NULL) {
-                                const char *path;
-                                RuntimeKind r;
-
-                                end = strchr(line, '\n');
-                                if (end)
-                                        *end = '\0';
-                                path = strchr(line, '/');
-                                r = path ? runtime_of_interpreter_module(path) : _RUNTIME_INVALID;
-                                if (r >= 0)
-                                        p->runtimes |= (uint16_t) (1U << r);
-                        }
+                p->runtimes = (uint16_t) (RUNTIMES_LOOKED | runtime_kinds_mapped(p->pid));
                 s->stats.deep_reads++;
         }
         return p->runtimes & (1U << k);

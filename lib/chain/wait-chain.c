@@ -739,6 +739,8 @@ static int name_mutexes(Snapshot *root, WaitChain *c, Symbolizer *sym) {
 }
 
 int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureOptions *o, Symbolizer *sym) {
+        /* Declared first, so it outlives the resolver whose readers ask it. */
+        _cleanup_(runtime_mapped_done) RuntimeMapped mapped = { INTMAP_NULL };
         _cleanup_(peer_resolver_freep) PeerResolver *r = NULL;
         _cleanup_(wait_chain_freep) WaitChain *c = NULL;
         _cleanup_free_ pid_t *peers = NULL;
@@ -749,8 +751,10 @@ int wait_chain_capture(Snapshot *root, pid_t tid, unsigned depth, const CaptureO
         k = peer_resolver_new(&r);
         if (k < 0)
                 return k;
-        /* What the runtimes say their threads wait on (a Python program's GIL and locks, read from its interpreter). */
-        k = runtime_waits_attach(r, sym, o->skip_runtimes, NULL, NULL);
+        /* What the runtimes say their threads wait on (a Python program's GIL and locks, read from its interpreter),
+         * asked only of the processes that map their interpreter: any blocked call may be a Ruby wait, and opening
+         * every process a chain reaches to find it is not Ruby costs a module list each. */
+        k = runtime_waits_attach(r, sym, o->skip_runtimes, runtime_mapped_may_run, &mapped);
         if (k < 0)
                 return k;
         /* The peers share the budget of the capture they are peers of: its deadline, or (for a caller that set

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/macro.h"
+#include "proc/proc-read.h"
 #include "runtime/golang.h"
 #include "runtime/java.h"
 #include "runtime/node.h"
@@ -18,6 +19,9 @@ const RuntimeOps *const runtime_table[_RUNTIME_MAX] = {
         [RUNTIME_NODE] = &node_runtime_ops,
         [RUNTIME_RUBY] = &ruby_runtime_ops,
 };
+
+/* A process's maps read for the runtimes it runs: as the daemon's scan bounds them. */
+#define RUNTIME_MAPS_BYTES_MAX (4U * 1024 * 1024)
 
 #define FOREACH_ACTIVE(set, k, ops)                                                                             \
         for (RuntimeKind k = 0; k < _RUNTIME_MAX; k++)                                                          \
@@ -139,4 +143,43 @@ int runtime_waits_attach(PeerResolver *r, Symbolizer *sym, unsigned skip, Runtim
                         return q;
         }
         return 0;
+}
+
+unsigned runtime_kinds_mapped(pid_t pid) {
+        _cleanup_close_ int dirfd = -EBADF;
+        _cleanup_free_ char *maps = NULL;
+        unsigned kinds = 0;
+        size_t len;
+
+        if (proc_open_dir(pid, 0, &dirfd) < 0 || proc_read_full(dirfd, "maps", RUNTIME_MAPS_BYTES_MAX, &maps, &len) < 0)
+                return 0;
+        for (char *line = maps, *end; line && *line; line = end ? end + 1 : NULL) {
+                const char *path;
+                RuntimeKind k;
+
+                end = strchr(line, '\n');
+                if (end)
+                        *end = '\0';
+                path = strchr(line, '/');
+                k = path ? runtime_of_interpreter_module(path) : _RUNTIME_INVALID;
+                if (k >= 0)
+                        kinds |= 1U << k;
+        }
+        return kinds;
+}
+
+bool runtime_mapped_may_run(void *userdata, RuntimeKind k, pid_t pid) {
+        RuntimeMapped *m = userdata;
+        uintptr_t kinds = (uintptr_t) intmap_get(&m->kinds, pid);
+
+        if (kinds == 0) {
+                kinds = 1U << _RUNTIME_MAX | runtime_kinds_mapped(pid);
+                if (intmap_put(&m->kinds, pid, (void *) kinds) < 0)
+                        return true;
+        }
+        return kinds & (1U << k);
+}
+
+void runtime_mapped_done(RuntimeMapped *m) {
+        intmap_done(&m->kinds);
 }

@@ -1,6 +1,7 @@
 /* runtime.h: the language runtimes a capture reads, behind one table (runtime-ops.h), driven in the capture's steps. */
 #pragma once
 
+#include "base/intmap.h"
 #include "runtime/runtime-ops.h"
 
 /* The runtimes' rows, by RuntimeKind. */
@@ -30,7 +31,23 @@ int runtime_set_read_process(RuntimeSet *set);
 int runtime_set_merge_thread(RuntimeSet *set, RuntimeRaw *raw, ThreadSnapshot *t);
 int runtime_set_finish(RuntimeSet *set);
 void runtime_set_done(RuntimeSet *set);
-/* Every runtime's waits_attach() but those in SKIP (1 << RuntimeKind) on R. -ENOMEM. */
+/* Every runtime's waits_attach() but those in SKIP (1 << RuntimeKind) on R. MAY_RUN, where given, tells a runtime's
+ * wait reader which processes are worth opening (runtime_mapped_may_run() for a caller without a scan's view).
+ * -ENOMEM. */
 int runtime_waits_attach(PeerResolver *r, Symbolizer *sym, unsigned skip, RuntimeMayRunFn may_run, void *userdata);
+
+/* The runtimes whose interpreter process PID maps (runtime_of_interpreter_module() of each mapped file), as
+ * 1 << RuntimeKind, from one read of its maps (at most 4 MiB); 0 when they cannot be read. */
+unsigned runtime_kinds_mapped(pid_t pid);
+
+/* runtime_kinds_mapped() per process, each read once: a RuntimeMayRunFn's state for one resolver's life. */
+typedef struct RuntimeMapped {
+        IntMap kinds;           /* pid -> (void *) (1 << _RUNTIME_MAX | runtime_kinds_mapped()) */
+} RuntimeMapped;
+
+/* A RuntimeMayRunFn over USERDATA, a RuntimeMapped: whether PID maps K's interpreter. Says yes on OOM (the
+ * runtime's reader then looks itself). */
+bool runtime_mapped_may_run(void *userdata, RuntimeKind k, pid_t pid);
+void runtime_mapped_done(RuntimeMapped *m);
 /* Every runtime's trim_native() on T. */
 int runtime_trim_native(ThreadSnapshot *t, bool *ret_clean);

@@ -20,6 +20,7 @@
 #include "chain/wait-chain.h"
 #include "proc/fuse-conn.h"
 #include "proc/sock-diag.h"
+#include "runtime/runtime.h"
 #include "unit.h"
 
 /* Fork a child that closes CLOSE_FD (if >= 0) and then reads READ_FD forever (or pauses when READ_FD < 0). */
@@ -269,7 +270,38 @@ START_TEST(test_a_fuse_connection_nobody_holds_answers) {
 }
 END_TEST
 
+/* A chain asks a runtime about a process only where its maps name the runtime's interpreter, read once a process. */
+START_TEST(test_a_runtime_is_asked_only_of_processes_that_map_it) {
+        RuntimeMapped mapped = { INTMAP_NULL };
+        pid_t py = fork();
+        unsigned kinds = 0;
+
+        ck_assert_int_ge(py, 0);
+        if (py == 0) {
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                execl("/usr/bin/python3", "python3", "-c", "import time; time.sleep(60)", (char *) NULL);
+                _exit(127);
+        }
+        for (int i = 0; i < 5000 && !(kinds & (1U << RUNTIME_PYTHON)); i++) {
+                kinds = runtime_kinds_mapped(py);
+                nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+        }
+        ck_assert_uint_eq(kinds, 1U << RUNTIME_PYTHON);
+        /* This test's own process runs no interpreter. */
+        ck_assert_uint_eq(runtime_kinds_mapped(getpid()), 0);
+        ck_assert(runtime_mapped_may_run(&mapped, RUNTIME_PYTHON, py));
+        ck_assert(!runtime_mapped_may_run(&mapped, RUNTIME_RUBY, py));
+        ck_assert(!runtime_mapped_may_run(&mapped, RUNTIME_PYTHON, getpid()));
+        /* Read once: the answer stands after the process is gone (a chain is one moment). */
+        reap(py);
+        ck_assert_uint_eq(runtime_kinds_mapped(py), 0);
+        ck_assert(runtime_mapped_may_run(&mapped, RUNTIME_PYTHON, py));
+        runtime_mapped_done(&mapped);
+}
+END_TEST
+
 UNIT_TEST_MAIN("peers", test_locks_lines, test_fuse_mounts_of_a_mountinfo, test_a_fuse_connection_nobody_holds_answers,
                test_sock_diag_finds_a_socketpair_and_its_peer,
                test_reader_waits_on_the_child_holding_the_other_end, test_the_resolver_never_names_its_own_process,
-               test_two_readers_of_each_other_are_a_deadlock_and_one_is_not, test_a_vanished_process_is_an_error_in_the_chain)
+               test_two_readers_of_each_other_are_a_deadlock_and_one_is_not, test_a_vanished_process_is_an_error_in_the_chain,
+               test_a_runtime_is_asked_only_of_processes_that_map_it)
