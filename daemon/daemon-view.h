@@ -15,6 +15,9 @@
 #include "scan.h"
 #include "trigger.h"
 
+/* The rules' captures in flight a view names (DaemonView.firing_pids), at least MANAGER_JOBS_MAX. */
+#define DAEMON_VIEW_FIRINGS_MAX 8
+
 typedef struct DaemonView {
         const Config *config;           /* the one in force (a reload replaces it) */
         Scanner *scanner;
@@ -26,6 +29,9 @@ typedef struct DaemonView {
         uint64_t snapshots_written;
         uint64_t capture_failures;
         size_t captures_running;
+        pid_t firing_pids[DAEMON_VIEW_FIRINGS_MAX]; /* the processes a rule's capture in flight is taking: its
+                                         * firing, not counted until the capture ends */
+        size_t n_firing_pids;
         uint64_t archive_snapshots;     /* after the latest rotation */
         uint64_t archive_bytes;
         uint64_t archive_tmp_removed;   /* temporary files of killed writes swept since start */

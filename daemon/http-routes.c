@@ -676,11 +676,19 @@ static enum MHD_Result route_snapshots(HttpRoutes *rt, Http *h, struct MHD_Conne
 
 /* ---- /problems ---- */
 
+static bool view_firing_pid(const DaemonView *v, pid_t pid) {
+        for (size_t i = 0; i < v->n_firing_pids; i++)
+                if (v->firing_pids[i] == pid)
+                        return true;
+        return false;
+}
+
 /* The archive's problems: its ledger's firings and its snapshots, those open now marked; oldest first by last seen,
  * the newest LIMIT, as /snapshots pages. */
 static enum MHD_Result route_problems(HttpRoutes *rt, Http *h, struct MHD_Connection *c, const char *arg,
                                       void **con_cls) {
         _cleanup_(problem_table_done) ProblemTable t = {};
+        _cleanup_free_ bool *in_flight = NULL;
         DaemonView view = routes_view(rt);
         ArchiveSummary *list = NULL;
         size_t n = 0, skipped = 0, ledger_skipped = 0, first = 0;
@@ -700,8 +708,20 @@ static enum MHD_Result route_problems(HttpRoutes *rt, Http *h, struct MHD_Connec
                 r = problems_ledger_load(archive_dir_fd(view.archive), &t, &ledger_skipped);
         if (r >= 0)
                 r = archive_list(view.archive, &list, &n, &skipped);
+        if (r >= 0 && n > 0 && !(in_flight = calloc(n, sizeof *in_flight)))
+                r = -ENOMEM;
+        /* A snapshot whose firing is not counted yet: the capture that wrote it has not ended (its result is
+         * counted as it ends), so the firing is in flight, and its problem open. */
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                in_flight[i] = list[i].signature && !problem_table_find(&t, list[i].signature) &&
+                               view_firing_pid(&view, list[i].pid);
         if (r >= 0)
                 r = problem_table_add_snapshots(&t, list, n);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                Problem *p = in_flight[i] ? problem_table_find(&t, list[i].signature) : NULL;
+                if (p)
+                        p->open = true;
+        }
         archive_summaries_free(list, n);
         if (r < 0)
                 return http_reply_error(h, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed to read the problems: %s",

@@ -409,6 +409,7 @@ static uint64_t manager_poll_interval(const Manager *m) {
 }
 
 /* HttpDaemon.view and HttpRoutesDaemon.view: what the transport, the routes and /metrics read. */
+_Static_assert(MANAGER_JOBS_MAX <= DAEMON_VIEW_FIRINGS_MAX, "a view names every capture in flight");
 static void manager_view(void *userdata, DaemonView *ret) {
         Manager *m = userdata;
 
@@ -435,6 +436,9 @@ static void manager_view(void *userdata, DaemonView *ret) {
                 .poll_interval_usec = manager_poll_interval(m),
                 .last_poll_cpu_usec = m->last_poll_cpu_usec,
         };
+        for (size_t i = 0; i < m->n_jobs; i++)
+                if (m->jobs[i]->firing)
+                        ret->firing_pids[ret->n_firing_pids++] = m->jobs[i]->pid;
 }
 
 static int on_fire(const Rule *r, ThreadEntry *t, unsigned peers, bool capture, void *userdata) {
