@@ -10,7 +10,8 @@ import signal
 import subprocess
 import uuid
 
-from conftest import free_port, stackctl, wait_until
+from conftest import free_port, http_json, stackctl, wait_until
+from test_alertmanager import HOOK, am_alerts
 from test_fleet import HOST, JOURNALD, REMOTE, UPLOAD, journal_records, needs_remote
 from test_journal import FIRED, journal, journald_daemon  # noqa: F401  (journald_daemon is a fixture)
 from test_python_daemon import culprit, unique_comm  # noqa: F401  (culprit is a fixture)
@@ -390,3 +391,42 @@ def test_a_central_journal_has_one_row_for_a_hang_two_hosts_saw(daemon, culprit,
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+
+
+def test_one_problem_on_two_hosts_is_one_group_in_alertmanager(daemon, alertmanager, culprit, tmp_path):
+    """The same deadlock on two hosts (two daemons, each in a UTS namespace of its own name): each raises one alert,
+    labelled with the problem's signature and title, and an Alertmanager routing by signature (as the README
+    suggests) groups the two into one notification."""
+    comm = unique_comm("am-2h")
+    setup = tmp_path / "uts-host"
+    setup.write_text(UTS)
+    setup.chmod(0o755)
+    for name in ("am-host-a", "am-host-b"):
+        daemon(f"""
+poll_interval: 200ms
+archive:
+  directory: "{tmp_path / ('archive-' + name)}"
+hooks:
+  command: [{json.dumps(HOOK)}, {json.dumps(alertmanager.url)}]
+  repeat_interval: 1h
+rules:
+  - name: deadlock
+    class: blocked
+    for: 1s
+    comm: {json.dumps(comm)}
+    deadlock: true
+    cooldown: 1h
+    actions: [snapshot, log, hook]
+""", env={"PR_HOST": name}, wrapper=("unshare", "--uts", "--", str(setup)))
+    culprit(comm, "deadlock")
+    alerts = wait_until(lambda: (lambda a: a if len(a) == 2 else None)(am_alerts(alertmanager, comm=comm)),
+                        timeout=30, interval=0.2, what="an alert from each host")
+    assert sorted(a["labels"]["host"] for a in alerts) == ["am-host-a", "am-host-b"], alerts
+    sig, title = alerts[0]["labels"]["signature"], alerts[0]["labels"]["title"]
+    assert re.fullmatch(r"[0-9a-f]{16}", sig) and title.endswith(f" ⇄ {comm} (deadlock)"), alerts[0]["labels"]
+    assert all((a["labels"]["signature"], a["labels"]["title"]) == (sig, title) for a in alerts), alerts
+    groups = wait_until(lambda: [g for g in http_json(alertmanager.url + "/api/v2/alerts/groups")[1]
+                                 if g["labels"].get("signature") == sig], timeout=10, interval=0.2,
+                        what="the problem's group")
+    assert len(groups) == 1 and groups[0]["labels"] == {"signature": sig}, groups
+    assert sorted(a["labels"]["host"] for a in groups[0]["alerts"]) == ["am-host-a", "am-host-b"], groups
