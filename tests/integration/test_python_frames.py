@@ -1,12 +1,13 @@
 """Python frames (issue 27): a CPython program's own functions, files and lines in every dump, read without stopping
 it, checked against CPython's own faulthandler for every CPython on the machine."""
+import contextlib
 import glob
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
-import sys
 
 import pytest
 
@@ -239,6 +240,7 @@ def test_a_join_leads_through_the_joined_thread(exe):
     joins (3.8-3.12: the tstate lock it waits on is the one that thread's state keeps) and goes on through it to the
     child. 3.13 joins on the thread handle's event: the edge says it is a join, no thread named."""
     p = subprocess.Popen([exe, os.path.join(PYDIR, "join_reader.py")], stdout=subprocess.PIPE, text=True)
+    sleeper = None
     try:
         word, sleeper = p.stdout.readline().split()
         assert word == "ready"
@@ -264,6 +266,9 @@ def test_a_join_leads_through_the_joined_thread(exe):
     finally:
         p.kill()
         p.wait()
+        if sleeper:  # it never writes, so the closed pipe would not end it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(sleeper), signal.SIGKILL)
 
 
 @pytest.mark.parametrize("exe", pythons())
