@@ -20,7 +20,7 @@ COLUMNS = ["SIGNATURE", "COUNT", "FIRST", "LAST", "HOSTS", "PROCESSES", "LATEST"
 NODENAME = os.uname().nodename
 
 
-def deadlock_rule(comm, cooldown="1h"):
+def deadlock_rule(comm, cooldown="1h", actions="snapshot, log"):
     return f"""
   - name: pr-deadlock
     class: blocked
@@ -28,7 +28,7 @@ def deadlock_rule(comm, cooldown="1h"):
     comm: {json.dumps(comm)}
     deadlock: true
     cooldown: {cooldown}
-    actions: [snapshot, log]
+    actions: [{actions}]
 """
 
 
@@ -43,12 +43,13 @@ def blocked_rule(comm, cooldown="1h", for_="1s"):
 """
 
 
-def config(rules, archive="@ARCHIVE@", http=""):
+def config(rules, archive="@ARCHIVE@", http="", hooks=""):
     return f"""
 poll_interval: 200ms
 archive:
   directory: "{archive}"
 {http}
+{hooks}
 rules:
 {rules}
 """
@@ -402,22 +403,9 @@ def test_one_problem_on_two_hosts_is_one_group_in_alertmanager(daemon, alertmana
     setup.write_text(UTS)
     setup.chmod(0o755)
     for name in ("am-host-a", "am-host-b"):
-        daemon(f"""
-poll_interval: 200ms
-archive:
-  directory: "{tmp_path / ('archive-' + name)}"
-hooks:
-  command: [{json.dumps(HOOK)}, {json.dumps(alertmanager.url)}]
-  repeat_interval: 1h
-rules:
-  - name: deadlock
-    class: blocked
-    for: 1s
-    comm: {json.dumps(comm)}
-    deadlock: true
-    cooldown: 1h
-    actions: [snapshot, log, hook]
-""", env={"PR_HOST": name}, wrapper=("unshare", "--uts", "--", str(setup)))
+        hooks = f"hooks:\n  command: [{json.dumps(HOOK)}, {json.dumps(alertmanager.url)}]\n  repeat_interval: 1h\n"
+        daemon(config(deadlock_rule(comm, actions="snapshot, log, hook"), archive=tmp_path / f"archive-{name}",
+                      hooks=hooks), env={"PR_HOST": name}, wrapper=("unshare", "--uts", "--", str(setup)))
     culprit(comm, "deadlock")
     alerts = wait_until(lambda: (lambda a: a if len(a) == 2 else None)(am_alerts(alertmanager, comm=comm)),
                         timeout=30, interval=0.2, what="an alert from each host")
