@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc-util.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/strv.h"
@@ -45,7 +46,7 @@ typedef struct RawThread {
 /* The raw copies of one capture: a thread's registers and stack bytes, by snapshot thread index. */
 typedef struct RawSet {
         RawThread *raw;
-        size_t n;
+        size_t n, n_allocated;
 } RawSet;
 
 typedef struct Capture {
@@ -62,6 +63,11 @@ typedef struct Capture {
         unsigned source_owed;   /* deferred lookups whose thread the source pass did not reach */
         unsigned budget_noted;  /* 1 << BudgetStep of the steps whose cut is noted */
         size_t n_unstopped;     /* threads a raw pass reached but left for ptrace, which the budget never stopped */
+        size_t *carried;        /* RawSet indexes of threads left for ptrace that a round's share of the budget did
+                                 * not reach: stopped first in the next round */
+        size_t n_carried;
+        size_t n_retired;       /* RawSet slots whose thread was carried to a later slot: before any round's first */
+        bool last_round;        /* nothing is carried from this round: what its share does not stop is skipped */
         bool kernel_stack_missing_noted;
         SymModule **symmods;    /* per snapshot module, looked up lazily */
         bool *symmod_done;
@@ -576,6 +582,21 @@ static void ptrace_failed(Capture *c, ThreadSnapshot *t, RawThread *raw, int r) 
 }
 
 /* The threads the raw pass left for ptrace (RAW indexes in DEFERRED), in batches. */
+/* The threads left for ptrace in DEFERRED (N of them, of TOTAL) that the budget never stopped: skipped, and why. */
+static void skip_unstopped(Capture *c, RawSet *rs, const size_t *deferred, size_t n, size_t total) {
+        if (n == 0)
+                return;
+        note_budget_spent(c, BUDGET_STOPPED, total - n, total);
+        c->n_unstopped += n;
+        for (size_t i = 0; i < n; i++) {
+                ThreadSnapshot *t = &c->s->threads[rs->raw[deferred[i]].index];
+                c->s->truncated = t->truncated = true;
+                t->method = CAPTURE_METHOD_NONE;
+                thread_set_error(c->s, t, "skipped: capture time budget (%llu ms) exhausted before it could be stopped",
+                                 (unsigned long long) (c->o->time_budget_usec / USEC_PER_MSEC));
+        }
+}
+
 static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferred, size_t n) {
         PtraceBatchItem items[PTRACE_BATCH_MAX];
         RuntimeStopped stopped[PTRACE_BATCH_MAX];
@@ -584,16 +605,13 @@ static int capture_ptrace_deferred(Capture *c, RawSet *rs, const size_t *deferre
                 size_t k = MIN(n - done, capture_ptrace_batch_max(c->o->stack_bytes));
 
                 if (usec_left(c->raw_deadline_usec) == 0) {
-                        note_budget_spent(c, BUDGET_STOPPED, done, n);
-                        c->n_unstopped += n - done;
-                        for (size_t i = done; i < n; i++) {
-                                ThreadSnapshot *t = &c->s->threads[rs->raw[deferred[i]].index];
-                                c->s->truncated = t->truncated = true;
-                                t->method = CAPTURE_METHOD_NONE;
-                                thread_set_error(c->s, t, "skipped: capture time budget (%llu ms) exhausted before "
-                                                 "it could be stopped", (unsigned long long) (c->o->time_budget_usec /
-                                                                                              USEC_PER_MSEC));
+                        /* The round's share is spent, not the budget: the rest are stopped first next round. */
+                        if (!c->last_round && !over_budget(c)) {
+                                memcpy(c->carried, deferred + done, (n - done) * sizeof *deferred);
+                                c->n_carried = n - done;
+                                return 0;
                         }
+                        skip_unstopped(c, rs, deferred + done, n - done, n);
                         return 0;
                 }
                 for (size_t i = 0; i < k; i++) {
@@ -750,7 +768,7 @@ static void raw_set_done(RawSet *rs) {
         for (size_t i = 0; rs->raw && i < rs->n; i++)
                 raw_thread_done(&rs->raw[i]);
         rs->raw = mfree(rs->raw);
-        rs->n = 0;
+        rs->n = rs->n_allocated = 0;
 }
 
 static void capture_done(Capture *c) {
@@ -762,6 +780,7 @@ static void capture_done(Capture *c) {
                 capture_sched_rt_end(&c->sched);
         c->symmods = mfree(c->symmods);
         c->symmod_done = mfree(c->symmod_done);
+        c->carried = mfree(c->carried);
         runtime_set_done(&c->runtimes);
 }
 
@@ -916,11 +935,21 @@ static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, size_t *
         Snapshot *s = c->s;
         int r;
 
-        if (!rs->raw)
-                rs->raw = calloc(n_tids ?: 1, sizeof *rs->raw);
-        deferred = calloc(n_tids ?: 1, sizeof *deferred);
-        if (!rs->raw || !deferred)
+        /* A slot per thread, and one more for each carried from an earlier round (moved to the end, so that this
+         * round's unwind pass, from the round's first slot on, has it). */
+        if (!GREEDY_REALLOC(rs->raw, rs->n_allocated, MAX(n_tids, rs->n + c->n_carried + (n_tids - *next))) ||
+            !(deferred = calloc(c->n_carried + n_tids - *next + 1, sizeof *deferred)) ||
+            (!c->carried && !(c->carried = calloc(n_tids ?: 1, sizeof *c->carried))))
                 return -ENOMEM;
+        for (size_t i = 0; i < c->n_carried; i++) {
+                RawThread *old = &rs->raw[c->carried[i]];
+
+                rs->raw[rs->n] = *old;
+                *old = (RawThread) { .index = old->index };
+                deferred[n_deferred++] = rs->n++;
+        }
+        c->n_retired += c->n_carried;
+        c->n_carried = 0;
         for (; *next < n_tids && usec_left(c->raw_deadline_usec) > 0; (*next)++) {
                 _cleanup_close_ int taskfd = -EBADF;
                 ThreadSnapshot *t;
@@ -929,7 +958,7 @@ static int capture_raw_pass(Capture *c, const int *tids, size_t n_tids, size_t *
                 if (!t)
                         return -ENOMEM;
                 t->tid = tids[*next];
-                rs->raw[rs->n++].index = s->n_threads - 1;
+                rs->raw[rs->n++] = (RawThread) { .index = s->n_threads - 1 };
                 r = proc_open_task(c->dirfd, t->tid, &taskfd);
                 if (r == 0)
                         r = read_thread_facts(c, taskfd, t);
@@ -991,7 +1020,7 @@ static int capture_unwind_threads(Capture *c, Symbolizer *sym, const char *root,
                 if (!raw->have_regs)
                         continue;
                 if (over_budget(c)) {
-                        note_budget_spent(c, BUDGET_UNWOUND, i, rs->n);
+                        note_budget_spent(c, BUDGET_UNWOUND, i - c->n_retired, rs->n - c->n_retired);
                         s->truncated = t->truncated = true;
                         thread_set_error(s, t, "not unwound: capture time budget exhausted");
                         continue;
@@ -1182,6 +1211,7 @@ static int capture_rounds(Capture *c, Symbolizer *sym, const int *tids, size_t n
 
                 if (round > 1)
                         (void) capture_sched_begin(&c->sched);
+                c->last_round = round == CAPTURE_ROUNDS_MAX;
                 t0 = now_usec(CLOCK_MONOTONIC);
                 r = capture_raw_pass(c, tids, n_tids, &next, kthread, rs);
                 if (r < 0)
@@ -1200,7 +1230,8 @@ static int capture_rounds(Capture *c, Symbolizer *sym, const int *tids, size_t n
                 if (r < 0)
                         return r;
                 t2 = now_usec(CLOCK_MONOTONIC);
-                if (next >= n_tids || rs->n == from || over_budget(c) || round == CAPTURE_ROUNDS_MAX)
+                if ((next >= n_tids && c->n_carried == 0) || rs->n == from || over_budget(c) ||
+                    round == CAPTURE_ROUNDS_MAX)
                         break;
                 /* Threads left, and time: the next raw pass gets the share of what is left that this round's costs
                  * a thread give it, less a margin for a thread that costs more (CAPTURE_ROUND_MARGIN). */
@@ -1209,6 +1240,9 @@ static int capture_rounds(Capture *c, Symbolizer *sym, const int *tids, size_t n
                 c->raw_deadline_usec = t2 + (uint64_t) ((double) usec_left(c->deadline_usec) * CAPTURE_ROUND_MARGIN *
                                                         copy / (copy + unwind));
         }
+        /* Carried, and then the budget ran out in the unwinding. */
+        skip_unstopped(c, rs, c->carried, c->n_carried, c->n_carried);
+        c->n_carried = 0;
         capture_unwind_finish(c, sym);
         return capture_skip_rest(c, tids, n_tids, next);
 }
