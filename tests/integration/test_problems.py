@@ -1,6 +1,10 @@
 """Problems, not snapshots: every snapshot a rule takes has a signature; a hang that keeps firing is one snapshot and
 one alert whose count grows; GET /problems counts every signature; rotation keeps a rare problem's snapshot."""
 import json
+import os
+import re
+
+import pytest
 
 from conftest import wait_until
 from test_python_daemon import (culprit, events, firings, recording_hook,  # noqa: F401  (culprit is a fixture)
@@ -182,3 +186,25 @@ rules:
     assert s["signature"] != keys[0]["signature"] and s["title"].startswith("block-read "), s
     [p] = [p for p in problems(d) if p["signature"] == keys[0]["signature"]]
     assert p["snapshots"] == 2 and p["count"] == 2 and len(p["processes"]) == 2, p
+
+
+@pytest.mark.skipif(not os.environ.get("STACKWATCH_SOAK_SECONDS"),
+                    reason="a hang of three minutes: set STACKWATCH_SOAK_SECONDS (any value) to run it")
+def test_a_pipe_deadlock_kept_three_minutes_on_the_defaults_is_one_snapshot(daemon, culprit):
+    """Issue 44's case, as it was measured, on the built-in rules: a two-process pipe deadlock kept (up to three
+    minutes) fires the deadlock rule (at 10 s) and the blocked rule (at 120 s, on each process): three firings of
+    one problem, one snapshot, and the log counts the later two against it (it took 3 snapshots before)."""
+    d = daemon('archive:\n  directory: "@ARCHIVE@"\n')
+    comm = unique_comm("pb-3m")
+    c = culprit(comm, "deadlock")
+    pids = {c.tid("wait_for_child"), c.tid("wait_for_parent")}
+    [p] = wait_until(lambda: [p for p in problems(d) if {q["pid"] for q in p["processes"]} == pids],
+                     timeout=30, interval=0.5, what="the deadlock rule's firing")
+    sig = p["signature"]
+    # The blocked rule's two firings come 120 s into the hang: within its three minutes.
+    [p] = wait_until(lambda: [q for q in problems(d) if q["signature"] == sig and q["count"] >= 3], timeout=170,
+                     interval=1, what="the blocked rule's firings on both processes")
+    assert p["count"] == 3 and p["snapshots"] == 1 and p["open"], p
+    assert len([s for s in d.snapshots() if s["pid"] in pids]) == 1
+    assert len(re.findall(rf"^Rule \"blocked\" fired: pid \d+ \({comm}\) .* problem {p['signature']}, open, seen "
+                          r"[23] times: its snapshot \S+ stands$", d.log_text(), re.M)) == 2, d.log_text()[-3000:]
