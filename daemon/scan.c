@@ -257,6 +257,18 @@ static int wait_threads_wait(void *userdata, pid_t pid, pid_t tid, ThreadWait *r
         const ThreadEntry *t = seen_thread(s, pid, tid);
         const ThreadSample *cur = t ? &t->sample : NULL;
 
+        /* Parked on the GIL, it wakes to ask for it every switch interval, and the look may have caught it between
+         * two waits (running, or runnable behind a busy machine): it still waits where the classifier holds it
+         * parked, and that is the wait to follow. A walk that took the moment for the wait found no GIL edge, and
+         * with nothing changed no walk came again: the waiter stayed "waiting" for good. */
+        if (cur && t->cls.parked && t->cls.parked_gil && cur->state != 't' && cur->state != 'T' &&
+            !(cur->have_syscall && cur->syscall.kind == PROC_SYSCALL_BLOCKED)) {
+                *ret = (ThreadWait) { .pid = pid, .tid = tid, .state = 'S', .syscall = t->cls.parked_place,
+                                      .wchan_unread = !t->walk_wchan };
+                if (t->walk_wchan)
+                        snprintf(ret->wchan, sizeof ret->wchan, "%s", t->walk_wchan);
+                return 0;
+        }
         /* A stopped thread's tracer is in its status file, which no scan reads; and a sleeper whose syscall the scan
          * did not read (it ran a little since the look before) is read as /proc shows it now. */
         if (!cur || cur->state == 't' || cur->state == 'T' || (cur->state != 'R' && !cur->have_syscall))
